@@ -1,0 +1,28 @@
+"""Accounting: one accountant for every linear Gaussian mechanism, and calibration.
+
+- :mod:`~dpdl.accounting.gdp`: exact Gaussian-DP algebra (pure maths).
+- :mod:`~dpdl.accounting.rdp_bound`: the papers' closed-form RDP bound, for reproduction.
+- :mod:`~dpdl.accounting.sensitivity`: Mahalanobis sensitivity of a covariance under a view.
+- :mod:`~dpdl.accounting.neighbouring`: agent- and example-level relations.
+- :mod:`~dpdl.accounting.accountant`: covariance + threat + relation + steps -> epsilon.
+- :mod:`~dpdl.accounting.calibration`: target epsilon -> allowed per-step sensitivity.
+"""
+
+from dpdl.accounting.accountant import ACCOUNTANTS, PrivacyReport, account, epsilon_from_mu_step, step_sensitivity
+from dpdl.accounting.calibration import CALIBRATIONS, Calibration, calibrate, noise_scale
+from dpdl.accounting.neighbouring import AgentLevel, ExampleLevel, Neighbouring
+
+__all__ = [
+    "ACCOUNTANTS",
+    "CALIBRATIONS",
+    "AgentLevel",
+    "ExampleLevel",
+    "Neighbouring",
+    "PrivacyReport",
+    "Calibration",
+    "account",
+    "calibrate",
+    "epsilon_from_mu_step",
+    "noise_scale",
+    "step_sensitivity",
+]

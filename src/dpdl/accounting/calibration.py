@@ -1,0 +1,133 @@
+"""Calibration: from a target (eps, delta) over T steps to the largest per-step sensitivity allowed.
+
+Every Gaussian noise design in dpdl is calibrated through one number, the per-step Mahalanobis
+sensitivity ``mu_step`` the budget allows. For a covariance R seen in full (eavesdropper) it is the
+constraint ``max_i [R^-1]_ii <= (mu_step / s)^2`` of the Whisper and DECOR programs; for a fixed
+covariance shape it fixes the noise scale (:func:`noise_scale`).
+
+Methods:
+
+- ``"exact"`` (default): the largest ``mu_step`` whose exact accounting (GDP at agent level, PLD at
+  example level) gives at most the target eps. It never overshoots: the returned value is checked
+  against the accountant and moved to the safe side.
+- ``"paper"``: the papers' closed form ``mu_step^2 = eps^2 / (4 T log(1/delta))``
+  (CorN-DSGD eq. (9b)), agent level only, to reproduce their settings. Its exact epsilon is
+  reported next to it (:attr:`Calibration.achieved_epsilon`): it is below target for moderate eps
+  and above it (an overshoot) at large eps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpdl.accounting import gdp
+from dpdl.accounting.accountant import default_accountant, epsilon_from_mu_step, step_sensitivity
+from dpdl.accounting.neighbouring import ExampleLevel, Neighbouring
+from dpdl.accounting.rdp_bound import paper_mu_step
+from dpdl.errors import ConfigError, PrivacyParameterError
+from dpdl.threats import ThreatModel
+
+__all__ = ["Calibration", "calibrate", "noise_scale", "CALIBRATIONS"]
+
+CALIBRATIONS = ("exact", "paper")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The per-step sensitivity a budget allows, and what the exact accountant says of it."""
+
+    eps: float
+    delta: float
+    steps: int
+    neighbouring: Neighbouring
+    method: str
+    mu_step: float
+    achieved_epsilon: float
+
+    @property
+    def inverse_variance_bound(self) -> float:
+        """The bound c in ``max_i [R^-1]_ii <= c`` for a fully observed covariance R."""
+        return (self.mu_step / self.neighbouring.sensitivity) ** 2
+
+    @property
+    def overshoots(self) -> bool:
+        """Whether the exact accountant gives more than the target eps (only the paper form can)."""
+        return self.achieved_epsilon > self.eps
+
+    def as_dict(self) -> dict[str, float | int | str | bool]:
+        return {
+            "target_epsilon": self.eps,
+            "delta": self.delta,
+            "steps": self.steps,
+            "neighbouring": str(self.neighbouring),
+            "calibration": self.method,
+            "mu_step": self.mu_step,
+            "inverse_variance_bound": self.inverse_variance_bound,
+            "exact_epsilon": self.achieved_epsilon,
+            "overshoots": self.overshoots,
+        }
+
+
+def _exact_pld_mu_step(eps: float, delta: float, steps: int, neighbouring: ExampleLevel) -> float:
+    """Largest mu_step (to 1e-4 relative) with PLD epsilon <= eps, by bisection in log space."""
+
+    def eps_of(mu: float) -> float:
+        return epsilon_from_mu_step(mu, steps, delta, neighbouring, "pld")
+
+    low, high = 1e-3, 1.0
+    while eps_of(low) > eps:
+        low /= 10.0
+        if low < 1e-12:
+            raise PrivacyParameterError(f"no noise level reaches eps={eps} at delta={delta}")
+    while eps_of(high) <= eps:
+        low, high = high, high * 10.0
+        if high > 1e6:
+            return low
+    while high / low > 1.0 + 1e-4:
+        middle = math.sqrt(low * high)
+        if eps_of(middle) <= eps:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def calibrate(
+    eps: float, delta: float, steps: int, neighbouring: Neighbouring, method: str = "exact"
+) -> Calibration:
+    """Per-step sensitivity allowed by an (eps, delta) budget over ``steps`` steps."""
+    gdp.check_budget(eps, delta)
+    if steps < 1:
+        raise PrivacyParameterError(f"the number of steps must be >= 1, got {steps}")
+    if method not in CALIBRATIONS:
+        raise ConfigError(f"unknown calibration {method!r}; known: {', '.join(CALIBRATIONS)}")
+    accountant = default_accountant(neighbouring)
+    if method == "paper":
+        if isinstance(neighbouring, ExampleLevel):
+            raise ConfigError("the papers' closed-form calibration is agent-level only; use --calibration exact")
+        mu_step = paper_mu_step(eps, delta, steps)
+    elif isinstance(neighbouring, ExampleLevel):
+        mu_step = _exact_pld_mu_step(eps, delta, steps, neighbouring)
+    else:
+        mu_step = gdp.mu_for_budget(eps, delta) / math.sqrt(steps)
+        while epsilon_from_mu_step(mu_step, steps, delta, neighbouring, accountant) > eps:
+            mu_step *= 1.0 - 1e-12  # floating-point round trip through sqrt(T): stay on the safe side
+    achieved = epsilon_from_mu_step(mu_step, steps, delta, neighbouring, accountant)
+    return Calibration(eps, delta, steps, neighbouring, method, mu_step, achieved)
+
+
+def noise_scale(shape: np.ndarray, threat: ThreatModel, calibration: Calibration) -> float:
+    """Standard-deviation multiplier sigma such that ``sigma^2 * shape`` meets ``calibration``.
+
+    ``shape`` is a covariance up to scale (the identity for LDP); the Mahalanobis sensitivity scales
+    as ``1 / sigma``, so ``sigma = mu_step(shape) / mu_step(target)``.
+    """
+    unit = step_sensitivity(shape, threat, calibration.neighbouring)
+    if math.isinf(unit):
+        raise PrivacyParameterError(
+            f"the noise covariance is singular against the {threat} threat: no noise scale gives privacy"
+        )
+    return unit / calibration.mu_step

@@ -1,0 +1,1 @@
+"""Data sets: the copies bundled with the package and the ones read from ``shared/data``."""

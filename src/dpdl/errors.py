@@ -1,0 +1,32 @@
+"""Errors that dpdl raises on bad input.
+
+Every error a user can cause (a disconnected graph, a non-stochastic mixing matrix, a privacy
+budget out of range, a missing data file) is a :class:`DpdlError`; the CLI prints its message as
+one line and exits non-zero instead of showing a traceback.
+"""
+
+from __future__ import annotations
+
+
+class DpdlError(Exception):
+    """Base class of the errors dpdl raises for bad input."""
+
+
+class GraphError(DpdlError):
+    """The communication graph is unusable (disconnected, empty, unreadable)."""
+
+
+class MixingMatrixError(DpdlError):
+    """The mixing matrix is not stochastic, not supported on the graph, or does not mix."""
+
+
+class PrivacyParameterError(DpdlError):
+    """A privacy parameter (epsilon, delta, clipping threshold, steps) is out of its range."""
+
+
+class DataError(DpdlError):
+    """A data set or data file is missing or malformed."""
+
+
+class ConfigError(DpdlError):
+    """An option or combination of options is not supported."""

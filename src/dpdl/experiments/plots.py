@@ -1,0 +1,46 @@
+"""Matplotlib figures of runs (headless: the Agg backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+__all__ = ["plot_curves"]
+
+
+def plot_curves(
+    curves: Mapping[str, Sequence[Sequence[Mapping[str, float]]]],
+    metric: str,
+    path: Path,
+    title: str,
+    log_y: bool = False,
+) -> Path:
+    """Plot ``metric`` against step: one line per label (mean over its seeds, band = min..max).
+
+    ``curves[label]`` is a list of histories (one per seed), each a list of metric records.
+    """
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for label, histories in curves.items():
+        steps = np.array([record["step"] for record in histories[0]])
+        values = np.array([[record[metric] for record in history] for history in histories])
+        line = ax.plot(steps, values.mean(axis=0), label=label)[0]
+        if len(histories) > 1:
+            ax.fill_between(steps, values.min(axis=0), values.max(axis=0), color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("step")
+    ax.set_ylabel(metric.replace("_", " "))
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,64 @@
+"""Writing a training job's results folder: config JSON, metrics CSV, final JSON, figure."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from dpdl.experiments.plots import plot_curves
+from dpdl.experiments.train import TrainResult
+
+__all__ = ["write_results", "json_safe"]
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as the strings ``"Infinity"`` / ``"NaN"`` (valid JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
+
+
+def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
+    """Write ``config.json``, ``metrics.csv``, ``final.json`` and ``<metric>.png`` into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "config": result.config.as_dict(),
+        "task": result.task,
+        "calibration": result.calibration.as_dict() if result.calibration else None,
+        "seeds": [
+            {
+                "seed": run.seed,
+                "graph": run.graph,
+                "mechanism": run.mechanism,
+                "trace_WRW": run.trace_wrw,
+                "privacy": [report.as_dict() for report in run.privacy],
+            }
+            for run in result.runs
+        ],
+    }
+    paths = {"config": folder / "config.json", "metrics": folder / "metrics.csv", "final": folder / "final.json"}
+    paths["config"].write_text(json.dumps(json_safe(config), indent=2) + "\n")
+    keys = list(result.runs[0].history[0])
+    with paths["metrics"].open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["seed", *keys])
+        for run in result.runs:
+            for record in run.history:
+                writer.writerow([run.seed, *(record[key] for key in keys)])
+    paths["final"].write_text(json.dumps(json_safe(result.summary()), indent=2) + "\n")
+    metric = result.primary_metric
+    paths["figure"] = plot_curves(
+        {result.config.mechanism: [run.history for run in result.runs]},
+        metric,
+        folder / f"{metric}.png",
+        f"{result.config.task} on {result.config.graph} (n={result.runs[0].graph['nodes']}), eps={result.config.eps:g}",
+        log_y=metric == "optimality_gap",
+    )
+    return paths

@@ -1,0 +1,86 @@
+"""Graphs: topologies (synthetic and real), mixing matrices, spectral facts.
+
+networkx in, numpy out. :func:`build_graph` turns the CLI's graph specification into a graph.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+from dpdl.errors import GraphError
+from dpdl.graphs.mixing import (
+    MIXING_RULES,
+    NotDoublyStochasticWarning,
+    local_degree,
+    max_degree,
+    metropolis_hastings,
+    mixing_matrix,
+    mixing_rate,
+    sinkhorn_knopp,
+    validate_mixing_matrix,
+)
+from dpdl.graphs.spectral import GraphSummary, algebraic_connectivity, spectral_gap, summarize, vertex_connectivity
+from dpdl.graphs.topologies import (
+    REAL_GRAPHS,
+    complete,
+    erdos_renyi,
+    exponential,
+    read_edgelist,
+    real_graph,
+    require_connected,
+    ring,
+    star,
+    torus,
+)
+
+__all__ = [
+    "SYNTHETIC_GRAPHS",
+    "REAL_GRAPHS",
+    "MIXING_RULES",
+    "build_graph",
+    "erdos_renyi",
+    "ring",
+    "torus",
+    "complete",
+    "star",
+    "exponential",
+    "read_edgelist",
+    "real_graph",
+    "require_connected",
+    "metropolis_hastings",
+    "local_degree",
+    "max_degree",
+    "sinkhorn_knopp",
+    "mixing_matrix",
+    "mixing_rate",
+    "validate_mixing_matrix",
+    "NotDoublyStochasticWarning",
+    "algebraic_connectivity",
+    "spectral_gap",
+    "vertex_connectivity",
+    "GraphSummary",
+    "summarize",
+]
+
+#: Synthetic topologies by CLI name (``er`` also takes ``p`` and ``seed``).
+SYNTHETIC_GRAPHS = ("er", "ring", "torus", "complete", "star", "exponential")
+
+
+def build_graph(
+    spec: str, n: int | None = None, p: float | None = None, seed: int | np.random.SeedSequence = 0
+) -> nx.Graph:
+    """Graph from a specification: a synthetic name (with ``n``, and ``p`` for ``er``), a real
+    graph name (:data:`REAL_GRAPHS`), or ``edgelist:PATH``. The result is checked to be connected.
+    """
+    if spec.startswith("edgelist:"):
+        return require_connected(read_edgelist(spec.removeprefix("edgelist:")), f"graph in {spec}")
+    if spec in SYNTHETIC_GRAPHS:
+        if n is None:
+            raise GraphError(f"graph {spec!r} needs a number of agents n")
+        if spec == "er":
+            if p is None:
+                raise GraphError("an Erdos-Renyi graph needs an edge probability p")
+            return erdos_renyi(n, p, seed)
+        return {"ring": ring, "torus": torus, "complete": complete, "star": star, "exponential": exponential}[spec](n)
+    return require_connected(real_graph(spec), f"graph {spec!r}")

@@ -1,0 +1,239 @@
+"""Communication topologies: synthetic generators and the real graphs shipped in ``shared/data``.
+
+Every function returns an undirected :class:`networkx.Graph` whose nodes are the integers
+``0..n-1`` (agents first, as everywhere in dpdl). Generators that can produce a disconnected
+graph either guarantee connectivity or raise :class:`~dpdl.errors.GraphError`.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import math
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+
+from dpdl.data.paths import shared_data_file
+from dpdl.errors import GraphError
+
+__all__ = [
+    "erdos_renyi",
+    "ring",
+    "torus",
+    "complete",
+    "star",
+    "exponential",
+    "read_edgelist",
+    "real_graph",
+    "REAL_GRAPHS",
+    "require_connected",
+    "relabel_consecutive",
+]
+
+
+def relabel_consecutive(graph: nx.Graph) -> nx.Graph:
+    """Relabel the nodes to ``0..n-1`` in sorted order of their original labels."""
+    try:
+        order = sorted(graph.nodes)
+    except TypeError:  # mixed label types: keep insertion order
+        order = list(graph.nodes)
+    return nx.relabel_nodes(graph, {old: new for new, old in enumerate(order)}, copy=True)
+
+
+def require_connected(graph: nx.Graph, what: str = "graph") -> nx.Graph:
+    """Return ``graph`` unchanged if it is connected, else raise a :class:`GraphError`."""
+    n = graph.number_of_nodes()
+    if n == 0:
+        raise GraphError(f"the {what} has no nodes")
+    if graph.is_directed():
+        connected = nx.is_strongly_connected(graph)
+    else:
+        connected = nx.is_connected(graph)
+    if not connected:
+        if graph.is_directed():
+            parts = nx.number_strongly_connected_components(graph)
+        else:
+            parts = nx.number_connected_components(graph)
+        raise GraphError(
+            f"the {what} is disconnected ({parts} components over {n} nodes); decentralized "
+            "averaging cannot reach consensus: use a connected graph or keep its largest component"
+        )
+    return graph
+
+
+def erdos_renyi(n: int, p: float, seed: int | np.random.SeedSequence = 0, max_tries: int = 1000) -> nx.Graph:
+    """Erdos-Renyi G(n, p), conditioned on being connected.
+
+    Connectivity is ensured by rejection sampling: graphs are drawn with independent seeds until one
+    is connected, so the result is distributed exactly as G(n, p) conditioned on connectivity (no
+    edges are added by hand). If ``max_tries`` draws are all disconnected (``p`` far below
+    ``log(n)/n``), a :class:`GraphError` says so.
+    """
+    if n < 1:
+        raise GraphError(f"an Erdos-Renyi graph needs n >= 1 nodes, got {n}")
+    if not 0.0 < p <= 1.0:
+        raise GraphError(f"the Erdos-Renyi edge probability must be in (0, 1], got p={p}")
+    seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    for child in seq.spawn(max_tries):
+        graph = nx.gnp_random_graph(n, p, seed=np.random.default_rng(child))
+        if nx.is_connected(graph):
+            return graph
+    raise GraphError(
+        f"no connected Erdos-Renyi graph with n={n}, p={p} in {max_tries} draws; "
+        f"the connectivity threshold is about log(n)/n = {math.log(max(n, 2)) / n:.3f}"
+    )
+
+
+def ring(n: int) -> nx.Graph:
+    """Cycle over ``n >= 3`` agents."""
+    if n < 3:
+        raise GraphError(f"a ring needs n >= 3 nodes, got {n}")
+    return nx.cycle_graph(n)
+
+
+def torus(n: int, rows: int | None = None) -> nx.Graph:
+    """2-d torus grid (periodic lattice) with ``n = rows * cols`` agents.
+
+    Without ``rows`` the most square factorisation of ``n`` is used (n=16 gives 4 x 4).
+    """
+    if rows is None:
+        rows = max(r for r in range(1, math.isqrt(n) + 1) if n % r == 0)
+    if rows < 1 or n % rows:
+        raise GraphError(f"a torus with n={n} nodes cannot have {rows} rows")
+    cols = n // rows
+    if rows < 3 or cols < 3:
+        raise GraphError(
+            f"a 2-d torus needs at least 3 rows and 3 columns; n={n} factors only as {rows} x {cols}"
+        )
+    return relabel_consecutive(nx.grid_2d_graph(rows, cols, periodic=True))
+
+
+def complete(n: int) -> nx.Graph:
+    """Complete graph over ``n >= 2`` agents."""
+    if n < 2:
+        raise GraphError(f"a complete graph needs n >= 2 nodes, got {n}")
+    return nx.complete_graph(n)
+
+
+def star(n: int) -> nx.Graph:
+    """Star with centre 0 and ``n - 1`` leaves."""
+    if n < 2:
+        raise GraphError(f"a star needs n >= 2 nodes, got {n}")
+    return nx.star_graph(n - 1)
+
+
+def exponential(n: int) -> nx.Graph:
+    """Static exponential graph: agent i is linked to ``i +/- 2^k mod n`` for ``2^k < n``.
+
+    The undirected version of the exponential graph of Ying et al. (NeurIPS 2021), degree about
+    ``2 log2(n)``.
+    """
+    if n < 2:
+        raise GraphError(f"an exponential graph needs n >= 2 nodes, got {n}")
+    graph = nx.empty_graph(n)
+    hop = 1
+    while hop < n:
+        graph.add_edges_from((i, (i + hop) % n) for i in range(n) if (i + hop) % n != i)
+        hop *= 2
+    return graph
+
+
+def read_edgelist(path: str | Path) -> nx.Graph:
+    """Read an undirected graph from a whitespace-separated edge list with integer node ids.
+
+    Lines starting with ``#`` or ``%`` are comments; extra columns (weights) are ignored; ``.gz``
+    files are read directly. Node ids are relabelled to ``0..n-1`` in increasing order.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise GraphError(f"edge list file not found: {path}")
+    opener = gzip.open if path.suffix == ".gz" else open
+    graph = nx.Graph()
+    with opener(path, "rt") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            fields = line.split()
+            if not fields or fields[0][0] in "#%":
+                continue
+            if len(fields) < 2:
+                raise GraphError(f"{path}:{lineno}: expected two integer node ids, got {line.strip()!r}")
+            try:
+                u, v = int(fields[0]), int(fields[1])
+            except ValueError:
+                raise GraphError(f"{path}:{lineno}: node ids must be integers, got {line.strip()!r}") from None
+            if u != v:
+                graph.add_edge(u, v)
+    if graph.number_of_nodes() == 0:
+        raise GraphError(f"edge list {path} has no edges")
+    return relabel_consecutive(graph)
+
+
+def _read_csv_graph(name: str) -> nx.Graph:
+    graph = nx.Graph()
+    with open(shared_data_file(f"networkx_graphs/{name}.csv"), newline="") as handle:
+        for row in csv.DictReader(handle):
+            graph.add_edge(row["source"], row["target"])
+    return relabel_consecutive(graph)
+
+
+def _largest_component(graph: nx.Graph) -> nx.Graph:
+    nodes = max(nx.connected_components(graph), key=len)
+    return relabel_consecutive(graph.subgraph(nodes).copy())
+
+
+def _facebook_ego(ego: int, include_ego: bool) -> nx.Graph:
+    """Ego network ``ego`` of SNAP ego-Facebook: the alters' friendships (largest component).
+
+    With ``include_ego`` the ego itself is added, linked to every alter (then the graph is
+    connected by construction).
+    """
+    graph = read_edgelist(shared_data_file(f"facebook/ego/{ego}.edges.gz"))
+    if include_ego:
+        centre = graph.number_of_nodes()
+        graph.add_edges_from((centre, v) for v in range(centre))
+        return graph
+    return _largest_component(graph)
+
+
+#: Real graphs shipped in ``shared/data``, by CLI name, with what is kept of them.
+REAL_GRAPHS: dict[str, str] = {
+    "florentine": "Padgett's Florentine families (15 nodes, 20 edges)",
+    "karate": "Zachary's karate club (34 nodes, 78 edges)",
+    "davis": "Davis Southern Women, bipartite women/events (32 nodes, 89 edges)",
+    "les-miserables": "Les Miserables co-appearances (77 nodes, 254 edges)",
+    "facebook-ego-<id>": "SNAP ego-Facebook ego network <id> (0,107,348,414,686,698,1684,1912,3437,3980): "
+    "largest component of the alters' friendships",
+    "facebook": "SNAP ego-Facebook combined graph (4039 nodes, 88234 edges)",
+    "gnutella": "SNAP p2p-Gnutella08 overlay, largest connected component (6299 nodes)",
+    "collegemsg": "UC Irvine CollegeMsg messages as a static undirected graph, largest component",
+}
+
+
+def real_graph(name: str) -> nx.Graph:
+    """Load a real graph from ``shared/data`` by its name in :data:`REAL_GRAPHS`."""
+    csv_names = {
+        "florentine": "florentine_families",
+        "karate": "karate_club",
+        "davis": "davis_southern_women",
+        "les-miserables": "les_miserables",
+    }
+    if name in csv_names:
+        return _read_csv_graph(csv_names[name])
+    if name.startswith("facebook-ego-"):
+        suffix = name.removeprefix("facebook-ego-")
+        if not suffix.isdigit():
+            raise GraphError(f"facebook ego networks are named facebook-ego-<id>, got {name!r}")
+        return _facebook_ego(int(suffix), include_ego=False)
+    if name == "facebook":
+        return read_edgelist(shared_data_file("facebook/facebook_combined.txt.gz"))
+    if name == "gnutella":
+        return _largest_component(read_edgelist(shared_data_file("gnutella/p2p-Gnutella08.txt.gz")))
+    if name == "collegemsg":
+        graph = nx.Graph()
+        with gzip.open(shared_data_file("collegemsg/collegemsg.csv.gz"), "rt", newline="") as handle:
+            for row in csv.DictReader(handle):
+                if row["Source"] != row["Target"]:
+                    graph.add_edge(int(row["Source"]), int(row["Target"]))
+        return _largest_component(graph)
+    raise GraphError(f"unknown real graph {name!r}; known: {', '.join(REAL_GRAPHS)}")

@@ -1,0 +1,86 @@
+"""Deterministic quadratic objectives with a closed-form optimum.
+
+Every agent's objective is ``f_i(x) = (x - c_i)^T Q_i (x - c_i)`` with ``Q_i`` positive
+semidefinite, so the global objective ``F = (1/n) sum_i f_i`` has the exact minimiser
+``x* = (sum Q_i)^-1 sum Q_i c_i``. Two instances from the papers:
+
+- :func:`whisper_quadratic`: Whisper D-SGD eq. (11) / CorN-DSGD eq. (11), d = 2:
+  ``f_i = 15 (x1 + i)^2 + x2^2`` for ``i <= n/2`` and ``15 (x1 - i)^2 + x2^2`` rotated by 15
+  degrees around its minimiser ``(i, 0)`` for ``i > n/2`` (agents numbered from 1).
+- :func:`decor_least_squares`: DECOR Section 6.1, ``f_i = 1/2 ||A_i x - b_i||^2`` with
+  ``A_i^2 = (i^2/n) I_d`` and ``b_i ~ N(0, I_d / i^2)``.
+
+The optimality gap reported is ``(1/n) sum_i F(x_i) - F*`` (each agent's model on the global
+objective; the papers write ``(1/n) sum_i f_i(x_i) - f*``, which can be negative away from
+consensus, so we use the global objective for every agent's model).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpdl.tasks.base import Batch, Task
+
+__all__ = ["QuadraticObjectives", "whisper_quadratic", "decor_least_squares"]
+
+
+class QuadraticObjectives(Task):
+    """``f_i(x) = (x - c_i)^T Q_i (x - c_i)`` for every agent (full gradients, no examples)."""
+
+    primary_metric = "optimality_gap"
+
+    def __init__(self, name: str, curvatures: np.ndarray, centers: np.ndarray) -> None:
+        n, d = centers.shape
+        super().__init__(n, d)
+        self.name = name
+        self.curvatures = np.asarray(curvatures, dtype=float)
+        self.centers = np.asarray(centers, dtype=float)
+        total = self.curvatures.sum(axis=0)
+        self.optimum = np.linalg.solve(total, np.einsum("nij,nj->i", self.curvatures, self.centers))
+        self.optimal_value = float(self.objective(self.optimum[None, :])[0])
+
+    def objective(self, params: np.ndarray) -> np.ndarray:
+        """Global objective ``F`` at each row of ``params`` (m, d) -> (m,)."""
+        diff = params[:, None, :] - self.centers[None, :, :]  # (m, n, d)
+        values = np.einsum("mni,nij,mnj->mn", diff, self.curvatures, diff)
+        return values.mean(axis=1)
+
+    def gradients(self, params: np.ndarray, batch: Batch | None, example_clip: float | None) -> np.ndarray:
+        return 2.0 * np.einsum("nij,nj->ni", self.curvatures, params - self.centers)
+
+    def evaluate(self, params: np.ndarray) -> dict[str, float]:
+        values = self.objective(params)
+        average = params.mean(axis=0, keepdims=True)
+        return {
+            "optimality_gap": float(values.mean() - self.optimal_value),
+            "optimality_gap_average_model": float(self.objective(average)[0] - self.optimal_value),
+            "train_loss": float(values.mean()),
+            "consensus_distance": float(((params - average) ** 2).sum(axis=1).mean()),
+        }
+
+
+def whisper_quadratic(n: int, angle_degrees: float = 15.0) -> QuadraticObjectives:
+    """Whisper D-SGD eq. (11): 2-d quadratics, the second half rotated by ``angle_degrees``."""
+    index = np.arange(1, n + 1, dtype=float)
+    second_half = index > n / 2
+    centers = np.stack([np.where(second_half, index, -index), np.zeros(n)], axis=1)
+    theta = math.radians(angle_degrees)
+    rotation = np.array([[math.cos(theta), -math.sin(theta)], [math.sin(theta), math.cos(theta)]])
+    base = np.diag([15.0, 1.0])
+    rotated = rotation.T @ base @ rotation
+    curvatures = np.where(second_half[:, None, None], rotated, base)
+    return QuadraticObjectives("quadratic", curvatures, centers)
+
+
+def decor_least_squares(n: int, dim: int, rng: np.random.Generator) -> QuadraticObjectives:
+    """DECOR least squares: ``1/2 ||A_i x - b_i||^2``, ``A_i = (i / sqrt(n)) I``, ``b_i ~ N(0, I / i^2)``.
+
+    Written as ``a_i^2 / 2 ||x - b_i / a_i||^2`` with ``a_i = i / sqrt(n)``.
+    """
+    index = np.arange(1, n + 1, dtype=float)
+    scale = index / math.sqrt(n)
+    targets = rng.standard_normal((n, dim)) / index[:, None]
+    curvatures = (scale**2 / 2.0)[:, None, None] * np.eye(dim)[None, :, :]
+    return QuadraticObjectives("least-squares", curvatures, targets / scale[:, None])
