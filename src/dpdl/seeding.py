@@ -11,13 +11,15 @@ import zlib
 
 import numpy as np
 
+from dpdl.errors import ConfigError
+
 __all__ = ["purpose_seed", "purpose_rng"]
 
 
 def purpose_seed(seed: int, purpose: str) -> np.random.SeedSequence:
     """Seed sequence for ``purpose`` (e.g. ``"graph"``, ``"partition"``, ``"batches"``, ``"noise"``)."""
     if seed < 0:
-        raise ValueError(f"seeds must be >= 0, got {seed}")
+        raise ConfigError(f"seeds must be integers >= 0, got {seed}")
     return np.random.SeedSequence(seed, spawn_key=(zlib.crc32(purpose.encode()),))
 
 

@@ -29,12 +29,14 @@ from dpdl.accounting.sensitivity import unit_sensitivity
 from dpdl.errors import ConfigError, PrivacyParameterError
 from dpdl.threats import ThreatModel
 
-__all__ = ["PrivacyReport", "step_sensitivity", "epsilon_from_mu_step", "default_accountant", "account", "ACCOUNTANTS"]
+__all__ = ["PrivacyReport", "step_sensitivity", "epsilon_from_mu_step", "default_accountant", "account", "pld_epsilon", "ACCOUNTANTS"]
 
 ACCOUNTANTS = ("gdp", "paper-rdp", "pld")
 
-#: dp_accounting PLD discretisation; finer is tighter but slower.
+#: dp_accounting PLD discretisation; finer is tighter but slower. Its PLDs are pessimistic: a
+#: coarser grid over-estimates epsilon, so calibration searches on :data:`PLD_SEARCH_DISCRETIZATION`.
 PLD_DISCRETIZATION = 1e-4
+PLD_SEARCH_DISCRETIZATION = 1e-3
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,14 @@ def step_sensitivity(covariance: np.ndarray, threat: ThreatModel, neighbouring: 
 
 
 @lru_cache(maxsize=4096)
-def _pld_epsilon(mu_step: float, sampling_rate: float, steps: int, delta: float) -> float:
+def pld_epsilon(
+    mu_step: float, sampling_rate: float, steps: int, delta: float, discretization: float = PLD_DISCRETIZATION
+) -> float:
+    """Epsilon of ``steps`` Poisson-subsampled Gaussian mechanisms with noise multiplier ``1/mu_step``."""
     event = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(sampling_rate, dp_accounting.GaussianDpEvent(1.0 / mu_step)), steps
     )
-    accountant = dp_accounting.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
+    accountant = dp_accounting.pld.PLDAccountant(value_discretization_interval=discretization)
     return float(accountant.compose(event).get_epsilon(delta))
 
 
@@ -106,7 +111,7 @@ def epsilon_from_mu_step(
         return gdp.epsilon(math.sqrt(steps) * mu_step, delta)
     if accountant == "paper-rdp":
         return paper_epsilon(mu_step, steps, delta)
-    return _pld_epsilon(float(mu_step), float(neighbouring.sampling_rate), int(steps), float(delta))
+    return pld_epsilon(float(mu_step), float(neighbouring.sampling_rate), int(steps), float(delta))
 
 
 def default_accountant(neighbouring: Neighbouring) -> str:

@@ -7,7 +7,7 @@ covariance shape it fixes the noise scale (:func:`noise_scale`).
 
 Methods:
 
-- ``"exact"`` (default): the largest ``mu_step`` whose exact accounting (GDP at agent level, PLD at
+- ``"exact"`` (default): the largest ``mu_step`` (to 1e-3 relative at example level) whose exact accounting (GDP at agent level, PLD at
   example level) gives at most the target eps. It never overshoots: the returned value is checked
   against the accountant and moved to the safe side.
 - ``"paper"``: the papers' closed form ``mu_step^2 = eps^2 / (4 T log(1/delta))``
@@ -24,7 +24,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpdl.accounting import gdp
-from dpdl.accounting.accountant import default_accountant, epsilon_from_mu_step, step_sensitivity
+from dpdl.accounting.accountant import (
+    PLD_SEARCH_DISCRETIZATION,
+    default_accountant,
+    epsilon_from_mu_step,
+    pld_epsilon,
+    step_sensitivity,
+)
 from dpdl.accounting.neighbouring import ExampleLevel, Neighbouring
 from dpdl.accounting.rdp_bound import paper_mu_step
 from dpdl.errors import ConfigError, PrivacyParameterError
@@ -72,26 +78,30 @@ class Calibration:
 
 
 def _exact_pld_mu_step(eps: float, delta: float, steps: int, neighbouring: ExampleLevel) -> float:
-    """Largest mu_step (to 1e-4 relative) with PLD epsilon <= eps, by bisection in log space."""
+    """Largest mu_step (to 1e-3 relative) with PLD epsilon <= eps, by bisection in log space.
 
-    def eps_of(mu: float) -> float:
-        return epsilon_from_mu_step(mu, steps, delta, neighbouring, "pld")
+    Bracket: without subsampling the exact GDP value is feasible (subsampling only amplifies
+    privacy); doubling from there finds an infeasible value without evaluating the (slow) PLD of
+    very small noise far beyond the answer.
+    """
 
-    low, high = 1e-3, 1.0
-    while eps_of(low) > eps:
-        low /= 10.0
-        if low < 1e-12:
-            raise PrivacyParameterError(f"no noise level reaches eps={eps} at delta={delta}")
-    while eps_of(high) <= eps:
-        low, high = high, high * 10.0
-        if high > 1e6:
-            return low
-    while high / low > 1.0 + 1e-4:
+    def feasible(mu: float) -> bool:
+        return pld_epsilon(mu, neighbouring.sampling_rate, steps, delta, PLD_SEARCH_DISCRETIZATION) <= eps
+
+    low = gdp.mu_for_budget(eps, delta) / math.sqrt(steps)
+    while not feasible(low):  # PLD discretisation is pessimistic: it may need a little margin
+        low /= 2.0
+    high = 2.0 * low
+    while feasible(high):
+        low, high = high, 2.0 * high
+    while high / low > 1.0 + 1e-3:
         middle = math.sqrt(low * high)
-        if eps_of(middle) <= eps:
+        if feasible(middle):
             low = middle
         else:
             high = middle
+    while epsilon_from_mu_step(low, steps, delta, neighbouring, "pld") > eps:  # the final, finer account
+        low *= 1.0 - 1e-3
     return low
 
 
@@ -130,4 +140,9 @@ def noise_scale(shape: np.ndarray, threat: ThreatModel, calibration: Calibration
         raise PrivacyParameterError(
             f"the noise covariance is singular against the {threat} threat: no noise scale gives privacy"
         )
-    return unit / calibration.mu_step
+    sigma = unit / calibration.mu_step
+    # The covariance algebra rounds at ~1e-15 relative: check the scaled covariance against the
+    # accountant and move to the safe side, so that the promise is never exceeded.
+    while step_sensitivity(sigma**2 * shape, threat, calibration.neighbouring) > calibration.mu_step:
+        sigma *= 1.0 + 1e-12
+    return sigma

@@ -29,6 +29,7 @@ DEFAULT_STEP_SIZES: dict[str, tuple[float, str]] = {
     "quadratic": (1e-2, "inv-sqrt"),
     "least-squares": (0.1, "constant"),
     "logreg-a9a": (0.1, "constant"),
+    "mnist-mlp": (0.1, "constant"),
 }
 
 

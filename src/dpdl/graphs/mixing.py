@@ -100,10 +100,12 @@ def sinkhorn_knopp(
 ) -> np.ndarray:
     """Doubly stochastic scaling ``D_1 A D_2`` of a nonnegative matrix (Sinkhorn & Knopp, 1967).
 
-    ``support`` is a graph (then ``A`` is its adjacency plus the identity; directed graphs use
-    out-edges as rows) or a nonnegative square matrix. Rows and columns are normalised in turn
-    until both sums are within ``tol`` of one. Convergence requires total support, which holds for
-    a strongly connected graph with self-loops; otherwise a :class:`MixingMatrixError` is raised.
+    ``support`` is a graph (then ``A`` is its adjacency plus the identity; for a directed graph
+    row ``i`` holds ``i``'s in-neighbours, the agents it receives from, as in
+    :func:`validate_mixing_matrix`) or a nonnegative square matrix. Rows and columns are
+    normalised in turn until both sums are within ``tol`` of one. Convergence requires total
+    support, which holds for a strongly connected graph with self-loops; otherwise a
+    :class:`MixingMatrixError` is raised.
 
     Written by hand: scipy and networkx have no matrix-balancing routine, and the iteration is
     a few lines of vectorized numpy.
@@ -111,7 +113,10 @@ def sinkhorn_knopp(
     if isinstance(support, nx.Graph):
         require_connected(support)
         n = support.number_of_nodes()
-        matrix = nx.to_numpy_array(support, nodelist=range(n), weight=None, dtype=float) + np.eye(n)
+        matrix = nx.to_numpy_array(support, nodelist=range(n), weight=None, dtype=float)
+        if support.is_directed():
+            matrix = matrix.T  # edge j -> i: agent i receives from j, so w_ij > 0
+        matrix += np.eye(n)
     else:
         matrix = np.array(support, dtype=float)
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:

@@ -76,7 +76,8 @@ def erdos_renyi(n: int, p: float, seed: int | np.random.SeedSequence = 0, max_tr
     if not 0.0 < p <= 1.0:
         raise GraphError(f"the Erdos-Renyi edge probability must be in (0, 1], got p={p}")
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    for child in seq.spawn(max_tries):
+    for attempt in range(max_tries):  # children derived without spawn(): the caller's sequence is not mutated
+        child = np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, attempt))
         graph = nx.gnp_random_graph(n, p, seed=np.random.default_rng(child))
         if nx.is_connected(graph):
             return graph
@@ -170,10 +171,13 @@ def read_edgelist(path: str | Path) -> nx.Graph:
 
 
 def _read_csv_graph(name: str) -> nx.Graph:
-    graph = nx.Graph()
     with open(shared_data_file(f"networkx_graphs/{name}.csv"), newline="") as handle:
-        for row in csv.DictReader(handle):
-            graph.add_edge(row["source"], row["target"])
+        edges = [(row["source"], row["target"]) for row in csv.DictReader(handle)]
+    if all(u.isdigit() and v.isdigit() for u, v in edges):
+        # integer ids (karate): sort them as numbers, so agent i is the data set's node i
+        edges = [(int(u), int(v)) for u, v in edges]
+    graph = nx.Graph()
+    graph.add_edges_from(edges)
     return relabel_consecutive(graph)
 
 

@@ -6,17 +6,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import torch
+from torch import nn
+from torch.nn import functional
+
 from dpdl.data.a9a import load_a9a
+from dpdl.data.idx import load_idx_dataset
 from dpdl.errors import ConfigError
 from dpdl.seeding import purpose_rng
 from dpdl.tasks import partition as partitions
 from dpdl.tasks.base import Task
 from dpdl.tasks.logistic import LogisticRegression
 from dpdl.tasks.quadratic import decor_least_squares, whisper_quadratic
+from dpdl.tasks.torch_model import TorchModelTask
 
 __all__ = ["TaskOptions", "TASKS", "build_task", "train_test_split", "partition_labels"]
 
-TASKS = ("quadratic", "least-squares", "logreg-a9a")
+TASKS = ("quadratic", "least-squares", "logreg-a9a", "mnist-mlp")
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class TaskOptions:
     test_fraction: float = 0.2
     l2: float = 1e-3
     dim: int = 10
+    hidden: int = 64
 
 
 def train_test_split(n_examples: int, test_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -67,4 +74,32 @@ def build_task(name: str, n_agents: int, seed: int = 0, options: TaskOptions | N
         return LogisticRegression(
             name, features[train], labels[train], parts, features[test], labels[test], options.l2
         )
+    if name == "mnist-mlp":
+        return _mnist_mlp(n_agents, seed, options)
     raise ConfigError(f"unknown task {name!r}; known: {', '.join(TASKS)}")
+
+
+def _cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return functional.cross_entropy(outputs, targets, reduction="none")
+
+
+def _mnist_mlp(n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
+    """MNIST with a one-hidden-layer network (DECOR Section 6.2; CorN-DSGD's shallow network).
+
+    The 70000 images (train and test files together) are split 80/20 and partitioned like a9a
+    (CorN-DSGD VI-A (iii): "the same train-test split, data partitioning scheme"); pixels are
+    scaled to [0, 1] and standardised with the training mean and std.
+    """
+    train_images, train_labels = load_idx_dataset("mnist", "train")
+    test_images, test_labels = load_idx_dataset("mnist", "t10k")
+    images = np.concatenate([train_images, test_images]).reshape(-1, 28 * 28).astype(np.float32) / 255.0
+    labels = np.concatenate([train_labels, test_labels])
+    train, test = train_test_split(len(labels), options.test_fraction, purpose_rng(seed, "train/test split"))
+    mean, std = images[train].mean(), images[train].std()
+    images = (images - mean) / std
+    parts = partition_labels(labels[train], n_agents, options, purpose_rng(seed, "partition"))
+    torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
+    model = nn.Sequential(nn.Linear(28 * 28, options.hidden), nn.ReLU(), nn.Linear(options.hidden, 10))
+    return TorchModelTask(
+        "mnist-mlp", model, _cross_entropy, images[train], labels[train], parts, images[test], labels[test], options.l2
+    )

@@ -46,8 +46,8 @@ def dirichlet(
 
     Redrawn until every agent has at least ``min_size`` examples.
     """
-    if alpha <= 0:
-        raise ConfigError(f"the Dirichlet concentration alpha must be > 0, got {alpha}")
+    if not (np.isfinite(alpha) and alpha > 0):
+        raise ConfigError(f"the Dirichlet concentration alpha must be a finite number > 0, got {alpha}")
     labels = np.asarray(labels)
     _check(len(labels), n_agents, min_size)
     classes = np.unique(labels)
@@ -71,8 +71,8 @@ def quantity_skew(
     n_examples: int, n_agents: int, beta: float, rng: np.random.Generator, min_size: int = 2
 ) -> list[np.ndarray]:
     """Size-skewed split: proportions ``Dir(beta 1_n)``, examples assigned uniformly at random."""
-    if beta <= 0:
-        raise ConfigError(f"the Dirichlet concentration beta must be > 0, got {beta}")
+    if not (np.isfinite(beta) and beta > 0):
+        raise ConfigError(f"the Dirichlet concentration beta must be a finite number > 0, got {beta}")
     _check(n_examples, n_agents, min_size)
     for _ in range(MAX_REDRAWS):
         result = [np.sort(p) for p in _split_by_proportions(rng.permutation(n_examples), rng.dirichlet(np.full(n_agents, beta)))]

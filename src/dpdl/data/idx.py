@@ -1,0 +1,44 @@
+"""Reader of the IDX format of MNIST and Fashion-MNIST (LeCun et al., 1998), gzip-compressed.
+
+Written by hand: the format is a 4-byte magic number, big-endian dimension sizes and raw bytes,
+which numpy reads directly; torchvision (the usual reader) has no CPU build on these machines.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+
+from dpdl.data.paths import shared_data_file
+from dpdl.errors import DataError
+
+__all__ = ["read_idx", "load_idx_dataset"]
+
+_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """The array stored in an IDX file (``.gz`` or plain)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        raw = handle.read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _DTYPES:
+        raise DataError(f"{path} is not an IDX file")
+    ndim = raw[3]
+    shape = tuple(int.from_bytes(raw[4 + 4 * k : 8 + 4 * k], "big") for k in range(ndim))
+    data = np.frombuffer(raw, dtype=_DTYPES[raw[2]], offset=4 + 4 * ndim)
+    if data.size != int(np.prod(shape)):
+        raise DataError(f"{path} is truncated: expected {int(np.prod(shape))} values, found {data.size}")
+    return data.reshape(shape)
+
+
+def load_idx_dataset(folder: str, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(images (m, 28, 28) uint8, labels (m,) int64)`` of ``folder`` (``mnist`` or
+    ``fashion_mnist``) in ``shared/data``, ``split`` being ``train`` or ``t10k``."""
+    images = read_idx(shared_data_file(f"{folder}/{split}-images-idx3-ubyte.gz"))
+    labels = read_idx(shared_data_file(f"{folder}/{split}-labels-idx1-ubyte.gz")).astype(np.int64)
+    if len(images) != len(labels):
+        raise DataError(f"{folder}/{split}: {len(images)} images but {len(labels)} labels")
+    return images, labels

@@ -1,0 +1,112 @@
+"""Any torch model as a dpdl task: all agents' parameters as one ``(n, d)`` array.
+
+The model is used functionally (``torch.func.functional_call``) on a flat parameter vector, and
+``torch.func.vmap`` batches it over agents, and over each agent's examples for per-example
+gradients (example-level clipping): one call computes every agent's gradient, with no Python loop
+over agents or examples. The engine stays in numpy; parameters cross to torch as float32 and
+gradients come back as float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from dpdl.tasks.base import Batch, Task
+
+__all__ = ["TorchModelTask"]
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class TorchModelTask(Task):
+    """Agents train copies of ``model`` on their own rows of ``train_inputs``; classification
+    metrics (loss and accuracy over the test set, averaged over agents) by default.
+
+    ``loss`` maps (outputs (B, ...), targets (B,)) to per-example losses (B,).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: nn.Module,
+        loss: Loss,
+        train_inputs: np.ndarray,
+        train_targets: np.ndarray,
+        partition: list[np.ndarray],
+        test_inputs: np.ndarray,
+        test_targets: np.ndarray,
+        l2: float = 0.0,
+        classification: bool = True,
+    ) -> None:
+        self._names = [name_ for name_, _ in model.named_parameters()]
+        self._shapes = [p.shape for _, p in model.named_parameters()]
+        self._sizes = [p.numel() for _, p in model.named_parameters()]
+        super().__init__(len(partition), int(sum(self._sizes)))
+        self.name = name
+        self.model = model
+        self.loss = loss
+        self.l2 = float(l2)
+        self.classification = classification
+        order = np.concatenate(partition)
+        self.inputs = torch.as_tensor(np.asarray(train_inputs)[order], dtype=torch.float32)
+        self.targets = torch.as_tensor(np.asarray(train_targets)[order])
+        self.offsets = np.concatenate([[0], np.cumsum([len(p) for p in partition])])
+        self.test_inputs = torch.as_tensor(np.asarray(test_inputs), dtype=torch.float32)
+        self.test_targets = torch.as_tensor(np.asarray(test_targets))
+        with torch.no_grad():
+            self._initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double().numpy()
+        self._batch_gradients = vmap(grad(self._weighted_loss), in_dims=(0, 0, 0, 0))
+        self._example_gradients = vmap(vmap(grad(self._example_loss), in_dims=(None, 0, 0)), in_dims=(0, 0, 0))
+        self._outputs = vmap(self._forward, in_dims=(0, None))
+
+    @property
+    def agent_sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def initial_params(self) -> np.ndarray:
+        return self._initial.copy()
+
+    def _unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {n: t.reshape(s) for n, t, s in zip(self._names, torch.split(flat, self._sizes), self._shapes)}
+
+    def _forward(self, flat: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        return functional_call(self.model, self._unflatten(flat), (inputs,))
+
+    def _weighted_loss(self, flat: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        return (self.loss(self._forward(flat, inputs), targets) * weights).sum()
+
+    def _example_loss(self, flat: torch.Tensor, example: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return self.loss(self._forward(flat, example[None]), target[None])[0]
+
+    def gradients(self, params: np.ndarray, batch: Batch | None, example_clip: float | None) -> np.ndarray:
+        assert batch is not None, "torch tasks are trained on mini-batches"
+        flat = torch.as_tensor(params, dtype=torch.float32)
+        indices = torch.as_tensor(batch.indices)
+        inputs, targets = self.inputs[indices], self.targets[indices]
+        weights = torch.as_tensor(batch.weights, dtype=torch.float32)
+        if example_clip is None:
+            return self._batch_gradients(flat, inputs, targets, weights).double().numpy()
+        per_example = self._example_gradients(flat, inputs, targets)  # (n, B, d)
+        norms = torch.linalg.vector_norm(per_example, dim=2, keepdim=True)
+        scale = torch.clamp(example_clip / torch.clamp(norms, min=1e-30), max=1.0) * weights[..., None]
+        return (per_example * scale).sum(dim=1).double().numpy()
+
+    def regularizer_gradient(self, params: np.ndarray) -> np.ndarray | None:
+        return self.l2 * params if self.l2 else None
+
+    def evaluate(self, params: np.ndarray) -> dict[str, float]:
+        with torch.no_grad():
+            flat = torch.as_tensor(params, dtype=torch.float32)
+            outputs = self._outputs(flat, self.test_inputs)  # (n, m, ...)
+            losses = vmap(self.loss, in_dims=(0, None))(outputs, self.test_targets).mean(dim=1)
+            metrics = {"test_loss": float(losses.mean())}
+            if self.classification:
+                metrics["test_accuracy"] = float((outputs.argmax(dim=-1) == self.test_targets).double().mean())
+        average = params.mean(axis=0, keepdims=True)
+        metrics["consensus_distance"] = float(((params - average) ** 2).sum(axis=1).mean())
+        return metrics

@@ -1,0 +1,211 @@
+"""The ``dpdl`` command line: bad input gives one ``dpdl: error:`` line, never a traceback.
+
+Each dpdl process spends 2-3 s of CPU importing its dependencies, so only a few commands run as
+real subprocesses (started at once by a module fixture, in parallel): ``dpdl --help`` through the
+installed console script, one argument-parser error, one error raised inside a run, and the
+training smoke test. Every bad input is also checked in-process through :func:`dpdl.cli.main`, with
+the same criteria: a non-zero exit status, exactly one stderr line starting with ``dpdl: error:``,
+and no exception escaping ``main`` (which is what prints a traceback in a real process).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dpdl.cli import main
+
+TIMEOUT = 180  # seconds per subprocess; they normally end within seconds
+
+DISCONNECTED_EDGES = "# two triangles\n0 1\n1 2\n2 0\n3 4\n4 5\n5 3\n"
+
+# name -> (train arguments, a word the error message must contain)
+ERROR_CASES: dict[str, tuple[list[str], str]] = {
+    "eps-zero": (["--eps", "0"], "epsilon"),
+    "eps-negative": (["--eps", "-1"], "epsilon"),
+    "delta-zero": (["--delta", "0"], "delta"),
+    "delta-above-one": (["--delta", "1.5"], "delta"),
+    "unknown-task": (["--task", "unknown"], "--task"),
+    "missing-edgelist": (["--graph", "edgelist:/nonexistent/file.txt"], "not found"),
+    "disconnected-edgelist": (["--graph", "edgelist:{disconnected}"], "disconnected"),
+    "unknown-mechanism": (["--mechanism", "unknown"], "mechanism"),
+    "er-no-connected-draw": (["--graph", "er", "--p", "0.001", "--n", "50"], "Erdos-Renyi"),
+    "clip-zero": (["--clip", "0"], "clip"),
+    "steps-zero": (["--steps", "0"], "--steps"),  # rejected by the argument parser itself
+    "alpha-zero": (["--partition", "dirichlet", "--alpha", "0"], "alpha"),
+    "torus-prime-n": (["--graph", "torus", "--n", "7"], "torus"),
+    "unknown-real-graph": (["--graph", "no-such-graph"], "unknown"),
+    "negative-seed": (["--seed", "-1"], "seed"),
+}
+
+
+
+def train_args(name: str, out: Path, disconnected: Path) -> list[str]:
+    extra = [arg.format(disconnected=disconnected) for arg in ERROR_CASES[name][0]]
+    steps = [] if "--steps" in extra else ["--steps", "10"]
+    return ["train", *extra, *steps, "--out", str(out / name)]
+
+
+@dataclass
+class Result:
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def assert_one_line_error(result: Result, keyword: str) -> None:
+    detail = f"args={result.args}\nstdout={result.stdout!r}\nstderr={result.stderr!r}"
+    assert "Traceback" not in result.stderr, detail
+    assert result.returncode not in (0, None), detail
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, detail
+    assert lines[0].startswith("dpdl: error:"), detail
+    assert keyword.lower() in lines[0].lower(), detail
+
+
+# --------------------------------------------------------------------------- in-process, every case
+
+
+@pytest.fixture
+def run_main(capsys, monkeypatch):
+    """Call dpdl.cli.main like the console script does; an escaping exception fails the test."""
+    # main() installs its own warning format; put the original back afterwards
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)
+
+    def run(args: list[str]) -> Result:
+        capsys.readouterr()
+        try:
+            code = main(args)
+        except SystemExit as exit_:
+            code = exit_.code
+        captured = capsys.readouterr()
+        return Result(args, code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.mark.parametrize("name", list(ERROR_CASES))
+def test_bad_input_gives_one_error_line(run_main, tmp_path, name):
+    disconnected = tmp_path / "disconnected.txt"
+    disconnected.write_text(DISCONNECTED_EDGES)
+    result = run_main(train_args(name, tmp_path, disconnected))
+    assert_one_line_error(result, ERROR_CASES[name][1])
+    assert result.returncode == 2  # the documented status for bad input
+    assert result.stdout == ""
+    assert not (tmp_path / name).exists()  # nothing written for a run that did not happen
+
+
+def test_no_command_is_a_usage_error(run_main):
+    result = run_main([])
+    assert_one_line_error(result, "command")
+
+
+@pytest.mark.parametrize(
+    "args, usage, words",
+    [
+        (["--help"], "usage: dpdl", ["train", "demo"]),
+        (["train", "--help"], "usage: dpdl train", ["--eps", "--delta", "--graph", "--mechanism", "--out"]),
+        (["demo", "--help"], "usage: dpdl demo", ["--steps", "--eps", "--out"]),
+    ],
+)
+def test_help(run_main, args, usage, words):
+    result = run_main(args)
+    assert result.returncode == 0
+    assert result.stdout.startswith(usage)
+    assert all(word in result.stdout for word in words)
+    assert result.stderr == ""
+
+
+# --------------------------------------------------------------------------- real subprocesses
+
+
+SMOKE_ARGS = [
+    "train", "--task", "logreg-a9a", "--graph", "ring", "--n", "6", "--mechanism", "ldp",
+    "--steps", "50", "--eval-every", "25", "--json",
+]  # fmt: skip
+
+
+def _dpdl_command() -> list[str]:
+    """The installed ``dpdl`` console script next to the interpreter, else ``python -m dpdl.cli``."""
+    script = Path(sys.executable).with_name("dpdl")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "dpdl.cli"]
+
+
+@pytest.fixture(scope="module")
+def processes(tmp_path_factory) -> tuple[Path, dict[str, Result]]:
+    """Run the subprocess commands in parallel; return the work folder and each finished run."""
+    root = tmp_path_factory.mktemp("cli")
+    disconnected = root / "disconnected.txt"
+    disconnected.write_text(DISCONNECTED_EDGES)
+    commands = {
+        "help": _dpdl_command() + ["--help"],
+        "unknown-task": [sys.executable, "-m", "dpdl.cli", *train_args("unknown-task", root, disconnected)],
+        "disconnected-edgelist": _dpdl_command() + train_args("disconnected-edgelist", root, disconnected),
+        "smoke": [sys.executable, "-m", "dpdl.cli", *SMOKE_ARGS, "--out", str(root / "run")],
+    }
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    started = {
+        name: subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, command in commands.items()
+    }
+    results: dict[str, Result] = {}
+    try:
+        for name, process in started.items():
+            stdout, stderr = process.communicate(timeout=TIMEOUT)
+            results[name] = Result(commands[name], process.returncode, stdout, stderr)
+    finally:
+        for process in started.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    return root, results
+
+
+@pytest.mark.parametrize("name", ["unknown-task", "disconnected-edgelist"])
+def test_subprocess_bad_input(processes, name):
+    root, results = processes
+    result = results[name]
+    assert_one_line_error(result, ERROR_CASES[name][1])
+    assert result.returncode == 2
+    assert not (root / name).exists()
+
+
+def test_subprocess_help(processes):
+    result = processes[1]["help"]
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: dpdl")
+    assert "Traceback" not in result.stderr
+
+
+def test_train_smoke(processes):
+    root, results = processes
+    result = results["smoke"]
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"test_loss", "test_accuracy"} <= summary.keys()
+    assert summary["task"] == "logreg-a9a" and summary["mechanism"] == "ldp" and summary["n"] == 6
+    assert summary["steps"] == 50
+    # 50 noisy steps of logistic regression on a9a: better than chance, a finite sensible loss
+    assert 0.5 < summary["test_accuracy"] <= 1.0
+    assert 0.0 < summary["test_loss"] < 1.0
+
+    folder = root / "run"
+    for file in ("config.json", "metrics.csv", "final.json"):
+        assert (folder / file).is_file(), sorted(p.name for p in folder.iterdir())
+    figures = list(folder.glob("*.png"))
+    assert figures and all(figure.stat().st_size > 0 for figure in figures)
+    with open(folder / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows, "metrics.csv has no rows"
+    config = json.loads((folder / "config.json").read_text())
+    assert "ring" in json.dumps(config) and "logreg-a9a" in json.dumps(config)

@@ -1,0 +1,190 @@
+"""The vectorized D-SGD engine against a per-agent reference, its samplers and determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+from dpdl.accounting import AgentLevel, calibrate
+from dpdl.errors import ConfigError
+from dpdl.graphs import erdos_renyi, metropolis_hastings, ring
+from dpdl.mechanisms import LocalDP, NoNoise, build_mechanism
+from dpdl.seeding import purpose_rng
+from dpdl.simulation import DSGDConfig, PoissonSampler, StepSize, UniformSampler, clip_rows, run_dsgd
+from dpdl.tasks import LogisticRegression, whisper_quadratic
+
+
+def _small_logistic(n: int = 4, m: int = 30, d: int = 5, seed: int = 0, l2: float = 1e-2) -> LogisticRegression:
+    rng = np.random.default_rng(seed)
+    features = rng.standard_normal((n * m, d))
+    labels = np.where(rng.random(n * m) < 0.5, -1.0, 1.0)
+    parts = np.array_split(rng.permutation(n * m), n)
+    return LogisticRegression("toy", features, labels, parts, features[:20], labels[:20], l2)
+
+
+def test_clip_rows_bounds_norms_and_keeps_directions() -> None:
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal((50, 7)) * rng.exponential(size=(50, 1))
+    clipped = clip_rows(values, 0.5)
+    norms = np.linalg.norm(values, axis=1)
+    assert (np.linalg.norm(clipped, axis=1) <= 0.5 + 1e-12).all()
+    small = norms <= 0.5
+    np.testing.assert_array_equal(clipped[small], values[small])
+    cosine = (clipped * values).sum(axis=1) / (np.linalg.norm(clipped, axis=1) * norms)
+    np.testing.assert_allclose(cosine, 1.0)
+    assert np.isfinite(clip_rows(np.zeros((2, 3)), 0.1)).all()
+
+
+def test_engine_matches_a_per_agent_reference_implementation() -> None:
+    """Three steps of the engine equal Algorithm 1 written agent by agent with explicit loops."""
+    task = _small_logistic()
+    n, d = task.n_agents, task.dim
+    weights = metropolis_hastings(ring(n))
+    mechanism = LocalDP(n, sigma=0.3)
+    config = DSGDConfig(steps=3, step_size=StepSize(0.5, "inv-sqrt"), clip=0.2, batch_size=8, eval_every=1)
+    result = run_dsgd(task, weights, mechanism, config, seed=11)
+
+    sampler = UniformSampler(task.agent_sizes, 8)
+    batch_rng, noise_rng = purpose_rng(11, "batches"), purpose_rng(11, "noise")
+    x = np.zeros((n, d))
+    for t in range(1, 4):
+        batch = sampler.sample(batch_rng)
+        noise = 0.3 * noise_rng.standard_normal((n, d))
+        half = np.empty_like(x)
+        for i in range(n):
+            grad = np.zeros(d)
+            for row in batch.indices[i]:
+                a, y = task.features[row], task.labels[row]
+                grad += -y * expit(-y * a @ x[i]) * a / 8
+            grad *= min(1.0, 0.2 / np.linalg.norm(grad))
+            grad += task.l2 * x[i]
+            half[i] = x[i] - 0.5 / np.sqrt(t) * (grad + noise[i])
+        x = np.array([sum(weights[i, j] * half[j] for j in range(n)) for i in range(n)])
+    np.testing.assert_allclose(result.params, x, rtol=1e-12, atol=1e-14)
+    assert [record["step"] for record in result.history] == [0, 1, 2, 3]
+
+
+def test_example_level_clipping_matches_explicit_per_example_gradients() -> None:
+    task = _small_logistic(seed=3)
+    rng = np.random.default_rng(5)
+    params = rng.standard_normal((task.n_agents, task.dim)) * 3
+    batch = PoissonSampler(task.agent_sizes, 10).sample(np.random.default_rng(1))
+    got = task.gradients(params, batch, example_clip=0.05)
+    for i in range(task.n_agents):
+        expected = np.zeros(task.dim)
+        for row, weight in zip(batch.indices[i], batch.weights[i]):
+            a, y = task.features[row], task.labels[row]
+            g = -y * expit(-y * a @ params[i]) * a
+            expected += weight * g * min(1.0, 0.05 / np.linalg.norm(g))
+        np.testing.assert_allclose(got[i], expected, rtol=1e-12, atol=1e-15)
+
+
+def test_logistic_gradient_matches_finite_differences() -> None:
+    task = _small_logistic(n=2, m=6, d=3)
+    rng = np.random.default_rng(2)
+    params = rng.standard_normal((2, 3))
+    batch = UniformSampler(task.agent_sizes, 4).sample(rng)
+    gradient = task.gradients(params, batch, None)
+
+    def loss(i: int, x: np.ndarray) -> float:
+        rows = batch.indices[i]
+        return float(np.mean(np.logaddexp(0.0, -task.labels[rows] * (task.features[rows] @ x))))
+
+    for i in range(2):
+        numeric = [(loss(i, params[i] + h) - loss(i, params[i] - h)) / 2e-6 for h in np.eye(3) * 1e-6]
+        np.testing.assert_allclose(gradient[i], numeric, rtol=1e-6, atol=1e-9)
+
+
+def test_runs_are_bitwise_repeatable_and_seeds_differ() -> None:
+    task = _small_logistic()
+    weights = metropolis_hastings(ring(task.n_agents))
+    config = DSGDConfig(steps=20, step_size=StepSize(0.1), clip=0.1, batch_size=4, eval_every=10)
+    mechanism = LocalDP(task.n_agents, 1.0)
+    first = run_dsgd(task, weights, mechanism, config, seed=7).params
+    again = run_dsgd(task, weights, mechanism, config, seed=7).params
+    other = run_dsgd(task, weights, mechanism, config, seed=8).params
+    np.testing.assert_array_equal(first, again)
+    assert not np.allclose(first, other)
+
+
+def test_noise_free_dsgd_converges_to_the_closed_form_optimum() -> None:
+    task = whisper_quadratic(10)
+    weights = metropolis_hastings(erdos_renyi(10, 0.6, seed=3))
+    config = DSGDConfig(steps=40_000, step_size=StepSize(2e-4), eval_every=40_000)
+    result = run_dsgd(task, weights, NoNoise(10), config)
+    # A constant step leaves an O(eta) heterogeneity bias; at eta = 2e-4 the average is within 0.05.
+    np.testing.assert_allclose(result.params.mean(axis=0), task.optimum, atol=0.05)
+    assert result.final_metrics["optimality_gap"] < 0.05
+    assert result.history[0]["optimality_gap"] > 100 * result.final_metrics["optimality_gap"]
+
+
+def test_doubly_stochastic_mixing_preserves_the_average_of_the_noisy_update() -> None:
+    task = _small_logistic()
+    n = task.n_agents
+    weights = metropolis_hastings(ring(n))
+    config = DSGDConfig(steps=1, step_size=StepSize(0.1), clip=0.1, batch_size=4)
+    plain = run_dsgd(task, np.eye(n), LocalDP(n, 0.5), config, seed=3).params
+    mixed = run_dsgd(task, weights, LocalDP(n, 0.5), config, seed=3).params
+    np.testing.assert_allclose(mixed.mean(axis=0), plain.mean(axis=0), atol=1e-14)
+
+
+def test_ldp_noise_has_the_calibrated_covariance() -> None:
+    weights = metropolis_hastings(ring(5))
+    calibration = calibrate(5.0, 1e-5, 100, AgentLevel(0.1))
+    mechanism = build_mechanism("ldp", weights, calibration)
+    samples = mechanism.sample(np.random.default_rng(0), 40_000)  # 40k draws of the (5,) noise vector
+    empirical = samples @ samples.T / samples.shape[1]
+    # Entries of a Wishart estimate have std about sigma^2 sqrt(2/m) on the diagonal: 6 std margin.
+    tolerance = 6 * mechanism.sigma**2 * np.sqrt(2 / samples.shape[1])
+    assert np.abs(empirical - mechanism.covariance()).max() < tolerance
+
+
+def test_poisson_sampler_includes_each_example_at_its_rate() -> None:
+    sizes = np.array([50, 200, 100])
+    sampler = PoissonSampler(sizes, 10)
+    rng = np.random.default_rng(0)
+    counts = np.zeros(sizes.sum())
+    batch_sizes = []
+    rounds = 4000
+    for _ in range(rounds):
+        batch = sampler.sample(rng)
+        valid = batch.weights > 0
+        counts += np.bincount(batch.indices[valid], minlength=sizes.sum())
+        batch_sizes.append(valid.sum(axis=1))
+        np.testing.assert_allclose(batch.weights[valid], 1 / 10)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        owners = np.searchsorted(starts, batch.indices, side="right") - 1
+        assert (owners[valid] == np.arange(3)[:, None].repeat(valid.shape[1], axis=1)[valid]).all()
+    rates = np.repeat(10 / sizes, sizes)
+    # Binomial(rounds, q) counts: 5-sigma band, all examples.
+    assert (np.abs(counts - rounds * rates) < 5 * np.sqrt(rounds * rates * (1 - rates)) + 1).all()
+    assert np.mean(batch_sizes, axis=0) == pytest.approx([10, 10, 10], rel=0.02)
+    assert sampler.max_rate == pytest.approx(0.2)
+
+
+def test_uniform_sampler_stays_within_each_agents_rows() -> None:
+    sizes = np.array([3, 7, 1])
+    batch = UniformSampler(sizes, 64).sample(np.random.default_rng(0))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    assert (batch.indices >= starts[:, None]).all() and (batch.indices < (starts + sizes)[:, None]).all()
+    assert set(np.unique(batch.indices[1])) == set(range(3, 10))
+
+
+def test_engine_rejects_inconsistent_inputs() -> None:
+    task = _small_logistic()
+    config = DSGDConfig(steps=1, step_size=StepSize(0.1))
+    with pytest.raises(ConfigError):
+        run_dsgd(task, np.eye(3), NoNoise(task.n_agents), config)
+    with pytest.raises(ConfigError):
+        run_dsgd(task, np.eye(task.n_agents), NoNoise(3), config)
+    with pytest.raises(ConfigError):
+        run_dsgd(whisper_quadratic(4), np.eye(4), NoNoise(4), DSGDConfig(1, StepSize(0.1), clip=1.0, clip_level="example"))
+    for bad in ({"steps": 0}, {"clip": 0.0}, {"clip_level": "layer"}, {"sampling": "shuffle"}, {"eval_every": 0}):
+        with pytest.raises(ConfigError):
+            DSGDConfig(**{"steps": 1, "step_size": StepSize(0.1), **bad})
+    for eta in (0.0, -1.0, float("nan")):
+        with pytest.raises(ConfigError):
+            StepSize(eta)
+    with pytest.raises(ConfigError):
+        PoissonSampler(np.array([5, 100]), 10)

@@ -1,0 +1,83 @@
+"""Tasks on real data and their closed forms, checked against scipy and scikit-learn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from sklearn.linear_model import LogisticRegression as SklearnLogisticRegression
+
+from dpdl.data.a9a import load_a9a
+from dpdl.errors import ConfigError
+from dpdl.experiments.train import TrainConfig, run_training
+from dpdl.seeding import purpose_rng
+from dpdl.tasks import build_task, decor_least_squares, whisper_quadratic
+from dpdl.tasks.catalog import TaskOptions, train_test_split
+
+
+def test_a9a_bundled_copy_has_the_published_shape_and_labels() -> None:
+    features, labels = load_a9a()
+    assert features.shape == (32561 + 16281, 123)
+    assert set(np.unique(features)) == {0.0, 1.0}
+    assert (labels == -1).sum() == 24720 + 12435 and (labels == 1).sum() == 7841 + 3846
+    assert features[:32561].sum() == 451592  # non-zeros of the training file (shared/data/README.md)
+
+
+def test_quadratic_optimum_matches_a_numerical_minimiser() -> None:
+    task = whisper_quadratic(20)
+    numerical = minimize(lambda x: task.objective(x[None, :])[0], np.zeros(2), method="BFGS", options={"gtol": 1e-10})
+    np.testing.assert_allclose(task.optimum, numerical.x, atol=1e-4)
+    assert task.optimal_value <= numerical.fun + 1e-9
+    stationarity = task.gradients(np.repeat(task.optimum[None, :], 20, axis=0), None, None).mean(axis=0)
+    np.testing.assert_allclose(stationarity, 0.0, atol=1e-9)
+    # Eq. (11) before rotation: agent 1's minimiser is (-1, 0) with value 0; agent 20's is (20, 0).
+    np.testing.assert_allclose(task.centers[0], [-1.0, 0.0])
+    np.testing.assert_allclose(task.centers[-1], [20.0, 0.0])
+    # The rotated quadratic keeps its eigenvalues (15, 1) but not its axes.
+    np.testing.assert_allclose(np.linalg.eigvalsh(task.curvatures[-1]), [1.0, 15.0])
+    assert abs(task.curvatures[-1][0, 1]) > 1.0
+
+
+def test_least_squares_matches_decor_definition() -> None:
+    n, d = 8, 4
+    task = decor_least_squares(n, d, purpose_rng(3, "least-squares targets"))
+    targets = purpose_rng(3, "least-squares targets").standard_normal((n, d)) / np.arange(1, n + 1)[:, None]
+    x = np.random.default_rng(0).standard_normal((1, d))
+    explicit = np.mean([0.5 * np.sum(((i + 1) / np.sqrt(n) * x[0] - targets[i]) ** 2) for i in range(n)])
+    assert task.objective(x)[0] == pytest.approx(explicit, rel=1e-12)
+    grads = task.gradients(np.repeat(x, n, axis=0), None, None)
+    for i in range(n):
+        a = (i + 1) / np.sqrt(n)
+        np.testing.assert_allclose(grads[i], a * (a * x[0] - targets[i]), rtol=1e-12)
+
+
+def test_logreg_task_uses_a_deterministic_split_and_partition() -> None:
+    first, again = build_task("logreg-a9a", 10, seed=1), build_task("logreg-a9a", 10, seed=1)
+    np.testing.assert_array_equal(first.labels, again.labels)
+    np.testing.assert_array_equal(first.agent_sizes, again.agent_sizes)
+    assert first.agent_sizes.sum() + len(first.test_labels) == 48842
+    assert len(first.test_labels) == round(0.2 * 48842)
+    other = build_task("logreg-a9a", 10, seed=2)
+    assert not np.array_equal(first.agent_sizes, other.agent_sizes)
+
+
+def test_noise_free_dsgd_on_a9a_matches_centralized_sklearn_within_two_percent() -> None:
+    """The issue's acceptance check: D-SGD without noise vs a central fit on the same split."""
+    config = TrainConfig(task="logreg-a9a", graph="er", n=20, p=0.5, mechanism="none", steps=5000, clip=0.1, eval_every=5000)
+    result = run_training(config)
+    features, labels = load_a9a()
+    train, test = train_test_split(len(labels), 0.2, purpose_rng(0, "train/test split"))
+    l2 = TaskOptions().l2
+    reference = SklearnLogisticRegression(C=1.0 / (l2 * len(train)), fit_intercept=False, tol=1e-8, max_iter=2000)
+    reference.fit(features[train], labels[train])
+    margins = labels[test] * (features[test] @ reference.coef_[0])
+    reference_loss = float(np.mean(np.logaddexp(0.0, -margins)))
+    assert 0.30 < reference_loss < 0.35
+    assert result.final_metrics()["test_loss"] <= 1.02 * reference_loss
+
+
+def test_unknown_task_and_bad_split_are_rejected() -> None:
+    with pytest.raises(ConfigError):
+        build_task("mnist-resnet", 4)
+    with pytest.raises(ConfigError):
+        train_test_split(100, 1.5, np.random.default_rng(0))
