@@ -29,7 +29,9 @@ __all__ = ["STEP_SIZE_GRID", "DemoResult", "demo_mechanisms", "run_demo", "forma
 #: The papers' step-size grid (Whisper D-SGD / CorN-DSGD Section VI-A (ii)).
 STEP_SIZE_GRID = (1e-1, 5e-2, 1e-2, 5e-3, 1e-3)
 
-HEADLINE = TrainConfig(task="logreg-a9a", graph="er", n=20, p=0.5, eps=10.0, delta=1e-5, steps=5000, clip=0.1)
+HEADLINE = TrainConfig(
+    task="logreg-a9a", graph="er", n=20, p=0.5, eps=10.0, delta=1e-5, steps=5000, clip=0.1, eval_every=250
+)
 
 
 def demo_mechanisms() -> list[str]:

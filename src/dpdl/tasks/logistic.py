@@ -52,14 +52,14 @@ class LogisticRegression(Task):
 
     def gradients(self, params: np.ndarray, batch: Batch | None, example_clip: float | None) -> np.ndarray:
         assert batch is not None, "logistic regression is trained on mini-batches"
-        rows = self.features[batch.indices]  # (n, B, d)
+        rows = np.take(self.features, batch.indices, axis=0)  # (n, B, d); faster than fancy indexing
         labels = self.labels[batch.indices]  # (n, B)
-        margins = labels * np.einsum("nbd,nd->nb", rows, params)
+        margins = labels * np.matmul(rows, params[:, :, None])[:, :, 0]
         coefficients = -labels * expit(-margins)  # per-example gradient = coefficient * row
         if example_clip is not None:
             norms = np.abs(coefficients) * self.feature_norms[batch.indices]
             coefficients = coefficients * np.minimum(1.0, example_clip / np.maximum(norms, 1e-300))
-        return np.einsum("nb,nbd->nd", coefficients * batch.weights, rows)
+        return np.matmul((coefficients * batch.weights)[:, None, :], rows)[:, 0, :]
 
     def regularizer_gradient(self, params: np.ndarray) -> np.ndarray | None:
         return self.l2 * params if self.l2 else None
