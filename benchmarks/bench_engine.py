@@ -43,7 +43,7 @@ from scipy.special import expit
 from dpdl.accounting.calibration import calibrate
 from dpdl.accounting.neighbouring import AgentLevel
 from dpdl.graphs import build_graph, mixing_matrix
-from dpdl.mechanisms import build_mechanism
+from dpdl.mechanisms.registry import build_mechanism
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.simulation.dsgd import DSGDConfig, run_dsgd
 from dpdl.simulation.sampling import UniformSampler
@@ -116,9 +116,10 @@ def best_times(repeats: int, runs: dict[str, Callable[[], object]]) -> dict[str,
 def build_setting(n: int) -> Setting:
     """The a9a setting for n agents, with LDP noise calibrated for the full T = 5000 steps."""
     task = build_task("logreg-a9a", n, SEED)
-    weights = mixing_matrix(build_graph("er", n, EDGE_PROBABILITY, seed=SEED), "metropolis-hastings")
+    graph = build_graph("er", n, EDGE_PROBABILITY, seed=SEED)
+    weights = mixing_matrix(graph, "metropolis-hastings")
     calibration = calibrate(EPS, DELTA, STEPS, AgentLevel(CLIP))
-    return Setting(task, weights, build_mechanism("ldp", weights, calibration))
+    return Setting(task, weights, build_mechanism("ldp", graph, weights, calibration))
 
 
 def engine_run(setting: Setting, steps: int, eval_every: int) -> Callable[[], object]:

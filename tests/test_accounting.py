@@ -19,7 +19,8 @@ from dpdl.accounting.sensitivity import unit_sensitivities
 from dpdl.errors import PrivacyParameterError
 from dpdl.graphs import erdos_renyi, metropolis_hastings
 from dpdl.graphs.spectral import laplacian
-from dpdl.mechanisms import build_mechanism
+from dpdl.mechanisms import LocalDP
+from dpdl.mechanisms.registry import build_mechanism
 from dpdl.threats import CentralObserver, Eavesdropper
 
 DELTA = 1e-5
@@ -74,7 +75,7 @@ def test_exact_calibration_agrees_with_dp_accounting(eps: float) -> None:
     """LDP noise calibrated exactly: dp_accounting's PLD gives the same eps, its RDP a larger one."""
     steps, clip = 5000, 0.1
     calibration = calibrate(eps, DELTA, steps, AgentLevel(clip))
-    sigma = noise_scale(np.eye(3), Eavesdropper(), calibration)
+    sigma = noise_scale(LocalDP(3, 1.0), Eavesdropper(), calibration)
     multiplier = sigma / (2 * clip)  # noise std over sensitivity 2C
     assert _pld_epsilon_of_gaussian(multiplier, steps, DELTA) == pytest.approx(eps, rel=0.01)
     assert _rdp_epsilon_of_gaussian(multiplier, steps, DELTA) >= eps
@@ -161,10 +162,11 @@ def test_mahalanobis_sensitivity_matches_monte_carlo_privacy_loss() -> None:
 
 def test_cdp_baseline_has_variance_ldp_over_n_and_is_private_only_centrally() -> None:
     n, steps, clip = 20, 5000, 0.1
-    weights = metropolis_hastings(erdos_renyi(n, 0.5, seed=0))
+    graph = erdos_renyi(n, 0.5, seed=0)
+    weights = metropolis_hastings(graph)
     calibration = calibrate(10.0, DELTA, steps, AgentLevel(clip))
-    ldp = build_mechanism("ldp", weights, calibration)
-    cdp = build_mechanism("cdp", weights, calibration)
+    ldp = build_mechanism("ldp", graph, weights, calibration)
+    cdp = build_mechanism("cdp", graph, weights, calibration)
     assert cdp.sigma**2 == pytest.approx(ldp.sigma**2 / n, rel=1e-9)
     central = account(cdp.covariance(), CentralObserver(), AgentLevel(clip), steps, DELTA)
     eavesdropped = account(cdp.covariance(), Eavesdropper(), AgentLevel(clip), steps, DELTA)

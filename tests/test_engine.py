@@ -9,7 +9,8 @@ from scipy.special import expit
 from dpdl.accounting import AgentLevel, calibrate
 from dpdl.errors import ConfigError
 from dpdl.graphs import erdos_renyi, metropolis_hastings, ring
-from dpdl.mechanisms import LocalDP, NoNoise, build_mechanism
+from dpdl.mechanisms import LocalDP, NoNoise
+from dpdl.mechanisms.registry import build_mechanism
 from dpdl.seeding import purpose_rng
 from dpdl.simulation import DSGDConfig, PoissonSampler, StepSize, UniformSampler, clip_rows, run_dsgd
 from dpdl.tasks import LogisticRegression, whisper_quadratic
@@ -130,9 +131,9 @@ def test_doubly_stochastic_mixing_preserves_the_average_of_the_noisy_update() ->
 
 
 def test_ldp_noise_has_the_calibrated_covariance() -> None:
-    weights = metropolis_hastings(ring(5))
+    graph = ring(5)
     calibration = calibrate(5.0, 1e-5, 100, AgentLevel(0.1))
-    mechanism = build_mechanism("ldp", weights, calibration)
+    mechanism = build_mechanism("ldp", graph, metropolis_hastings(graph), calibration)
     samples = mechanism.sample(np.random.default_rng(0), 40_000)  # 40k draws of the (5,) noise vector
     empirical = samples @ samples.T / samples.shape[1]
     # Entries of a Wishart estimate have std about sigma^2 sqrt(2/m) on the diagonal: 6 std margin.

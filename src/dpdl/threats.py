@@ -1,31 +1,48 @@
-"""Threat models: what the adversary observes of the agents' noisy messages.
+"""Threat models: who observes what, and which seeds they hold.
 
 In one D-SGD step agent i sends ``x_i - eta (g_i + v_i)``; an adversary that saw the previous
-round's messages knows ``x`` and so observes a linear map ``P (g + v)`` of the noisy clipped
-gradients (agents first), with ``v ~ N(0, R)`` per coordinate (MAFALDA-SGD, Definition 5: O = A G +
-B Z). A threat model fixes the view ``P`` and which agents' privacy is at stake. The accountant
-(:mod:`dpdl.accounting.accountant`) turns (R, P) into a Mahalanobis sensitivity.
+round's messages knows ``x`` and so observes the noisy clipped gradients ``g + v`` (MAFALDA-SGD,
+Definition 5: O = A G + B Z). Adversaries differ in which of these they see and which noise seeds
+they hold (DECOR Section 2, adversaries I-IV; CorN-DSGD Section V-D):
+
+- :class:`Eavesdropper`: every message, no seed (SecLDP adversary I).
+- :class:`Colluding`: a coalition of q honest-but-curious agents sees every message and pools the
+  seeds its members hold; members' own data are not protected. q = 1 is DECOR's adversary II
+  (honest-but-curious, no collusion); q = n-1 is full collusion, i.e. LDP (adversary IV). The
+  guarantee is the worst over all coalitions of size q (enumerated: C(n, q) of them).
+- :class:`CentralObserver`: only the network average (central DP), the CDP baseline's adversary.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 
-__all__ = ["ThreatModel", "Eavesdropper", "CentralObserver", "THREATS", "threat_by_name"]
+from dpdl.errors import ConfigError
+
+__all__ = ["ThreatModel", "Eavesdropper", "Colluding", "CentralObserver", "threat_by_name", "THREAT_NAMES"]
 
 
-class ThreatModel(ABC):
-    """Who the adversary is: its view of the agents' noisy gradients."""
+class ThreatModel:
+    """Who the adversary is: the coalitions it may be, and its view of the others' messages."""
 
-    name: str
-    description: str
+    name: str = ""
+    description: str = ""
 
-    @abstractmethod
-    def view(self, n: int) -> np.ndarray:
-        """The ``(k, n)`` matrix P such that the adversary observes ``P (g + v)`` each step."""
+    def coalitions(self, n: int) -> Iterator[tuple[int, ...]]:
+        """Every coalition of agents the adversary may be (their seeds and data are known)."""
+        yield ()
+
+    def coalition_count(self, n: int) -> int:
+        return 1
+
+    def view(self, honest: int) -> np.ndarray:
+        """``(k, honest)`` matrix P: the adversary observes ``P (g + v)`` of the honest agents."""
+        return np.eye(honest)
 
     def __str__(self) -> str:
         return self.name
@@ -33,38 +50,64 @@ class ThreatModel(ABC):
 
 @dataclass(frozen=True)
 class Eavesdropper(ThreatModel):
-    """External eavesdropper that observes every message on every edge (LDP / SecLDP adversary I).
-
-    It knows no secret, so the whole noise covariance R protects the agents: ``P = I``.
-    """
+    """External eavesdropper observing every message, holding no seed."""
 
     name: str = "eavesdropper"
-    description: str = "external eavesdropper observing all messages"
+    description: str = "external eavesdropper observing all messages, knowing no secret"
 
-    def view(self, n: int) -> np.ndarray:
-        return np.eye(n)
+
+@dataclass(frozen=True)
+class Colluding(ThreatModel):
+    """Coalitions of ``q`` honest-but-curious agents that see all messages and pool their seeds."""
+
+    q: int = 1
+
+    def __post_init__(self) -> None:
+        if self.q < 1:
+            raise ConfigError(f"a coalition has at least one agent, got q={self.q}")
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return "honest-but-curious" if self.q == 1 else f"colluding-{self.q}"
+
+    @property
+    def description(self) -> str:  # type: ignore[override]
+        if self.q == 1:
+            return "each agent, curious, seeing all messages and knowing its own seeds"
+        return f"any {self.q} agents colluding, seeing all messages and pooling their seeds"
+
+    def coalitions(self, n: int) -> Iterator[tuple[int, ...]]:
+        if self.q >= n:
+            raise ConfigError(f"a coalition of q={self.q} agents leaves no honest agent among n={n}")
+        return combinations(range(n), self.q)
+
+    def coalition_count(self, n: int) -> int:
+        return math.comb(n, self.q)
 
 
 @dataclass(frozen=True)
 class CentralObserver(ThreatModel):
-    """Central-DP adversary: observes only the network average of the updates (a trusted curator
-    would release the same), ``P = 1^T / n``. The CDP baseline is accounted against it.
-    """
+    """Central-DP adversary: observes only the network average, ``P = 1^T / n``."""
 
     name: str = "central"
     description: str = "observer of the network average only (central DP)"
 
-    def view(self, n: int) -> np.ndarray:
-        return np.full((1, n), 1.0 / n)
+    def view(self, honest: int) -> np.ndarray:
+        return np.full((1, honest), 1.0 / honest)
 
 
-THREATS: dict[str, ThreatModel] = {t.name: t for t in (Eavesdropper(), CentralObserver())}
+THREAT_NAMES = ("eavesdropper", "honest-but-curious", "colluding-<q>", "central")
 
 
 def threat_by_name(name: str) -> ThreatModel:
-    """The threat model called ``name`` (a key of :data:`THREATS`)."""
-    from dpdl.errors import ConfigError
-
-    if name not in THREATS:
-        raise ConfigError(f"unknown threat model {name!r}; known: {', '.join(THREATS)}")
-    return THREATS[name]
+    """The threat model called ``name``: ``eavesdropper``, ``honest-but-curious``,
+    ``colluding-<q>`` or ``central``."""
+    if name == "eavesdropper":
+        return Eavesdropper()
+    if name == "central":
+        return CentralObserver()
+    if name == "honest-but-curious":
+        return Colluding(1)
+    if name.startswith("colluding-") and name.removeprefix("colluding-").isdigit():
+        return Colluding(int(name.removeprefix("colluding-")))
+    raise ConfigError(f"unknown threat model {name!r}; known: {', '.join(THREAT_NAMES)}")

@@ -27,11 +27,16 @@ from dpdl.accounting.neighbouring import ExampleLevel, Neighbouring
 from dpdl.accounting.rdp_bound import paper_epsilon
 from dpdl.accounting.sensitivity import unit_sensitivity
 from dpdl.errors import ConfigError, PrivacyParameterError
+from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.threats import ThreatModel
 
 __all__ = ["PrivacyReport", "step_sensitivity", "epsilon_from_mu_step", "default_accountant", "account", "pld_epsilon", "ACCOUNTANTS"]
 
 ACCOUNTANTS = ("gdp", "paper-rdp", "pld")
+
+#: Coalition enumeration is replaced by the full-collusion bound above this much work
+#: (coalitions x honest agents^3 floating-point operations, about a minute here).
+MAX_ENUMERATION_FLOPS = 3e11
 
 #: dp_accounting PLD discretisation; finer is tighter but slower. Its PLDs are pessimistic: a
 #: coarser grid over-estimates epsilon, so calibration searches on :data:`PLD_SEARCH_DISCRETIZATION`.
@@ -50,6 +55,7 @@ class PrivacyReport:
     threat: str
     neighbouring: str
     accountant: str
+    exact: bool = True
 
     @property
     def mu(self) -> float:
@@ -65,18 +71,46 @@ class PrivacyReport:
             "threat": self.threat,
             "neighbouring": self.neighbouring,
             "accountant": self.accountant,
+            "exact": self.exact,
         }
 
     def __str__(self) -> str:
         eps = "inf (no guarantee)" if math.isinf(self.epsilon) else f"{self.epsilon:.4g}"
-        return f"eps={eps} at delta={self.delta:g} over {self.steps} steps; {self.threat}; {self.neighbouring}; accountant {self.accountant}"
+        bound = "" if self.exact else " (upper bound: too many coalitions to enumerate, full collusion assumed)"
+        return f"eps={eps} at delta={self.delta:g} over {self.steps} steps; {self.threat}; {self.neighbouring}; accountant {self.accountant}{bound}"
 
 
-def step_sensitivity(covariance: np.ndarray, threat: ThreatModel, neighbouring: Neighbouring) -> float:
-    """Per-step Mahalanobis sensitivity ``mu_step`` of the worst agent (``inf`` if unprotected)."""
-    covariance = np.asarray(covariance, dtype=float)
-    unit = unit_sensitivity(covariance, threat.view(covariance.shape[0]))
-    return neighbouring.sensitivity * unit
+def _unit_sensitivity(noise: NoiseMechanism | np.ndarray, threat: ThreatModel) -> tuple[float, bool]:
+    """Worst unit Mahalanobis sensitivity over the threat's coalitions, and whether it is exact."""
+    if isinstance(noise, np.ndarray):
+        if threat.coalition_count(noise.shape[0]) != 1:
+            raise ConfigError(f"the {threat} threat needs the mechanism's seed structure, not only its covariance")
+        return unit_sensitivity(noise, threat.view(noise.shape[0])), True
+    n = noise.n
+    if not noise.secrets:  # independent noise: what a coalition knows changes nothing for the others
+        return unit_sensitivity(noise.covariance(), threat.view(n)), True
+    count = threat.coalition_count(n)
+    if count > 1 and count * float(n) ** 3 > MAX_ENUMERATION_FLOPS:
+        # Full collusion knows every shared secret: only the private parts remain (an upper bound).
+        return unit_sensitivity(np.diag(noise.private_variances), threat.view(n)), False
+    worst = 0.0
+    for coalition in threat.coalitions(n):
+        honest = np.setdiff1d(np.arange(n), coalition)
+        unknown = noise.unknown_covariance(coalition)[np.ix_(honest, honest)]
+        worst = max(worst, unit_sensitivity(unknown, threat.view(len(honest))))
+        if math.isinf(worst):
+            break
+    return worst, True
+
+
+def step_sensitivity(
+    noise: NoiseMechanism | np.ndarray, threat: ThreatModel, neighbouring: Neighbouring
+) -> float:
+    """Per-step Mahalanobis sensitivity ``mu_step`` of the worst agent (``inf`` if unprotected).
+
+    ``noise`` is a mechanism, or a bare covariance for threats without coalitions.
+    """
+    return neighbouring.sensitivity * _unit_sensitivity(noise, threat)[0]
 
 
 @lru_cache(maxsize=4096)
@@ -120,16 +154,17 @@ def default_accountant(neighbouring: Neighbouring) -> str:
 
 
 def account(
-    covariance: np.ndarray,
+    noise: NoiseMechanism | np.ndarray,
     threat: ThreatModel,
     neighbouring: Neighbouring,
     steps: int,
     delta: float,
     accountant: str | None = None,
 ) -> PrivacyReport:
-    """Privacy of ``steps`` D-SGD steps whose noise has per-step covariance ``covariance``."""
+    """Privacy of ``steps`` D-SGD steps of ``noise`` (a mechanism, or a bare per-step covariance
+    for threats without coalitions) against ``threat``."""
     accountant = accountant or default_accountant(neighbouring)
-    mu_step = step_sensitivity(covariance, threat, neighbouring)
+    unit, exact = _unit_sensitivity(noise, threat)
+    mu_step = neighbouring.sensitivity * unit
     eps = epsilon_from_mu_step(mu_step, steps, delta, neighbouring, accountant)
-    return PrivacyReport(eps, delta, steps, mu_step, str(threat), str(neighbouring), accountant)
-
+    return PrivacyReport(eps, delta, steps, mu_step, str(threat), str(neighbouring), accountant, exact)

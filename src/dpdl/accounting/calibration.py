@@ -19,9 +19,8 @@ Methods:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
 
 from dpdl.accounting import gdp
 from dpdl.accounting.accountant import (
@@ -34,9 +33,10 @@ from dpdl.accounting.accountant import (
 from dpdl.accounting.neighbouring import ExampleLevel, Neighbouring
 from dpdl.accounting.rdp_bound import paper_mu_step
 from dpdl.errors import ConfigError, PrivacyParameterError
+from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.threats import ThreatModel
 
-__all__ = ["Calibration", "calibrate", "noise_scale", "CALIBRATIONS"]
+__all__ = ["Calibration", "calibrate", "noise_scale", "safe_scale", "CALIBRATIONS"]
 
 CALIBRATIONS = ("exact", "paper")
 
@@ -129,20 +129,24 @@ def calibrate(
     return Calibration(eps, delta, steps, neighbouring, method, mu_step, achieved)
 
 
-def noise_scale(shape: np.ndarray, threat: ThreatModel, calibration: Calibration) -> float:
-    """Standard-deviation multiplier sigma such that ``sigma^2 * shape`` meets ``calibration``.
-
-    ``shape`` is a covariance up to scale (the identity for LDP); the Mahalanobis sensitivity scales
-    as ``1 / sigma``, so ``sigma = mu_step(shape) / mu_step(target)``.
+def safe_scale(
+    build: Callable[[float], NoiseMechanism], threat: ThreatModel, calibration: Calibration, scale: float
+) -> float:
+    """``scale``, raised in steps of 1e-12 until the accountant confirms that ``build(scale)`` meets
+    the calibration: the covariance algebra rounds at ~1e-15 relative, and a promise is never exceeded.
     """
-    unit = step_sensitivity(shape, threat, calibration.neighbouring)
-    if math.isinf(unit):
+    while step_sensitivity(build(scale), threat, calibration.neighbouring) > calibration.mu_step:
+        scale *= 1.0 + 1e-12
+    return scale
+
+
+def noise_scale(unit: NoiseMechanism, threat: ThreatModel, calibration: Calibration) -> float:
+    """Standard-deviation multiplier sigma such that ``unit`` scaled by sigma meets ``calibration``
+    (the Mahalanobis sensitivity scales as ``1 / sigma``: ``sigma = mu_step(unit) / mu_step``).
+    """
+    unit_mu = step_sensitivity(unit, threat, calibration.neighbouring)
+    if math.isinf(unit_mu):
         raise PrivacyParameterError(
-            f"the noise covariance is singular against the {threat} threat: no noise scale gives privacy"
+            f"the {unit.name or 'noise'} covariance is singular against the {threat} threat: no noise scale gives privacy"
         )
-    sigma = unit / calibration.mu_step
-    # The covariance algebra rounds at ~1e-15 relative: check the scaled covariance against the
-    # accountant and move to the safe side, so that the promise is never exceeded.
-    while step_sensitivity(sigma**2 * shape, threat, calibration.neighbouring) > calibration.mu_step:
-        sigma *= 1.0 + 1e-12
-    return sigma
+    return safe_scale(unit.scaled, threat, calibration, unit_mu / calibration.mu_step)

@@ -14,12 +14,13 @@ import numpy as np
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
 from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix, summarize
-from dpdl.mechanisms import NoiseMechanism, build_mechanism
+from dpdl.mechanisms import NoiseMechanism
+from dpdl.mechanisms.registry import DesignOptions, build_mechanism
 from dpdl.seeding import purpose_seed
 from dpdl.simulation import DSGDConfig, StepSize, run_dsgd
 from dpdl.simulation.sampling import PoissonSampler
 from dpdl.tasks import Task, TaskOptions, build_task
-from dpdl.threats import Eavesdropper
+from dpdl.threats import Colluding, Eavesdropper
 
 __all__ = ["TrainConfig", "SeedRun", "TrainResult", "run_training", "DEFAULT_STEP_SIZES"]
 
@@ -55,6 +56,7 @@ class TrainConfig:
     eval_every: int = 100
     seeds: tuple[int, ...] = (0,)
     task_options: TaskOptions = field(default_factory=TaskOptions)
+    design: DesignOptions = field(default_factory=DesignOptions)
 
     def resolved(self) -> TrainConfig:
         """Fill the task's default step size and schedule; check the options fit together."""
@@ -141,11 +143,11 @@ def _neighbouring(config: TrainConfig, task: Task) -> AgentLevel | ExampleLevel:
 def privacy_reports(
     mechanism: NoiseMechanism, neighbouring: AgentLevel | ExampleLevel, steps: int, delta: float
 ) -> list[PrivacyReport]:
-    """The mechanism's guarantee against its own threat model, and against the eavesdropper."""
+    """The mechanism's guarantee against its own threat model first, then against the eavesdropper
+    and honest-but-curious agents (where those differ from it)."""
     threats = [mechanism.default_threat]
-    if not isinstance(mechanism.default_threat, Eavesdropper):
-        threats.append(Eavesdropper())
-    return [account(mechanism.covariance(), threat, neighbouring, steps, delta) for threat in threats]
+    threats += [t for t in (Eavesdropper(), Colluding(1)) if t != mechanism.default_threat and mechanism.n > 1]
+    return [account(mechanism, threat, neighbouring, steps, delta) for threat in threats]
 
 
 def run_seed(config: TrainConfig, seed: int, progress: bool = False) -> tuple[Task, Calibration | None, SeedRun]:
@@ -157,7 +159,7 @@ def run_seed(config: TrainConfig, seed: int, progress: bool = False) -> tuple[Ta
     calibration = None
     if config.mechanism != "none":
         calibration = calibrate(config.eps, config.delta, config.steps, neighbouring, config.calibration)
-    mechanism = build_mechanism(config.mechanism, weights, calibration)
+    mechanism = build_mechanism(config.mechanism, graph, weights, calibration, config.design)
     dsgd = DSGDConfig(
         steps=config.steps,
         step_size=StepSize(config.lr, config.schedule),

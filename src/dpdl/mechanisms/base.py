@@ -1,49 +1,189 @@
-"""Noise mechanisms: Gaussian noise ``v_t ~ N(0, R)`` per coordinate, added to clipped gradients.
+"""Noise mechanisms: Gaussian noise ``v_t ~ N(0, R)`` per coordinate, built from seeds.
 
-A mechanism knows its per-step covariance R across agents (n x n; the d coordinates are
-independent and identically distributed) and how to sample all agents' noise for one step as one
-``(n, d)`` array. What the accountant needs is the covariance plus the threat model it is meant
-for (:attr:`NoiseMechanism.default_threat`).
+Every design in the papers is a sum of independent parts, each generated from one seed:
+
+- a *private* part per agent, ``N(0, private_variances[i])``, from a seed only agent i holds
+  (LDP noise; DECOR's ``u_i``; Whisper's ``sigma_mix^2 I``);
+- *shared secrets*: a seed known to a set of agents (its holders), from which each holder computes
+  its row of ``F z`` with ``z ~ N(0, I_r)``, contributing ``F F^T`` on holders x holders (DECOR's
+  pairwise-cancelling ``v_ij = -v_ji``: holders {i, j}, ``F = sigma_cor (1, -1)^T``; Whisper's
+  ``R_cor^1/2 s`` from a seed shared by all; CorN-DSGD's group seeds ``(R_cor^(k), s_k)``).
+
+So ``R = diag(private) + sum_k F_k F_k^T``. The structure says which part of R a coalition of
+agents cannot see (:meth:`NoiseMechanism.unknown_covariance`; CorN-DSGD Section V-D, DECOR
+Theorem 6), and how each agent samples its own noise from the seeds it holds
+(:meth:`NoiseMechanism.agent_noise`).
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
+from dpdl.seeding import purpose_seed
 from dpdl.threats import Eavesdropper, ThreatModel
 
-__all__ = ["NoiseMechanism"]
+__all__ = ["SharedSecret", "NoiseMechanism", "SeedBook"]
 
 
-class NoiseMechanism(ABC):
-    """Gaussian noise across n agents, N(0, R) independently for each coordinate."""
+@dataclass(frozen=True)
+class SharedSecret:
+    """Noise from one seed known to ``holders``: ``F z``, ``z ~ N(0, I_r)``, on the holders' rows."""
+
+    holders: tuple[int, ...]
+    factor: np.ndarray  # (len(holders), r)
+
+    def __post_init__(self) -> None:
+        if self.factor.ndim != 2 or self.factor.shape[0] != len(self.holders):
+            raise ValueError(f"a secret's factor must have one row per holder, got {self.factor.shape} for {len(self.holders)} holders")
+
+
+@dataclass(frozen=True)
+class SeedBook:
+    """Seeds of one run: agent i's private seed and secret k's seed, derived from the run seed.
+
+    An agent is handed only the entries it holds (:meth:`for_agent`); the noise of step t comes
+    from ``SeedSequence(seed, spawn_key=(..., t))``, so it is the same wherever it is computed.
+    """
+
+    seed: int
+    private: Mapping[int, np.random.SeedSequence] = field(default_factory=dict)
+    secrets: Mapping[int, np.random.SeedSequence] = field(default_factory=dict)
+
+    @classmethod
+    def for_run(cls, seed: int, n: int, n_secrets: int) -> SeedBook:
+        return cls(
+            seed,
+            {i: purpose_seed(seed, f"private noise/{i}") for i in range(n)},
+            {k: purpose_seed(seed, f"secret noise/{k}") for k in range(n_secrets)},
+        )
+
+    def for_agent(self, mechanism: NoiseMechanism, agent: int) -> SeedBook:
+        """The part of the book agent ``agent`` holds: its private seed and its secrets' seeds."""
+        return SeedBook(self.seed, {agent: self.private[agent]}, {k: self.secrets[k] for k in mechanism.secrets_of(agent)})
+
+    @staticmethod
+    def draw(seed: np.random.SeedSequence, step: int, shape: tuple[int, ...]) -> np.ndarray:
+        child = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, step))
+        return np.random.default_rng(child).standard_normal(shape)
+
+
+def _generator(secrets: Sequence[SharedSecret], offsets: np.ndarray, n: int) -> np.ndarray | sparse.csr_matrix:
+    """All secrets' factors side by side as an (n, sum r_k) matrix; sparse unless it is dense."""
+    rows, cols, data = [np.zeros(0, int)], [np.zeros(0, int)], [np.zeros(0)]
+    for start, secret in zip(offsets, secrets):
+        width = secret.factor.shape[1]
+        rows.append(np.repeat(np.asarray(secret.holders), width))
+        cols.append(np.tile(np.arange(start, start + width), len(secret.holders)))
+        data.append(secret.factor.reshape(-1))
+    matrix = sparse.csr_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))), shape=(n, int(offsets[-1])))
+    return matrix.toarray() if matrix.nnz > 0.2 * n * max(matrix.shape[1], 1) else matrix
+
+
+def _holders(secrets: Sequence[SharedSecret], n: int) -> sparse.csr_matrix:
+    rows = [np.full(len(secret.holders), k) for k, secret in enumerate(secrets)]
+    cols = [np.asarray(secret.holders, dtype=int) for secret in secrets]
+    if not secrets:
+        return sparse.csr_matrix((0, n))
+    return sparse.csr_matrix((np.ones(sum(map(len, cols))), (np.concatenate(rows), np.concatenate(cols))), shape=(len(secrets), n))
+
+
+class NoiseMechanism:
+    """Gaussian noise across n agents: private variances plus shared secrets (see module doc)."""
 
     #: Short name used by the CLI and in results.
     name: str = ""
-    #: The adversary the mechanism is designed against; the accountant reports against it first.
+    #: The adversary the design is calibrated against; the accountant reports against it first.
     default_threat: ThreatModel = Eavesdropper()
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, private_variances: np.ndarray | float, secrets: Sequence[SharedSecret] = ()) -> None:
         if n < 1:
             raise ValueError(f"a mechanism needs n >= 1 agents, got {n}")
+        private = np.broadcast_to(np.asarray(private_variances, dtype=float), (n,)).copy()
+        if (private < 0).any() or not np.isfinite(private).all():
+            raise ValueError("private variances must be finite and >= 0")
         self.n = n
+        self.private_variances = private
+        self.secrets = tuple(secrets)
+        self._offsets = np.concatenate([[0], np.cumsum([sec.factor.shape[1] for sec in self.secrets])]).astype(int)
+        #: (n, total width) generator of all shared noise: the shared part of v is ``G z``.
+        self.generator = _generator(self.secrets, self._offsets, n)
+        #: (secrets, n) 0/1 matrix: which agent holds which secret.
+        self._holders = _holders(self.secrets, n)
 
-    @abstractmethod
+    # -- covariance ---------------------------------------------------------------------------
+
+    def _gram(self, columns: np.ndarray | slice) -> np.ndarray:
+        part = self.generator[:, columns]
+        product = part @ part.T
+        return product.toarray() if sparse.issparse(product) else np.asarray(product)
+
     def covariance(self) -> np.ndarray:
         """Per-coordinate covariance R (n x n) of one step's noise across agents."""
+        return np.diag(self.private_variances) + self._gram(slice(None))
 
-    @abstractmethod
-    def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:
-        """One step's noise for all agents, shape ``(n, dim)``."""
+    def unknown_covariance(self, coalition: Iterable[int] = ()) -> np.ndarray:
+        """Covariance of the noise a coalition cannot reconstruct: the private parts of non-members
+        and the secrets none of its members holds (rows and columns of members are zero).
+        """
+        members = np.zeros(self.n, dtype=bool)
+        members[list(coalition)] = True
+        if not members.any():
+            return self.covariance()
+        hidden = np.asarray(self._holders @ members.astype(float)).ravel() == 0
+        columns = np.concatenate([np.arange(self._offsets[k], self._offsets[k + 1]) for k in np.flatnonzero(hidden)] or [np.zeros(0, int)])
+        return np.diag(np.where(members, 0.0, self.private_variances)) + self._gram(columns)
+
+    def secrets_of(self, agent: int) -> list[int]:
+        """Indices of the secrets whose seed ``agent`` holds."""
+        return list(self._holders[:, agent].nonzero()[0])
 
     @property
     def is_noiseless(self) -> bool:
         """True when the mechanism adds no noise at all (the engine then skips sampling)."""
-        return False
+        return not self.private_variances.any() and self.generator.shape[1] == 0
+
+    # -- sampling -----------------------------------------------------------------------------
+
+    def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:
+        """One step's noise for all agents, ``(n, dim)``, from one generator (the simulation's path:
+        same distribution as the agents' own seed-based sampling, drawn in two array calls)."""
+        noise = np.sqrt(self.private_variances)[:, None] * rng.standard_normal((self.n, dim))
+        if self.generator.shape[1]:
+            noise += self.generator @ rng.standard_normal((self.generator.shape[1], dim))
+        return noise
+
+    def agent_noise(self, agent: int, seeds: SeedBook, step: int, dim: int) -> np.ndarray:
+        """Agent ``agent``'s noise at ``step`` computed from the seeds in ``seeds`` only.
+
+        Needs the agent's private seed and the seed of every secret it holds; a seed it does not
+        hold is never read (a :class:`KeyError` would say so).
+        """
+        noise = np.sqrt(self.private_variances[agent]) * SeedBook.draw(seeds.private[agent], step, (dim,))
+        for k in self.secrets_of(agent):
+            secret = self.secrets[k]
+            row = secret.holders.index(agent)
+            noise += secret.factor[row] @ SeedBook.draw(seeds.secrets[k], step, (secret.factor.shape[1], dim))
+        return noise
+
+    def scaled(self, factor: float) -> NoiseMechanism:
+        """The same design with every noise standard deviation multiplied by ``factor``."""
+        other = NoiseMechanism(
+            self.n, self.private_variances * factor**2, [SharedSecret(s.holders, s.factor * factor) for s in self.secrets]
+        )
+        other.name, other.default_threat = self.name, self.default_threat
+        return other
 
     def describe(self) -> dict[str, Any]:
         """Parameters for the run's config file."""
-        return {"mechanism": self.name, "n": self.n, "threat": str(self.default_threat)}
+        return {
+            "mechanism": self.name,
+            "n": self.n,
+            "threat": str(self.default_threat),
+            "private_variance_min": float(self.private_variances.min()),
+            "shared_secrets": len(self.secrets),
+        }

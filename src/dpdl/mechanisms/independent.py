@@ -2,7 +2,7 @@
 
 - LDP (Kasiviswanathan et al. 2011; Duchi et al. 2013): every agent adds its own
   ``N(0, sigma_ldp^2)`` noise, ``R = sigma_ldp^2 I``, private against an eavesdropper that sees
-  every message.
+  every message (and against any coalition, since no seed is shared).
 - CDP baseline (DECOR Section 2, Whisper Section V): D-SGD with independent noise of variance
   ``sigma_cdp^2 = sigma_ldp^2 / n`` per agent; the network average then carries noise of variance
   ``sigma_ldp^2 / n^2`` on a mean of sensitivity ``2C / n``: the same guarantee as LDP, but only
@@ -13,8 +13,6 @@
 from __future__ import annotations
 
 from typing import Any
-
-import numpy as np
 
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.threats import CentralObserver, Eavesdropper
@@ -27,31 +25,16 @@ class NoNoise(NoiseMechanism):
 
     name = "none"
 
-    def covariance(self) -> np.ndarray:
-        return np.zeros((self.n, self.n))
-
-    def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:
-        return np.zeros((self.n, dim))
-
-    @property
-    def is_noiseless(self) -> bool:
-        return True
+    def __init__(self, n: int) -> None:
+        super().__init__(n, 0.0)
 
 
 class IndependentGaussian(NoiseMechanism):
     """Independent ``N(0, sigma^2)`` noise at every agent: ``R = sigma^2 I``."""
 
     def __init__(self, n: int, sigma: float) -> None:
-        super().__init__(n)
-        if not (np.isfinite(sigma) and sigma >= 0):
-            raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
+        super().__init__(n, float(sigma) ** 2)
         self.sigma = float(sigma)
-
-    def covariance(self) -> np.ndarray:
-        return self.sigma**2 * np.eye(self.n)
-
-    def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:
-        return self.sigma * rng.standard_normal((self.n, dim))
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "sigma": self.sigma, "sigma2": self.sigma**2}

@@ -1,0 +1,119 @@
+"""Mechanisms by name, each calibrated to a budget: what ``dpdl train``, ``noise`` and ``audit`` use.
+
+Every factory takes the graph, its mixing matrix, the calibration and :class:`DesignOptions`, and
+returns a mechanism whose guarantee against the threat it is designed for is the calibrated one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from dpdl.accounting.calibration import Calibration, noise_scale, safe_scale
+from dpdl.errors import ConfigError
+from dpdl.mechanisms.base import NoiseMechanism
+from dpdl.mechanisms.decor import appendix_d_couples, design_decor
+from dpdl.mechanisms.independent import CentralDP, LocalDP, NoNoise
+from dpdl.mechanisms.whisper import MultiSeedWhisper, design_whisper, disjoint_groups
+from dpdl.mechanisms.zero_sum import design_zero_sum
+from dpdl.solvers.coalition import solve_multiseed
+from dpdl.threats import CentralObserver, Colluding, Eavesdropper, ThreatModel, threat_by_name
+
+__all__ = ["DesignOptions", "MECHANISMS", "build_mechanism", "DECOR_SEARCHES"]
+
+DECOR_SEARCHES = ("trace", "appendix-d")
+
+
+@dataclass(frozen=True)
+class DesignOptions:
+    """How designs with choices are made.
+
+    ``threat``: the adversary DECOR is calibrated against (eavesdropper by default, as in the
+    papers' experiments). ``decor_search``: ``trace`` (minimise Tr(W R W^T)) or ``appendix-d``
+    (DECOR's own search; the couple of least Tr(W R W^T) among its grid). ``groups`` and ``q``:
+    the seed groups (m disjoint groups) and coalition size of ``whisper-multiseed``.
+    """
+
+    threat: str = "eavesdropper"
+    decor_search: str = "trace"
+    groups: int = 1
+    q: int = 1
+
+
+Factory = Callable[[nx.Graph, np.ndarray, Calibration, DesignOptions], NoiseMechanism]
+
+
+def _ldp(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+    n = weights.shape[0]
+    return LocalDP(n, noise_scale(LocalDP(n, 1.0), Eavesdropper(), calibration))
+
+
+def _cdp(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+    n = weights.shape[0]
+    return CentralDP(n, noise_scale(CentralDP(n, 1.0), CentralObserver(), calibration))
+
+
+def _decor(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+    threat = threat_by_name(options.threat)
+    if options.decor_search == "trace":
+        return design_decor(graph, weights, calibration, threat)
+    if options.decor_search == "appendix-d":
+        couples = appendix_d_couples(graph, calibration, threat)
+        if not couples:
+            raise ConfigError("DECOR's Appendix D search found no noise couple meeting the budget on this graph")
+        return min(couples, key=lambda m: float(np.sum((weights @ m.covariance()) * weights)))
+    raise ConfigError(f"unknown DECOR search {options.decor_search!r}; known: {', '.join(DECOR_SEARCHES)}")
+
+
+def _whisper(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+    return design_whisper(weights, calibration)
+
+
+def _multiseed(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+    n = weights.shape[0]
+    groups = disjoint_groups(n, options.groups)
+    solution = solve_multiseed(weights, groups, options.q, calibration.inverse_variance_bound)
+    threat: ThreatModel = Colluding(options.q) if options.q else Eavesdropper()
+
+    def build(scale: float) -> MultiSeedWhisper:
+        return MultiSeedWhisper(n, scale**2 * solution.sigma_mix2, groups, [scale**2 * b for b in solution.blocks], options.q)
+
+    return build(safe_scale(build, threat, calibration, 1.0))
+
+
+def _zero_sum(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+    return design_zero_sum(graph, calibration)
+
+
+#: Calibrated mechanisms by CLI name ("none" takes no budget).
+MECHANISMS: dict[str, Factory] = {
+    "ldp": _ldp,
+    "cdp": _cdp,
+    "decor": _decor,
+    "whisper": _whisper,
+    "whisper-multiseed": _multiseed,
+    "zero-sum": _zero_sum,
+}
+
+
+def build_mechanism(
+    name: str,
+    graph: nx.Graph,
+    weights: np.ndarray,
+    calibration: Calibration | None,
+    options: DesignOptions | None = None,
+) -> NoiseMechanism:
+    """Mechanism ``name`` for ``graph`` and its mixing matrix, calibrated to ``calibration``.
+
+    ``"none"`` needs no calibration; every other mechanism does.
+    """
+    if name == NoNoise.name:
+        return NoNoise(weights.shape[0])
+    if name not in MECHANISMS:
+        raise ConfigError(f"unknown mechanism {name!r}; known: none, {', '.join(MECHANISMS)}")
+    if calibration is None:
+        raise ConfigError(f"mechanism {name!r} needs a privacy budget (eps, delta)")
+    return MECHANISMS[name](graph, weights, calibration, options or DesignOptions())

@@ -1,0 +1,95 @@
+"""Whisper D-SGD / CorN-DSGD: noise covariance optimised for the mixing matrix.
+
+Single seed (Whisper D-SGD Algorithm 1; CorN-DSGD Algorithm 1): ``R = sigma_mix^2 I + R_cor`` solves
+problem (9) for the eavesdropper (:func:`dpdl.solvers.whisper.solve_whisper`); every agent holds the
+shared seed s and computes its own row of ``R_cor^1/2 s_t``, plus its private ``sigma_mix`` noise.
+We split R with the largest private part, ``sigma_mix^2 = lambda_min(R)``.
+
+Multiple seeds (CorN-DSGD Section V-D, problem (10)): seed s_k is held by the group H_k and
+generates ``R_cor^(k)`` supported on H_k x H_k; the program protects every agent against every
+coalition of q honest-but-curious agents (:func:`dpdl.solvers.coalition.solve_multiseed`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dpdl.accounting.calibration import Calibration, safe_scale
+from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
+from dpdl.solvers.whisper import WhisperSolution, solve_whisper
+from dpdl.threats import Colluding, Eavesdropper, ThreatModel
+
+__all__ = ["Whisper", "MultiSeedWhisper", "design_whisper", "psd_factor", "disjoint_groups"]
+
+
+def psd_factor(matrix: np.ndarray) -> np.ndarray:
+    """``F`` with ``F F^T = matrix`` for a symmetric PSD matrix (eigenvalues below zero by rounding
+    are set to zero); columns of zero eigenvalues are dropped."""
+    values, vectors = np.linalg.eigh((matrix + matrix.T) / 2.0)
+    keep = values > 1e-14 * max(values.max(initial=0.0), 1e-300)
+    return vectors[:, keep] * np.sqrt(values[keep])
+
+
+class Whisper(NoiseMechanism):
+    """``R = sigma_mix^2 I + R_cor`` with ``R_cor`` generated from one seed held by all agents."""
+
+    name = "whisper"
+    default_threat = Eavesdropper()
+
+    def __init__(self, covariance: np.ndarray, solution: WhisperSolution | None = None) -> None:
+        n = covariance.shape[0]
+        sigma_mix2 = float(np.linalg.eigvalsh(covariance)[0])
+        correlated = covariance - sigma_mix2 * np.eye(n)
+        super().__init__(n, sigma_mix2, [SharedSecret(tuple(range(n)), psd_factor(correlated))])
+        self.sigma_mix2 = sigma_mix2
+        self.solution = solution
+
+    def describe(self) -> dict[str, Any]:
+        info = {**super().describe(), "sigma_mix2": self.sigma_mix2}
+        if self.solution is not None:
+            info.update(
+                solve_seconds=self.solution.seconds,
+                solver_iterations=self.solution.iterations,
+                duality_gap=self.solution.gap,
+                kernel_cap=self.solution.cap,
+            )
+        return info
+
+
+def design_whisper(weights: np.ndarray, calibration: Calibration) -> Whisper:
+    """Whisper noise for ``weights`` meeting ``calibration`` against the eavesdropper (problem (9))."""
+    solution = solve_whisper(weights, calibration.inverse_variance_bound)
+
+    def build(scale: float) -> Whisper:
+        return Whisper(scale**2 * solution.covariance, solution)
+
+    return build(safe_scale(build, Eavesdropper(), calibration, 1.0))
+
+
+def disjoint_groups(n: int, m: int) -> list[tuple[int, ...]]:
+    """``m`` disjoint groups of consecutive agents covering ``0..n-1`` (CorN-DSGD Fig. 2)."""
+    return [tuple(int(i) for i in part) for part in np.array_split(np.arange(n), m)]
+
+
+class MultiSeedWhisper(NoiseMechanism):
+    """Private ``sigma_mix^2`` noise plus one seed per group H_k generating ``R_cor^(k)``."""
+
+    name = "whisper-multiseed"
+
+    def __init__(self, n: int, sigma_mix2: float, groups: Sequence[tuple[int, ...]], blocks: Sequence[np.ndarray], q: int) -> None:
+        secrets = [SharedSecret(tuple(group), psd_factor(block)) for group, block in zip(groups, blocks)]
+        super().__init__(n, sigma_mix2, [s for s in secrets if s.factor.shape[1]])
+        self.sigma_mix2 = float(sigma_mix2)
+        self.groups = [tuple(g) for g in groups]
+        self.blocks = [np.asarray(b) for b in blocks]
+        self.q = q
+        self.default_threat: ThreatModel = Colluding(q) if q else Eavesdropper()
+
+    def scaled_copy(self, scale: float) -> MultiSeedWhisper:
+        return MultiSeedWhisper(self.n, scale**2 * self.sigma_mix2, self.groups, [scale**2 * b for b in self.blocks], self.q)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "sigma_mix2": self.sigma_mix2, "groups": len(self.groups), "q": self.q}

@@ -1,0 +1,99 @@
+"""Generic convex programs for correlated noise, solved with CVXPY (Clarabel), for small n.
+
+- :func:`solve_multiseed`: CorN-DSGD problem (10). Seeds s_k held by groups H_k generate
+  ``R_cor^(k)`` (PSD, supported on H_k x H_k); against every coalition I of q agents, the covariance
+  it cannot see on the honest agents J, ``(sigma_mix^2 I + sum_{k: H_k and I disjoint} R_cor^(k))[J, J]``,
+  must satisfy ``[(.)^-1]_jj <= c``; minimise ``Tr(W R W^T)``. Larger coalitions know more, so
+  coalitions of size exactly q suffice (q = 0: the eavesdropper, I empty). Special cases: q = 0 and
+  one group is problem (9) (Whisper); one seed per agent with q = n - 1 is LDP.
+- :func:`solve_whisper_sdp`: problem (9) in the precision ``P = R^-1``:
+  ``minimise Tr(W P^-1 W^T) s.t. diag(P) <= c`` (a matrix-fractional program), an independent
+  formulation used to check the dual solver of :mod:`dpdl.solvers.whisper`.
+
+Both use ``[R^-1]_jj = matrix_frac(e_j, R)`` (a Schur-complement LMI). The SDPs grow as
+``C(n, q) * n`` LMIs of size n, so they are meant for n up to a few tens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+import cvxpy as cp
+import numpy as np
+
+from dpdl.errors import ConfigError
+from dpdl.solvers.whisper import CAP_RELATIVE
+
+__all__ = ["MultiSeedSolution", "solve_multiseed", "solve_whisper_sdp"]
+
+
+@dataclass(frozen=True)
+class MultiSeedSolution:
+    """Optimal private variance and group blocks of problem (10)."""
+
+    sigma_mix2: float
+    blocks: list[np.ndarray]
+    objective: float
+    seconds: float
+    status: str
+
+
+def _gram(weights: np.ndarray) -> tuple[np.ndarray, float]:
+    """``W^T W``, plus the variance penalty ``tau`` when it is singular (see solvers.whisper)."""
+    gram = weights.T @ weights
+    eigenvalues = np.linalg.eigvalsh(gram)
+    tau = CAP_RELATIVE * eigenvalues[-1] if eigenvalues[0] <= 1e-12 * eigenvalues[-1] else 0.0
+    return gram + tau * np.eye(len(gram)), tau
+
+
+def _check_status(problem: cp.Problem, what: str) -> None:
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        raise ConfigError(f"{what}: the solver ended with status {problem.status!r}")
+
+
+def solve_multiseed(
+    weights: np.ndarray, groups: Sequence[Sequence[int]], q: int, c: float, solver: str = "CLARABEL"
+) -> MultiSeedSolution:
+    """CorN-DSGD problem (10) for seed groups ``groups`` and coalitions of size ``q``."""
+    n = weights.shape[0]
+    if not 0 <= q < n:
+        raise ConfigError(f"the coalition size must be in [0, n-1], got q={q} for n={n}")
+    gram, _ = _gram(weights)
+    groups = [tuple(sorted(g)) for g in groups]
+    start = time.perf_counter()
+    sigma_mix2 = cp.Variable(nonneg=True)
+    blocks = [cp.Variable((len(g), len(g)), PSD=True) for g in groups]
+    objective = sigma_mix2 * np.trace(gram) + sum(cp.trace(gram[np.ix_(g, g)] @ b) for g, b in zip(groups, blocks))
+    constraints = []
+    for coalition in combinations(range(n), q):
+        honest = [j for j in range(n) if j not in coalition]
+        index = {agent: row for row, agent in enumerate(honest)}
+        unknown = sigma_mix2 * np.eye(len(honest))
+        for group, block in zip(groups, blocks):
+            if not set(group) & set(coalition):
+                selector = np.zeros((len(honest), len(group)))
+                selector[[index[a] for a in group], range(len(group))] = 1.0
+                unknown = unknown + selector @ block @ selector.T
+        unknown = (unknown + unknown.T) / 2
+        constraints += [cp.matrix_frac(np.eye(len(honest))[:, j], unknown) <= c for j in range(len(honest))]
+    problem = cp.Problem(cp.Minimize(objective), constraints)
+    problem.solve(solver=solver)
+    _check_status(problem, "the multi-seed covariance program (CorN-DSGD (10))")
+    values = [np.asarray(b.value) for b in blocks]
+    return MultiSeedSolution(float(sigma_mix2.value), values, float(problem.value), time.perf_counter() - start, problem.status)
+
+
+def solve_whisper_sdp(weights: np.ndarray, c: float, solver: str = "CLARABEL") -> tuple[np.ndarray, float]:
+    """Problem (9) as ``min Tr(W P^-1 W^T) s.t. diag(P) <= c``; returns ``(R = P^-1, seconds)``."""
+    n = weights.shape[0]
+    gram, _ = _gram(weights)
+    root = np.linalg.cholesky(gram).T  # root^T root = W^T W (+ tau I): same objective as W
+    start = time.perf_counter()
+    precision = cp.Variable((n, n), PSD=True)
+    problem = cp.Problem(cp.Minimize(cp.matrix_frac(root.T, precision)), [cp.diag(precision) <= c])
+    problem.solve(solver=solver)
+    _check_status(problem, "the Whisper SDP (problem (9))")
+    return np.linalg.inv(precision.value), time.perf_counter() - start
