@@ -1,4 +1,4 @@
-"""The ``dpdl`` command line: ``dpdl train``, ``dpdl demo`` (``dpdl <command> --help`` for each).
+"""The ``dpdl`` command line: ``train``, ``noise``, ``audit``, ``demo`` (``dpdl <command> --help``).
 
 Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback.
 """
@@ -17,6 +17,7 @@ from dpdl import __version__
 from dpdl.accounting import CALIBRATIONS
 from dpdl.errors import DpdlError
 from dpdl.graphs import MIXING_RULES, REAL_GRAPHS, SYNTHETIC_GRAPHS
+from dpdl.mechanisms.registry import DECOR_SEARCHES, MECHANISMS, DesignOptions
 from dpdl.simulation import CLIP_LEVELS, SCHEDULES
 from dpdl.tasks import TASKS, TaskOptions
 from dpdl.tasks.partition import PARTITIONS
@@ -70,6 +71,24 @@ def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_design_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the correlated-noise designs."""
+    group = parser.add_argument_group("noise design")
+    group.add_argument(
+        "--design-against",
+        default="eavesdropper",
+        help="threat DECOR is calibrated against: eavesdropper, honest-but-curious, colluding-<q> (default eavesdropper)",
+    )
+    group.add_argument("--decor-search", choices=DECOR_SEARCHES, default="trace",
+                       help="DECOR noise couple: trace (minimise Tr(W R W^T)) or appendix-d (DECOR's own search)")
+    group.add_argument("--groups", type=_positive_int, default=1, help="whisper-multiseed: number of disjoint seed groups m (default 1)")
+    group.add_argument("--q", type=int, default=1, help="whisper-multiseed: coalition size protected against (default 1)")
+
+
+def _design(args: argparse.Namespace) -> DesignOptions:
+    return DesignOptions(threat=args.design_against, decor_search=args.decor_search, groups=args.groups, q=args.q)
+
+
 def _train_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "train",
@@ -77,9 +96,10 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         description="Train by D-SGD with privacy noise; writes config.json, metrics.csv, final.json and a figure.",
     )
     parser.add_argument("--task", choices=TASKS, default="logreg-a9a", help="learning task (default logreg-a9a)")
-    parser.add_argument("--mechanism", default="ldp", help="noise mechanism: none, ldp, cdp (default ldp)")
+    parser.add_argument("--mechanism", default="ldp", help=f"noise mechanism: none, {', '.join(MECHANISMS)} (default ldp)")
     add_graph_arguments(parser)
     add_budget_arguments(parser)
+    add_design_arguments(parser)
     group = parser.add_argument_group("training")
     group.add_argument("--clip-level", choices=CLIP_LEVELS, default="agent", help="agent: clip each agent's batch gradient; "
                        "example: clip each example's gradient, Poisson batches, example-level PLD accounting (default agent)")
@@ -99,6 +119,40 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--json", action="store_true", help="print the final metrics as one JSON object on the last line")
     group.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(handler=_train)
+
+
+def _noise_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "noise",
+        help="design one mechanism's noise for a graph and budget; report Tr(W R W^T) and epsilon per threat",
+        description="Calibrate a noise design to (eps, delta) over T steps on a graph; print the variance left after "
+        "mixing, Tr(W R W^T), and the exact epsilon against each threat model (Infinity where none holds).",
+    )
+    parser.add_argument("--method", required=True, help=f"noise design: {', '.join(MECHANISMS)}")
+    add_graph_arguments(parser)
+    parser.add_argument("--seed", type=int, default=0, help="seed of random graphs (default 0)")
+    add_budget_arguments(parser)
+    add_design_arguments(parser)
+    parser.add_argument("--threat", nargs="+", default=None,
+                        help="threats to account against (default: eavesdropper honest-but-curious colluding-2 central)")
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object on the last line")
+    parser.set_defaults(handler=_noise)
+
+
+def _audit_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "audit",
+        help="every mechanism x every threat model -> epsilon, for one graph and budget",
+        description="Calibrate every mechanism to the budget against the threat it is designed for, then account "
+        "each exactly against every threat model; prints a table and writes audit.csv / audit.json.",
+    )
+    add_graph_arguments(parser)
+    parser.add_argument("--seed", type=int, default=0, help="seed of random graphs (default 0)")
+    add_budget_arguments(parser)
+    parser.add_argument("--out", type=Path, default=Path("results/audit"), help="results folder (default results/audit)")
+    parser.add_argument("--json", action="store_true", help="print the audit as one JSON object on the last line")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(handler=_audit)
 
 
 def _demo_parser(sub: argparse._SubParsersAction) -> None:
@@ -123,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dpdl {__version__}")
     sub = parser.add_subparsers(title="commands", dest="command", required=True, parser_class=_Parser)
     _train_parser(sub)
+    _noise_parser(sub)
+    _audit_parser(sub)
     _demo_parser(sub)
     return parser
 
@@ -152,6 +208,7 @@ def _train(args: argparse.Namespace) -> int:
         task_options=TaskOptions(
             partition=args.partition, alpha=args.alpha, labels_per_agent=args.labels_per_agent, l2=args.l2, dim=args.dim
         ),
+        design=_design(args),
     )
     result = run_training(config, progress=not args.no_progress)
     name = f"{args.task}-{args.mechanism}-{args.graph.replace(':', '_').replace('/', '_')}-eps{args.eps:g}-seed{'_'.join(map(str, args.seed))}"
@@ -165,6 +222,65 @@ def _train(args: argparse.Namespace) -> int:
     print(f"{metric}: {summary[metric]:.6g} (figure {paths['figure']})", file=sys.stderr)
     if args.json:
         print(json.dumps(json_safe(summary)))
+    return 0
+
+
+def _graph_and_weights(args: argparse.Namespace) -> tuple:
+    from dpdl.graphs import build_graph, mixing_matrix
+
+    graph = build_graph(args.graph, args.n, args.p, seed=args.seed)
+    return graph, mixing_matrix(graph, args.mixing)
+
+
+def _noise(args: argparse.Namespace) -> int:
+    from dpdl.experiments.noise import DEFAULT_THREATS, noise_report
+    from dpdl.experiments.results import json_safe
+    from dpdl.threats import threat_by_name
+
+    graph, weights = _graph_and_weights(args)
+    threats = tuple(threat_by_name(t) for t in args.threat) if args.threat else DEFAULT_THREATS
+    report = noise_report(
+        args.method, graph, weights, args.eps, args.delta, args.steps, args.clip, args.calibration, threats, _design(args)
+    )
+    calibration = report.calibration
+    print(f"{args.method} on {args.graph} (n={graph.number_of_nodes()}, {args.mixing} weights), "
+          f"target eps={args.eps:g} delta={args.delta:g} T={args.steps} C={args.clip:g}, calibration {args.calibration}", file=sys.stderr)
+    if calibration.overshoots:
+        print(f"dpdl: warning: the papers' closed form overshoots the target: exact eps={calibration.achieved_epsilon:.4g} > {args.eps:g}",
+              file=sys.stderr)
+    print(f"Tr(W R W^T) = {report.trace_wrw:.6g}   (design took {report.solve_seconds:.3g} s)", file=sys.stderr)
+    for threat, eps in report.epsilon.items():
+        bound = "" if report.epsilon_exact[threat] else " (upper bound)"
+        print(f"  eps against {threat:<20} {eps:.6g}{bound}   [papers' RDP bound: {report.epsilon_paper_rdp[threat]:.6g}]", file=sys.stderr)
+    if args.json:
+        print(json.dumps(json_safe(report.as_dict())))
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    import csv
+
+    from dpdl.experiments.audit import format_audit, run_audit
+    from dpdl.experiments.results import json_safe
+
+    graph, weights = _graph_and_weights(args)
+    reports = run_audit(graph, weights, args.eps, args.delta, args.steps, args.clip, args.calibration, progress=not args.no_progress)
+    table = format_audit(reports)
+    print(f"audit: {args.graph} (n={graph.number_of_nodes()}), eps={args.eps:g}, delta={args.delta:g}, T={args.steps}, C={args.clip:g}, "
+          f"calibration {args.calibration}; exact GDP epsilon per threat (each design calibrated against its own threat)")
+    print(table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = [report.as_dict() for report in reports]
+    (args.out / "audit.json").write_text(json.dumps(json_safe(rows), indent=2) + "\n")
+    with (args.out / "audit.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        threats = list(reports[0].epsilon)
+        writer.writerow(["mechanism", "trace_WRW", *threats])
+        for report in reports:
+            writer.writerow([report.method, report.trace_wrw, *(report.epsilon[t] for t in threats)])
+    print(f"\nresults: {args.out}")
+    if args.json:
+        print(json.dumps(json_safe({"rows": rows})))
     return 0
 
 

@@ -90,6 +90,10 @@ def _unit_sensitivity(noise: NoiseMechanism | np.ndarray, threat: ThreatModel) -
     if not noise.secrets:  # independent noise: what a coalition knows changes nothing for the others
         return unit_sensitivity(noise.covariance(), threat.view(n)), True
     count = threat.coalition_count(n)
+    q = len(next(iter(threat.coalitions(n))))
+    if q and min(len(secret.holders) for secret in noise.secrets) > n - q:
+        # Every coalition of q agents meets every secret's holders: only private parts stay hidden.
+        return unit_sensitivity(np.diag(noise.private_variances), threat.view(n)), True
     if count > 1 and count * float(n) ** 3 > MAX_ENUMERATION_FLOPS:
         # Full collusion knows every shared secret: only the private parts remain (an upper bound).
         return unit_sensitivity(np.diag(noise.private_variances), threat.view(n)), False

@@ -132,11 +132,14 @@ def calibrate(
 def safe_scale(
     build: Callable[[float], NoiseMechanism], threat: ThreatModel, calibration: Calibration, scale: float
 ) -> float:
-    """``scale``, raised in steps of 1e-12 until the accountant confirms that ``build(scale)`` meets
-    the calibration: the covariance algebra rounds at ~1e-15 relative, and a promise is never exceeded.
+    """``scale``, raised until the accountant confirms that ``build(scale)`` meets the calibration
+    (steps of 1e-12 relative, doubling): the covariance algebra rounds at 1e-15 to 1e-10 relative,
+    and a promise is never exceeded.
     """
+    step = 1e-12
     while step_sensitivity(build(scale), threat, calibration.neighbouring) > calibration.mu_step:
-        scale *= 1.0 + 1e-12
+        scale *= 1.0 + step
+        step *= 2.0
     return scale
 
 

@@ -8,8 +8,8 @@ sensitivity ``mu``) is mu-GDP; T adaptively composed mechanisms of sensitivities
 
 which is also the analytic Gaussian mechanism of Balle & Wang (ICML 2018). Nothing here is an
 upper bound that could be tightened: for Gaussian noise without subsampling this *is* the privacy
-profile. The functions round in the safe direction: :func:`epsilon` never under-reports,
-:func:`mu_for_budget` never over-reports.
+profile. The inverses are bisections to one unit in the last place, in the safe direction:
+:func:`epsilon` never under-reports, :func:`mu_for_budget` never over-reports.
 
 Written by hand (a dozen lines) so that the tests can check it against dp_accounting's RDP, PLD and
 analytic-Gaussian code as independent computations.
@@ -18,9 +18,9 @@ analytic-Gaussian code as independent computations.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from dpdl.errors import PrivacyParameterError
@@ -55,8 +55,22 @@ def compose(mus: np.ndarray | list[float]) -> float:
     return float(np.sqrt(np.sum(mus**2)))
 
 
+def _bisect_floats(holds: Callable[[float], bool], low: float, high: float) -> tuple[float, float]:
+    """Shrink ``[low, high]`` with ``not holds(low)`` and ``holds(high)`` (or the reverse for a
+    decreasing property) to adjacent floats: the answer is exact to one unit in the last place,
+    and monotone in the inputs wherever ``holds`` is (a root finder's tolerance is not)."""
+    while True:
+        middle = (low + high) / 2.0
+        if middle in (low, high):
+            return low, high
+        if holds(middle):
+            high = middle
+        else:
+            low = middle
+
+
 def epsilon(mu: float, delta_: float) -> float:
-    """Smallest eps with ``delta(eps; mu) <= delta_`` (rounded up, never below the exact value)."""
+    """Smallest float eps with ``delta(eps; mu) <= delta_`` (never below the exact value)."""
     if not 0.0 < delta_ < 1.0:
         raise PrivacyParameterError(f"delta must be in (0, 1), got {delta_}")
     if math.isinf(mu):
@@ -66,20 +80,13 @@ def epsilon(mu: float, delta_: float) -> float:
     upper = max(1.0, mu * mu)
     while delta(upper, mu) > delta_:
         upper *= 2.0
-    eps = brentq(lambda e: delta(e, mu) - delta_, 0.0, upper, xtol=1e-13, rtol=1e-14)
-    while delta(eps, mu) > delta_:  # step to the safe side of the root
-        eps = math.nextafter(eps, math.inf) if eps > 0 else 1e-300
-        eps += abs(eps) * 1e-14
-    return float(eps)
+    return _bisect_floats(lambda e: delta(e, mu) <= delta_, 0.0, upper)[1]
 
 
 def mu_for_budget(eps: float, delta_: float) -> float:
-    """Largest mu such that mu-GDP implies (eps, delta_)-DP (rounded down, never above)."""
+    """Largest float mu such that mu-GDP implies (eps, delta_)-DP (never above the exact value)."""
     check_budget(eps, delta_)
     upper = 1.0
     while delta(eps, upper) <= delta_:
         upper *= 2.0
-    mu = brentq(lambda m: delta(eps, m) - delta_, 0.0, upper, xtol=1e-14, rtol=1e-14)
-    while delta(eps, mu) > delta_:  # step to the safe side of the root
-        mu -= abs(mu) * 1e-14
-    return float(mu)
+    return _bisect_floats(lambda m: delta(eps, m) > delta_, 0.0, upper)[0]

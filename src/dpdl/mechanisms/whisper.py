@@ -54,7 +54,8 @@ class Whisper(NoiseMechanism):
                 solve_seconds=self.solution.seconds,
                 solver_iterations=self.solution.iterations,
                 duality_gap=self.solution.gap,
-                kernel_cap=self.solution.cap,
+                kernel_variance=self.solution.cap,
+                kernel_dimension=self.solution.kernel_dimension,
             )
         return info
 

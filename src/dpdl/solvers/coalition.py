@@ -11,7 +11,8 @@
   formulation used to check the dual solver of :mod:`dpdl.solvers.whisper`.
 
 Both use ``[R^-1]_jj = matrix_frac(e_j, R)`` (a Schur-complement LMI). The SDPs grow as
-``C(n, q) * n`` LMIs of size n, so they are meant for n up to a few tens.
+``C(n, q) * n`` LMIs of size n, so they are meant for n up to a few tens. For a singular W the
+infimum is not attained; the solvers then stop near it with a nearly singular precision.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import cvxpy as cp
 import numpy as np
 
 from dpdl.errors import ConfigError
-from dpdl.solvers.whisper import CAP_RELATIVE
 
 __all__ = ["MultiSeedSolution", "solve_multiseed", "solve_whisper_sdp"]
 
@@ -41,14 +41,6 @@ class MultiSeedSolution:
     status: str
 
 
-def _gram(weights: np.ndarray) -> tuple[np.ndarray, float]:
-    """``W^T W``, plus the variance penalty ``tau`` when it is singular (see solvers.whisper)."""
-    gram = weights.T @ weights
-    eigenvalues = np.linalg.eigvalsh(gram)
-    tau = CAP_RELATIVE * eigenvalues[-1] if eigenvalues[0] <= 1e-12 * eigenvalues[-1] else 0.0
-    return gram + tau * np.eye(len(gram)), tau
-
-
 def _check_status(problem: cp.Problem, what: str) -> None:
     if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
         raise ConfigError(f"{what}: the solver ended with status {problem.status!r}")
@@ -61,7 +53,7 @@ def solve_multiseed(
     n = weights.shape[0]
     if not 0 <= q < n:
         raise ConfigError(f"the coalition size must be in [0, n-1], got q={q} for n={n}")
-    gram, _ = _gram(weights)
+    gram = weights.T @ weights
     groups = [tuple(sorted(g)) for g in groups]
     start = time.perf_counter()
     sigma_mix2 = cp.Variable(nonneg=True)
@@ -89,11 +81,9 @@ def solve_multiseed(
 def solve_whisper_sdp(weights: np.ndarray, c: float, solver: str = "CLARABEL") -> tuple[np.ndarray, float]:
     """Problem (9) as ``min Tr(W P^-1 W^T) s.t. diag(P) <= c``; returns ``(R = P^-1, seconds)``."""
     n = weights.shape[0]
-    gram, _ = _gram(weights)
-    root = np.linalg.cholesky(gram).T  # root^T root = W^T W (+ tau I): same objective as W
     start = time.perf_counter()
     precision = cp.Variable((n, n), PSD=True)
-    problem = cp.Problem(cp.Minimize(cp.matrix_frac(root.T, precision)), [cp.diag(precision) <= c])
+    problem = cp.Problem(cp.Minimize(cp.matrix_frac(weights.T, precision)), [cp.diag(precision) <= c])
     problem.solve(solver=solver)
     _check_status(problem, "the Whisper SDP (problem (9))")
     return np.linalg.inv(precision.value), time.perf_counter() - start

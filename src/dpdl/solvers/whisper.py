@@ -5,22 +5,29 @@ Problem (9) of CorN-DSGD (Whisper D-SGD problem (10)): over covariances ``R > 0`
     minimize  Tr(W R W^T)   subject to   [R^-1]_ii <= c   for every agent i,
 
 with ``c`` the calibrated bound (:attr:`dpdl.accounting.Calibration.inverse_variance_bound`).
-With ``M = W^T W``, ``P = R^-1`` and ``Lambda = diag(lambda)`` the Lagrangian is minimised by
-``P Lambda P = M``, i.e. ``P = Lambda^-1/2 (Lambda^1/2 M Lambda^1/2)^1/2 Lambda^-1/2``, which gives the
-concave dual
+With ``M = W^T W = V diag(mu) V^T``, ``B = V_+ diag(sqrt(mu_+))`` (the range of W: ``M = B B^T``),
+``P = R^-1`` and ``Lambda = diag(lambda)``, the Lagrangian ``Tr(M R) + Tr(Lambda (P - c I))`` is
+minimised at ``P = B A^-1/2 B^T`` with ``A = B^T Lambda B``, which gives the concave dual
 
-    g(lambda) = 2 Tr((Lambda^1/2 M Lambda^1/2)^1/2) - c sum(lambda),    grad g = diag(P) - c,
+    g(lambda) = 2 Tr(A^1/2) - c sum(lambda),        d g / d lambda_i = [B A^-1/2 B^T]_ii - c
 
-maximised by L-BFGS over ``log lambda`` (one symmetric eigendecomposition per evaluation). The
-primal point is then rescaled, ``P <- D P D`` with ``D = diag(sqrt(c / P_ii))``, so that every
-constraint holds with equality up to rounding, and ``Tr(M P^-1) - g(lambda)`` certifies the
-optimality gap. Written by hand because a generic SDP solver (CVXPY + Clarabel) takes seconds at
-n = 20 and runs out of memory near n = 50, while this is O(n^3) per iteration.
+(for invertible M, ``2 Tr((Lambda^1/2 M Lambda^1/2)^1/2)`` of DESIGN.md: same spectrum). It is
+maximised by L-BFGS over ``log lambda`` and polished by a fixed point on the optimality
+conditions, one eigendecomposition of the r x r matrix A per step. The primal is ``R = M_+^-1/2 A^1/2 M_+^-1/2`` on the range of W, built as ``F F^T``
+(positive semidefinite by construction, nothing is inverted), scaled by ``max_i P_ii / c`` so that
+no constraint is violated; ``Tr(M R) - g(lambda)`` certifies the optimality gap.
 
-Singular W (e.g. the complete graph with uniform weights ``11^T/n``): the infimum is not attained,
-since noise in the kernel of W cancels for free and can grow without bound. We then minimise
-``Tr(W R W^T) + tau Tr(R)`` with ``tau = CAP_RELATIVE * lambda_max(M)``, which caps the kernel
-noise, and report it (:attr:`WhisperSolution.cap`).
+Written by hand: a generic SDP solver (CVXPY + Clarabel) takes seconds at n = 20 and runs out of
+memory near n = 50, while this is O(n^3) per iteration (n = 1000 in seconds).
+
+Singular W (e.g. the complete graph with uniform weights ``11^T/n``; singular values below
+``KERNEL_TOL`` times the largest count as zero): noise in the kernel of W cancels in one gossip
+round, so the infimum of Tr(W R W^T) is approached by unbounded kernel noise and is not attained.
+The range problem above is solved exactly, and the kernel gets an explicit, finite variance, ``cap``
+= ``KERNEL_VARIANCE`` times the largest variance on the range (:attr:`WhisperSolution.cap`); its
+small contribution ``1 / cap`` to ``[R^-1]_ii`` is absorbed by the final scaling, at a relative cost
+of about ``n / KERNEL_VARIANCE`` (2e-7 on the complete graph with n = 20, where the infimum is the
+CDP level ``1 / (n c)``).
 """
 
 from __future__ import annotations
@@ -33,10 +40,12 @@ from scipy.optimize import minimize
 
 from dpdl.errors import ConfigError
 
-__all__ = ["WhisperSolution", "solve_whisper", "CAP_RELATIVE"]
+__all__ = ["WhisperSolution", "solve_whisper", "KERNEL_TOL", "KERNEL_VARIANCE"]
 
-#: Relative size of the variance penalty used when ``W^T W`` is singular.
-CAP_RELATIVE = 1e-6
+#: Singular values of W below this fraction of the largest span its kernel.
+KERNEL_TOL = 1e-6
+#: Variance of kernel noise, relative to the largest variance on the range of W.
+KERNEL_VARIANCE = 1e8
 
 
 @dataclass(frozen=True)
@@ -49,57 +58,82 @@ class WhisperSolution:
     iterations: int
     seconds: float
     cap: float
+    kernel_dimension: int
 
     @property
     def gap(self) -> float:
-        """Certified relative optimality gap ``(primal - dual) / primal`` (of the capped problem)."""
+        """Certified relative optimality gap ``(primal - dual) / primal``."""
         return (self.objective - self.dual_value) / self.objective
 
 
-def _dual(theta: np.ndarray, gram: np.ndarray, c: float) -> tuple[float, np.ndarray, np.ndarray]:
-    """Negative dual value, its gradient in ``log lambda``, and the diagonal of P."""
+def _dual_parts(lam: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Eigen-decomposition ``(a, U)`` of ``A = B^T Lambda B`` and ``diag(B A^-1/2 B^T)``."""
+    values, vectors = np.linalg.eigh(basis.T @ (lam[:, None] * basis))
+    values = np.clip(values, values[-1] * np.finfo(float).eps, None)
+    rotated = basis @ vectors  # B U
+    return values, vectors, (rotated**2) @ values**-0.5
+
+
+def _negative_dual(theta: np.ndarray, basis: np.ndarray, c: float, scale: float) -> tuple[float, np.ndarray]:
     lam = np.exp(theta)
-    root = np.sqrt(lam)
-    values, vectors = np.linalg.eigh(gram * np.outer(root, root))
-    sqrt_values = np.sqrt(np.clip(values, 0.0, None))
-    diag_sqrt = (vectors**2) @ sqrt_values  # diag(S^1/2)
-    diag_p = diag_sqrt / lam
-    value = 2.0 * sqrt_values.sum() - c * lam.sum()
-    return -value, -(lam * (diag_p - c)), diag_p
+    values, _, diag_p = _dual_parts(lam, basis)
+    value = 2.0 * np.sqrt(values).sum() - c * lam.sum()
+    return -value / scale, -(lam * (diag_p - c)) / scale
 
 
-def solve_whisper(weights: np.ndarray, c: float, tol: float = 1e-12, max_iter: int = 5000) -> WhisperSolution:
+def _polish(theta: np.ndarray, basis: np.ndarray, c: float, tol: float, max_iter: int = 200) -> tuple[np.ndarray, int]:
+    """Drive the optimality conditions ``diag(P) = c`` (active) / ``<= c`` (``lambda_i -> 0``) to
+    ``tol`` by the fixed point ``log lambda_i += 2 log(P_ii / c)`` (first order, ``P_ii`` varies as
+    ``lambda_i^-1/2``; it contracts by about 1/2 per step). L-BFGS alone stalls near a gradient of
+    ``sqrt(machine epsilon)``, since its line search compares dual values."""
+    for iteration in range(max_iter):
+        _, _, diag_p = _dual_parts(np.exp(theta), basis)
+        ratio = diag_p / c
+        active = theta > theta.max() - 40.0  # lambda_i below e^-40 of the largest: inactive
+        if ratio.max() - 1.0 <= tol and np.abs(ratio[active] - 1.0).max() <= 10 * tol:
+            return theta, iteration
+        theta = np.maximum(theta + 2.0 * np.log(ratio), theta.max() - 60.0)
+    return theta, max_iter
+
+
+def solve_whisper(weights: np.ndarray, c: float, tol: float = 1e-13, max_iter: int = 5000) -> WhisperSolution:
     """Minimise ``Tr(W R W^T)`` subject to ``[R^-1]_ii <= c`` (see the module docstring)."""
     weights = np.asarray(weights, dtype=float)
     if not (np.isfinite(c) and c > 0):
         raise ConfigError(f"the inverse-variance bound c must be a finite number > 0, got {c}")
     start = time.perf_counter()
+    n = weights.shape[0]
     gram = weights.T @ weights
-    eigenvalues = np.linalg.eigvalsh(gram)
-    cap = 0.0
-    if eigenvalues[0] <= 1e-12 * eigenvalues[-1]:
-        cap = CAP_RELATIVE * eigenvalues[-1]
-        gram = gram + cap * np.eye(len(gram))
-    # Start from the best uniform lambda: P = M^1/2 / sqrt(t), so diag(P) ~ c for t below.
-    values, vectors = np.linalg.eigh(gram)
-    diag_root = (vectors**2) @ np.sqrt(np.clip(values, 0.0, None))
-    theta0 = np.full(len(gram), 2.0 * np.log(diag_root.mean() / c))
+    mu, eigenvectors = np.linalg.eigh(gram)
+    on_range = mu > KERNEL_TOL**2 * mu[-1]
+    basis = eigenvectors[:, on_range] * np.sqrt(mu[on_range])  # B, with B B^T = M on the range
+    # Start from the best uniform lambda = t: diag(P) = diag(M^1/2) / sqrt(t) ~ c.
+    diag_root = (eigenvectors[:, on_range] ** 2) @ np.sqrt(mu[on_range])
+    theta0 = np.full(n, 2.0 * np.log(diag_root.mean() / c))
+    scale = abs(_negative_dual(theta0, basis, c, 1.0)[0])
     result = minimize(
-        lambda th: _dual(th, gram, c)[:2],
+        _negative_dual,
         theta0,
+        args=(basis, c, scale),
         jac=True,
         method="L-BFGS-B",
-        options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-14, "maxcor": 30},
+        options={"maxiter": max_iter, "ftol": 1e-12, "gtol": 1e-10, "maxcor": 30},
     )
-    lam = np.exp(result.x)
-    root = np.sqrt(lam)
-    values, vectors = np.linalg.eigh(gram * np.outer(root, root))
-    sqrt_values = np.sqrt(np.clip(values, 0.0, None))
-    precision = (vectors * sqrt_values) @ vectors.T / np.outer(root, root)  # P
-    dual_value = 2.0 * sqrt_values.sum() - c * lam.sum()
-    scale = np.sqrt(c / np.diag(precision))
-    precision = precision * np.outer(scale, scale)  # diag(P) = c
-    covariance = np.linalg.inv(precision)
-    covariance = (covariance + covariance.T) / 2.0
-    objective = float(np.sum(gram * covariance))  # Tr(M R), with the cap term when W is singular
-    return WhisperSolution(covariance, objective, float(dual_value), int(result.nit), time.perf_counter() - start, cap)
+    theta, iterations = _polish(result.x, basis, c, tol)
+    lam = np.exp(theta)
+    values, vectors, diag_p = _dual_parts(lam, basis)
+    dual_value = 2.0 * np.sqrt(values).sum() - c * lam.sum()
+    # R on the range: M_+^-1/2 A^1/2 M_+^-1/2 = F F^T, F = V_+ diag(mu^-1/2) U diag(a^1/4).
+    factor = (eigenvectors[:, on_range] / np.sqrt(mu[on_range])) @ (vectors * values**0.25)
+    covariance = factor @ factor.T
+    kernel = eigenvectors[:, ~on_range]
+    cap = KERNEL_VARIANCE * float(np.linalg.eigvalsh(covariance)[-1]) if kernel.shape[1] else 0.0
+    covariance += cap * kernel @ kernel.T
+    # F spans exactly the range of W, so R^-1 = P + V_0 V_0^T / cap is block-diagonal in the
+    # eigenbasis of M and its diagonal needs no inversion. Scale so the worst constraint is tight.
+    precision_diag = diag_p + ((kernel**2).sum(axis=1) / cap if cap else 0.0)
+    covariance *= precision_diag.max() / c
+    objective = float(np.sum(gram * covariance))
+    return WhisperSolution(
+        covariance, objective, float(dual_value), int(result.nit) + iterations, time.perf_counter() - start, cap, int(kernel.shape[1])
+    )
