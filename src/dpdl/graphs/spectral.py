@@ -45,6 +45,11 @@ def vertex_connectivity(graph: nx.Graph) -> int:
     return int(nx.node_connectivity(graph))
 
 
+#: Above this many nodes the summary leaves out the vertex connectivity: networkx computes it with
+#: O(n) maximum flows (minutes at n = 1000); call :func:`vertex_connectivity` directly if needed.
+VERTEX_CONNECTIVITY_MAX_NODES = 300
+
+
 @dataclass(frozen=True)
 class GraphSummary:
     """The facts printed with every run: size, degrees and the spectral quantities above."""
@@ -55,14 +60,15 @@ class GraphSummary:
     max_degree: int
     algebraic_connectivity: float
     spectral_gap: float
-    vertex_connectivity: int
+    vertex_connectivity: int | None
 
     def as_dict(self) -> dict[str, float | int]:
         return asdict(self)
 
 
 def summarize(graph: nx.Graph, weights: np.ndarray) -> GraphSummary:
-    """Summary of a graph and the mixing matrix used on it."""
+    """Summary of a graph and the mixing matrix used on it (vertex connectivity only up to
+    :data:`VERTEX_CONNECTIVITY_MAX_NODES` nodes, None above)."""
     degrees = [d for _, d in graph.degree()]
     return GraphSummary(
         nodes=graph.number_of_nodes(),
@@ -71,5 +77,5 @@ def summarize(graph: nx.Graph, weights: np.ndarray) -> GraphSummary:
         max_degree=max(degrees),
         algebraic_connectivity=algebraic_connectivity(graph),
         spectral_gap=spectral_gap(weights),
-        vertex_connectivity=vertex_connectivity(graph),
+        vertex_connectivity=vertex_connectivity(graph) if graph.number_of_nodes() <= VERTEX_CONNECTIVITY_MAX_NODES else None,
     )

@@ -34,18 +34,33 @@ def psd_factor(matrix: np.ndarray) -> np.ndarray:
 
 
 class Whisper(NoiseMechanism):
-    """``R = sigma_mix^2 I + R_cor`` with ``R_cor`` generated from one seed held by all agents."""
+    """``R = sigma_mix^2 I + R_cor`` with ``R_cor`` generated from one seed held by all agents.
+
+    Built from the eigendecomposition ``R = V diag(r) V^T``: ``sigma_mix^2 = min r`` and
+    ``R_cor^1/2 = V diag(sqrt(r - min r))``, so scaling needs no new decomposition.
+    """
 
     name = "whisper"
     default_threat = Eavesdropper()
 
-    def __init__(self, covariance: np.ndarray, solution: WhisperSolution | None = None) -> None:
-        n = covariance.shape[0]
-        sigma_mix2 = float(np.linalg.eigvalsh(covariance)[0])
-        correlated = covariance - sigma_mix2 * np.eye(n)
-        super().__init__(n, sigma_mix2, [SharedSecret(tuple(range(n)), psd_factor(correlated))])
+    def __init__(self, eigenvalues: np.ndarray, eigenvectors: np.ndarray, solution: WhisperSolution | None = None) -> None:
+        n = len(eigenvalues)
+        sigma_mix2 = float(eigenvalues.min())
+        excess = eigenvalues - sigma_mix2
+        keep = excess > 1e-14 * max(float(excess.max(initial=0.0)), 1e-300)
+        factor = eigenvectors[:, keep] * np.sqrt(excess[keep])
+        super().__init__(n, sigma_mix2, [SharedSecret(tuple(range(n)), factor)])
         self.sigma_mix2 = sigma_mix2
+        self.eigenvalues, self.eigenvectors = eigenvalues, eigenvectors
         self.solution = solution
+
+    @classmethod
+    def from_covariance(cls, covariance: np.ndarray, solution: WhisperSolution | None = None) -> Whisper:
+        values, vectors = np.linalg.eigh((covariance + covariance.T) / 2.0)
+        return cls(np.clip(values, 0.0, None), vectors, solution)
+
+    def scaled(self, factor: float) -> Whisper:
+        return Whisper(factor**2 * self.eigenvalues, self.eigenvectors, self.solution)
 
     def describe(self) -> dict[str, Any]:
         info = {**super().describe(), "sigma_mix2": self.sigma_mix2}
@@ -63,11 +78,8 @@ class Whisper(NoiseMechanism):
 def design_whisper(weights: np.ndarray, calibration: Calibration) -> Whisper:
     """Whisper noise for ``weights`` meeting ``calibration`` against the eavesdropper (problem (9))."""
     solution = solve_whisper(weights, calibration.inverse_variance_bound)
-
-    def build(scale: float) -> Whisper:
-        return Whisper(scale**2 * solution.covariance, solution)
-
-    return build(safe_scale(build, Eavesdropper(), calibration, 1.0))
+    unit = Whisper.from_covariance(solution.covariance, solution)
+    return unit.scaled(safe_scale(unit.scaled, Eavesdropper(), calibration, 1.0))
 
 
 def disjoint_groups(n: int, m: int) -> list[tuple[int, ...]]:
