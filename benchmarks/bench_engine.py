@@ -35,7 +35,6 @@ import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from scipy.special import expit
@@ -50,6 +49,8 @@ from dpdl.simulation.sampling import UniformSampler
 from dpdl.simulation.schedules import StepSize
 from dpdl.tasks.base import Task
 from dpdl.tasks.catalog import build_task
+
+from _report import BENCHMARKS_FILE, markers, write_section  # benchmarks/_report.py
 
 STEPS = 5000
 EVAL_EVERY = 1000
@@ -67,8 +68,7 @@ WHOLE_RUN_REPEATS = {20: 3, 100: 1}
 #: Distinct pre-drawn batches the bare loop cycles through (enough to touch all of a9a's rows).
 BATCH_POOL = 64
 
-BENCHMARKS_FILE = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
-START, END = "<!-- bench_engine:start -->", "<!-- bench_engine:end -->"
+START, END = markers("bench_engine")
 
 
 @dataclass
@@ -303,20 +303,6 @@ def section(figures: list[Figures]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(text: str, path: Path = BENCHMARKS_FILE) -> None:
-    """Put ``text`` between this script's markers in ``path``, leaving the rest of the file alone."""
-    if not path.exists():
-        path.write_text("# Benchmarks\n\n" + text)
-        return
-    current = path.read_text()
-    start, end = current.find(START), current.find(END)
-    if start == -1 or end == -1:
-        path.write_text(current.rstrip("\n") + "\n\n" + text)
-        return
-    after = current[end + len(END) :].removeprefix("\n")
-    path.write_text(current[:start] + text + after)
-
-
 def main() -> None:
     """Measure n = 20 and n = 100, print the section and write it to BENCHMARKS.md."""
     figures = []
@@ -325,7 +311,7 @@ def main() -> None:
         figures.append(measure(n))
     text = section(figures)
     print(text)
-    write_section(text)
+    write_section(text, START, END)
     print(f"written to {BENCHMARKS_FILE}")
 
 

@@ -250,7 +250,8 @@ def _noise(args: argparse.Namespace) -> int:
               file=sys.stderr)
     print(f"Tr(W R W^T) = {report.trace_wrw:.6g}   (design took {report.solve_seconds:.3g} s)", file=sys.stderr)
     for threat, eps in report.epsilon.items():
-        bound = "" if report.epsilon_exact[threat] else " (upper bound)"
+        count = report.coalitions[threat]
+        bound = " (upper bound: full collusion)" if not report.epsilon_exact[threat] else (f" (worst of {count} coalitions)" if count > 1 else "")
         print(f"  eps against {threat:<20} {eps:.6g}{bound}   [papers' RDP bound: {report.epsilon_paper_rdp[threat]:.6g}]", file=sys.stderr)
     if args.json:
         print(json.dumps(json_safe(report.as_dict())))

@@ -56,6 +56,7 @@ class PrivacyReport:
     neighbouring: str
     accountant: str
     exact: bool = True
+    coalitions: int = 1
 
     @property
     def mu(self) -> float:
@@ -72,39 +73,47 @@ class PrivacyReport:
             "neighbouring": self.neighbouring,
             "accountant": self.accountant,
             "exact": self.exact,
+            "coalitions": self.coalitions,
         }
 
     def __str__(self) -> str:
         eps = "inf (no guarantee)" if math.isinf(self.epsilon) else f"{self.epsilon:.4g}"
-        bound = "" if self.exact else " (upper bound: too many coalitions to enumerate, full collusion assumed)"
-        return f"eps={eps} at delta={self.delta:g} over {self.steps} steps; {self.threat}; {self.neighbouring}; accountant {self.accountant}{bound}"
+        if not self.exact:
+            how = " (upper bound: too many coalitions to enumerate, full collusion assumed)"
+        elif self.coalitions > 1:
+            how = f" (worst of {self.coalitions} coalitions)"
+        else:
+            how = ""
+        return f"eps={eps} at delta={self.delta:g} over {self.steps} steps; {self.threat}; {self.neighbouring}; accountant {self.accountant}{how}"
 
 
-def _unit_sensitivity(noise: NoiseMechanism | np.ndarray, threat: ThreatModel) -> tuple[float, bool]:
-    """Worst unit Mahalanobis sensitivity over the threat's coalitions, and whether it is exact."""
+def _unit_sensitivity(noise: NoiseMechanism | np.ndarray, threat: ThreatModel) -> tuple[float, bool, int]:
+    """Worst unit Mahalanobis sensitivity over the threat's coalitions, whether it is exact, and
+    how many coalitions were enumerated to find it (the cost: each is an n x n factorisation)."""
     if isinstance(noise, np.ndarray):
         if threat.coalition_count(noise.shape[0]) != 1:
             raise ConfigError(f"the {threat} threat needs the mechanism's seed structure, not only its covariance")
-        return unit_sensitivity(noise, threat.view(noise.shape[0])), True
+        return unit_sensitivity(noise, threat.view(noise.shape[0])), True, 1
     n = noise.n
     if not noise.secrets:  # independent noise: what a coalition knows changes nothing for the others
-        return unit_sensitivity(noise.covariance(), threat.view(n)), True
+        return unit_sensitivity(noise.covariance(), threat.view(n)), True, 1
     count = threat.coalition_count(n)
     q = len(next(iter(threat.coalitions(n))))
     if q and min(len(secret.holders) for secret in noise.secrets) > n - q:
         # Every coalition of q agents meets every secret's holders: only private parts stay hidden.
-        return unit_sensitivity(np.diag(noise.private_variances), threat.view(n)), True
+        return unit_sensitivity(np.diag(noise.private_variances), threat.view(n)), True, 1
     if count > 1 and count * float(n) ** 3 > MAX_ENUMERATION_FLOPS:
         # Full collusion knows every shared secret: only the private parts remain (an upper bound).
-        return unit_sensitivity(np.diag(noise.private_variances), threat.view(n)), False
-    worst = 0.0
+        return unit_sensitivity(np.diag(noise.private_variances), threat.view(n)), False, 0
+    worst, enumerated = 0.0, 0
     for coalition in threat.coalitions(n):
+        enumerated += 1
         honest = np.setdiff1d(np.arange(n), coalition)
         unknown = noise.unknown_covariance(coalition)[np.ix_(honest, honest)]
         worst = max(worst, unit_sensitivity(unknown, threat.view(len(honest))))
         if math.isinf(worst):
             break
-    return worst, True
+    return worst, True, enumerated
 
 
 def step_sensitivity(
@@ -168,7 +177,7 @@ def account(
     """Privacy of ``steps`` D-SGD steps of ``noise`` (a mechanism, or a bare per-step covariance
     for threats without coalitions) against ``threat``."""
     accountant = accountant or default_accountant(neighbouring)
-    unit, exact = _unit_sensitivity(noise, threat)
+    unit, exact, coalitions = _unit_sensitivity(noise, threat)
     mu_step = neighbouring.sensitivity * unit
     eps = epsilon_from_mu_step(mu_step, steps, delta, neighbouring, accountant)
-    return PrivacyReport(eps, delta, steps, mu_step, str(threat), str(neighbouring), accountant, exact)
+    return PrivacyReport(eps, delta, steps, mu_step, str(threat), str(neighbouring), accountant, exact, coalitions)

@@ -42,6 +42,7 @@ class NoiseReport:
     epsilon: dict[str, float]
     epsilon_exact: dict[str, bool]
     epsilon_paper_rdp: dict[str, float]
+    coalitions: dict[str, int]
     mechanism: dict[str, Any]
     graph: dict[str, Any] = field(default_factory=dict)
 
@@ -52,6 +53,7 @@ class NoiseReport:
             "epsilon": self.epsilon,
             "epsilon_exact": self.epsilon_exact,
             "epsilon_paper_rdp": self.epsilon_paper_rdp,
+            "coalitions_enumerated": self.coalitions,
             "solve_seconds": self.solve_seconds,
             "calibration": self.calibration.as_dict(),
             "graph": self.graph,
@@ -81,13 +83,14 @@ def noise_report(
     start = time.perf_counter()
     mechanism = build_mechanism(method, graph, weights, calibration, design)
     seconds = time.perf_counter() - start
-    epsilon, exact, paper = {}, {}, {}
+    epsilon, exact, paper, coalitions = {}, {}, {}, {}
     for threat in threats:
         if isinstance(threat, Colluding) and threat.q >= mechanism.n:
             continue
         report = account(mechanism, threat, neighbouring, steps, delta)
         epsilon[str(threat)] = report.epsilon
         exact[str(threat)] = report.exact
+        coalitions[str(threat)] = report.coalitions
         paper[str(threat)] = epsilon_from_mu_step(report.mu_step, steps, delta, neighbouring, "paper-rdp")
     return NoiseReport(
         method,
@@ -97,6 +100,7 @@ def noise_report(
         epsilon,
         exact,
         paper,
+        coalitions,
         mechanism.describe(),
         summarize(graph, weights).as_dict(),
     )

@@ -1,0 +1,34 @@
+"""Shared by the benchmark scripts: each owns one marked section of ``BENCHMARKS.md``.
+
+A script's section is the text between its two markers (``<!-- name:start -->`` and
+``<!-- name:end -->``, markers included); :func:`write_section` replaces that section and leaves the
+rest of the file, other scripts' sections included, alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: ``BENCHMARKS.md`` at the repository root.
+BENCHMARKS_FILE = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
+
+
+def markers(name: str) -> tuple[str, str]:
+    """The start and end markers of the section owned by script ``name``."""
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+
+
+def write_section(text: str, start: str, end: str, path: Path = BENCHMARKS_FILE) -> None:
+    """Put ``text`` (which begins with ``start`` and ends with ``end``) in place of the section
+    between those markers in ``path``; append it if the markers are missing, create the file if it
+    does not exist."""
+    if not path.exists():
+        path.write_text("# Benchmarks\n\n" + text)
+        return
+    current = path.read_text()
+    first, last = current.find(start), current.find(end)
+    if first == -1 or last == -1:
+        path.write_text(current.rstrip("\n") + "\n\n" + text)
+        return
+    after = current[last + len(end) :].removeprefix("\n")
+    path.write_text(current[:first] + text + after)
