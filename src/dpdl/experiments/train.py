@@ -81,6 +81,7 @@ class SeedRun:
     graph: dict[str, Any]
     mechanism: dict[str, Any]
     trace_wrw: float
+    calibrated: bool
     privacy: list[PrivacyReport]
     history: list[dict[str, float]]
 
@@ -176,6 +177,7 @@ def run_seed(config: TrainConfig, seed: int, progress: bool = False) -> tuple[Ta
         graph=summarize(graph, weights).as_dict(),
         mechanism=mechanism.describe(),
         trace_wrw=float(np.trace(weights @ covariance @ weights.T)),
+        calibrated=mechanism.calibrated,
         privacy=privacy_reports(mechanism, neighbouring, config.steps, config.delta),
         history=result.history,
     )
@@ -190,6 +192,6 @@ def run_training(config: TrainConfig, progress: bool = False) -> TrainResult:
     runs = [run for _, _, run in outcomes]
     for run in runs:
         promised = run.privacy[0]  # against the mechanism's own threat model
-        if config.calibration == "exact" and calibration is not None and promised.epsilon > config.eps:
+        if run.calibrated and config.calibration == "exact" and promised.epsilon > config.eps:
             raise RuntimeError(f"calibration overshoot: {promised} exceeds the target eps={config.eps}")
     return TrainResult(config, task.describe(), task.primary_metric, task.lower_is_better, calibration, runs)

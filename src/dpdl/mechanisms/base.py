@@ -99,6 +99,9 @@ class NoiseMechanism:
     name: str = ""
     #: The adversary the design is calibrated against; the accountant reports against it first.
     default_threat: ThreatModel = Eavesdropper()
+    #: Whether the design's scale comes from the accountant (its guarantee then equals the budget);
+    #: False for baselines sized otherwise, such as zero-sum noise (matched to LDP's variance).
+    calibrated: bool = True
 
     def __init__(self, n: int, private_variances: np.ndarray | float, secrets: Sequence[SharedSecret] = ()) -> None:
         if n < 1:

@@ -24,6 +24,7 @@ class NoNoise(NoiseMechanism):
     """Plain D-SGD: no privacy noise (epsilon is infinite under every threat)."""
 
     name = "none"
+    calibrated = False
 
     def __init__(self, n: int) -> None:
         super().__init__(n, 0.0)

@@ -28,6 +28,7 @@ class ZeroSum(NoiseMechanism):
 
     name = "zero-sum"
     default_threat = Eavesdropper()
+    calibrated = False
 
     def __init__(self, graph: nx.Graph, sigma: float) -> None:
         edges = sorted((min(u, v), max(u, v)) for u, v in graph.edges())
