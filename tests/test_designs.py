@@ -141,3 +141,22 @@ def test_noise_command_reports_overshoot_and_infinite_epsilon() -> None:
     assert zero_sum.returncode == 0, zero_sum.stderr
     report = json.loads(zero_sum.stdout.strip().splitlines()[-1])
     assert set(report["epsilon"].values()) == {"Infinity"}
+
+
+def test_decor_appendix_d_search_meets_the_budget_and_trace_design_is_no_worse() -> None:
+    """DECOR Appendix D.1: couples on a grid of sigma_pair between CDP and LDP levels, each meeting
+    the budget; the trace-optimal design is at least as good as the best of them."""
+    from dpdl.mechanisms.decor import appendix_d_couples, design_decor
+
+    graph = erdos_renyi(12, 0.5, seed=4)
+    weights = metropolis_hastings(graph)
+    calibration = calibrate(10.0, DELTA, STEPS, AgentLevel(CLIP))
+    couples = appendix_d_couples(graph, calibration)
+    assert len(couples) == 3
+    pairs = [m.sigma_pair for m in couples]
+    assert pairs == sorted(pairs) and pairs[0] < pairs[-1]
+    for mechanism in couples:
+        achieved = account(mechanism, Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA).epsilon
+        assert 10.0 * (1 - 1e-6) <= achieved <= 10.0
+    best = min(_trace(weights, m.covariance()) for m in couples)
+    assert _trace(weights, design_decor(graph, weights, calibration).covariance()) <= best * (1 + 1e-9)
