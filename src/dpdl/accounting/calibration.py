@@ -32,6 +32,7 @@ from dpdl.accounting.accountant import (
 )
 from dpdl.accounting.neighbouring import ExampleLevel, Neighbouring
 from dpdl.accounting.rdp_bound import paper_mu_step
+from dpdl.accounting.search import geometric_bisect
 from dpdl.errors import ConfigError, PrivacyParameterError
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.threats import ThreatModel
@@ -94,12 +95,7 @@ def _exact_pld_mu_step(eps: float, delta: float, steps: int, neighbouring: Examp
     high = 2.0 * low
     while feasible(high):
         low, high = high, 2.0 * high
-    while high / low > 1.0 + 1e-3:
-        middle = math.sqrt(low * high)
-        if feasible(middle):
-            low = middle
-        else:
-            high = middle
+    low, _ = geometric_bisect(lambda mu: not feasible(mu), low, high, 1e-3)
     while epsilon_from_mu_step(low, steps, delta, neighbouring, "pld") > eps:  # the final, finer account
         low *= 1.0 - 1e-3
     return low

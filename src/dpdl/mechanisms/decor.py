@@ -27,6 +27,7 @@ from scipy.optimize import minimize_scalar
 
 from dpdl.accounting.accountant import step_sensitivity
 from dpdl.accounting.calibration import Calibration, safe_scale
+from dpdl.accounting.search import geometric_bisect
 from dpdl.errors import PrivacyParameterError
 from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
 from dpdl.threats import Eavesdropper, ThreatModel
@@ -107,12 +108,6 @@ def appendix_d_couples(
         high = 1e3 * ldp
         if not meets(high):
             continue
-        low = 1e-6 * ldp
-        while high / low > 1.0 + 1e-9:
-            middle = math.sqrt(low * high)
-            if meets(middle):
-                high = middle
-            else:
-                low = middle
+        _, high = geometric_bisect(meets, 1e-6 * ldp, high, 1e-9)
         couples.append(Decor(graph, sigma_pair, high, threat))
     return couples

@@ -101,8 +101,5 @@ class MultiSeedWhisper(NoiseMechanism):
         self.q = q
         self.default_threat: ThreatModel = Colluding(q) if q else Eavesdropper()
 
-    def scaled_copy(self, scale: float) -> MultiSeedWhisper:
-        return MultiSeedWhisper(self.n, scale**2 * self.sigma_mix2, self.groups, [scale**2 * b for b in self.blocks], self.q)
-
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "sigma_mix2": self.sigma_mix2, "groups": len(self.groups), "q": self.q}
