@@ -1,4 +1,4 @@
-"""The ``dpdl`` command line: ``train``, ``noise``, ``audit``, ``demo`` (``dpdl <command> --help``).
+"""The ``dpdl`` command line: ``train``, ``noise``, ``audit``, ``reproduce``, ``demo`` (``--help`` on each).
 
 Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback.
 """
@@ -155,6 +155,22 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_audit)
 
 
+def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "reproduce",
+        help="reproduce a paper's figure: raw runs (CSV), figures (PNG) and REPORT.md",
+        description="Run a named reproduction of the papers' figures; finished grid points are cached, so an "
+        "interrupted run resumes. REPORT.md states each claim of the paper, what we measured, and whether it holds.",
+    )
+    parser.add_argument("name", nargs="?", help="reproduction name (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the reproductions and exit")
+    parser.add_argument("--quick", action="store_true", help="fewer seeds and grid points (minutes)")
+    parser.add_argument("--out", type=Path, default=None, help="results folder (default results/<name>, or results/quick/<name>)")
+    parser.add_argument("--workers", type=_positive_int, default=None, help="parallel processes (default: all cores)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(handler=_reproduce)
+
+
 def _demo_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "demo",
@@ -179,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     _train_parser(sub)
     _noise_parser(sub)
     _audit_parser(sub)
+    _reproduce_parser(sub)
     _demo_parser(sub)
     return parser
 
@@ -282,6 +299,20 @@ def _audit(args: argparse.Namespace) -> int:
     print(f"\nresults: {args.out}")
     if args.json:
         print(json.dumps(json_safe({"rows": rows})))
+    return 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce
+
+    if args.list or not args.name:
+        for name, module in REPRODUCTIONS.items():
+            print(f"{name:<20} {(module.__doc__ or '').strip().splitlines()[0]}")
+        return 0
+    out = args.out or (Path("results") / "quick" / args.name if args.quick else Path("results") / args.name)
+    report = reproduce(args.name, out, args.quick, args.workers, progress=not args.no_progress)
+    print(report.read_text())
+    print(f"results: {out}")
     return 0
 
 

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["plot_curves"]
+__all__ = ["plot_curves", "plot_panels"]
 
 
 def plot_curves(
@@ -39,6 +39,42 @@ def plot_curves(
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_panels(
+    grid: Mapping[str, Sequence[float]],
+    series: Mapping[str, Mapping[str, Sequence[float]]],
+    xlabels: Mapping[str, str],
+    ylabel: str,
+    path: Path,
+    title: str,
+    log_y: bool = True,
+) -> Path:
+    """One panel per key of ``grid`` (x values), each with the lines ``series[panel][label]``.
+
+    Labels ending in ``"(paper calibration)"`` are drawn dashed in the colour of their base label,
+    so the two calibrations of a method read as a pair.
+    """
+    suffix = " (paper calibration)"
+    fig, axes = plt.subplots(1, len(grid), figsize=(5.2 * len(grid), 4.2), squeeze=False)
+    colours: dict[str, str] = {}
+    for ax, (panel, xs) in zip(axes[0], grid.items()):
+        for label, ys in series[panel].items():
+            base = label.removesuffix(suffix)
+            colour = colours.setdefault(base, f"C{len(colours)}")
+            ax.plot(xs, ys, marker="o", markersize=3, color=colour, linestyle="--" if label.endswith(suffix) else "-", label=label)
+        ax.set_xlabel(xlabels[panel])
+        ax.set_ylabel(ylabel)
+        if log_y:
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
