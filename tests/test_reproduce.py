@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce
 from dpdl.experiments.reproduce.runner import job_key, run_jobs
 
@@ -24,11 +26,12 @@ def test_run_jobs_caches_results_and_resumes(tmp_path) -> None:
     assert len(list(tmp_path.glob("*.json"))) == 5
 
 
-def test_whisper_variance_quick_reproduces_the_papers_claims(tmp_path) -> None:
-    assert "whisper-variance" in REPRODUCTIONS
-    report = reproduce("whisper-variance", tmp_path, quick=True, workers=2, progress=False)
+@pytest.mark.parametrize(("name", "figure", "claims"), [("whisper-variance", "trace_WRW.png", 5), ("whisper-seeds", "objective_vs_seeds.png", 3)])
+def test_quick_reproductions_write_figures_and_confirm_the_claims(tmp_path, name: str, figure: str, claims: int) -> None:
+    assert name in REPRODUCTIONS
+    report = reproduce(name, tmp_path, quick=True, workers=2, progress=False)
     text = report.read_text()
-    assert (tmp_path / "trace_WRW.png").stat().st_size > 10_000
+    assert (tmp_path / figure).stat().st_size > 10_000
     assert (tmp_path / "runs.csv").read_text().count("\n") > 10
     assert "| **no** |" not in text, text  # every claim holds
-    assert text.count("| yes |") >= 5
+    assert text.count("| yes |") == claims

@@ -20,6 +20,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from dpdl.experiments.plots import plot_curves
+from dpdl.experiments.reproduce.runner import worker_context
 from dpdl.experiments.results import json_safe
 from dpdl.experiments.train import TrainConfig, TrainResult, run_training
 from dpdl.mechanisms.registry import MECHANISMS
@@ -68,7 +69,7 @@ def run_demo(
     jobs = [replace(base, mechanism=m, lr=lr) for m in mechanisms for lr in grid]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     results: list[TrainResult] = []
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context()) as pool:
         for result in tqdm(pool.map(_run, jobs), total=len(jobs), desc="demo", unit="run", disable=None if progress else True):
             results.append(result)
     by_mechanism: dict[str, dict[float, TrainResult]] = {m: {} for m in mechanisms}

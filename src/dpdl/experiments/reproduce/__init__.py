@@ -13,13 +13,13 @@ from pathlib import Path
 from types import ModuleType
 
 from dpdl.errors import ConfigError
-from dpdl.experiments.reproduce import whisper_variance
+from dpdl.experiments.reproduce import whisper_seeds, whisper_variance
 from dpdl.experiments.reproduce.report import write_report, write_rows
 from dpdl.experiments.reproduce.runner import run_jobs
 
 __all__ = ["REPRODUCTIONS", "reproduce"]
 
-REPRODUCTIONS: dict[str, ModuleType] = {module.NAME: module for module in (whisper_variance,)}
+REPRODUCTIONS: dict[str, ModuleType] = {module.NAME: module for module in (whisper_variance, whisper_seeds)}
 
 
 def reproduce(name: str, out: Path, quick: bool = False, workers: int | None = None, progress: bool = True) -> Path:

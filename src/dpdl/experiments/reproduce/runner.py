@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -16,9 +17,15 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-__all__ = ["job_key", "run_jobs"]
+__all__ = ["job_key", "run_jobs", "worker_context"]
 
 Job = dict[str, Any]
+
+
+def worker_context() -> multiprocessing.context.BaseContext:
+    """Start method of worker processes: ``forkserver``. Plain ``fork`` copies a parent whose
+    BLAS / torch thread pools may hold locks, and the children then hang (seen under pytest)."""
+    return multiprocessing.get_context("forkserver")
 
 
 def job_key(job: Job) -> str:
@@ -49,7 +56,7 @@ def run_jobs(
             pending.append(job)
     workers = max(1, min(workers or os.cpu_count() or 1, len(pending) or 1))
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc=label, unit="job", disable=None if progress else True)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context()) as pool:
         futures = {pool.submit(run_job, job): job for job in pending}
         for future in as_completed(futures):
             job = futures[future]
