@@ -71,6 +71,19 @@ def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_output_arguments(parser: argparse.ArgumentParser, out: Path | None, out_help: str, json_help: str | None) -> None:
+    """``--out`` (results folder), ``--json`` (when the command has a JSON result) and ``--no-progress``."""
+    group = parser.add_argument_group("output")
+    group.add_argument("--out", type=Path, default=out, help=f"results folder (default {out_help})")
+    if json_help:
+        group.add_argument("--json", action="store_true", help=f"print {json_help} as one JSON object on the last line")
+    group.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def add_graph_seed_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, default=0, help="seed of random graphs (default 0)")
+
+
 def add_design_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of the correlated-noise designs."""
     group = parser.add_argument_group("noise design")
@@ -114,10 +127,7 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--labels-per-agent", type=_positive_int, default=1, help="classes per agent for labels-per-agent")
     group.add_argument("--l2", type=float, default=1e-3, help="L2 regularisation of logistic regression (default 1e-3)")
     group.add_argument("--dim", type=_positive_int, default=10, help="dimension of the least-squares task (default 10)")
-    group = parser.add_argument_group("output")
-    group.add_argument("--out", type=Path, default=None, help="results folder (default results/train/<job name>)")
-    group.add_argument("--json", action="store_true", help="print the final metrics as one JSON object on the last line")
-    group.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_output_arguments(parser, None, "results/train/<job name>", "the final metrics")
     parser.set_defaults(handler=_train)
 
 
@@ -130,7 +140,7 @@ def _noise_parser(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--method", required=True, help=f"noise design: {', '.join(MECHANISMS)}")
     add_graph_arguments(parser)
-    parser.add_argument("--seed", type=int, default=0, help="seed of random graphs (default 0)")
+    add_graph_seed_argument(parser)
     add_budget_arguments(parser)
     add_design_arguments(parser)
     parser.add_argument("--threat", nargs="+", default=None,
@@ -147,11 +157,9 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
         "each exactly against every threat model; prints a table and writes audit.csv / audit.json.",
     )
     add_graph_arguments(parser)
-    parser.add_argument("--seed", type=int, default=0, help="seed of random graphs (default 0)")
+    add_graph_seed_argument(parser)
     add_budget_arguments(parser)
-    parser.add_argument("--out", type=Path, default=Path("results/audit"), help="results folder (default results/audit)")
-    parser.add_argument("--json", action="store_true", help="print the audit as one JSON object on the last line")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_output_arguments(parser, Path("results/audit"), "results/audit", "the audit")
     parser.set_defaults(handler=_audit)
 
 
@@ -165,9 +173,8 @@ def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("name", nargs="?", help="reproduction name (see --list)")
     parser.add_argument("--list", action="store_true", help="list the reproductions and exit")
     parser.add_argument("--quick", action="store_true", help="fewer seeds and grid points (minutes)")
-    parser.add_argument("--out", type=Path, default=None, help="results folder (default results/<name>, or results/quick/<name>)")
     parser.add_argument("--workers", type=_positive_int, default=None, help="parallel processes (default: all cores)")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_output_arguments(parser, None, "results/<name>, or results/quick/<name>", None)
     parser.set_defaults(handler=_reproduce)
 
 
@@ -182,8 +189,7 @@ def _demo_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--eps", type=float, default=10.0, help="target epsilon (default 10)")
     parser.add_argument("--seed", type=int, nargs="+", default=[0], help="seeds (default 0)")
     parser.add_argument("--workers", type=_positive_int, default=None, help="parallel processes (default: all cores)")
-    parser.add_argument("--out", type=Path, default=Path("results/demo"), help="results folder (default results/demo)")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_output_arguments(parser, Path("results/demo"), "results/demo", None)
     parser.set_defaults(handler=_demo)
 
 
