@@ -282,9 +282,7 @@ def _noise(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    import csv
-
-    from dpdl.experiments.audit import format_audit, run_audit
+    from dpdl.experiments.audit import format_audit, run_audit, write_audit
     from dpdl.experiments.results import json_safe
 
     graph, weights = _graph_and_weights(args)
@@ -293,18 +291,10 @@ def _audit(args: argparse.Namespace) -> int:
     print(f"audit: {args.graph} (n={graph.number_of_nodes()}), eps={args.eps:g}, delta={args.delta:g}, T={args.steps}, C={args.clip:g}, "
           f"calibration {args.calibration}; exact GDP epsilon per threat (each design calibrated against its own threat)")
     print(table)
-    args.out.mkdir(parents=True, exist_ok=True)
-    rows = [report.as_dict() for report in reports]
-    (args.out / "audit.json").write_text(json.dumps(json_safe(rows), indent=2) + "\n")
-    with (args.out / "audit.csv").open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        threats = list(reports[0].epsilon)
-        writer.writerow(["mechanism", "trace_WRW", *threats])
-        for report in reports:
-            writer.writerow([report.method, report.trace_wrw, *(report.epsilon[t] for t in threats)])
+    write_audit(reports, args.out)
     print(f"\nresults: {args.out}")
     if args.json:
-        print(json.dumps(json_safe({"rows": rows})))
+        print(json.dumps(json_safe({"rows": [report.as_dict() for report in reports]})))
     return 0
 
 

@@ -8,17 +8,21 @@ as a larger epsilon, or infinity where no guarantee holds at all (zero-sum noise
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
 from tqdm.auto import tqdm
 
 from dpdl.experiments.noise import DEFAULT_THREATS, NoiseReport, noise_report
+from dpdl.experiments.reproduce.report import write_rows
+from dpdl.experiments.results import json_safe
 from dpdl.mechanisms.registry import MECHANISMS, DesignOptions
 from dpdl.threats import ThreatModel
 
-__all__ = ["MULTISEED_MAX_N", "audit_mechanisms", "run_audit", "format_audit"]
+__all__ = ["MULTISEED_MAX_N", "audit_mechanisms", "run_audit", "format_audit", "write_audit"]
 
 #: The multi-seed design is a CVXPY SDP with C(n, q) n constraints: audited up to this n.
 MULTISEED_MAX_N = 12
@@ -66,3 +70,10 @@ def format_audit(reports: list[NoiseReport]) -> str:
     if any(not all(r.epsilon_exact.values()) for r in reports):
         lines.append("* upper bound: too many coalitions to enumerate, full collusion assumed")
     return "\n".join(lines)
+
+
+def write_audit(reports: list[NoiseReport], folder: Path) -> None:
+    """``audit.json`` (every report in full) and ``audit.csv`` (mechanism, Tr(W R W^T), epsilon per threat)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "audit.json").write_text(json.dumps(json_safe([report.as_dict() for report in reports]), indent=2) + "\n")
+    write_rows([{"mechanism": r.method, "trace_WRW": r.trace_wrw, **r.epsilon} for r in reports], folder / "audit.csv")

@@ -17,18 +17,12 @@ import numpy as np
 
 from dpdl.accounting import AgentLevel, Calibration, account, calibrate, epsilon_from_mu_step
 from dpdl.graphs import summarize
-from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.mechanisms.registry import DesignOptions, build_mechanism
 from dpdl.threats import CentralObserver, Colluding, Eavesdropper, ThreatModel
 
-__all__ = ["NoiseReport", "noise_report", "DEFAULT_THREATS", "variance_after_mixing"]
+__all__ = ["NoiseReport", "noise_report", "DEFAULT_THREATS"]
 
 DEFAULT_THREATS: tuple[ThreatModel, ...] = (Eavesdropper(), Colluding(1), Colluding(2), CentralObserver())
-
-
-def variance_after_mixing(weights: np.ndarray, mechanism: NoiseMechanism) -> float:
-    """``Tr(W R W^T)``: the noise variance one gossip round leaves (per coordinate, summed over agents)."""
-    return float(np.sum((weights @ mechanism.covariance()) * weights))
 
 
 @dataclass
@@ -95,7 +89,7 @@ def noise_report(
     return NoiseReport(
         method,
         calibration,
-        variance_after_mixing(weights, mechanism),
+        mechanism.variance_after_mixing(weights),
         seconds,
         epsilon,
         exact,

@@ -171,12 +171,11 @@ def run_seed(config: TrainConfig, seed: int, progress: bool = False) -> tuple[Ta
         eval_every=config.eval_every,
     )
     result = run_dsgd(task, weights, mechanism, dsgd, seed=seed, progress=progress)
-    covariance = mechanism.covariance()
     run = SeedRun(
         seed=seed,
         graph=summarize(graph, weights).as_dict(),
         mechanism=mechanism.describe(),
-        trace_wrw=float(np.trace(weights @ covariance @ weights.T)),
+        trace_wrw=mechanism.variance_after_mixing(weights),
         calibrated=mechanism.calibrated,
         privacy=privacy_reports(mechanism, neighbouring, config.steps, config.delta),
         history=result.history,

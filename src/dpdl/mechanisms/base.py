@@ -145,6 +145,11 @@ class NoiseMechanism:
         """Indices of the secrets whose seed ``agent`` holds."""
         return list(self._holders[:, agent].nonzero()[0])
 
+    def variance_after_mixing(self, weights: np.ndarray) -> float:
+        """``Tr(W R W^T)``: noise variance one gossip round leaves, per coordinate, summed over agents
+        (the privacy term of CorN-DSGD Theorem 1, eq. (6))."""
+        return float(np.sum((weights @ self.covariance()) * weights))
+
     @property
     def is_noiseless(self) -> bool:
         """True when the mechanism adds no noise at all (the engine then skips sampling)."""

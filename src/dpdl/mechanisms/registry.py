@@ -64,7 +64,7 @@ def _decor(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, optio
         couples = appendix_d_couples(graph, calibration, threat)
         if not couples:
             raise ConfigError("DECOR's Appendix D search found no noise couple meeting the budget on this graph")
-        return min(couples, key=lambda m: float(np.sum((weights @ m.covariance()) * weights)))
+        return min(couples, key=lambda m: m.variance_after_mixing(weights))
     raise ConfigError(f"unknown DECOR search {options.decor_search!r}; known: {', '.join(DECOR_SEARCHES)}")
 
 

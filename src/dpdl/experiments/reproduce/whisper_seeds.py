@@ -77,7 +77,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         return {
             "ldp": ldp,
             "whisper_relative": solve_whisper(weights, c).objective / ldp,
-            "decor_curious_relative": float(np.sum((weights @ decor.covariance()) * weights)) / ldp,
+            "decor_curious_relative": decor.variance_after_mixing(weights) / ldp,
         }
     groups = _groups(job["n"], job["m"], job["groups"])
     if not groups:  # complement of a single block: no seed at all, only private noise (LDP)

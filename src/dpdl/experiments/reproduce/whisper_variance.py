@@ -78,7 +78,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     }
     for method in METHODS:
         mechanism = build_mechanism(method, graph, weights, calibration)
-        result[f"trace_{method}"] = float(np.sum((weights @ mechanism.covariance()) * weights))
+        result[f"trace_{method}"] = mechanism.variance_after_mixing(weights)
         result[f"epsilon_{method}"] = account(mechanism, Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA).epsilon
         result[f"private_variance_{method}"] = float(mechanism.private_variances.min())
     result["cdp_line"] = result["private_variance_ldp"] / job["n"]
