@@ -191,6 +191,24 @@ def test_example_level_calibration_with_pld_never_overshoots() -> None:
     assert gdp.epsilon(math.sqrt(steps) * calibration.mu_step, DELTA) > 3 * calibration.achieved_epsilon
 
 
+def test_example_level_paper_calibration_is_the_subsampled_rdp_and_needs_more_noise() -> None:
+    neighbouring = ExampleLevel(clip=1.0, batch_size=64, sampling_rate=0.01)
+    steps, eps = 300, 2.0
+    paper = calibrate(eps, DELTA, steps, neighbouring, method="paper")
+    exact = calibrate(eps, DELTA, steps, neighbouring)
+
+    def rdp(mu_step: float) -> float:  # independent: dp_accounting's RDP accountant, built here
+        event = dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0 / mu_step)), steps
+        )
+        return dp_accounting.rdp.RdpAccountant().compose(event).get_epsilon(DELTA)
+
+    assert rdp(paper.mu_step) <= eps < rdp(paper.mu_step * 1.01)  # the largest mu_step RDP allows, to 1e-3
+    assert paper.mu_step < exact.mu_step  # RDP is looser than the PLD: more noise for the same promise
+    assert paper.achieved_epsilon < eps and not paper.overshoots  # its exact (PLD) epsilon
+    assert epsilon_from_mu_step(paper.mu_step, steps, DELTA, neighbouring, "paper-rdp") == pytest.approx(rdp(paper.mu_step))
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

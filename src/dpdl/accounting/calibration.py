@@ -11,7 +11,9 @@ Methods:
   example level) gives at most the target eps. It never overshoots: the returned value is checked
   against the accountant and moved to the safe side.
 - ``"paper"``: the papers' closed form ``mu_step^2 = eps^2 / (4 T log(1/delta))``
-  (CorN-DSGD eq. (9b)), agent level only, to reproduce their settings. Its exact epsilon is
+  (CorN-DSGD eq. (9b)) at agent level; at example level the papers' Renyi-DP accounting of the
+  Poisson-subsampled Gaussian (DECOR Appendix D), calibrated like the exact one. To reproduce
+  their settings. Its exact epsilon is
   reported next to it (:attr:`Calibration.achieved_epsilon`): it is below target for moderate eps
   and above it (an overshoot) at large eps.
 """
@@ -78,25 +80,28 @@ class Calibration:
         }
 
 
-def _exact_pld_mu_step(eps: float, delta: float, steps: int, neighbouring: ExampleLevel) -> float:
-    """Largest mu_step (to 1e-3 relative) with PLD epsilon <= eps, by bisection in log space.
+def _subsampled_mu_step(eps: float, delta: float, steps: int, neighbouring: ExampleLevel, accountant: str) -> float:
+    """Largest mu_step (to 1e-3 relative) whose example-level ``accountant`` (``"pld"`` or
+    ``"paper-rdp"``) epsilon is at most eps, by bisection in log space.
 
-    Bracket: without subsampling the exact GDP value is feasible (subsampling only amplifies
-    privacy); doubling from there finds an infeasible value without evaluating the (slow) PLD of
-    very small noise far beyond the answer.
+    Bracket: without subsampling the exact GDP value is feasible for the PLD (subsampling only
+    amplifies privacy; RDP may need it halved); doubling from there finds an infeasible value
+    without evaluating the (slow) PLD of very small noise far beyond the answer.
     """
 
     def feasible(mu: float) -> bool:
-        return pld_epsilon(mu, neighbouring.sampling_rate, steps, delta, PLD_SEARCH_DISCRETIZATION) <= eps
+        if accountant == "pld":  # search on the coarser (faster, more pessimistic) discretisation
+            return pld_epsilon(mu, neighbouring.sampling_rate, steps, delta, PLD_SEARCH_DISCRETIZATION) <= eps
+        return epsilon_from_mu_step(mu, steps, delta, neighbouring, accountant) <= eps
 
     low = gdp.mu_for_budget(eps, delta) / math.sqrt(steps)
-    while not feasible(low):  # PLD discretisation is pessimistic: it may need a little margin
+    while not feasible(low):
         low /= 2.0
     high = 2.0 * low
     while feasible(high):
         low, high = high, 2.0 * high
     low, _ = geometric_bisect(lambda mu: not feasible(mu), low, high, 1e-3)
-    while epsilon_from_mu_step(low, steps, delta, neighbouring, "pld") > eps:  # the final, finer account
+    while epsilon_from_mu_step(low, steps, delta, neighbouring, accountant) > eps:  # the final, finer account
         low *= 1.0 - 1e-3
     return low
 
@@ -111,12 +116,10 @@ def calibrate(
     if method not in CALIBRATIONS:
         raise ConfigError(f"unknown calibration {method!r}; known: {', '.join(CALIBRATIONS)}")
     accountant = default_accountant(neighbouring)
-    if method == "paper":
-        if isinstance(neighbouring, ExampleLevel):
-            raise ConfigError("the papers' closed-form calibration is agent-level only; use --calibration exact")
+    if isinstance(neighbouring, ExampleLevel):
+        mu_step = _subsampled_mu_step(eps, delta, steps, neighbouring, "paper-rdp" if method == "paper" else accountant)
+    elif method == "paper":
         mu_step = paper_mu_step(eps, delta, steps)
-    elif isinstance(neighbouring, ExampleLevel):
-        mu_step = _exact_pld_mu_step(eps, delta, steps, neighbouring)
     else:
         mu_step = gdp.mu_for_budget(eps, delta) / math.sqrt(steps)
         while epsilon_from_mu_step(mu_step, steps, delta, neighbouring, accountant) > eps:
