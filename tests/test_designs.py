@@ -160,3 +160,20 @@ def test_decor_appendix_d_search_meets_the_budget_and_trace_design_is_no_worse()
         assert 10.0 * (1 - 1e-6) <= achieved <= 10.0
     best = min(_trace(weights, m.covariance()) for m in couples)
     assert _trace(weights, design_decor(graph, weights, calibration).covariance()) <= best * (1 + 1e-9)
+
+
+def test_decor_couple_option_picks_the_appendix_d_couple_and_rejects_a_missing_one() -> None:
+    """DECOR Appendix D.2 tunes over the couples: ``decor_couple=k`` builds exactly the k-th."""
+    from dpdl.errors import ConfigError
+    from dpdl.mechanisms.decor import appendix_d_couples
+    from dpdl.mechanisms.registry import DesignOptions, build_mechanism
+
+    graph = erdos_renyi(12, 0.5, seed=4)
+    weights = metropolis_hastings(graph)
+    calibration = calibrate(10.0, DELTA, STEPS, AgentLevel(CLIP))
+    couples = appendix_d_couples(graph, calibration)
+    for k, couple in enumerate(couples):
+        built = build_mechanism("decor", graph, weights, calibration, DesignOptions(decor_search="appendix-d", decor_couple=k))
+        assert (built.sigma_pair, built.sigma_cor) == (couple.sigma_pair, couple.sigma_cor)
+    with pytest.raises(ConfigError, match="couple 3"):
+        build_mechanism("decor", graph, weights, calibration, DesignOptions(decor_search="appendix-d", decor_couple=3))

@@ -94,12 +94,17 @@ def add_design_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--decor-search", choices=DECOR_SEARCHES, default="trace",
                        help="DECOR noise couple: trace (minimise Tr(W R W^T)) or appendix-d (DECOR's own search)")
+    group.add_argument("--decor-couple", type=int, default=None,
+                       help="with --decor-search appendix-d: the k-th couple of the search (0 = least private noise), "
+                       "as DECOR's Appendix D.2 tunes; default: the one of least Tr(W R W^T)")
     group.add_argument("--groups", type=_positive_int, default=1, help="whisper-multiseed: number of disjoint seed groups m (default 1)")
     group.add_argument("--q", type=int, default=1, help="whisper-multiseed: coalition size protected against (default 1)")
 
 
 def _design(args: argparse.Namespace) -> DesignOptions:
-    return DesignOptions(threat=args.design_against, decor_search=args.decor_search, groups=args.groups, q=args.q)
+    return DesignOptions(
+        threat=args.design_against, decor_search=args.decor_search, decor_couple=args.decor_couple, groups=args.groups, q=args.q
+    )
 
 
 def _train_parser(sub: argparse._SubParsersAction) -> None:

@@ -33,12 +33,15 @@ class DesignOptions:
 
     ``threat``: the adversary DECOR is calibrated against (eavesdropper by default, as in the
     papers' experiments). ``decor_search``: ``trace`` (minimise Tr(W R W^T)) or ``appendix-d``
-    (DECOR's own search; the couple of least Tr(W R W^T) among its grid). ``groups`` and ``q``:
+    (DECOR's own search; the couple of least Tr(W R W^T) among its grid, or, with ``decor_couple``
+    = k, its k-th couple from the least private noise sigma_pair up, as DECOR's Appendix D.2 tunes
+    over them). ``groups`` and ``q``:
     the seed groups (m disjoint groups) and coalition size of ``whisper-multiseed``.
     """
 
     threat: str = "eavesdropper"
     decor_search: str = "trace"
+    decor_couple: int | None = None
     groups: int = 1
     q: int = 1
 
@@ -64,7 +67,11 @@ def _decor(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, optio
         couples = appendix_d_couples(graph, calibration, threat)
         if not couples:
             raise ConfigError("DECOR's Appendix D search found no noise couple meeting the budget on this graph")
-        return min(couples, key=lambda m: m.variance_after_mixing(weights))
+        if options.decor_couple is None:
+            return min(couples, key=lambda m: m.variance_after_mixing(weights))
+        if not 0 <= options.decor_couple < len(couples):
+            raise ConfigError(f"DECOR couple {options.decor_couple} asked for, but the Appendix D search found {len(couples)} on this graph")
+        return couples[options.decor_couple]
     raise ConfigError(f"unknown DECOR search {options.decor_search!r}; known: {', '.join(DECOR_SEARCHES)}")
 
 
