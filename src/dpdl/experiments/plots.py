@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -54,25 +55,35 @@ def plot_panels(
     path: Path,
     title: str,
     log_y: bool = True,
+    bands: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]] | None = None,
+    columns: int | None = None,
 ) -> Path:
     """One panel per key of ``grid`` (x values), each with the lines ``series[panel][label]``.
 
     Labels ending in ``"(paper calibration)"`` are drawn dashed in the colour of their base label,
-    so the two calibrations of a method read as a pair.
+    so the two calibrations of a method read as a pair. ``bands[panel][label] = (low, high)``
+    shades a spread (over seeds) around a line. Panels fill rows of ``columns`` (default: one row).
     """
     suffix = " (paper calibration)"
-    fig, axes = plt.subplots(1, len(grid), figsize=(5.2 * len(grid), 4.2), squeeze=False)
+    columns = columns or len(grid)
+    rows = math.ceil(len(grid) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.2 * rows), squeeze=False)
     colours: dict[str, str] = {}
-    for ax, (panel, xs) in zip(axes[0], grid.items()):
+    for ax, (panel, xs) in zip(axes.flat, grid.items()):
         for label, ys in series[panel].items():
             base = label.removesuffix(suffix)
             colour = colours.setdefault(base, f"C{len(colours)}")
             ax.plot(xs, ys, marker="o", markersize=3, color=colour, linestyle="--" if label.endswith(suffix) else "-", label=label)
+            if bands is not None and label in bands[panel]:
+                low, high = bands[panel][label]
+                ax.fill_between(xs, low, high, color=colour, alpha=0.12 if label.endswith(suffix) else 0.2, linewidth=0)
         ax.set_xlabel(xlabels[panel])
         ax.set_ylabel(ylabel)
         if log_y:
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
+    for ax in list(axes.flat)[len(grid):]:
+        ax.set_visible(False)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()

@@ -2,8 +2,10 @@
 
 Each reproduction module defines ``NAME``, ``jobs(quick)`` (its grid as JSON-able jobs),
 ``run_job(job)`` (one grid point, run in a worker process) and ``analyse(rows, out, quick)``
-(figures, claims and notes). :func:`reproduce` runs the grid through the cache (an interrupted run
-resumes), then writes ``runs.csv``, the figures and ``REPORT.md``.
+(figures, claims and notes); a module that tunes before it measures also defines
+``followup_jobs(quick, rows)``, the jobs chosen from the first stage's rows. :func:`reproduce`
+runs the grid through the cache (an interrupted run resumes, in either stage), then writes
+``runs.csv``, the figures and ``REPORT.md``.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from pathlib import Path
 from types import ModuleType
 
 from dpdl.errors import ConfigError
-from dpdl.experiments.reproduce import whisper_seeds, whisper_variance
+from dpdl.experiments.reproduce import whisper_logreg, whisper_quadratic, whisper_seeds, whisper_variance
 from dpdl.experiments.reproduce.report import write_report, write_rows
 from dpdl.experiments.reproduce.runner import run_jobs
 
 __all__ = ["REPRODUCTIONS", "reproduce"]
 
-REPRODUCTIONS: dict[str, ModuleType] = {module.NAME: module for module in (whisper_variance, whisper_seeds)}
+REPRODUCTIONS: dict[str, ModuleType] = {
+    module.NAME: module for module in (whisper_variance, whisper_seeds, whisper_quadratic, whisper_logreg)
+}
 
 
 def reproduce(name: str, out: Path, quick: bool = False, workers: int | None = None, progress: bool = True) -> Path:
@@ -29,6 +33,8 @@ def reproduce(name: str, out: Path, quick: bool = False, workers: int | None = N
     module = REPRODUCTIONS[name]
     start = time.perf_counter()
     rows = run_jobs(module.jobs(quick), module.run_job, out / "cache", workers, progress, label=name)
+    if hasattr(module, "followup_jobs"):
+        rows += run_jobs(module.followup_jobs(quick, rows), module.run_job, out / "cache", workers, progress, label=f"{name} (final)")
     write_rows(rows, out / "runs.csv")
     figures, claims, notes = module.analyse(rows, out, quick)
     setting = "quick setting (fewer seeds and grid points)" if quick else "full setting (the papers' grids)"

@@ -1,0 +1,264 @@
+"""Privacy-utility trade-off figures: D-SGD under several noise designs across a sweep of eps or p.
+
+Whisper D-SGD Figs. 2-3, CorN-DSGD Figs. 3-5 and DECOR Fig. 1 share one protocol, implemented here
+once; each reproduction module only states its :class:`Study` (panels, tasks, grids) and its claims.
+
+1. *Tuning* (the papers tune every method on the metric they report; so do we): every
+   (setting, method, calibration) runs every point of its grid (step size x clipping threshold,
+   and DECOR's noise couples where the study tunes them, DECOR Appendix D.2) on the tuning seeds;
+   the best mean final metric wins (a diverged run counts as the worst).
+2. *Final*: the winner runs on all seeds; the tuning seeds are the first of them, reused from the
+   cache. Each seed is a full replicate (graph draw, data split, partition, batches, noise).
+3. Every point is run under both calibrations: the papers' closed form (dashed in the figures)
+   and the exact accountant (solid); both are (eps, delta)-DP against the eavesdropper, the exact
+   one with less noise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
+
+from dpdl.experiments.plots import plot_panels
+from dpdl.experiments.reproduce.report import Claim
+from dpdl.experiments.train import TrainConfig, run_training
+from dpdl.mechanisms.registry import DesignOptions
+
+__all__ = ["Training", "Panel", "Study", "Point", "tuning_jobs", "final_jobs", "run_job", "summarise", "plot_study", "better"]
+
+Job = dict[str, Any]
+CALIBRATIONS = ("paper", "exact")
+#: Part of every job: bump it when run_job's output changes, so cached runs are recomputed.
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Training:
+    """How a task is trained in a study: the fixed choices and the grid tuned over."""
+
+    task: str
+    steps: int
+    lrs: tuple[float, ...]
+    clips: tuple[float, ...]
+    metric: str
+    lower_is_better: bool = True
+    schedule: str = "constant"
+    batch_size: int = 128
+    clip_level: str = "agent"
+    #: DECOR's Appendix D couples tuned over (indices, least private noise first); empty: the
+    #: trace-optimal DECOR of the Whisper / CorN-DSGD comparisons.
+    decor_couples: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel: ``training`` on graphs ``fixed["graph"]``, the metric against ``sweep``.
+
+    ``fixed`` holds the settings that do not move (graph, n, p, eps); ``method_graphs`` runs a
+    method on another graph (DECOR's CDP baseline is centralised: the complete graph).
+    """
+
+    label: str
+    training: Training
+    sweep: str
+    values: tuple[float, ...]
+    fixed: Mapping[str, Any]
+    methods: tuple[str, ...]
+    xlabel: str
+    method_graphs: Mapping[str, str] = field(default_factory=dict)
+
+    def settings(self, x: float, method: str) -> dict[str, Any]:
+        settings = {"graph": "er", "n": 20, "p": 0.5, **self.fixed, self.sweep: x}
+        settings["graph"] = self.method_graphs.get(method, settings["graph"])
+        return settings
+
+
+@dataclass(frozen=True)
+class Study:
+    """Panels, seeds and budget of one reproduction."""
+
+    panels: tuple[Panel, ...]
+    tune_seeds: int
+    seeds: int
+    delta: float = 1e-5
+    calibrations: tuple[str, ...] = CALIBRATIONS
+
+
+@dataclass(frozen=True)
+class Point:
+    """One (panel, x, method, calibration) after tuning: the final metric over seeds."""
+
+    mean: float
+    low: float
+    high: float
+    values: tuple[float, ...]
+    hyperparameters: dict[str, Any]
+
+
+def _base(panel: Panel, x: float, method: str, calibration: str) -> Job:
+    training = panel.training
+    settings = panel.settings(x, method)
+    return {
+        "task": training.task, "graph": settings["graph"], "n": int(settings["n"]), "p": float(settings["p"]),
+        "eps": float(settings["eps"]), "method": method, "calibration": calibration, "steps": training.steps,
+        "schedule": training.schedule, "batch_size": training.batch_size, "clip_level": training.clip_level,
+        "version": VERSION,
+    }
+
+
+def _grid(training: Training, method: str) -> Iterator[dict[str, Any]]:
+    couples: tuple[int | None, ...] = training.decor_couples if method == "decor" and training.decor_couples else (None,)
+    for lr in training.lrs:
+        for clip in training.clips:
+            for couple in couples:
+                yield {"lr": lr, "clip": clip, "decor_couple": couple}
+
+
+def _points(study: Study) -> Iterator[tuple[Panel, float, str, str, Job]]:
+    for panel in study.panels:
+        for x in panel.values:
+            for method in panel.methods:
+                for calibration in study.calibrations:
+                    yield panel, x, method, calibration, _base(panel, x, method, calibration)
+
+
+def _key(job: Job) -> str:
+    return json.dumps(job, sort_keys=True)
+
+
+def _unique(jobs: list[Job]) -> list[Job]:
+    return list({_key(job): job for job in jobs}.values())
+
+
+def tuning_jobs(study: Study) -> list[Job]:
+    """Every grid point of every (setting, method, calibration) on the tuning seeds."""
+    return _unique([
+        {**base, **hyper, "seed": seed}
+        for panel, _, method, _, base in _points(study)
+        for hyper in _grid(panel.training, method)
+        for seed in range(study.tune_seeds)
+    ])
+
+
+def _score(value: float, lower_is_better: bool) -> float:
+    """Smaller is better; a diverged run (NaN or infinite metric) is the worst."""
+    if not math.isfinite(value):
+        return math.inf
+    return value if lower_is_better else -value
+
+
+def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]], tune_seeds: int) -> dict[str, Any]:
+    training = panel.training
+    scored = []
+    for hyper in _grid(training, base["method"]):
+        values = [rows_by_key[_key({**base, **hyper, "seed": seed})][training.metric] for seed in range(tune_seeds)]
+        scored.append((_score(float(np.mean(values)), training.lower_is_better), list(hyper.items()), hyper))
+    return min(scored, key=lambda item: item[0])[2]
+
+
+def _rows_by_key(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {_key({key: row[key] for key in _JOB_KEYS}): row for row in rows}
+
+
+_JOB_KEYS = ("task", "graph", "n", "p", "eps", "method", "calibration", "steps", "schedule", "batch_size", "clip_level",
+             "version", "lr", "clip", "decor_couple", "seed")
+
+
+def final_jobs(study: Study, tuning_rows: list[dict[str, Any]]) -> list[Job]:
+    """The tuned hyperparameters of every (setting, method, calibration) on the seeds the tuning
+    did not already run."""
+    rows = _rows_by_key(tuning_rows)
+    jobs = [
+        {**base, **_best(panel, base, rows, study.tune_seeds), "seed": seed}
+        for panel, _, _, _, base in _points(study)
+        for seed in range(study.tune_seeds, study.seeds)
+    ]
+    return _unique(jobs)
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    """Train one seed of one grid point; its final metrics, privacy and noise variance.
+
+    One BLAS / torch thread per job: the jobs themselves fill the cores.
+    """
+    config = TrainConfig(
+        task=job["task"], graph=job["graph"], n=job["n"], p=job["p"], mechanism=job["method"], eps=job["eps"],
+        steps=job["steps"], clip=job["clip"], clip_level=job["clip_level"], calibration=job["calibration"],
+        batch_size=job["batch_size"], lr=job["lr"], schedule=job["schedule"], eval_every=job["steps"],
+        seeds=(job["seed"],),
+        design=DesignOptions(decor_search="appendix-d" if job["decor_couple"] is not None else "trace", decor_couple=job["decor_couple"]),
+    )
+    torch.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        result = run_training(config)
+    run = result.runs[0]
+    return {
+        **{key: value for key, value in run.final.items() if key != "step"},
+        "epsilon": run.privacy[0].epsilon,
+        "threat": run.privacy[0].threat,
+        "exact_epsilon_of_calibration": result.calibration.achieved_epsilon if result.calibration else 0.0,
+        "trace_WRW": run.trace_wrw,
+    }
+
+
+def summarise(study: Study, rows: list[dict[str, Any]]) -> dict[tuple[str, float, str, str], Point]:
+    """The final point of every (panel label, x, method, calibration)."""
+    by_key = _rows_by_key(rows)
+    summary = {}
+    for panel, x, method, calibration, base in _points(study):
+        hyper = _best(panel, base, by_key, study.tune_seeds)
+        values = tuple(float(by_key[_key({**base, **hyper, "seed": seed})][panel.training.metric]) for seed in range(study.seeds))
+        summary[(panel.label, x, method, calibration)] = Point(
+            float(np.mean(values)), float(np.min(values)), float(np.max(values)), values, hyper
+        )
+    return summary
+
+
+def better(a: float, b: float, lower_is_better: bool) -> bool:
+    """Whether metric value ``a`` is strictly better than ``b``."""
+    return _score(a, lower_is_better) < _score(b, lower_is_better)
+
+
+def plot_study(
+    study: Study, summary: Mapping[tuple[str, float, str, str], Point], path: Path, title: str, ylabel: str,
+    log_y: bool, columns: int | None = None,
+) -> Path:
+    """Mean over seeds (band: min..max) per method; exact calibration solid, the papers' dashed."""
+    suffix = {"exact": "", "paper": " (paper calibration)"}
+    grid = {panel.label: list(panel.values) for panel in study.panels}
+    series: dict[str, dict[str, list[float]]] = {}
+    bands: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
+    for panel in study.panels:
+        series[panel.label], bands[panel.label] = {}, {}
+        for method in panel.methods:
+            for calibration in study.calibrations:
+                label = f"{method}{suffix[calibration]}"
+                points = [summary[(panel.label, x, method, calibration)] for x in panel.values]
+                series[panel.label][label] = [p.mean for p in points]
+                bands[panel.label][label] = ([p.low for p in points], [p.high for p in points])
+    xlabels = {panel.label: panel.xlabel for panel in study.panels}
+    return plot_panels(grid, series, xlabels, ylabel, path, title, log_y=log_y, bands=bands, columns=columns)
+
+
+def budget_claim(rows: list[dict[str, Any]]) -> Claim:
+    """Every exactly calibrated run meets its target; what the papers' calibration really gives."""
+    exact = [row for row in rows if row["calibration"] == "exact"]
+    met = all(row["epsilon"] <= row["eps"] for row in exact)
+    paper = {}
+    for row in rows:
+        if row["calibration"] == "paper":
+            paper[row["eps"]] = max(paper.get(row["eps"], 0.0), row["exact_epsilon_of_calibration"])
+    return Claim(
+        "all", "every run is (eps, delta)-DP against the external eavesdropper",
+        f"exact calibration: epsilon <= target in {sum(row['epsilon'] <= row['eps'] for row in exact)}/{len(exact)} runs; "
+        "exact epsilon of the papers' calibration: " + ", ".join(f"{eps:g} -> {value:.3g}" for eps, value in sorted(paper.items())),
+        met,
+    )

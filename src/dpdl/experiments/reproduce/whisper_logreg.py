@@ -1,0 +1,41 @@
+"""``whisper-logreg``: Whisper D-SGD Fig. 3 / CorN-DSGD Fig. 4, a9a logistic regression test loss vs eps and p.
+
+L2-regularised logistic regression on a9a (80/20 split, Dirichlet(10) partition, batch 128),
+T = 5000 steps, C = 0.1, step size tuned over the papers' grid {1e-1, 5e-2, 1e-2, 5e-3, 1e-3};
+n = 20, Erdos-Renyi, LDP vs DECOR vs Whisper, both calibrations, 10 seeds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dpdl.experiments.reproduce import corn_tradeoff, tradeoff
+from dpdl.experiments.reproduce.report import Claim
+from dpdl.experiments.reproduce.tradeoff import Study, Training
+
+__all__ = ["NAME", "jobs", "followup_jobs", "run_job", "analyse"]
+
+NAME = "whisper-logreg"
+run_job = tradeoff.run_job
+
+
+def study(quick: bool) -> Study:
+    """The papers' setting, or T = 1000, two step sizes and fewer grid points for ``--quick``."""
+    if quick:
+        training = Training("logreg-a9a", 1000, (1e-1, 1e-2), (0.1,), "test_loss")
+        return corn_tradeoff.study(training, quick, tune_seeds=1, seeds=2)
+    training = Training("logreg-a9a", 5000, (1e-1, 5e-2, 1e-2, 5e-3, 1e-3), (0.1,), "test_loss")
+    return corn_tradeoff.study(training, quick, tune_seeds=2, seeds=10)
+
+
+def jobs(quick: bool) -> list[dict[str, Any]]:
+    return tradeoff.tuning_jobs(study(quick))
+
+
+def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return tradeoff.final_jobs(study(quick), rows)
+
+
+def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Path], list[Claim], list[str]]:
+    return corn_tradeoff.analyse(study(quick), rows, out, "Logistic regression on a9a (Whisper Fig. 3 / CorN Fig. 4)", "test loss", True)
