@@ -9,6 +9,7 @@ from torch.nn import functional
 
 from dpdl.simulation import PoissonSampler, UniformSampler
 from dpdl.tasks import LogisticRegression
+from dpdl.tasks.linear_stack import LinearStack
 from dpdl.tasks.torch_model import TorchModelTask
 
 
@@ -50,3 +51,51 @@ def test_evaluation_matches_numpy_test_loss() -> None:
     params = np.random.default_rng(8).standard_normal((3, 6))
     assert np.isclose(torch_task.evaluate(params)["test_loss"], numpy_task.evaluate(params)["test_loss"], rtol=1e-5)
     assert torch_task.initial_params().shape == (6,)
+
+
+def _image_task(seed: int, model: nn.Module) -> TorchModelTask:
+    rng = np.random.default_rng(seed)
+    n, m = 4, 30
+    images = rng.standard_normal((n * m, 1, 3, 4)).astype(np.float32)
+    labels = rng.integers(0, 3, n * m)
+    parts = np.array_split(rng.permutation(n * m), n)
+    return TorchModelTask("images", model, _cross_entropy, images, labels, parts, images[:20], labels[:20])
+
+
+def _cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return functional.cross_entropy(outputs, targets, reduction="none")
+
+
+def test_ghost_norm_gradients_equal_per_example_vmap_gradients() -> None:
+    """The linear-stack path (ghost norms) against torch.func's per-example gradients, on a deeper
+    network with a flatten and two activations, where the clip binds for some examples only."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 8), nn.Tanh(), nn.Linear(8, 5, bias=False), nn.ReLU(), nn.Linear(5, 3))
+    task = _image_task(1, model)
+    assert task._linear_stack is not None
+    params = task.initial_params() + 0.5 * np.random.default_rng(2).standard_normal((4, task.dim))
+    batch = PoissonSampler(task.agent_sizes, 6).sample(np.random.default_rng(3))
+    ghost = task.gradients(params, batch, 0.5)
+    task._linear_stack = None
+    np.testing.assert_allclose(ghost, task.gradients(params, batch, 0.5), rtol=1e-5, atol=1e-6)
+    task._linear_stack = LinearStack(model)
+    stack = LinearStack(model)  # without a clip, the stack gives the weighted batch gradient
+    flat = torch.as_tensor(params, dtype=torch.float32)
+    inputs, targets = task.inputs[torch.as_tensor(batch.indices)], task.targets[torch.as_tensor(batch.indices)]
+    weights = torch.as_tensor(batch.weights, dtype=torch.float32)
+    batch_gradient = stack.clipped_gradients(flat, inputs, targets, weights, _cross_entropy, None).double().numpy()
+    np.testing.assert_allclose(batch_gradient, task.gradients(params, batch, None), rtol=1e-5, atol=1e-6)
+    unclipped = task.gradients(params, batch, None)
+    clipped = task.gradients(params, batch, 0.5)
+    assert not np.allclose(clipped, unclipped)
+
+
+def test_models_with_other_layers_keep_the_vmap_path() -> None:
+    model = nn.Sequential(nn.Conv2d(1, 2, 2), nn.Flatten(), nn.Linear(12, 3))
+    assert not LinearStack.supports(model)
+    task = _image_task(5, model)
+    assert task._linear_stack is None
+    params = np.tile(task.initial_params(), (4, 1))
+    batch = PoissonSampler(task.agent_sizes, 6).sample(np.random.default_rng(6))
+    norms = np.linalg.norm(task.gradients(params, batch, 0.1), axis=1)
+    assert np.all(norms <= 0.1 * batch.weights.sum(axis=1) + 1e-6)  # a weighted sum of clipped gradients

@@ -10,13 +10,16 @@ closed-form calibration runs beside it to show what the exact accountant buys.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dpdl.experiments.reproduce.report import Claim
 from dpdl.experiments.reproduce.tradeoff import Panel, Point, Study, Training, better, budget_claim, plot_study, summarise
 
-__all__ = ["EPS_GRID", "P_GRID", "METHODS", "study", "analyse"]
+__all__ = ["EPS_GRID", "P_GRID", "METHODS", "study", "analyse", "analyser"]
+
+Analysis = tuple[list[Path], list[Claim], list[str]]
 
 EPS_GRID = (3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0)
 P_GRID = (0.2, 0.4, 0.6, 0.8, 1.0)
@@ -48,7 +51,7 @@ def _margin(a: Point, b: Point, lower_is_better: bool) -> str:
 
 def analyse(
     the_study: Study, rows: list[dict[str, Any]], out: Path, figure_title: str, ylabel: str, log_y: bool
-) -> tuple[list[Path], list[Claim], list[str]]:
+) -> Analysis:
     """Figure, the papers' claims (Section VI-B) and notes."""
     summary = summarise(the_study, rows)
     training = the_study.panels[0].training
@@ -106,6 +109,15 @@ def analyse(
         "DECOR's noise couple is the one minimising Tr(W R W^T) under the same privacy constraint (the papers' comparison).",
     ]
     return [figure], claims, notes
+
+
+def analyser(study_of: Callable[[bool], Study], title: str, ylabel: str, log_y: bool) -> Callable[[list[dict[str, Any]], Path, bool], Analysis]:
+    """A reproduction module's ``analyse(rows, out, quick)`` for the study ``study_of(quick)``."""
+
+    def analyse_rows(rows: list[dict[str, Any]], out: Path, quick: bool) -> Analysis:
+        return analyse(study_of(quick), rows, out, title, ylabel, log_y)
+
+    return analyse_rows
 
 
 def _exact_buys(the_study: Study, summary: dict, eps_panel: Panel, lower: bool) -> Claim:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,10 @@ from dpdl.experiments.reproduce.report import Claim
 from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.mechanisms.registry import DesignOptions
 
-__all__ = ["Training", "Panel", "Study", "Point", "tuning_jobs", "final_jobs", "run_job", "summarise", "plot_study", "better"]
+__all__ = [
+    "Training", "Panel", "Study", "Point", "tuning_jobs", "final_jobs", "stages", "run_job", "summarise", "plot_study", "better",
+    "budget_claim",
+]
 
 Job = dict[str, Any]
 CALIBRATIONS = ("paper", "exact")
@@ -182,6 +185,19 @@ def final_jobs(study: Study, tuning_rows: list[dict[str, Any]]) -> list[Job]:
         for seed in range(study.tune_seeds, study.seeds)
     ]
     return _unique(jobs)
+
+
+def stages(study: Callable[[bool], Study]) -> tuple[Callable[[bool], list[Job]], Callable[[bool, list[dict[str, Any]]], list[Job]]]:
+    """A reproduction module's ``jobs(quick)`` (tuning) and ``followup_jobs(quick, rows)`` (final)
+    for the study that ``study(quick)`` describes."""
+
+    def jobs(quick: bool) -> list[Job]:
+        return tuning_jobs(study(quick))
+
+    def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[Job]:
+        return final_jobs(study(quick), rows)
+
+    return jobs, followup_jobs
 
 
 def run_job(job: Job) -> dict[str, Any]:

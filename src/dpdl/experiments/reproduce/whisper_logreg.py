@@ -7,11 +7,7 @@ n = 20, Erdos-Renyi, LDP vs DECOR vs Whisper, both calibrations, 10 seeds.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from dpdl.experiments.reproduce import corn_tradeoff, tradeoff
-from dpdl.experiments.reproduce.report import Claim
 from dpdl.experiments.reproduce.tradeoff import Study, Training
 
 __all__ = ["NAME", "jobs", "followup_jobs", "run_job", "analyse"]
@@ -29,13 +25,5 @@ def study(quick: bool) -> Study:
     return corn_tradeoff.study(training, quick, tune_seeds=2, seeds=10)
 
 
-def jobs(quick: bool) -> list[dict[str, Any]]:
-    return tradeoff.tuning_jobs(study(quick))
-
-
-def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return tradeoff.final_jobs(study(quick), rows)
-
-
-def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Path], list[Claim], list[str]]:
-    return corn_tradeoff.analyse(study(quick), rows, out, "Logistic regression on a9a (Whisper Fig. 3 / CorN Fig. 4)", "test loss", True)
+jobs, followup_jobs = tradeoff.stages(study)
+analyse = corn_tradeoff.analyser(study, "Logistic regression on a9a (Whisper Fig. 3 / CorN Fig. 4)", "test loss", log_y=True)
