@@ -56,9 +56,10 @@ class Training:
     schedule: str = "constant"
     batch_size: int = 128
     clip_level: str = "agent"
-    #: DECOR's Appendix D couples tuned over (indices, least private noise first); empty: the
-    #: trace-optimal DECOR of the Whisper / CorN-DSGD comparisons.
-    decor_couples: tuple[int, ...] = ()
+    #: DECOR's noise couples tuned over: indices of its Appendix D couples (least private noise
+    #: first) and None for the trace-optimal couple; empty: the trace-optimal couple only (the
+    #: Whisper / CorN-DSGD comparisons).
+    decor_couples: tuple[int | None, ...] = ()
 
 
 @dataclass(frozen=True)
