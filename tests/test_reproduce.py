@@ -35,3 +35,28 @@ def test_quick_reproductions_write_figures_and_confirm_the_claims(tmp_path, name
     assert (tmp_path / "runs.csv").read_text().count("\n") > 10
     assert "| **no** |" not in text, text  # every claim holds
     assert text.count("| yes |") == claims
+
+
+@pytest.mark.parametrize(
+    ("name", "figures", "holding"),
+    [
+        ("whisper-quadratic", ["optimality_gap.png"], ["every run is (eps, delta)-DP"]),
+        ("whisper-logreg", ["test_loss.png"], ["every run is (eps, delta)-DP", "both correlation-based approaches"]),
+        ("corn-mnist", ["test_accuracy.png"], ["every run is (eps, delta)-DP", "both correlation-based approaches"]),
+        ("decor-fig1", ["least_squares.png", "logreg_a9a.png", "mnist.png"], ["every run is (eps, delta)-DP", "considerably surpasses LDP"]),
+    ],
+)
+def test_quick_learning_reproductions_tune_train_and_report(tmp_path, name: str, figures: list[str], holding: list[str]) -> None:
+    """The smoke test of each learning figure's --quick setting: both stages run, the figures and
+    the report are written, and the claims that hold by a wide margin even in the quick setting
+    (every run within budget; correlated noise beats LDP) are confirmed."""
+    report = reproduce(name, tmp_path, quick=True, workers=2, progress=False).read_text()
+    for figure in figures:
+        assert (tmp_path / figure).stat().st_size > 10_000
+    rows = (tmp_path / "runs.csv").read_text().splitlines()
+    assert len(rows) - 1 == len(set(rows[1:])) > 10  # tuning and final runs, none twice
+    claims = [line for line in report.splitlines() if line.startswith("| ") and line.endswith(("| yes |", "| **no** |"))]
+    assert len(claims) >= 4
+    for text in holding:
+        matching = [line for line in claims if text in line]
+        assert matching and all(line.endswith("| yes |") for line in matching), (text, report)

@@ -14,6 +14,7 @@ import gzip
 import hashlib
 import os
 import urllib.request
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -100,11 +101,15 @@ def read_idx(path: Path) -> np.ndarray:
     return data.reshape(shape)
 
 
+@lru_cache(maxsize=4)
 def load_idx_dataset(folder: str, split: str) -> tuple[np.ndarray, np.ndarray]:
     """``(images (m, 28, 28) uint8, labels (m,) int64)`` of ``folder`` (``mnist`` or
-    ``fashion_mnist``), ``split`` being ``train`` or ``t10k`` (see :func:`dataset_file`)."""
+    ``fashion_mnist``), ``split`` being ``train`` or ``t10k`` (see :func:`dataset_file`).
+
+    The arrays are cached (a process that trains many runs decompresses once) and read-only."""
     images = read_idx(dataset_file(folder, f"{split}-images-idx3-ubyte.gz"))
     labels = read_idx(dataset_file(folder, f"{split}-labels-idx1-ubyte.gz")).astype(np.int64)
     if len(images) != len(labels):
         raise DataError(f"{folder}/{split}: {len(images)} images but {len(labels)} labels")
+    labels.setflags(write=False)
     return images, labels

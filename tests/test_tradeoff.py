@@ -1,0 +1,76 @@
+"""The trade-off protocol: tuning grid, choice of the tuned point, final seeds, summaries."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dpdl.experiments.reproduce import tradeoff
+from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training
+
+LOSS = Training("quadratic", 10, (0.1, 0.01), (1.0, 10.0), "optimality_gap", decor_couples=(None, 0))
+ACCURACY = Training("quadratic", 10, (0.1, 0.01), (1.0,), "test_accuracy", lower_is_better=False)
+
+
+def _study(training: Training = LOSS) -> Study:
+    ring = Panel("ring", training, "eps", (3.0, 10.0), {"graph": "ring", "n": 8}, ("ldp", "decor", "cdp"), "eps", {"cdp": "complete"})
+    torus = Panel("torus", training, "eps", (3.0, 10.0), {"graph": "torus", "n": 8}, ("ldp", "decor", "cdp"), "eps", {"cdp": "complete"})
+    return Study((ring, torus), tune_seeds=2, seeds=5)
+
+
+def _metric(job: dict) -> float:
+    """A made-up outcome: best at lr 0.01, clip 10, DECOR's couple 0; seeds add 0.001 each."""
+    value = 1.0 + (job["lr"] == 0.1) + 2 * (job["clip"] == 1.0) + 0.5 * (job["decor_couple"] is None and job["method"] == "decor")
+    return value + 0.001 * job["seed"]
+
+
+def test_tuning_grid_covers_every_point_once_and_shares_the_centralised_baseline() -> None:
+    jobs = tradeoff.tuning_jobs(_study())
+    keys = {tuple(sorted(job.items(), key=str)) for job in jobs}
+    assert len(keys) == len(jobs)
+    per_calibration = 2 * 2 * (4 + 8) + 2 * 4  # eps x topologies x (ldp + decor grids) + cdp once per eps
+    assert len(jobs) == 2 * 2 * per_calibration  # calibrations x tuning seeds
+    assert {job["graph"] for job in jobs if job["method"] == "cdp"} == {"complete"}
+    assert {job["decor_couple"] for job in jobs if job["method"] == "decor"} == {None, 0}
+    assert {job["decor_couple"] for job in jobs if job["method"] != "decor"} == {None}
+
+
+def test_final_stage_runs_the_best_point_on_the_remaining_seeds() -> None:
+    study = _study()
+    rows = [{**job, "optimality_gap": _metric(job)} for job in tradeoff.tuning_jobs(study)]
+    finals = tradeoff.final_jobs(study, rows)
+    assert {job["seed"] for job in finals} == {2, 3, 4}
+    assert {(job["lr"], job["clip"]) for job in finals} == {(0.01, 10.0)}
+    assert {job["decor_couple"] for job in finals if job["method"] == "decor"} == {0}
+    rows += [{**job, "optimality_gap": _metric(job)} for job in finals]
+    summary = tradeoff.summarise(study, rows)
+    point = summary[("ring", 3.0, "decor", "exact")]
+    assert point.values == pytest.approx(tuple(1.0 + 0.001 * seed for seed in range(5)))
+    assert (point.low, point.high, point.mean) == pytest.approx((1.0, 1.004, 1.002))
+    assert point.hyperparameters == {"lr": 0.01, "clip": 10.0, "decor_couple": 0}
+
+
+def test_a_diverged_run_is_the_worst_and_higher_is_better_for_accuracy() -> None:
+    study = _study(ACCURACY)
+    rows = []
+    for job in tradeoff.tuning_jobs(study):
+        accuracy = 0.9 if job["lr"] == 0.1 else 0.5
+        if job["lr"] == 0.1 and job["seed"] == 1 and job["method"] == "ldp":
+            accuracy = math.nan  # one diverged seed disqualifies that step size for LDP
+        rows.append({**job, "test_accuracy": accuracy})
+    finals = tradeoff.final_jobs(study, rows)
+    assert {job["lr"] for job in finals if job["method"] == "ldp"} == {0.01}
+    assert {job["lr"] for job in finals if job["method"] != "ldp"} == {0.1}
+    assert tradeoff.better(0.9, 0.5, lower_is_better=False) and not tradeoff.better(math.nan, 0.5, lower_is_better=True)
+
+
+def test_run_job_trains_one_seed_and_reports_its_privacy() -> None:
+    jobs = tradeoff.tuning_jobs(_study())
+    exact = next(job for job in jobs if job["calibration"] == "exact" and job["method"] == "decor" and job["decor_couple"] == 0)
+    row = tradeoff.run_job({**exact, "steps": 50})
+    assert exact["eps"] * (1 - 1e-6) <= row["epsilon"] <= exact["eps"]  # calibrated exactly, never above
+    assert row["threat"] == "eavesdropper" and math.isfinite(row["optimality_gap"]) and row["trace_WRW"] > 0
+    paper = next(job for job in jobs if job["calibration"] == "paper" and job["method"] == "ldp" and job["eps"] == 3.0)
+    row = tradeoff.run_job({**paper, "steps": 50})
+    assert row["epsilon"] == pytest.approx(row["exact_epsilon_of_calibration"]) and row["epsilon"] < 3.0
