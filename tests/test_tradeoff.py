@@ -9,14 +9,14 @@ import pytest
 from dpdl.experiments.reproduce import tradeoff
 from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training
 
-LOSS = Training("quadratic", 10, (0.1, 0.01), (1.0, 10.0), "optimality_gap", decor_couples=(None, 0))
-ACCURACY = Training("quadratic", 10, (0.1, 0.01), (1.0,), "test_accuracy", lower_is_better=False)
+LOSS = Training("quadratic", 10, (0.1, 0.01), (1.0, 10.0), "optimality_gap", decor_couples=(None, 0), tune_seeds=2, seeds=5)
+ACCURACY = Training("quadratic", 10, (0.1, 0.01), (1.0,), "test_accuracy", lower_is_better=False, tune_seeds=2, seeds=5)
 
 
 def _study(training: Training = LOSS) -> Study:
     ring = Panel("ring", training, "eps", (3.0, 10.0), {"graph": "ring", "n": 8}, ("ldp", "decor", "cdp"), "eps", {"cdp": "complete"})
     torus = Panel("torus", training, "eps", (3.0, 10.0), {"graph": "torus", "n": 8}, ("ldp", "decor", "cdp"), "eps", {"cdp": "complete"})
-    return Study((ring, torus), tune_seeds=2, seeds=5)
+    return Study((ring, torus))
 
 
 def _metric(job: dict) -> float:

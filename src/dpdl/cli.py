@@ -179,6 +179,8 @@ def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--list", action="store_true", help="list the reproductions and exit")
     parser.add_argument("--quick", action="store_true", help="fewer seeds and grid points (minutes)")
     parser.add_argument("--workers", type=_positive_int, default=None, help="parallel processes (default: all cores)")
+    parser.add_argument("--parts", nargs="+", default=None, metavar="PART",
+                        help="run only these parts of a figure that has parts (see --list), e.g. decor-fig1's logreg-a9a")
     add_output_arguments(parser, None, "results/<name>, or results/quick/<name>", None)
     parser.set_defaults(handler=_reproduce)
 
@@ -308,10 +310,11 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     if args.list or not args.name:
         for name, module in REPRODUCTIONS.items():
-            print(f"{name:<20} {(module.__doc__ or '').strip().splitlines()[0]}")
+            parts = f" (parts: {', '.join(module.PARTS)})" if hasattr(module, "PARTS") else ""
+            print(f"{name:<20} {(module.__doc__ or '').strip().splitlines()[0]}{parts}")
         return 0
     out = args.out or (Path("results") / "quick" / args.name if args.quick else Path("results") / args.name)
-    report = reproduce(args.name, out, args.quick, args.workers, progress=not args.no_progress)
+    report = reproduce(args.name, out, args.quick, args.workers, progress=not args.no_progress, parts=args.parts)
     print(report.read_text())
     print(f"results: {out}")
     return 0

@@ -3,7 +3,9 @@
 Each reproduction module defines ``NAME``, ``jobs(quick)`` (its grid as JSON-able jobs),
 ``run_job(job)`` (one grid point, run in a worker process) and ``analyse(rows, out, quick)``
 (figures, claims and notes); a module that tunes before it measures also defines
-``followup_jobs(quick, rows)``, the jobs chosen from the first stage's rows. :func:`reproduce`
+``followup_jobs(quick, rows)``, the jobs chosen from the first stage's rows; a module whose figure
+has parts that are worth running alone names them in ``PARTS`` and takes ``parts=`` in all three
+functions. :func:`reproduce`
 runs the grid through the cache (an interrupted run resumes, in either stage), then writes
 ``runs.csv``, the figures and ``REPORT.md``.
 """
@@ -11,6 +13,7 @@ runs the grid through the cache (an interrupted run resumes, in either stage), t
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -26,20 +29,44 @@ REPRODUCTIONS: dict[str, ModuleType] = {
 }
 
 
-def reproduce(name: str, out: Path, quick: bool = False, workers: int | None = None, progress: bool = True) -> Path:
-    """Run reproduction ``name`` into ``out``; returns the path of its REPORT.md."""
+def _parts(name: str, module: ModuleType, parts: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
+    """The ``parts=`` keyword for ``module``'s functions (empty: the whole figure)."""
+    if not parts:
+        return {}
+    known = getattr(module, "PARTS", ())
+    if not known:
+        raise ConfigError(f"reproduction {name!r} has no parts to choose from; run it whole")
+    unknown = [part for part in parts if part not in known]
+    if unknown:
+        raise ConfigError(f"unknown part(s) {', '.join(unknown)} of {name}; known: {', '.join(known)}")
+    return {"parts": tuple(part for part in known if part in parts)}
+
+
+def reproduce(
+    name: str,
+    out: Path,
+    quick: bool = False,
+    workers: int | None = None,
+    progress: bool = True,
+    parts: Sequence[str] | None = None,
+) -> Path:
+    """Run reproduction ``name`` (only ``parts`` of it, where it has parts) into ``out``; returns
+    the path of its REPORT.md."""
     if name not in REPRODUCTIONS:
         raise ConfigError(f"unknown reproduction {name!r}; known: {', '.join(REPRODUCTIONS)} (see dpdl reproduce --list)")
     module = REPRODUCTIONS[name]
+    options = _parts(name, module, parts)
     start = time.perf_counter()
-    rows = run_jobs(module.jobs(quick), module.run_job, out / "cache", workers, progress, label=name)
+    rows = run_jobs(module.jobs(quick, **options), module.run_job, out / "cache", workers, progress, label=name)
     if hasattr(module, "followup_jobs"):
-        rows += run_jobs(module.followup_jobs(quick, rows), module.run_job, out / "cache", workers, progress, label=f"{name} (final)")
+        final = module.followup_jobs(quick, rows, **options)
+        rows += run_jobs(final, module.run_job, out / "cache", workers, progress, label=f"{name} (final)")
     write_rows(rows, out / "runs.csv")
-    figures, claims, notes = module.analyse(rows, out, quick)
+    figures, claims, notes = module.analyse(rows, out, quick, **options)
     setting = "quick setting (fewer seeds and grid points)" if quick else "full setting (the papers' grids)"
+    command = f"dpdl reproduce {name}{' --quick' if quick else ''}" + (f" --parts {' '.join(options['parts'])}" if options else "")
     intro = (
-        f"{(module.__doc__ or '').strip()}\n\nRun: `dpdl reproduce {name}{' --quick' if quick else ''}`, {setting}, "
+        f"{(module.__doc__ or '').strip()}\n\nRun: `{command}`, {setting}, "
         f"{len(rows)} runs, {time.perf_counter() - start:.0f} s wall time. Raw runs: `runs.csv`."
     )
     return write_report(out / "REPORT.md", f"Reproduction: {name}", intro, claims, figures, notes)

@@ -22,9 +22,9 @@ run_job = tradeoff.run_job
 def study(quick: bool) -> Study:
     """T = 1000 and the papers' grids; T = 100, one step size and one seed for ``--quick``."""
     if quick:
-        return corn_tradeoff.study(Training("mnist-mlp", 100, (1e-1,), (0.1,), "test_accuracy", lower_is_better=False), quick, 1, 1)
-    training = Training("mnist-mlp", 1000, (1e-1, 5e-2, 1e-2, 5e-3, 1e-3), (0.1,), "test_accuracy", lower_is_better=False)
-    return corn_tradeoff.study(training, quick, tune_seeds=1, seeds=3)
+        return corn_tradeoff.study(Training("mnist-mlp", 100, (1e-1,), (0.1,), "test_accuracy", lower_is_better=False), quick)
+    training = Training("mnist-mlp", 1000, (1e-1, 5e-2, 1e-2, 5e-3, 1e-3), (0.1,), "test_accuracy", lower_is_better=False, seeds=3)
+    return corn_tradeoff.study(training, quick)
 
 
 jobs, followup_jobs = tradeoff.stages(study)

@@ -28,7 +28,7 @@ METHODS = ("ldp", "decor", "whisper")
 DELTA = 1e-5
 
 
-def study(training: Training, quick: bool, tune_seeds: int, seeds: int) -> Study:
+def study(training: Training, quick: bool) -> Study:
     """Panels (a) eps at p = 0.5 and (b) p at eps = 10, n = 20, for ``training``."""
     eps_grid, p_grid = (QUICK_EPS, QUICK_P) if quick else (EPS_GRID, P_GRID)
     return Study(
@@ -36,8 +36,6 @@ def study(training: Training, quick: bool, tune_seeds: int, seeds: int) -> Study
             Panel("(a)", training, "eps", eps_grid, {"graph": "er", "n": 20, "p": 0.5}, METHODS, "privacy budget eps (p = 0.5)"),
             Panel("(b)", training, "p", p_grid, {"graph": "er", "n": 20, "eps": 10.0}, METHODS, "connectivity p (eps = 10)"),
         ),
-        tune_seeds,
-        seeds,
         DELTA,
     )
 
@@ -103,7 +101,7 @@ def analyse(
     claims.append(budget_claim(rows))
     notes = [
         f"Tuning: step size over {list(training.lrs)}, clipping threshold over {list(training.clips)}, on the mean final "
-        f"{training.metric} of {the_study.tune_seeds} seed(s); the tuned point then runs on {the_study.seeds} seeds "
+        f"{training.metric} of {training.tune_seeds} seed(s); the tuned point then runs on {training.seeds} seeds "
         "(band: min..max). Tuned per (setting, method, calibration).",
         "Metropolis-Hastings weights 1/(1+max(d_i, d_j)) (doubly stochastic); the papers write 1/(|N_i|+1).",
         "DECOR's noise couple is the one minimising Tr(W R W^T) under the same privacy constraint (the papers' comparison).",

@@ -60,6 +60,10 @@ class Training:
     #: first) and None for the trace-optimal couple; empty: the trace-optimal couple only (the
     #: Whisper / CorN-DSGD comparisons).
     decor_couples: tuple[int | None, ...] = ()
+    #: Seeds the grid is tuned on, and seeds the tuned point runs on (the first ``tune_seeds`` of
+    #: them are the tuning runs themselves).
+    tune_seeds: int = 1
+    seeds: int = 1
 
 
 @dataclass(frozen=True)
@@ -87,11 +91,9 @@ class Panel:
 
 @dataclass(frozen=True)
 class Study:
-    """Panels, seeds and budget of one reproduction."""
+    """Panels and budget of one reproduction."""
 
     panels: tuple[Panel, ...]
-    tune_seeds: int
-    seeds: int
     delta: float = 1e-5
     calibrations: tuple[str, ...] = CALIBRATIONS
 
@@ -148,7 +150,7 @@ def tuning_jobs(study: Study) -> list[Job]:
         {**base, **hyper, "seed": seed}
         for panel, _, method, _, base in _points(study)
         for hyper in _grid(panel.training, method)
-        for seed in range(study.tune_seeds)
+        for seed in range(panel.training.tune_seeds)
     ])
 
 
@@ -159,11 +161,11 @@ def _score(value: float, lower_is_better: bool) -> float:
     return value if lower_is_better else -value
 
 
-def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]], tune_seeds: int) -> dict[str, Any]:
+def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     training = panel.training
     scored = []
     for hyper in _grid(training, base["method"]):
-        values = [rows_by_key[_key({**base, **hyper, "seed": seed})][training.metric] for seed in range(tune_seeds)]
+        values = [rows_by_key[_key({**base, **hyper, "seed": seed})][training.metric] for seed in range(training.tune_seeds)]
         scored.append((_score(float(np.mean(values)), training.lower_is_better), list(hyper.items()), hyper))
     return min(scored, key=lambda item: item[0])[2]
 
@@ -181,9 +183,9 @@ def final_jobs(study: Study, tuning_rows: list[dict[str, Any]]) -> list[Job]:
     did not already run."""
     rows = _rows_by_key(tuning_rows)
     jobs = [
-        {**base, **_best(panel, base, rows, study.tune_seeds), "seed": seed}
+        {**base, **_best(panel, base, rows), "seed": seed}
         for panel, _, _, _, base in _points(study)
-        for seed in range(study.tune_seeds, study.seeds)
+        for seed in range(panel.training.tune_seeds, panel.training.seeds)
     ]
     return _unique(jobs)
 
@@ -231,8 +233,8 @@ def summarise(study: Study, rows: list[dict[str, Any]]) -> dict[tuple[str, float
     by_key = _rows_by_key(rows)
     summary = {}
     for panel, x, method, calibration, base in _points(study):
-        hyper = _best(panel, base, by_key, study.tune_seeds)
-        values = tuple(float(by_key[_key({**base, **hyper, "seed": seed})][panel.training.metric]) for seed in range(study.seeds))
+        hyper = _best(panel, base, by_key)
+        values = tuple(float(by_key[_key({**base, **hyper, "seed": seed})][panel.training.metric]) for seed in range(panel.training.seeds))
         summary[(panel.label, x, method, calibration)] = Point(
             float(np.mean(values)), float(np.min(values)), float(np.max(values)), values, hyper
         )

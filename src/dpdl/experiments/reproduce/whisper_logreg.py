@@ -19,10 +19,9 @@ run_job = tradeoff.run_job
 def study(quick: bool) -> Study:
     """The papers' setting, or T = 1000, two step sizes and fewer grid points for ``--quick``."""
     if quick:
-        training = Training("logreg-a9a", 1000, (1e-1, 1e-2), (0.1,), "test_loss")
-        return corn_tradeoff.study(training, quick, tune_seeds=1, seeds=2)
-    training = Training("logreg-a9a", 5000, (1e-1, 5e-2, 1e-2, 5e-3, 1e-3), (0.1,), "test_loss")
-    return corn_tradeoff.study(training, quick, tune_seeds=2, seeds=10)
+        return corn_tradeoff.study(Training("logreg-a9a", 1000, (1e-1, 1e-2), (0.1,), "test_loss", seeds=2), quick)
+    training = Training("logreg-a9a", 5000, (1e-1, 5e-2, 1e-2, 5e-3, 1e-3), (0.1,), "test_loss", tune_seeds=2, seeds=10)
+    return corn_tradeoff.study(training, quick)
 
 
 jobs, followup_jobs = tradeoff.stages(study)

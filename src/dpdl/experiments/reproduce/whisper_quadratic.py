@@ -30,8 +30,9 @@ CLIPS = (0.1, 1.0, 10.0, 100.0, 1000.0)
 
 def study(quick: bool) -> Study:
     """The papers' setting with C and eta_1 tuned; fewer grid points and seeds for ``--quick``."""
-    training = Training("quadratic", 5000, (1e-1, 1e-2, 1e-3), CLIPS, "optimality_gap", schedule="inv-sqrt")
-    return corn_tradeoff.study(training, quick, tune_seeds=1 if quick else 5, seeds=2 if quick else 30)
+    seeds = {"tune_seeds": 1, "seeds": 2} if quick else {"tune_seeds": 5, "seeds": 30}
+    training = Training("quadratic", 5000, (1e-1, 1e-2, 1e-3), CLIPS, "optimality_gap", schedule="inv-sqrt", **seeds)
+    return corn_tradeoff.study(training, quick)
 
 
 jobs, followup_jobs = tradeoff.stages(study)
