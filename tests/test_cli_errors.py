@@ -104,6 +104,20 @@ def test_bad_input_gives_one_error_line(run_main, tmp_path, name):
     assert not (tmp_path / name).exists()  # nothing written for a run that did not happen
 
 
+@pytest.mark.parametrize(
+    "args, keyword",
+    [
+        (["reproduce", "no-such-figure"], "unknown reproduction"),
+        (["reproduce", "whisper-logreg", "--parts", "logreg-a9a"], "no parts"),
+        (["reproduce", "decor-fig1", "--parts", "cifar"], "unknown part"),
+    ],
+)
+def test_bad_reproduction_requests_give_one_error_line(run_main, tmp_path, args, keyword):
+    result = run_main([*args, "--out", str(tmp_path / "out")])
+    assert_one_line_error(result, keyword)
+    assert not (tmp_path / "out").exists()
+
+
 def test_no_command_is_a_usage_error(run_main):
     result = run_main([])
     assert_one_line_error(result, "command")
@@ -115,6 +129,7 @@ def test_no_command_is_a_usage_error(run_main):
         (["--help"], "usage: dpdl", ["train", "demo"]),
         (["train", "--help"], "usage: dpdl train", ["--eps", "--delta", "--graph", "--mechanism", "--out"]),
         (["demo", "--help"], "usage: dpdl demo", ["--steps", "--eps", "--out"]),
+        (["reproduce", "--help"], "usage: dpdl reproduce", ["--list", "--quick", "--parts", "--workers"]),
     ],
 )
 def test_help(run_main, args, usage, words):
