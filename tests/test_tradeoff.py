@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -74,3 +75,23 @@ def test_run_job_trains_one_seed_and_reports_its_privacy() -> None:
     paper = next(job for job in jobs if job["calibration"] == "paper" and job["method"] == "ldp" and job["eps"] == 3.0)
     row = tradeoff.run_job({**paper, "steps": 50})
     assert row["epsilon"] == pytest.approx(row["exact_epsilon_of_calibration"]) and row["epsilon"] < 3.0
+
+
+def test_tuning_at_one_setting_reuses_its_choice_across_the_sweep() -> None:
+    study = _study(replace(LOSS, tune_at={"eps": 10.0}))
+    tuning = tradeoff.tuning_jobs(study)
+    assert {job["eps"] for job in tuning} == {10.0}
+    assert len(tuning) == len(tradeoff.tuning_jobs(_study())) // 2  # one of the two eps values
+
+    def metric(job: dict) -> float:  # at eps = 3 the other step size would win: it must not be used
+        return _metric(job) + (2.0 * (job["lr"] == 0.01) if job["eps"] == 3.0 else 0.0)
+
+    rows = [{**job, "optimality_gap": metric(job)} for job in tuning]
+    finals = tradeoff.final_jobs(study, rows)
+    assert {(job["lr"], job["clip"]) for job in finals} == {(0.01, 10.0)}
+    assert {job["seed"] for job in finals if job["eps"] == 3.0} == set(range(5))
+    assert {job["seed"] for job in finals if job["eps"] == 10.0} == {2, 3, 4}
+    rows += [{**job, "optimality_gap": metric(job)} for job in finals]
+    summary = tradeoff.summarise(study, rows)
+    assert summary[("torus", 3.0, "ldp", "paper")].hyperparameters == {"lr": 0.01, "clip": 10.0, "decor_couple": None}
+    assert summary[("torus", 3.0, "ldp", "paper")].mean == pytest.approx(3.002)

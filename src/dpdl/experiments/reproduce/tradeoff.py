@@ -64,6 +64,10 @@ class Training:
     #: them are the tuning runs themselves).
     tune_seeds: int = 1
     seeds: int = 1
+    #: A setting (e.g. ``{"eps": 10.0, "p": 0.5}``) at which every (method, calibration) is tuned
+    #: once, its choice then reused across the sweep, where tuning every point costs too much
+    #: (the papers tune every point); empty: every point is tuned.
+    tune_at: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -144,10 +148,16 @@ def _unique(jobs: list[Job]) -> list[Job]:
     return list({_key(job): job for job in jobs}.values())
 
 
+def _tuning_base(training: Training, base: Job) -> Job:
+    """The job whose tuning chooses ``base``'s hyperparameters: itself, or its twin at ``tune_at``."""
+    return {**base, **training.tune_at}
+
+
 def tuning_jobs(study: Study) -> list[Job]:
-    """Every grid point of every (setting, method, calibration) on the tuning seeds."""
+    """Every grid point of every (setting, method, calibration) on the tuning seeds (of the
+    setting ``tune_at`` moves them to, if any)."""
     return _unique([
-        {**base, **hyper, "seed": seed}
+        {**_tuning_base(panel.training, base), **hyper, "seed": seed}
         for panel, _, method, _, base in _points(study)
         for hyper in _grid(panel.training, method)
         for seed in range(panel.training.tune_seeds)
@@ -163,9 +173,10 @@ def _score(value: float, lower_is_better: bool) -> float:
 
 def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     training = panel.training
+    tuned = _tuning_base(training, base)
     scored = []
     for hyper in _grid(training, base["method"]):
-        values = [rows_by_key[_key({**base, **hyper, "seed": seed})][training.metric] for seed in range(training.tune_seeds)]
+        values = [rows_by_key[_key({**tuned, **hyper, "seed": seed})][training.metric] for seed in range(training.tune_seeds)]
         scored.append((_score(float(np.mean(values)), training.lower_is_better), list(hyper.items()), hyper))
     return min(scored, key=lambda item: item[0])[2]
 
@@ -182,12 +193,11 @@ def final_jobs(study: Study, tuning_rows: list[dict[str, Any]]) -> list[Job]:
     """The tuned hyperparameters of every (setting, method, calibration) on the seeds the tuning
     did not already run."""
     rows = _rows_by_key(tuning_rows)
-    jobs = [
-        {**base, **_best(panel, base, rows), "seed": seed}
-        for panel, _, _, _, base in _points(study)
-        for seed in range(panel.training.tune_seeds, panel.training.seeds)
-    ]
-    return _unique(jobs)
+    jobs = []
+    for panel, _, _, _, base in _points(study):
+        hyper = _best(panel, base, rows)
+        jobs += [{**base, **hyper, "seed": seed} for seed in range(panel.training.seeds)]
+    return [job for job in _unique(jobs) if _key(job) not in rows]
 
 
 def stages(study: Callable[[bool], Study]) -> tuple[Callable[[bool], list[Job]], Callable[[bool, list[dict[str, Any]]], list[Job]]]:
