@@ -21,6 +21,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_engine.py
+	$(BIN)/python benchmarks/bench_example_clipping.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

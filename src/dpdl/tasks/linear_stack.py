@@ -7,7 +7,7 @@ the "ghost norm" of ghost clipping, Li et al. 2022). So one forward pass (keepin
 input a) and one backward pass (the deltas) give every example's gradient norm, and the clipped
 sum ``sum_k s_k delta_k a_k^T`` with ``s_k = w_k min(1, C / ||g_k||)`` is one batched product per
 layer. Cost: about two ordinary backward passes, against materialising an ``(n, B, d)`` tensor of
-per-example gradients with ``torch.func.vmap`` (85x faster for the MNIST network, n = 20, B = 64).
+per-example gradients with ``torch.func.vmap`` (about 40x faster for the MNIST network at n = 16-20, B = 64).
 
 Written here because the libraries that implement ghost clipping (Opacus) hook a single module's
 layers; dpdl batches every agent's own parameters into one ``(n, d)`` array, which they do not

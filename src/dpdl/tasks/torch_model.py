@@ -6,7 +6,7 @@ gradients (example-level clipping): one call computes every agent's gradient, wi
 over agents or examples. The engine stays in numpy; parameters cross to torch as float32 and
 gradients come back as float64. Per-example clipping of sequences of linear layers (the papers'
 networks) takes the ghost-norm path of :mod:`dpdl.tasks.linear_stack` instead: the same result,
-without materialising per-example gradients (85x faster for the MNIST network).
+without materialising per-example gradients (about 40x faster for the MNIST network, BENCHMARKS.md).
 """
 
 from __future__ import annotations
