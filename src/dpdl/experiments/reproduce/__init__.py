@@ -20,7 +20,7 @@ from types import ModuleType
 from dpdl.errors import ConfigError
 from dpdl.experiments.reproduce import corn_mnist, decor_fig1, whisper_logreg, whisper_quadratic, whisper_seeds, whisper_variance
 from dpdl.experiments.reproduce.report import write_report, write_rows
-from dpdl.experiments.reproduce.runner import run_jobs
+from dpdl.experiments.reproduce.runner import job_key, run_jobs
 
 __all__ = ["REPRODUCTIONS", "reproduce"]
 
@@ -42,6 +42,11 @@ def _parts(name: str, module: ModuleType, parts: Sequence[str] | None) -> dict[s
     return {"parts": tuple(part for part in known if part in parts)}
 
 
+def _cached(jobs: list[dict], cache: Path) -> int:
+    """How many of ``jobs`` an earlier invocation already ran (their results are in ``cache``)."""
+    return sum((cache / f"{job_key(job)}.json").is_file() for job in jobs)
+
+
 def reproduce(
     name: str,
     out: Path,
@@ -57,16 +62,21 @@ def reproduce(
     module = REPRODUCTIONS[name]
     options = _parts(name, module, parts)
     start = time.perf_counter()
-    rows = run_jobs(module.jobs(quick, **options), module.run_job, out / "cache", workers, progress, label=name)
+    cache = out / "cache"
+    jobs = module.jobs(quick, **options)
+    cached = _cached(jobs, cache)
+    rows = run_jobs(jobs, module.run_job, cache, workers, progress, label=name)
     if hasattr(module, "followup_jobs"):
         final = module.followup_jobs(quick, rows, **options)
-        rows += run_jobs(final, module.run_job, out / "cache", workers, progress, label=f"{name} (final)")
+        cached += _cached(final, cache)
+        rows += run_jobs(final, module.run_job, cache, workers, progress, label=f"{name} (final)")
     write_rows(rows, out / "runs.csv")
     figures, claims, notes = module.analyse(rows, out, quick, **options)
     setting = "quick setting (fewer seeds and grid points)" if quick else "full setting (the papers' grids)"
     command = f"dpdl reproduce {name}{' --quick' if quick else ''}" + (f" --parts {' '.join(options['parts'])}" if options else "")
+    reused = f" ({cached} of them cached by an earlier invocation)" if cached else ""
     intro = (
         f"{(module.__doc__ or '').strip()}\n\nRun: `{command}`, {setting}, "
-        f"{len(rows)} runs, {time.perf_counter() - start:.0f} s wall time. Raw runs: `runs.csv`."
+        f"{len(rows)} runs{reused}, {time.perf_counter() - start:.0f} s wall time. Raw runs: `runs.csv`."
     )
     return write_report(out / "REPORT.md", f"Reproduction: {name}", intro, claims, figures, notes)
