@@ -86,7 +86,7 @@ def analyse(
         claims.append(Claim(
             "(b)", "at p = 1 (R_cor and L proportional) both methods achieve nearly the same utility",
             f"{training.metric}: Whisper {whisper.mean:.4g} [{whisper.low:.4g}, {whisper.high:.4g}], DECOR {decor.mean:.4g} "
-            f"[{decor.low:.4g}, {decor.high:.4g}] (mean [min, max] over seeds); ranges {'overlap' if overlap else 'do not overlap'}",
+            f"[{decor.low:.4g}, {decor.high:.4g}] (mean [interquartile range] over seeds); ranges {'overlap' if overlap else 'do not overlap'}",
             overlap,
         ))
     advantage = {p: (at(p_panel, p, "decor").mean - at(p_panel, p, "whisper").mean) * (1 if lower else -1) for p in p_panel.values}
@@ -102,7 +102,7 @@ def analyse(
     notes = [
         f"Tuning: step size over {list(training.lrs)}, clipping threshold over {list(training.clips)}, on the mean final "
         f"{training.metric} of {training.tune_seeds} seed(s); the tuned point then runs on {training.seeds} seeds "
-        "(band: min..max). Tuned per (setting, method, calibration).",
+        "(band: interquartile range over seeds). Tuned per (setting, method, calibration).",
         "Metropolis-Hastings weights 1/(1+max(d_i, d_j)) (doubly stochastic); the papers write 1/(|N_i|+1).",
         "DECOR's noise couple is the one minimising Tr(W R W^T) under the same privacy constraint (the papers' comparison).",
         "Tuning on few seeds selects with noise: where a claim misses by a few percent, compare the point's band (the "

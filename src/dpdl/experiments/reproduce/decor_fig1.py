@@ -115,7 +115,7 @@ def analyse(rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str
         claims += _task_claims(task, task_study, summary)
     claims.append(budget_claim(rows))
     notes = [
-        "Each point: the hyperparameters tuned on the first seed(s), then the mean over all seeds (band: min..max); "
+        "Each point: the hyperparameters tuned on the first seed(s), then the mean over all seeds (band: interquartile range over seeds); "
         "exact calibration solid, the papers' calibration dashed (closed-form RDP at agent level, RDP of the "
         "Poisson-subsampled Gaussian at example level).",
         "The a9a panel reports the test loss (the paper plots the training loss minus its optimum); the MNIST split is "

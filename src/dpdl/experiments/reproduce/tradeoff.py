@@ -104,7 +104,8 @@ class Study:
 
 @dataclass(frozen=True)
 class Point:
-    """One (panel, x, method, calibration) after tuning: the final metric over seeds."""
+    """One (panel, x, method, calibration) after tuning: the final metric over seeds, its mean and
+    its interquartile range (``low``, ``high``: robust where the metric is heavy-tailed across seeds)."""
 
     mean: float
     low: float
@@ -245,9 +246,8 @@ def summarise(study: Study, rows: list[dict[str, Any]]) -> dict[tuple[str, float
     for panel, x, method, calibration, base in _points(study):
         hyper = _best(panel, base, by_key)
         values = tuple(float(by_key[_key({**base, **hyper, "seed": seed})][panel.training.metric]) for seed in range(panel.training.seeds))
-        summary[(panel.label, x, method, calibration)] = Point(
-            float(np.mean(values)), float(np.min(values)), float(np.max(values)), values, hyper
-        )
+        low, high = np.percentile(values, [25, 75])
+        summary[(panel.label, x, method, calibration)] = Point(float(np.mean(values)), float(low), float(high), values, hyper)
     return summary
 
 
@@ -260,7 +260,7 @@ def plot_study(
     study: Study, summary: Mapping[tuple[str, float, str, str], Point], path: Path, title: str, ylabel: str,
     log_y: bool, columns: int | None = None,
 ) -> Path:
-    """Mean over seeds (band: min..max) per method; exact calibration solid, the papers' dashed."""
+    """Mean over seeds (band: interquartile range) per method; exact calibration solid, the papers' dashed."""
     suffix = {"exact": "", "paper": " (paper calibration)"}
     grid = {panel.label: list(panel.values) for panel in study.panels}
     series: dict[str, dict[str, list[float]]] = {}
