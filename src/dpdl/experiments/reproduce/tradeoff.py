@@ -6,12 +6,15 @@ once; each reproduction module only states its :class:`Study` (panels, tasks, gr
 1. *Tuning* (the papers tune every method on the metric they report; so do we): every
    (setting, method, calibration) runs every point of its grid (step size x clipping threshold,
    and DECOR's noise couples where the study tunes them, DECOR Appendix D.2) on the tuning seeds;
-   the best mean final metric wins (a diverged run counts as the worst).
+   the best mean final metric wins (a diverged run counts as the worst). Where that costs too
+   much, a task is tuned once at a reference setting (:attr:`Training.tune_at`).
 2. *Final*: the winner runs on all seeds; the tuning seeds are the first of them, reused from the
    cache. Each seed is a full replicate (graph draw, data split, partition, batches, noise).
-3. Every point is run under both calibrations: the papers' closed form (dashed in the figures)
-   and the exact accountant (solid); both are (eps, delta)-DP against the eavesdropper, the exact
-   one with less noise.
+   Figures show the mean over seeds and the interquartile range.
+3. Every point is run under both calibrations: the papers' (dashed in the figures: their
+   closed form at agent level, Renyi DP at example level) and the exact accountant (solid); both
+   are (eps, delta)-DP against the eavesdropper (the papers' closed form up to eps about 30 at
+   delta = 1e-5), the exact one with less noise.
 """
 
 from __future__ import annotations
