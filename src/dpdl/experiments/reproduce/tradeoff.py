@@ -128,6 +128,11 @@ def _base(panel: Panel, x: float, method: str, calibration: str) -> Job:
     }
 
 
+#: The fields of a job: :func:`_base`'s, then :func:`_grid`'s and the seed.
+_JOB_KEYS = ("task", "graph", "n", "p", "eps", "method", "calibration", "steps", "schedule", "batch_size", "clip_level",
+             "version", "lr", "clip", "decor_couple", "seed")
+
+
 def _grid(training: Training, method: str) -> Iterator[dict[str, Any]]:
     couples: tuple[int | None, ...] = training.decor_couples if method == "decor" and training.decor_couples else (None,)
     for lr in training.lrs:
@@ -176,21 +181,21 @@ def _score(value: float, lower_is_better: bool) -> float:
 
 
 def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The grid point of ``base``'s (tuning) setting with the best mean metric over the tuning
+    seeds; the first such point in grid order on a tie."""
     training = panel.training
     tuned = _tuning_base(training, base)
-    scored = []
-    for hyper in _grid(training, base["method"]):
+
+    def score(hyper: dict[str, Any]) -> float:
         values = [rows_by_key[_key({**tuned, **hyper, "seed": seed})][training.metric] for seed in range(training.tune_seeds)]
-        scored.append((_score(float(np.mean(values)), training.lower_is_better), list(hyper.items()), hyper))
-    return min(scored, key=lambda item: item[0])[2]
+        return _score(float(np.mean(values)), training.lower_is_better)
+
+    return min(_grid(training, base["method"]), key=score)
 
 
 def _rows_by_key(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Rows (job fields and results) by the key of their job."""
     return {_key({key: row[key] for key in _JOB_KEYS}): row for row in rows}
-
-
-_JOB_KEYS = ("task", "graph", "n", "p", "eps", "method", "calibration", "steps", "schedule", "batch_size", "clip_level",
-             "version", "lr", "clip", "decor_couple", "seed")
 
 
 def final_jobs(study: Study, tuning_rows: list[dict[str, Any]]) -> list[Job]:
