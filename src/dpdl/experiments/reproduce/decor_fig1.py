@@ -73,10 +73,9 @@ def _trainings(quick: bool) -> dict[str, tuple[Training, tuple[float, ...]]]:
 
 def _task_study(task: str, quick: bool) -> Study:
     training, eps = _trainings(quick)[task]
-    level = "example" if training.clip_level == "example" else "agent"
     panels = tuple(
         Panel(f"{TASKS[task][0]}, {topology}", training, "eps", eps, {"graph": topology, "n": 16}, METHODS,
-              f"{level}-level eps ({topology}, n = 16)", {"cdp": "complete"})
+              f"{training.clip_level}-level eps ({topology}, n = 16)", {"cdp": "complete"})
         for topology in TOPOLOGIES
     )
     return Study(panels)
@@ -91,12 +90,7 @@ def study(quick: bool, parts: tuple[str, ...] = PARTS) -> Study:
     return Study(tuple(panel for task in parts for panel in _task_study(task, quick).panels))
 
 
-def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
-    return tradeoff.tuning_jobs(study(quick, parts))
-
-
-def followup_jobs(quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
-    return tradeoff.final_jobs(study(quick, parts), rows)
+jobs, followup_jobs = tradeoff.stages(study)
 
 
 def _gap(point: Point, reference: Point, lower: bool) -> float:

@@ -209,15 +209,16 @@ def final_jobs(study: Study, tuning_rows: list[dict[str, Any]]) -> list[Job]:
     return [job for job in _unique(jobs) if _key(job) not in rows]
 
 
-def stages(study: Callable[[bool], Study]) -> tuple[Callable[[bool], list[Job]], Callable[[bool, list[dict[str, Any]]], list[Job]]]:
-    """A reproduction module's ``jobs(quick)`` (tuning) and ``followup_jobs(quick, rows)`` (final)
-    for the study that ``study(quick)`` describes."""
+def stages(study: Callable[..., Study]) -> tuple[Callable[..., list[Job]], Callable[..., list[Job]]]:
+    """A reproduction module's ``jobs(quick, **options)`` (tuning) and ``followup_jobs(quick, rows,
+    **options)`` (final) for the study that ``study(quick, **options)`` describes (``options``: a
+    figure's ``parts``, where it has them)."""
 
-    def jobs(quick: bool) -> list[Job]:
-        return tuning_jobs(study(quick))
+    def jobs(quick: bool, **options: Any) -> list[Job]:
+        return tuning_jobs(study(quick, **options))
 
-    def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[Job]:
-        return final_jobs(study(quick), rows)
+    def followup_jobs(quick: bool, rows: list[dict[str, Any]], **options: Any) -> list[Job]:
+        return final_jobs(study(quick, **options), rows)
 
     return jobs, followup_jobs
 
