@@ -154,14 +154,15 @@ def mixing_rate(weights: np.ndarray, *, doubly_stochastic: bool = True) -> float
 
 
 def validate_mixing_matrix(
-    weights: np.ndarray, graph: nx.Graph | None = None, *, doubly_stochastic: bool = True
+    weights: np.ndarray, graph: nx.Graph | None = None, *, doubly_stochastic: bool = True, mixing: bool = True
 ) -> np.ndarray:
     """Check that ``weights`` is a usable mixing matrix and return it as a float64 array.
 
     Raises :class:`MixingMatrixError` naming the first violated condition: square shape, finite
     nonnegative entries, unit row sums (and column sums when ``doubly_stochastic``), support within
-    the graph's edges plus self-loops (when ``graph`` is given), and mixing
-    (second largest singular value below one, i.e. the iteration reaches consensus).
+    the graph's edges plus self-loops (when ``graph`` is given), and, when ``mixing``, that it mixes
+    (second largest singular value below one, i.e. the iteration reaches consensus; one matrix of
+    a time-varying sequence need not).
     """
     weights = np.asarray(weights, dtype=float)
     if weights.ndim != 2 or weights.shape[0] != weights.shape[1]:
@@ -190,7 +191,7 @@ def validate_mixing_matrix(
         if outside.any():
             i, j = np.argwhere(outside)[0]
             raise MixingMatrixError(f"the mixing matrix puts weight {weights[i, j]:.3g} on ({i}, {j}), which is not an edge")
-    if n > 1 and mixing_rate(weights, doubly_stochastic=doubly_stochastic) >= 1.0 - 1e-12:
+    if mixing and n > 1 and mixing_rate(weights, doubly_stochastic=doubly_stochastic) >= 1.0 - 1e-12:
         raise MixingMatrixError(
             "the mixing matrix does not mix (consensus is not reached): the graph it lives on is "
             "disconnected or the weights are periodic"

@@ -1,0 +1,101 @@
+"""Generalized sensitivity ``sens(C; B)`` under participation, and its GDP guarantee
+(MAFALDA-SGD, Definition 7, Theorem 8, eq. (8)).
+
+For ``O = A G + B Z`` with ``A = B C`` and ``Z ~ N(0, I)``, changing G by ``D`` moves the mean
+of O by ``A D``, whose Mahalanobis norm under ``B B^T`` is ``||C D||_{B^+ B}`` (``B^T (B B^T)^+ B
+= B^+ B``), whatever C is chosen. So with ``X = A^T (B B^T)^+ A = C^T B^+ B C``:
+
+    sens(C; B)^2 = max_pattern max_{||d_s|| <= 1} sum_{s, t in pattern} X_st <d_s, d_t>,
+
+and the mechanism is ``Delta sens``-GDP for a per-row change of at most ``Delta``, gradients
+chosen adaptively included (Theorem 8). Two values per pattern:
+
+- ``"bound"``: ``sum_{s,t} |X_st|``, eq. (8) (Pillutla et al. 2025, Lemma 3.15(a); the paper
+  prints it without the square on sens);
+- ``"exact"``: the maximum itself. It equals the bound when ``X_pattern >= 0`` entrywise (Lemma
+  3.15(b)); otherwise it is ``max <X, Y>`` over ``Y >= 0`` (PSD) with ``diag(Y) <= 1``, an SDP
+  solved by CVXPY, exact for models of dimension ``d >= |pattern|`` (every Y is then the Gram
+  matrix of d-dimensional vectors of norm at most 1).
+
+A column of A outside the range of B is a gradient the noise does not hide: infinite sensitivity.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cvxpy as cp
+import numpy as np
+
+from dpdl.accounting import gdp
+from dpdl.errors import ConfigError
+from dpdl.factorization.participation import Participation
+from dpdl.factorization.trust import Knowledge
+
+__all__ = ["whiten", "pattern_sensitivity", "agent_sensitivities", "knowledge_epsilon", "SENSITIVITY_METHODS"]
+
+SENSITIVITY_METHODS = ("exact", "bound")
+
+#: Singular values of B below this fraction of the largest are zero (B B^T is singular there).
+RANK_TOL = 1e-10
+#: A column of A is outside range(B) when its residual exceeds this fraction of its norm.
+LEAK_TOL = 1e-7
+
+
+def whiten(knowledge: Knowledge) -> tuple[np.ndarray, np.ndarray]:
+    """``Y`` with ``Y^T Y = A^T (B B^T)^+ A`` (``r x n T``), and which columns of A leave range(B)."""
+    workload, decoder = knowledge.workload, knowledge.decoder
+    left, singular, _ = np.linalg.svd(decoder, full_matrices=False)
+    keep = singular > RANK_TOL * singular.max(initial=0.0)
+    basis = left[:, keep]
+    projected = basis.T @ workload
+    residual = np.linalg.norm(workload - basis @ projected, axis=0)
+    leaked = residual > LEAK_TOL * np.maximum(np.linalg.norm(workload, axis=0), 1e-300)
+    return projected / singular[keep, None], leaked
+
+
+def pattern_sensitivity(gram: np.ndarray, method: str = "exact") -> float:
+    """Squared sensitivity of one pattern with Gram block ``gram`` (``X_pattern``), see module doc."""
+    if method not in SENSITIVITY_METHODS:
+        raise ConfigError(f"unknown sensitivity method {method!r}; known: {', '.join(SENSITIVITY_METHODS)}")
+    scale = float(np.abs(gram).max(initial=0.0))
+    if method == "bound" or (gram >= -1e-12 * scale).all() or scale == 0.0:
+        return float(np.abs(gram).sum())
+    directions = cp.Variable(gram.shape, PSD=True)
+    problem = cp.Problem(cp.Maximize(cp.trace((gram / scale) @ directions)), [cp.diag(directions) <= 1])
+    problem.solve()
+    if problem.status not in ("optimal", "optimal_inaccurate"):
+        raise RuntimeError(f"the sensitivity SDP did not solve: {problem.status}")
+    # The solver's value is within its tolerance of the maximum; round up by that much.
+    return float(problem.value) * scale * (1.0 + 1e-6)
+
+
+def agent_sensitivities(knowledge: Knowledge, participation: Participation, method: str = "exact") -> np.ndarray:
+    """``sens(C; B)`` for each protected agent's records (``inf`` when one is not hidden, NaN for
+    the attackers, whose data the guarantee is not about)."""
+    if participation.steps != knowledge.steps:
+        raise ConfigError(f"the participation covers {participation.steps} steps, the algorithm {knowledge.steps}")
+    whitened, leaked = whiten(knowledge)
+    result = np.full(knowledge.n, np.nan)
+    for agent in np.flatnonzero(knowledge.protected):
+        worst = 0.0
+        for rows in participation.rows(agent, knowledge.n):
+            if leaked[rows].any():
+                worst = math.inf
+                break
+            block = whitened[:, rows]
+            worst = max(worst, pattern_sensitivity(block.T @ block, method))
+        result[agent] = math.sqrt(worst)
+    return result
+
+
+def knowledge_epsilon(
+    knowledge: Knowledge, participation: Participation, row_sensitivity: float, delta: float, method: str = "exact"
+) -> tuple[float, float]:
+    """``(eps, mu)``: the mechanism is ``mu = Delta max_agent sens``-GDP (Theorem 8) and so
+    ``(eps, delta)``-DP exactly (Dong et al. 2022, Corollary 2.13; the paper's Remark 10), for a
+    change of at most ``row_sensitivity = Delta`` in each row of G a record takes part in."""
+    if not (math.isfinite(row_sensitivity) and row_sensitivity > 0):
+        raise ConfigError(f"the per-row sensitivity must be a finite number > 0, got {row_sensitivity}")
+    mu = row_sensitivity * float(np.nanmax(agent_sensitivities(knowledge, participation, method)))
+    return gdp.epsilon(mu, delta), mu

@@ -1,0 +1,128 @@
+"""Trust models and the attacker knowledge they give (MAFALDA-SGD, Definition 5, Lemma 14, App. A).
+
+- :class:`LDP`: every message is public; the attacker knows no seed and no gradient.
+- :class:`SecLDP`: every message is public and the attacking agents pool their gradients and the
+  seeds they hold (secret-based LDP, Allouah et al. 2024; DECOR's adversaries with q colluders).
+- :class:`PNDP`: the attacking agents see only the messages sent to them, plus their own gradients
+  and seeds (pairwise network DP, Cyffers & Bellet 2022).
+
+:func:`attacker_knowledge` stacks the observed messages, the known gradients and the known seeds,
+then removes the known gradients (Lemma 14: ``A <- A (I - K^+ K)``, here zeroing the attackers'
+gradient columns) and drops the rows that became empty, giving ``O = A G + B Z``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from dpdl.errors import ConfigError
+from dpdl.factorization.algorithms import LinearAlgorithm
+
+__all__ = ["TrustModel", "LDP", "SecLDP", "PNDP", "Knowledge", "attacker_knowledge"]
+
+#: Relative tolerance of the check ``A = B C``.
+FACTORIZATION_TOL = 1e-8
+
+
+@dataclass(frozen=True)
+class TrustModel:
+    """The attacking agents and whether they observe every message or only those sent to them."""
+
+    attackers: tuple[int, ...] = ()
+    all_messages: bool = True
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __str__(self) -> str:
+        who = f" attackers {list(self.attackers)}" if self.attackers else ""
+        return f"{self.name}{who}"
+
+
+@dataclass(frozen=True)
+class LDP(TrustModel):
+    """Local DP: all messages public, nothing else known."""
+
+    def __post_init__(self) -> None:
+        if self.attackers or not self.all_messages:
+            raise ConfigError("LDP has no attacking agents and sees every message")
+
+
+@dataclass(frozen=True)
+class SecLDP(TrustModel):
+    """Secret-based LDP: all messages public; the attackers' gradients and seeds are known."""
+
+    def __post_init__(self) -> None:
+        if not self.all_messages:
+            raise ConfigError("SecLDP sees every message; use PNDP for an attacker that sees only its own")
+
+
+@dataclass(frozen=True)
+class PNDP(TrustModel):
+    """Pairwise network DP: the attackers see the messages they receive, their gradients and seeds."""
+
+    all_messages: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.attackers or self.all_messages:
+            raise ConfigError("PNDP needs at least one attacking agent, which sees only the messages sent to it")
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """What an attacker learns, ``O = A G + B Z`` after Lemma 14, and an encoder with ``A = B C``.
+
+    ``protected`` marks the agents the guarantee is about (all but the attackers).
+    ``structured`` is the algorithm's own encoder restricted to what the attacker does not know
+    (zero rows for known seeds, zero columns for known gradients), a candidate for C.
+    """
+
+    workload: np.ndarray  # A
+    decoder: np.ndarray  # B
+    protected: np.ndarray
+    n: int
+    steps: int
+    description: str
+    structured: np.ndarray | None = None
+
+    @cached_property
+    def encoder(self) -> np.ndarray | None:
+        """C with ``A = B C`` (Theorem 6): the structured candidate when it factorizes, otherwise
+        the minimum-norm ``B^+ A`` when that does, otherwise None: then some protected agent's
+        gradient is not hidden by noise the attacker cannot remove (infinite sensitivity)."""
+        scale = max(float(np.abs(self.workload).max(initial=0.0)), 1.0)
+        candidates = [] if self.structured is None else [self.structured]
+        candidates.append(np.linalg.lstsq(self.decoder, self.workload, rcond=None)[0])
+        for encoder in candidates:
+            if np.abs(self.decoder @ encoder - self.workload).max() <= FACTORIZATION_TOL * scale:
+                return encoder
+        return None
+
+
+def attacker_knowledge(algorithm: LinearAlgorithm, trust: TrustModel) -> Knowledge:
+    """``(A, B, C)`` of ``trust`` on ``algorithm`` (Theorem 6): the observed messages, then the
+    known seeds as rows ``e_j`` of B, with the attackers' gradients removed from A (Lemma 14)."""
+    n = algorithm.n
+    attackers = np.zeros(n, dtype=bool)
+    if any(not 0 <= a < n for a in trust.attackers):
+        raise ConfigError(f"attacking agents must be in 0..{n - 1}, got {list(trust.attackers)}")
+    attackers[list(trust.attackers)] = True
+    if trust.all_messages:
+        observed = np.ones(algorithm.gradients.shape[0], dtype=bool)
+    else:
+        observed = algorithm.receivers[:, attackers].any(axis=1) & ~attackers[algorithm.senders]
+    known_seeds = algorithm.holders[:, attackers].any(axis=1)
+    honest_columns = ~attackers[algorithm.agent_of_row()]
+    workload = algorithm.gradients[observed] * honest_columns[None, :]
+    seeds = np.eye(algorithm.noise.shape[1])[known_seeds]
+    decoder = np.vstack([algorithm.noise[observed], seeds])
+    workload = np.vstack([workload, np.zeros((seeds.shape[0], workload.shape[1]))])
+    structured = None
+    if algorithm.encoder is not None:
+        structured = algorithm.encoder * honest_columns[None, :]
+        structured[known_seeds] = 0.0
+    return Knowledge(workload, decoder, ~attackers, n, algorithm.steps, f"{algorithm.name} under {trust}", structured)
