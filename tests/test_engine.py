@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -11,8 +13,17 @@ from dpdl.errors import ConfigError
 from dpdl.graphs import erdos_renyi, metropolis_hastings, ring
 from dpdl.mechanisms import LocalDP, NoNoise
 from dpdl.mechanisms.registry import build_mechanism
+from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
-from dpdl.simulation import DSGDConfig, PoissonSampler, StepSize, UniformSampler, clip_rows, run_dsgd
+from dpdl.simulation import (
+    DSGDConfig,
+    PoissonSampler,
+    StepSize,
+    UniformSampler,
+    clip_rows,
+    run_dsgd,
+)
+from dpdl.simulation.sampling import CyclicSampler
 from dpdl.tasks import LogisticRegression, whisper_quadratic
 
 
@@ -172,6 +183,48 @@ def test_uniform_sampler_stays_within_each_agents_rows() -> None:
     assert set(np.unique(batch.indices[1])) == set(range(3, 10))
 
 
+def test_cyclic_sampler_uses_every_example_once_per_cycle_in_a_fixed_order() -> None:
+    sizes = np.array([20, 23, 19])
+    sampler = CyclicSampler(sizes, 4)
+    rng = np.random.default_rng(0)
+    batches = [sampler.sample(rng) for _ in range(12)]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    for cycle in range(3):
+        seen = np.concatenate([b.indices[b.weights > 0] for b in batches[4 * cycle : 4 * cycle + 4]])
+        assert sorted(seen) == list(range(sizes.sum()))  # each example exactly once per cycle
+        for b in range(4):  # the same batches in the same order every cycle
+            np.testing.assert_array_equal(batches[4 * cycle + b].indices, batches[b].indices)
+    for batch in batches:
+        valid = batch.weights > 0
+        np.testing.assert_allclose(batch.weights.sum(axis=1), 1.0)  # batch means
+        owners = np.searchsorted(starts, batch.indices, side="right") - 1
+        assert (owners[valid] == np.nonzero(valid)[0]).all()
+    assert sampler.smallest_batch == 4
+    with pytest.raises(ConfigError, match="at least 30 examples"):
+        CyclicSampler(sizes, 30)
+
+
+def test_time_correlated_noise_has_the_covariance_of_its_encoder() -> None:
+    """``C^-1 Z`` over time: the empirical covariance of one coordinate's T values is
+    ``sigma^2 C^-1 C^-T``, agents are independent, and the stream stops at T steps with a clear error."""
+    rng = np.random.default_rng(1)
+    encoder = np.tril(rng.random((5, 5))) + np.eye(5)
+    noise = LocalCorrelatedNoise(3, encoder, 0.7)
+    draws = np.stack(list(itertools.islice(noise.noise_stream(np.random.default_rng(2), 40_000), 5)))  # (T, n, dim)
+    inverse = np.linalg.inv(encoder)
+    expected = 0.49 * inverse @ inverse.T
+    for agent in range(3):
+        np.testing.assert_allclose(np.cov(draws[:, agent, :]), expected, atol=0.02 * np.abs(expected).max())
+    assert abs(np.corrcoef(draws[2, 0], draws[2, 1])[0, 1]) < 0.02
+    stream = noise.noise_stream(rng, 2)
+    for _ in range(5):
+        next(stream)
+    with pytest.raises(ConfigError, match="factorized for 5 steps"):
+        next(stream)
+    with pytest.raises(ConfigError, match="lower triangular"):
+        LocalCorrelatedNoise(3, encoder.T, 1.0)
+
+
 def test_engine_rejects_inconsistent_inputs() -> None:
     task = _small_logistic()
     config = DSGDConfig(steps=1, step_size=StepSize(0.1))
@@ -181,7 +234,8 @@ def test_engine_rejects_inconsistent_inputs() -> None:
         run_dsgd(task, np.eye(task.n_agents), NoNoise(3), config)
     with pytest.raises(ConfigError):
         run_dsgd(whisper_quadratic(4), np.eye(4), NoNoise(4), DSGDConfig(1, StepSize(0.1), clip=1.0, clip_level="example"))
-    for bad in ({"steps": 0}, {"clip": 0.0}, {"clip_level": "layer"}, {"sampling": "shuffle"}, {"eval_every": 0}):
+    for bad in ({"steps": 0}, {"clip": 0.0}, {"clip_level": "layer"}, {"sampling": "shuffle"}, {"eval_every": 0},
+                {"sampling": "cyclic"}, {"cycle": 4}):
         with pytest.raises(ConfigError):
             DSGDConfig(**{"steps": 1, "step_size": StepSize(0.1), **bad})
     for eta in (0.0, -1.0, float("nan")):

@@ -8,6 +8,7 @@ from scipy.optimize import minimize
 from sklearn.linear_model import LogisticRegression as SklearnLogisticRegression
 
 from dpdl.data.a9a import load_a9a
+from dpdl.data.housing import load_california_housing
 from dpdl.errors import ConfigError
 from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.seeding import purpose_rng
@@ -74,6 +75,20 @@ def test_noise_free_dsgd_on_a9a_matches_centralized_sklearn_within_two_percent()
     reference_loss = float(np.mean(np.logaddexp(0.0, -margins)))
     assert 0.30 < reference_loss < 0.35
     assert result.final_metrics()["test_loss"] <= 1.02 * reference_loss
+
+
+def test_housing_task_reads_the_shared_copy_and_standardises_on_the_training_split() -> None:
+    features, values = load_california_housing()
+    assert features.shape == (20640, 8) and values.mean() == pytest.approx(206855.8, abs=0.1)  # shared/data README
+    assert features[:, 7].mean() == pytest.approx(3.870671, abs=1e-6)  # median income
+    task = build_task("housing-mlp", 10, seed=3, options=TaskOptions(partition="iid"))
+    assert task.agent_sizes.sum() == round(0.8 * 20640) and task.dim == 8 * 64 + 64 + 64 + 1
+    inputs, targets = task.inputs.numpy(), task.targets.numpy()
+    np.testing.assert_allclose(inputs.mean(axis=0), 0.0, atol=1e-5)
+    np.testing.assert_allclose(inputs.std(axis=0), 1.0, atol=1e-4)
+    assert targets.mean() == pytest.approx(0.0, abs=1e-5) and targets.std() == pytest.approx(1.0, abs=1e-4)
+    metrics = task.evaluate(np.zeros((10, task.dim)))  # predicting the training mean
+    assert metrics["test_loss"] == pytest.approx(1.0, abs=0.05) and "test_accuracy" not in metrics
 
 
 def test_unknown_task_and_bad_split_are_rejected() -> None:

@@ -57,6 +57,7 @@ def plot_panels(
     log_y: bool = True,
     bands: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]] | None = None,
     columns: int | None = None,
+    log_x: bool = False,
 ) -> Path:
     """One panel per key of ``grid`` (x values), each with the lines ``series[panel][label]``.
 
@@ -81,6 +82,8 @@ def plot_panels(
         ax.set_ylabel(ylabel)
         if log_y:
             ax.set_yscale("log")
+        if log_x:
+            ax.set_xscale("log")
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[len(grid):]:
         ax.set_visible(False)

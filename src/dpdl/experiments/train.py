@@ -31,6 +31,7 @@ DEFAULT_STEP_SIZES: dict[str, tuple[float, str]] = {
     "least-squares": (0.1, "constant"),
     "logreg-a9a": (0.1, "constant"),
     "mnist-mlp": (0.1, "constant"),
+    "housing-mlp": (0.05, "constant"),
 }
 
 

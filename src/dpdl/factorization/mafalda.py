@@ -33,12 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, cholesky
 
+from dpdl.accounting import gdp
 from dpdl.errors import ConfigError
 from dpdl.factorization.participation import Participation
 from dpdl.factorization.sensitivity import pattern_sensitivity
 from dpdl.factorization.workload import gossip_sequence
 
-__all__ = ["utility_gram", "Factorization", "optimize_local", "factor_gram", "local_loss", "local_sensitivity"]
+__all__ = ["utility_gram", "Factorization", "optimize_local", "factor_gram", "local_loss", "local_sensitivity", "noise_multiplier"]
 
 
 def _symmetric_fixed(weights: np.ndarray | Sequence[np.ndarray]) -> bool:
@@ -97,6 +98,14 @@ def local_loss(utility: np.ndarray, encoder: np.ndarray, participation: Particip
     gossiped models caused by noise of unit privacy (``sigma = 1``)."""
     inverse = np.linalg.inv(encoder)
     return local_sensitivity(encoder, participation) ** 2 * float(np.sum((inverse @ inverse.T) * utility))
+
+
+def noise_multiplier(encoder: np.ndarray, participation: Participation, row_sensitivity: float, eps: float, delta: float) -> float:
+    """sigma such that MF-D-SGD with noise ``C_local^-1 Z``, ``Z ~ N(0, sigma^2)``, is
+    ``(eps, delta)``-DP against LDP's attacker: ``mu = Delta sens(C_local) / sigma`` (Theorem 8;
+    under LDP ``B = sigma W_T C^-1`` is square and invertible, so ``sens(C; B) = sens(C_local)``,
+    checked in the tests), with the largest mu the budget allows (never above it)."""
+    return row_sensitivity * local_sensitivity(encoder, participation) / gdp.mu_for_budget(eps, delta)
 
 
 @dataclass(frozen=True)

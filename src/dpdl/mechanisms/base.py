@@ -17,7 +17,7 @@ Theorem 6), and how each agent samples its own noise from the seeds it holds
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,6 +164,12 @@ class NoiseMechanism:
         if self.generator.shape[1]:
             noise += self.generator @ rng.standard_normal((self.generator.shape[1], dim))
         return noise
+
+    def noise_stream(self, rng: np.random.Generator, dim: int) -> Iterator[np.ndarray]:
+        """Every step's noise in turn (the engine's path). Per-step designs draw independent steps
+        with :meth:`sample`; noise correlated over time overrides this."""
+        while True:
+            yield self.sample(rng, dim)
 
     def agent_noise(self, agent: int, seeds: SeedBook, step: int, dim: int) -> np.ndarray:
         """Agent ``agent``'s noise at ``step`` computed from the seeds in ``seeds`` only.

@@ -1,7 +1,7 @@
 """Simulation: the vectorized D-SGD engine, its samplers and step-size schedules."""
 
 from dpdl.simulation.dsgd import CLIP_LEVELS, DSGDConfig, DSGDResult, clip_rows, run_dsgd
-from dpdl.simulation.sampling import SAMPLERS, PoissonSampler, UniformSampler
+from dpdl.simulation.sampling import SAMPLERS, CyclicSampler, PoissonSampler, UniformSampler
 from dpdl.simulation.schedules import SCHEDULES, StepSize
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "SCHEDULES",
     "DSGDConfig",
     "DSGDResult",
+    "CyclicSampler",
     "PoissonSampler",
     "StepSize",
     "UniformSampler",

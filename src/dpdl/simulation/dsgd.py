@@ -22,8 +22,14 @@ from tqdm.auto import tqdm
 
 from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism
+from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
-from dpdl.simulation.sampling import PoissonSampler, UniformSampler
+from dpdl.simulation.sampling import (
+    SAMPLERS,
+    CyclicSampler,
+    PoissonSampler,
+    UniformSampler,
+)
 from dpdl.simulation.schedules import StepSize
 from dpdl.tasks.base import Task
 
@@ -49,6 +55,8 @@ class DSGDConfig:
     batch_size: int = 128
     sampling: str = "uniform"
     eval_every: int = 100
+    #: Batches per pass over the data for ``sampling="cyclic"`` (b of cyclic (k, b)-participation).
+    cycle: int | None = None
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -57,8 +65,10 @@ class DSGDConfig:
             raise ConfigError(f"the clipping threshold must be a finite number > 0, got {self.clip}")
         if self.clip_level not in CLIP_LEVELS:
             raise ConfigError(f"unknown clipping level {self.clip_level!r}; known: {', '.join(CLIP_LEVELS)}")
-        if self.sampling not in ("uniform", "poisson"):
-            raise ConfigError(f"unknown batch sampling {self.sampling!r}; known: uniform, poisson")
+        if self.sampling not in SAMPLERS:
+            raise ConfigError(f"unknown batch sampling {self.sampling!r}; known: {', '.join(SAMPLERS)}")
+        if (self.sampling == "cyclic") != (self.cycle is not None):
+            raise ConfigError("cyclic sampling needs the number of batches per cycle, and only it takes one")
         if self.eval_every < 1:
             raise ConfigError(f"eval_every must be >= 1, got {self.eval_every}")
 
@@ -75,13 +85,15 @@ class DSGDResult:
         return self.history[-1]
 
 
-def make_sampler(task: Task, config: DSGDConfig) -> UniformSampler | PoissonSampler | None:
+def make_sampler(task: Task, config: DSGDConfig) -> UniformSampler | PoissonSampler | CyclicSampler | None:
     """The batch sampler ``config`` asks for, or None for a full-gradient task."""
     sizes = task.agent_sizes
     if sizes is None:
-        if config.clip_level == "example" or config.sampling == "poisson":
+        if config.clip_level == "example" or config.sampling != "uniform":
             raise ConfigError(f"task {task.name!r} has no examples: use agent-level clipping and full gradients")
         return None
+    if config.sampling == "cyclic":
+        return CyclicSampler(sizes, int(config.cycle))
     cls = PoissonSampler if config.sampling == "poisson" else UniformSampler
     return cls(sizes, config.batch_size)
 
@@ -89,7 +101,7 @@ def make_sampler(task: Task, config: DSGDConfig) -> UniformSampler | PoissonSamp
 def run_dsgd(
     task: Task,
     weights: np.ndarray,
-    mechanism: NoiseMechanism,
+    mechanism: NoiseMechanism | LocalCorrelatedNoise,
     config: DSGDConfig,
     seed: int = 0,
     progress: bool = False,
@@ -107,7 +119,7 @@ def run_dsgd(
         raise ConfigError(f"the mechanism is for {mechanism.n} agents but the task has {n}")
     sampler = make_sampler(task, config)
     batch_rng = purpose_rng(seed, "batches")
-    noise_rng = purpose_rng(seed, "noise")
+    noise = None if mechanism.is_noiseless else mechanism.noise_stream(purpose_rng(seed, "noise"), task.dim)
     example_clip = config.clip if config.clip_level == "example" else None
     agent_clip = config.clip if config.clip_level == "agent" else None
     params = np.tile(task.initial_params(), (n, 1))
@@ -129,8 +141,8 @@ def run_dsgd(
         regulariser = task.regularizer_gradient(params)
         if regulariser is not None:
             grads += regulariser
-        if not mechanism.is_noiseless:
-            grads += mechanism.sample(noise_rng, task.dim)
+        if noise is not None:
+            grads += next(noise)
         params = weights @ (params - config.step_size(t) * grads)
         if t % config.eval_every == 0 or t == config.steps:
             record(t)

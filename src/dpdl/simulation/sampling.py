@@ -8,6 +8,9 @@ for every agent as one ``(n, B)`` index array (no Python loop over agents).
 - :class:`PoissonSampler`: every example joins its agent's batch independently with probability
   ``q_i = B / m_i`` (expected batch B), the sampling that example-level accounting by a
   Poisson-subsampled Gaussian assumes. Batches are padded to the largest one with weight 0.
+- :class:`CyclicSampler`: each agent's examples are shuffled once and cut into ``cycle`` batches
+  used in turn, so every example takes part once every ``cycle`` steps: the cyclic
+  ``(k, b)``-participation that matrix-factorization accounting assumes (MAFALDA-SGD Section 7.2).
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ import numpy as np
 from dpdl.errors import ConfigError
 from dpdl.tasks.base import Batch
 
-__all__ = ["UniformSampler", "PoissonSampler", "SAMPLERS"]
+__all__ = ["UniformSampler", "PoissonSampler", "CyclicSampler", "SAMPLERS"]
 
-SAMPLERS = ("uniform", "poisson")
+SAMPLERS = ("uniform", "poisson", "cyclic")
 
 
 class UniformSampler:
@@ -71,3 +74,42 @@ class PoissonSampler:
         indices[owners, column] = rows
         weights[owners, column] = 1.0 / self.batch_size
         return Batch(indices, weights)
+
+
+class CyclicSampler:
+    """Fixed batches in a fixed order: agent i's examples, shuffled once by the first call's
+    generator, are cut into ``cycle`` batches of sizes differing by at most one; step t uses batch
+    ``t mod cycle``. The batch mean gradient changes by at most ``2C / smallest batch`` when one
+    example is replaced (per-example clipping at C)."""
+
+    def __init__(self, sizes: np.ndarray, cycle: int) -> None:
+        self.sizes = np.asarray(sizes)
+        if cycle < 1:
+            raise ConfigError(f"a cycle has at least one batch, got {cycle}")
+        if cycle > self.sizes.min():
+            raise ConfigError(f"{cycle} batches per cycle need every agent to hold at least {cycle} examples; the smallest holds {self.sizes.min()}")
+        self.cycle = cycle
+        self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]])
+        self._batches: list[Batch] = []
+        self._step = 0
+
+    @property
+    def smallest_batch(self) -> int:
+        return int(self.sizes.min() // self.cycle)
+
+    def _cut(self, rng: np.random.Generator) -> list[Batch]:
+        width = -(-int(self.sizes.max()) // self.cycle)
+        indices = np.zeros((self.cycle, len(self.sizes), width), dtype=np.int64)
+        weights = np.zeros((self.cycle, len(self.sizes), width))
+        for agent, (start, size) in enumerate(zip(self.starts, self.sizes)):  # once per run, not per step
+            for batch, rows in enumerate(np.array_split(start + rng.permutation(size), self.cycle)):
+                indices[batch, agent, : len(rows)] = rows
+                weights[batch, agent, : len(rows)] = 1.0 / len(rows)
+        return [Batch(indices[b], weights[b]) for b in range(self.cycle)]
+
+    def sample(self, rng: np.random.Generator) -> Batch:
+        if not self._batches:
+            self._batches = self._cut(rng)
+        batch = self._batches[self._step % self.cycle]
+        self._step += 1
+        return batch

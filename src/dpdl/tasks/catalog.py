@@ -11,6 +11,7 @@ from torch import nn
 from torch.nn import functional
 
 from dpdl.data.a9a import load_a9a
+from dpdl.data.housing import load_california_housing
 from dpdl.data.idx import load_idx_dataset
 from dpdl.errors import ConfigError
 from dpdl.seeding import purpose_rng
@@ -22,7 +23,7 @@ from dpdl.tasks.torch_model import TorchModelTask
 
 __all__ = ["TaskOptions", "TASKS", "build_task", "train_test_split", "partition_labels"]
 
-TASKS = ("quadratic", "least-squares", "logreg-a9a", "mnist-mlp")
+TASKS = ("quadratic", "least-squares", "logreg-a9a", "mnist-mlp", "housing-mlp")
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ def build_task(name: str, n_agents: int, seed: int = 0, options: TaskOptions | N
         )
     if name == "mnist-mlp":
         return _mnist_mlp(n_agents, seed, options)
+    if name == "housing-mlp":
+        return _housing_mlp(n_agents, seed, options)
     raise ConfigError(f"unknown task {name!r}; known: {', '.join(TASKS)}")
 
 
@@ -102,4 +105,28 @@ def _mnist_mlp(n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask
     model = nn.Sequential(nn.Linear(28 * 28, options.hidden), nn.ReLU(), nn.Linear(options.hidden, 10))
     return TorchModelTask(
         "mnist-mlp", model, _cross_entropy, images[train], labels[train], parts, images[test], labels[test], options.l2
+    )
+
+
+def _squared_error(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return (outputs.squeeze(-1) - targets) ** 2
+
+
+def _housing_mlp(n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
+    """California housing regression with a one-hidden-layer ReLU network, mean squared error
+    (MAFALDA-SGD Section 7.2: width 64). Features and target are standardised with the training
+    split's statistics, so predicting the mean scores a test loss of about 1. Label-based
+    partitions use the target's deciles as labels."""
+    features, values = load_california_housing()
+    train, test = train_test_split(len(values), options.test_fraction, purpose_rng(seed, "train/test split"))
+    mean, std = features[train].mean(axis=0), features[train].std(axis=0)
+    inputs = ((features - mean) / std).astype(np.float32)
+    targets = ((values - values[train].mean()) / values[train].std()).astype(np.float32)
+    deciles = np.searchsorted(np.quantile(targets[train], np.linspace(0.1, 0.9, 9)), targets[train])
+    parts = partition_labels(deciles, n_agents, options, purpose_rng(seed, "partition"))
+    torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
+    model = nn.Sequential(nn.Linear(features.shape[1], options.hidden), nn.ReLU(), nn.Linear(options.hidden, 1))
+    return TorchModelTask(
+        "housing-mlp", model, _squared_error, inputs[train], targets[train], parts, inputs[test], targets[test], options.l2,
+        classification=False,
     )

@@ -18,14 +18,23 @@ from pathlib import Path
 from types import ModuleType
 
 from dpdl.errors import ConfigError
-from dpdl.experiments.reproduce import corn_mnist, decor_fig1, whisper_logreg, whisper_quadratic, whisper_seeds, whisper_variance
+from dpdl.experiments.reproduce import (
+    corn_mnist,
+    decor_fig1,
+    mafalda_housing,
+    whisper_logreg,
+    whisper_quadratic,
+    whisper_seeds,
+    whisper_variance,
+)
 from dpdl.experiments.reproduce.report import write_report, write_rows
 from dpdl.experiments.reproduce.runner import job_key, run_jobs
 
 __all__ = ["REPRODUCTIONS", "reproduce"]
 
 REPRODUCTIONS: dict[str, ModuleType] = {
-    module.NAME: module for module in (whisper_variance, whisper_seeds, whisper_quadratic, whisper_logreg, corn_mnist, decor_fig1)
+    module.NAME: module
+    for module in (whisper_variance, whisper_seeds, whisper_quadratic, whisper_logreg, corn_mnist, decor_fig1, mafalda_housing)
 }
 
 

@@ -71,6 +71,9 @@ class Training:
     #: once, its choice then reused across the sweep, where tuning every point costs too much
     #: (the papers tune every point); empty: every point is tuned.
     tune_at: Mapping[str, Any] = field(default_factory=dict)
+    #: Batches per pass over the data for cyclic participation (MAFALDA-SGD), which replaces
+    #: ``batch_size`` in the jobs; None: batches are sampled.
+    cycle: int | None = None
 
 
 @dataclass(frozen=True)
@@ -120,17 +123,18 @@ class Point:
 def _base(panel: Panel, x: float, method: str, calibration: str) -> Job:
     training = panel.training
     settings = panel.settings(x, method)
+    batches = {"batch_size": training.batch_size} if training.cycle is None else {"cycle": training.cycle}
     return {
         "task": training.task, "graph": settings["graph"], "n": int(settings["n"]), "p": float(settings["p"]),
         "eps": float(settings["eps"]), "method": method, "calibration": calibration, "steps": training.steps,
-        "schedule": training.schedule, "batch_size": training.batch_size, "clip_level": training.clip_level,
-        "version": VERSION,
+        "schedule": training.schedule, **batches, "clip_level": training.clip_level, "version": VERSION,
     }
 
 
-#: The fields of a job: :func:`_base`'s, then :func:`_grid`'s and the seed.
-_JOB_KEYS = ("task", "graph", "n", "p", "eps", "method", "calibration", "steps", "schedule", "batch_size", "clip_level",
-             "version", "lr", "clip", "decor_couple", "seed")
+#: The fields a job may have: :func:`_base`'s (``batch_size`` or ``cycle``), then :func:`_grid`'s
+#: and the seed.
+_JOB_KEYS = ("task", "graph", "n", "p", "eps", "method", "calibration", "steps", "schedule", "batch_size", "cycle",
+             "clip_level", "version", "lr", "clip", "decor_couple", "seed")
 
 
 def _grid(training: Training, method: str) -> Iterator[dict[str, Any]]:
@@ -195,7 +199,7 @@ def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]]) ->
 
 def _rows_by_key(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Rows (job fields and results) by the key of their job."""
-    return {_key({key: row[key] for key in _JOB_KEYS}): row for row in rows}
+    return {_key({key: row[key] for key in _JOB_KEYS if key in row}): row for row in rows}
 
 
 def final_jobs(study: Study, tuning_rows: list[dict[str, Any]]) -> list[Job]:
