@@ -22,6 +22,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_example_clipping.py
+	$(BIN)/python benchmarks/bench_mafalda.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

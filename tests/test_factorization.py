@@ -34,6 +34,7 @@ from dpdl.factorization.mafalda import (
     local_loss,
     local_sensitivity,
     optimize_local,
+    restarted,
     utility_gram,
 )
 from dpdl.factorization.sensitivity import pattern_sensitivity
@@ -265,3 +266,33 @@ def test_bad_inputs_are_named() -> None:
         agent_sensitivities(attacker_knowledge(dp_dsgd(WEIGHTS, STEPS), LDP()), Participation.every_step(3))
     with pytest.raises(ConfigError, match="per-row sensitivity"):
         knowledge_epsilon(attacker_knowledge(dp_dsgd(WEIGHTS, STEPS), LDP()), Participation.every_step(STEPS), 0.0, 1e-5)
+
+
+def test_correlation_restarts_factorize_blocks_at_the_predicted_cost() -> None:
+    """An encoder restarted every B steps has sensitivity sqrt(T / B) under cyclic participation, and its
+    loss on the full horizon is T / B times the block's loss on the summed diagonal blocks of H; it sits
+    between the full-horizon optimum and independent noise."""
+    steps, block, b = 24, 8, 4
+    participation = Participation.cyclic(steps, steps // b, b)
+    utility = utility_gram(WEIGHTS, steps)
+    block_utility = utility_gram(WEIGHTS, steps, block=block)
+    np.testing.assert_allclose(block_utility, sum(utility[o : o + block, o : o + block] for o in range(0, steps, block)), rtol=1e-12)
+    np.testing.assert_allclose(block_utility, utility_gram([WEIGHTS] * steps, steps, block=block), rtol=1e-10)
+    result = optimize_local(block_utility, Participation.cyclic(block, block // b, b))
+    encoder = restarted(result.encoder, steps)
+    assert local_sensitivity(encoder, participation) ** 2 == pytest.approx(steps / block)
+    loss = local_loss(utility, encoder, participation)
+    assert loss == pytest.approx(steps / block * result.loss, rel=1e-9)
+    assert optimize_local(utility, participation).loss < loss < local_loss(utility, np.eye(steps), participation)
+    with pytest.raises(ConfigError, match="whole number of blocks"):
+        utility_gram(WEIGHTS, steps, block=7)
+
+
+def test_renyi_divergence_of_the_gaussian_mechanism() -> None:
+    """alpha mu^2 / 2 equals the Renyi divergence of N(mu, 1) from N(0, 1) computed by quadrature."""
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    mu, alpha = 0.8, 2.5
+    integral = quad(lambda x: norm.pdf(x, mu) ** alpha * norm.pdf(x) ** (1 - alpha), -20, 20)[0]
+    assert gdp.renyi(mu, alpha) == pytest.approx(np.log(integral) / (alpha - 1), rel=1e-9)

@@ -27,7 +27,10 @@ def test_run_jobs_caches_results_and_resumes(tmp_path) -> None:
     assert len(list(tmp_path.glob("*.json"))) == 5
 
 
-@pytest.mark.parametrize(("name", "figure", "claims"), [("whisper-variance", "trace_WRW.png", 5), ("whisper-seeds", "objective_vs_seeds.png", 3)])
+@pytest.mark.parametrize(
+    ("name", "figure", "claims"),
+    [("whisper-variance", "trace_WRW.png", 5), ("whisper-seeds", "objective_vs_seeds.png", 3), ("mafalda-pndp", "pndp_by_distance.png", 1)],
+)
 def test_quick_reproductions_write_figures_and_confirm_the_claims(tmp_path, name: str, figure: str, claims: int) -> None:
     assert name in REPRODUCTIONS
     report = reproduce(name, tmp_path, quick=True, workers=2, progress=False)

@@ -25,7 +25,7 @@ from scipy.special import log_ndtr, ndtr
 
 from dpdl.errors import PrivacyParameterError
 
-__all__ = ["delta", "epsilon", "mu_for_budget", "compose", "check_budget"]
+__all__ = ["delta", "epsilon", "mu_for_budget", "compose", "check_budget", "renyi"]
 
 
 def check_budget(eps: float, delta_: float) -> None:
@@ -90,3 +90,11 @@ def mu_for_budget(eps: float, delta_: float) -> float:
     while delta(eps, upper) <= delta_:
         upper *= 2.0
     return _bisect_floats(lambda m: delta(eps, m) > delta_, 0.0, upper)[0]
+
+
+def renyi(mu: float, alpha: float) -> float:
+    """Renyi DP of order ``alpha > 1`` of a mu-GDP Gaussian mechanism, ``alpha mu^2 / 2`` (the Renyi
+    divergence of N(mu, 1) from N(0, 1); Mironov 2017, Proposition 7)."""
+    if not alpha > 1.0:
+        raise PrivacyParameterError(f"the Renyi order must be > 1, got {alpha}")
+    return alpha * mu * mu / 2.0

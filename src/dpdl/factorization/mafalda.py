@@ -39,34 +39,55 @@ from dpdl.factorization.participation import Participation
 from dpdl.factorization.sensitivity import pattern_sensitivity
 from dpdl.factorization.workload import gossip_sequence
 
-__all__ = ["utility_gram", "Factorization", "optimize_local", "factor_gram", "local_loss", "local_sensitivity", "noise_multiplier"]
+__all__ = ["utility_gram", "restarted", "Factorization", "optimize_local", "factor_gram", "local_loss", "local_sensitivity", "noise_multiplier"]
 
 
 def _symmetric_fixed(weights: np.ndarray | Sequence[np.ndarray]) -> bool:
     return isinstance(weights, np.ndarray) and weights.ndim == 2 and np.allclose(weights, weights.T, atol=1e-12)
 
 
-def utility_gram(weights: np.ndarray | Sequence[np.ndarray], steps: int) -> np.ndarray:
-    """``H = sum_i A_i^T A_i`` of Lemma 12 (``T x T``), by the cheapest route the gossip allows."""
+def utility_gram(weights: np.ndarray | Sequence[np.ndarray], steps: int, block: int | None = None) -> np.ndarray:
+    """``H = sum_i A_i^T A_i`` of Lemma 12 (``T x T``), by the cheapest route the gossip allows.
+
+    With ``block``, the sum of H's diagonal ``block x block`` blocks: the utility Gram matrix of one
+    block of an encoder whose correlation restarts every ``block`` steps (:func:`restarted`).
+    """
     sequence = gossip_sequence(weights, steps)
-    lag = np.abs(np.subtract.outer(np.arange(steps), np.arange(steps)))
-    remaining = steps - np.maximum.outer(np.arange(steps), np.arange(steps))  # T - max(t, s) >= 1
+    size = block or steps
+    if block is not None and (block < 1 or steps % block):
+        raise ConfigError(f"correlation restarts need the {steps} steps to be a whole number of blocks, got block={block}")
+    inside = np.arange(size)
+    lag = np.abs(np.subtract.outer(inside, inside))
+    latest = np.maximum.outer(inside, inside)
+    gram = np.zeros((size, size))
     if _symmetric_fixed(weights):
-        gram = np.zeros((steps, steps))
         for value in np.linalg.eigvalsh(sequence[0]):
             powers = value ** np.arange(steps + 2)
-            geometric = np.concatenate([[0.0], np.cumsum(powers[: steps] ** 2)])  # sum_{j < L} l^(2j)
-            gram += powers[np.minimum(lag + 2, steps + 1)] * (lag + 2 <= steps + 1) * geometric[remaining]
+            geometric = np.concatenate([[0.0], np.cumsum(powers[:steps] ** 2)])  # sum_{j < L} l^(2j)
+            for offset in range(0, steps, size):
+                gram += powers[np.minimum(lag + 2, steps + 1)] * geometric[steps - offset - latest]
         return gram
     n = sequence[0].shape[0]
-    gram = np.zeros((steps, steps))
+    full = np.zeros((steps, steps))
     blocks = np.zeros((0, n, n))  # F blocks (i, t) for t <= i, current row i
     for i in range(steps):
         blocks = np.concatenate([blocks, np.eye(n)[None]])
-        blocks = np.einsum("ab,tbc->tac", sequence[i], blocks)
+        blocks = sequence[i] @ blocks
         flat = blocks.reshape(i + 1, -1)
-        gram[: i + 1, : i + 1] += flat @ flat.T
+        full[: i + 1, : i + 1] += flat @ flat.T
+    for offset in range(0, steps, size):
+        gram += full[offset : offset + size, offset : offset + size]
     return gram
+
+
+def restarted(block_encoder: np.ndarray, steps: int) -> np.ndarray:
+    """The encoder that restarts ``block_encoder``'s correlation every ``len(block_encoder)`` steps
+    (correlation restarts, Pillutla et al. 2025): ``I_(T/B) (x) C_block``. Its noise costs
+    ``O(B)`` memory per agent instead of ``O(T)``, and its factorization ``O(B^3)`` per L-BFGS step."""
+    size = len(block_encoder)
+    if steps % size:
+        raise ConfigError(f"{steps} steps are not a whole number of blocks of {size}")
+    return np.kron(np.eye(steps // size), block_encoder)
 
 
 def _pattern_labels(participation: Participation) -> np.ndarray:

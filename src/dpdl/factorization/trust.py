@@ -118,7 +118,8 @@ def attacker_knowledge(algorithm: LinearAlgorithm, trust: TrustModel) -> Knowled
     known_seeds = algorithm.holders[:, attackers].any(axis=1)
     honest_columns = ~attackers[algorithm.agent_of_row()]
     workload = algorithm.gradients[observed] * honest_columns[None, :]
-    seeds = np.eye(algorithm.noise.shape[1])[known_seeds]
+    seeds = np.zeros((int(known_seeds.sum()), algorithm.noise.shape[1]))
+    seeds[np.arange(len(seeds)), np.flatnonzero(known_seeds)] = 1.0
     decoder = np.vstack([algorithm.noise[observed], seeds])
     workload = np.vstack([workload, np.zeros((seeds.shape[0], workload.shape[1]))])
     structured = None

@@ -186,6 +186,16 @@ def _largest_component(graph: nx.Graph) -> nx.Graph:
     return relabel_consecutive(graph.subgraph(nodes).copy())
 
 
+def _breadth_first_sample(graph: nx.Graph, size: int) -> nx.Graph:
+    """The subgraph induced by the first ``size`` nodes a breadth-first search reaches from the
+    highest-degree node (lowest id on a tie): connected, and deterministic."""
+    if size > graph.number_of_nodes():
+        raise GraphError(f"cannot sample {size} nodes from a graph of {graph.number_of_nodes()}")
+    start = max(graph.nodes, key=lambda node: (graph.degree(node), -node))
+    order = [start, *(v for _, v in nx.bfs_edges(graph, start, sort_neighbors=sorted))]
+    return relabel_consecutive(graph.subgraph(order[:size]).copy())
+
+
 def _facebook_ego(ego: int, include_ego: bool) -> nx.Graph:
     """Ego network ``ego`` of SNAP ego-Facebook: the alters' friendships (largest component).
 
@@ -210,6 +220,8 @@ REAL_GRAPHS: dict[str, str] = {
     "largest component of the alters' friendships",
     "facebook": "SNAP ego-Facebook combined graph (4039 nodes, 88234 edges)",
     "gnutella": "SNAP p2p-Gnutella08 overlay, largest connected component (6299 nodes)",
+    "gnutella-<k>": "the first k nodes a breadth-first search of the Gnutella overlay reaches from its best-connected "
+    "peer, with their links (a connected sample of a real P2P overlay)",
     "collegemsg": "UC Irvine CollegeMsg messages as a static undirected graph, largest component",
 }
 
@@ -233,6 +245,11 @@ def real_graph(name: str) -> nx.Graph:
         return read_edgelist(shared_data_file("facebook/facebook_combined.txt.gz"))
     if name == "gnutella":
         return _largest_component(read_edgelist(shared_data_file("gnutella/p2p-Gnutella08.txt.gz")))
+    if name.startswith("gnutella-"):
+        suffix = name.removeprefix("gnutella-")
+        if not suffix.isdigit() or int(suffix) < 2:
+            raise GraphError(f"a Gnutella sample is named gnutella-<k> with k >= 2 nodes, got {name!r}")
+        return _breadth_first_sample(real_graph("gnutella"), int(suffix))
     if name == "collegemsg":
         graph = nx.Graph()
         with gzip.open(shared_data_file("collegemsg/collegemsg.csv.gz"), "rt", newline="") as handle:

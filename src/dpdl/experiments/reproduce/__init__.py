@@ -22,6 +22,7 @@ from dpdl.experiments.reproduce import (
     corn_mnist,
     decor_fig1,
     mafalda_housing,
+    mafalda_pndp,
     whisper_logreg,
     whisper_quadratic,
     whisper_seeds,
@@ -34,7 +35,7 @@ __all__ = ["REPRODUCTIONS", "reproduce"]
 
 REPRODUCTIONS: dict[str, ModuleType] = {
     module.NAME: module
-    for module in (whisper_variance, whisper_seeds, whisper_quadratic, whisper_logreg, corn_mnist, decor_fig1, mafalda_housing)
+    for module in (whisper_variance, whisper_seeds, whisper_quadratic, whisper_logreg, corn_mnist, decor_fig1, mafalda_pndp, mafalda_housing)
 }
 
 
