@@ -170,6 +170,14 @@ def test_exact_pattern_sensitivity_is_attained_and_below_the_bound() -> None:
 
     best = max(-minimize(negative, rng.standard_normal(16)).fun for _ in range(30))
     assert best == pytest.approx(exact, rel=1e-5)
+    assert best <= exact * (1 + 1e-9)  # a certified upper bound
+    for seed in range(5):  # and CVXPY's SDP optimum, on PSD blocks with negative entries
+        factor = np.random.default_rng(seed).standard_normal((4, 6))
+        block = factor.T @ factor
+        directions = cp.Variable((6, 6), PSD=True)
+        problem = cp.Problem(cp.Maximize(cp.trace(block @ directions)), [cp.diag(directions) <= 1])
+        problem.solve()
+        assert pattern_sensitivity(block, "exact") == pytest.approx(problem.value, rel=1e-5)
     assert exact <= pattern_sensitivity(gram, "bound") + 1e-9
     nonnegative = np.abs(gram)
     assert pattern_sensitivity(nonnegative, "exact") == pytest.approx(nonnegative.sum())

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 
 from dpdl.errors import ConfigError
 from dpdl.factorization.workload import (
@@ -73,7 +74,7 @@ class LinearAlgorithm:
 
 
 def _broadcast(
-    name: str, sequence: list[np.ndarray], steps: int, workload: np.ndarray, injection: np.ndarray, encoder: np.ndarray | None
+    name: str, sequence: list[np.ndarray], steps: int, workload: np.ndarray, injection: sparse.spmatrix, encoder: np.ndarray | None
 ) -> LinearAlgorithm:
     """An algorithm in which, at gossip round r, agent u sends one message to every v with
     ``W_r[v, u] > 0``: messages ``workload (G + injection Z)``; seed j is held by the agents whose
@@ -81,10 +82,12 @@ def _broadcast(
     n = sequence[0].shape[0]
     senders = np.tile(np.arange(n), len(sequence))
     receivers = np.concatenate([(w.T > 0) & ~np.eye(n, dtype=bool) for w in sequence])
+    injection = sparse.csr_matrix(injection)  # block structured: dense products would cost (n T)^3
     holders = np.zeros((injection.shape[1], n), dtype=bool)
-    rows, cols = np.nonzero(injection)
+    rows, cols = injection.nonzero()
     holders[cols, rows % n] = True
-    return LinearAlgorithm(name, n, steps, workload, workload @ injection, senders, receivers, holders, encoder)
+    noise = np.asarray((injection.T @ workload.T).T)
+    return LinearAlgorithm(name, n, steps, workload, noise, senders, receivers, holders, encoder)
 
 
 def local_encoder(local: np.ndarray, n: int) -> np.ndarray:
@@ -107,7 +110,7 @@ def mf_dsgd(weights: np.ndarray, steps: int, encoder: np.ndarray, sigma: float =
         raise ConfigError(f"the encoder must be (n T) x (n T) = {n * steps} x {n * steps}, got {encoder.shape}")
     if np.linalg.matrix_rank(encoder) < n * steps:
         raise ConfigError("the encoder C must be invertible (the noise is C^-1 Z)")
-    return _broadcast(name, sequence, steps, gossip_workload(sequence, steps), sigma * np.linalg.inv(encoder), encoder / sigma)
+    return _broadcast(name, sequence, steps, gossip_workload(sequence, steps), sigma * sparse.csr_matrix(np.linalg.inv(encoder)), encoder / sigma)
 
 
 def antipgd(weights: np.ndarray, steps: int, sigma: float = 1.0) -> LinearAlgorithm:
@@ -121,9 +124,9 @@ def muffliato(weights: np.ndarray, steps: int, rounds: int, sigma: float = 1.0) 
     gradient step, each round a message (A.4); one round is DP-D-SGD (A.2)."""
     sequence = gossip_sequence(weights, steps * rounds)
     n = sequence[0].shape[0]
-    identity = np.eye(n * steps)
     name = "DP-D-SGD" if rounds == 1 else f"Muffliato-SGD (K={rounds})"
-    return _broadcast(name, sequence, steps, muffliato_workload(sequence, steps, rounds), sigma * identity, identity / sigma)
+    injection = sigma * sparse.identity(n * steps, format="csr")
+    return _broadcast(name, sequence, steps, muffliato_workload(sequence, steps, rounds), injection, np.eye(n * steps) / sigma)
 
 
 def from_mechanism(mechanism: NoiseMechanism, weights: np.ndarray, steps: int) -> LinearAlgorithm:
@@ -132,7 +135,7 @@ def from_mechanism(mechanism: NoiseMechanism, weights: np.ndarray, steps: int) -
     n = mechanism.n
     generator = mechanism.generator.toarray() if hasattr(mechanism.generator, "toarray") else np.asarray(mechanism.generator)
     private = np.sqrt(mechanism.private_variances)
-    injection = np.kron(np.eye(steps), np.hstack([np.diag(private), generator]))
+    injection = sparse.kron(sparse.identity(steps), np.hstack([np.diag(private), generator]), format="csr")
     encoder = None
     if (private > 0).all():
         encoder = np.kron(np.eye(steps), np.vstack([np.diag(1.0 / private), np.zeros((generator.shape[1], n))]))
