@@ -34,13 +34,7 @@ from threadpoolctl import threadpool_limits
 from dpdl.accounting import gdp
 from dpdl.experiments.plots import plt
 from dpdl.experiments.reproduce.report import Claim
-from dpdl.factorization import (
-    PNDP,
-    Participation,
-    agent_sensitivities,
-    attacker_knowledge,
-    dp_dsgd,
-)
+from dpdl.factorization import PNDP, LinearAlgorithm, Participation, agent_sensitivities, attacker_knowledge, dp_dsgd
 from dpdl.graphs import build_graph, mixing_matrix
 
 __all__ = ["NAME", "jobs", "run_job", "analyse", "muffliato_renyi", "GRAPHS"]
