@@ -7,6 +7,9 @@ rest of the file, other scripts' sections included, alone.
 
 from __future__ import annotations
 
+import datetime
+import os
+import platform
 from pathlib import Path
 
 #: ``BENCHMARKS.md`` at the repository root.
@@ -32,3 +35,13 @@ def write_section(text: str, start: str, end: str, path: Path = BENCHMARKS_FILE)
         return
     after = current[last + len(end) :].removeprefix("\n")
     path.write_text(current[:first] + text + after)
+
+
+def measured(libraries: str) -> str:
+    """The line that dates a section: UTC time, CPUs, ``libraries`` (versions and threads), Python,
+    and the load average when the measurement ended."""
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    return (
+        f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; CPUs: {os.cpu_count()}; {libraries}; "
+        f"Python {platform.python_version()}; load average at the end (1, 5, 15 min): {load}."
+    )

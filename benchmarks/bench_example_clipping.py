@@ -20,9 +20,6 @@ Target: the ghost path at least 10x faster than vmap. Figures go to stdout and, 
 
 from __future__ import annotations
 
-import datetime
-import os
-import platform
 import time
 from collections.abc import Callable
 
@@ -33,7 +30,7 @@ from dpdl.simulation.sampling import PoissonSampler, UniformSampler
 from dpdl.tasks.catalog import build_task
 from dpdl.tasks.torch_model import TorchModelTask
 
-from _report import markers, write_section  # benchmarks/_report.py
+from _report import markers, measured, write_section  # benchmarks/_report.py
 
 BATCH, CLIP, REPEATS, CALLS = 64, 1.0, 3, 10
 
@@ -73,13 +70,11 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = {n: measure(n) for n in (16, 20)}
     start, end = markers("bench_example_clipping")
-    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     lines = [
         start,
         "## Per-example clipping (`benchmarks/bench_example_clipping.py`)",
         "",
-        f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; CPUs: {os.cpu_count()}; "
-        f"torch {torch.__version__} (1 thread); Python {platform.python_version()}; load average at the end (1, 5, 15 min): {load}.",
+        measured(f"torch {torch.__version__} (1 thread)"),
         "",
         f"MNIST network 784-64-10 (d = 50890), Poisson batches of expected size {BATCH}, per-example clipping at C = {CLIP:g}; "
         f"one `TorchModelTask.gradients` call for all agents, best of {REPEATS} x {CALLS} calls.",

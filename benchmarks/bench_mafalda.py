@@ -21,13 +21,10 @@ Run from the repository root: ``.venv/bin/python benchmarks/bench_mafalda.py`` (
 
 from __future__ import annotations
 
-import datetime
-import os
-import platform
 import time
 
 import numpy as np
-from _report import markers, write_section  # benchmarks/_report.py
+from _report import markers, measured, write_section  # benchmarks/_report.py
 
 from dpdl.factorization.mafalda import (
     local_loss,
@@ -69,13 +66,11 @@ def main() -> None:
     restart_identity = local_loss(full_utility, np.eye(RESTART_STEPS), participation)
 
     start, end = markers("bench_mafalda")
-    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     lines = [
         start,
         "## MAFALDA-SGD factorization (`benchmarks/bench_mafalda.py`)",
         "",
-        f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; CPUs: {os.cpu_count()}; "
-        f"numpy {np.__version__}; Python {platform.python_version()}; load average at the end (1, 5, 15 min): {load}.",
+        measured(f"numpy {np.__version__} (BLAS threads: default)"),
         "",
         f"Facebook ego 414 (n = {n}), Metropolis-Hastings W, cyclic participation b = {CYCLE}, k = T / {CYCLE}. "
         "Loss = sens^2 tr(H X^-1) (Lemma 12); DP-D-SGD is C = I.",
