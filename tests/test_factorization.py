@@ -30,13 +30,7 @@ from dpdl.factorization import (
     zip_dl,
 )
 from dpdl.factorization.algorithms import local_encoder
-from dpdl.factorization.mafalda import (
-    local_loss,
-    local_sensitivity,
-    optimize_local,
-    restarted,
-    utility_gram,
-)
+from dpdl.factorization.mafalda import local_loss, local_sensitivity, optimize_local, restarted, utility_gram
 from dpdl.factorization.sensitivity import pattern_sensitivity
 from dpdl.factorization.workload import gossip_blocks, muffliato_workload
 from dpdl.graphs import erdos_renyi, metropolis_hastings, ring

@@ -24,11 +24,7 @@ import numpy as np
 from scipy import sparse
 
 from dpdl.errors import ConfigError
-from dpdl.factorization.workload import (
-    gossip_sequence,
-    gossip_workload,
-    muffliato_workload,
-)
+from dpdl.factorization.workload import gossip_sequence, gossip_workload, muffliato_workload
 from dpdl.mechanisms.base import NoiseMechanism
 
 __all__ = ["LinearAlgorithm", "dp_dsgd", "mf_dsgd", "antipgd", "muffliato", "from_mechanism", "zip_dl", "local_encoder"]

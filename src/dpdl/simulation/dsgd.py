@@ -24,12 +24,7 @@ from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
-from dpdl.simulation.sampling import (
-    SAMPLERS,
-    CyclicSampler,
-    PoissonSampler,
-    UniformSampler,
-)
+from dpdl.simulation.sampling import SAMPLERS, CyclicSampler, PoissonSampler, UniformSampler
 from dpdl.simulation.schedules import StepSize
 from dpdl.tasks.base import Task
 

@@ -31,20 +31,8 @@ from threadpoolctl import threadpool_limits
 from dpdl.accounting import gdp
 from dpdl.experiments.plots import plot_panels
 from dpdl.experiments.reproduce.report import Claim
-from dpdl.experiments.reproduce.tradeoff import (
-    Panel,
-    Study,
-    Training,
-    final_jobs,
-    summarise,
-    tuning_jobs,
-)
-from dpdl.factorization.mafalda import (
-    local_sensitivity,
-    noise_multiplier,
-    optimize_local,
-    utility_gram,
-)
+from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training, final_jobs, summarise, tuning_jobs
+from dpdl.factorization.mafalda import local_sensitivity, noise_multiplier, optimize_local, utility_gram
 from dpdl.factorization.participation import Participation
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
