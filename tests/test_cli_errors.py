@@ -19,6 +19,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dpdl.cli import main
@@ -130,6 +131,7 @@ def test_no_command_is_a_usage_error(run_main):
         (["train", "--help"], "usage: dpdl train", ["--eps", "--delta", "--graph", "--mechanism", "--out"]),
         (["demo", "--help"], "usage: dpdl demo", ["--steps", "--eps", "--out"]),
         (["reproduce", "--help"], "usage: dpdl reproduce", ["--list", "--quick", "--parts", "--workers"]),
+        (["factorize", "--help"], "usage: dpdl factorize", ["--participations", "--batches", "--restart", "--eps", "--out"]),
     ],
 )
 def test_help(run_main, args, usage, words):
@@ -138,6 +140,29 @@ def test_help(run_main, args, usage, words):
     assert result.stdout.startswith(usage)
     assert all(word in result.stdout for word in words)
     assert result.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "args, keyword",
+    [(["--restart", "7"], "restart"), (["--eps", "0"], "epsilon"), (["--graph", "edgelist:/nonexistent"], "not found")],
+)
+def test_bad_factorize_requests_give_one_error_line(run_main, tmp_path, args, keyword):
+    result = run_main(["factorize", "--graph", "florentine", "--participations", "2", "--batches", "5", *args, "--out", str(tmp_path / "f")])
+    assert_one_line_error(result, keyword)
+
+
+def test_factorize_reports_the_encoders_and_saves_mafaldas(run_main, tmp_path):
+    """k = 4 passes: independent noise has sensitivity sqrt(4) = 2, MAFALDA's encoder 1 and a lower loss;
+    the saved encoder is the lower-triangular one that was reported."""
+    result = run_main(["factorize", "--graph", "florentine", "--participations", "4", "--batches", "5", "--out", str(tmp_path), "--json"])
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    rows = {row["method"]: row for row in summary["rows"]}
+    assert rows["dp-dsgd"]["sensitivity"] == pytest.approx(2.0) and rows["mafalda"]["sensitivity"] == pytest.approx(1.0)
+    assert rows["mafalda"]["loss_ratio_to_dp_dsgd"] < 1.0 < rows["antipgd"]["loss_ratio_to_dp_dsgd"]
+    assert rows["mafalda"]["sigma_per_unit_sensitivity"] == pytest.approx(rows["dp-dsgd"]["sigma_per_unit_sensitivity"] / 2)
+    encoder = np.load(tmp_path / "encoder.npy")
+    assert encoder.shape == (20, 20) and not np.triu(encoder, 1).any()
 
 
 # --------------------------------------------------------------------------- real subprocesses

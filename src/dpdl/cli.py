@@ -1,4 +1,4 @@
-"""The ``dpdl`` command line: ``train``, ``noise``, ``audit``, ``reproduce``, ``demo`` (``--help`` on each).
+"""The ``dpdl`` command line: ``train``, ``noise``, ``audit``, ``factorize``, ``reproduce``, ``demo`` (``--help`` on each).
 
 Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback.
 """
@@ -168,6 +168,29 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_audit)
 
 
+def _factorize_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "factorize",
+        help="MAFALDA-SGD's noise correlation for a graph and cyclic participation, against DP-D-SGD and AntiPGD",
+        description="Optimise the local encoder of MAFALDA-SGD (Lemma 12, L-BFGS) for the graph's gossip under cyclic "
+        "(k, b)-participation; print each encoder's sensitivity, the error its noise causes (sens^2 tr(H X^-1)) and the "
+        "noise multiplier it needs for (eps, delta)-DP under LDP per unit of gradient sensitivity; save the encoder.",
+    )
+    add_graph_arguments(parser)
+    add_graph_seed_argument(parser)
+    group = parser.add_argument_group("participation and budget")
+    group.add_argument("--participations", type=_positive_int, default=20, help="k: passes over the data (default 20)")
+    group.add_argument("--batches", type=_positive_int, default=19, help="b: batches per pass, steps between participations (default 19)")
+    group.add_argument("--restart", type=_positive_int, default=None,
+                       help="restart the correlation every this many steps (a multiple of b dividing T = k b); default: never")
+    group.add_argument("--eps", type=float, default=10.0, help="target epsilon for the noise multipliers (default 10)")
+    group.add_argument("--delta", type=float, default=1e-6, help="target delta (default 1e-6)")
+    group = parser.add_argument_group("output")
+    group.add_argument("--out", type=Path, default=None, help="results folder (default results/factorize/<graph>-k<k>-b<b>)")
+    group.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
+    parser.set_defaults(handler=_factorize)
+
+
 def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "reproduce",
@@ -208,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     _train_parser(sub)
     _noise_parser(sub)
     _audit_parser(sub)
+    _factorize_parser(sub)
     _reproduce_parser(sub)
     _demo_parser(sub)
     return parser
@@ -302,6 +326,24 @@ def _audit(args: argparse.Namespace) -> int:
     print(f"\nresults: {args.out}")
     if args.json:
         print(json.dumps(json_safe({"rows": [report.as_dict() for report in reports]})))
+    return 0
+
+
+def _factorize(args: argparse.Namespace) -> int:
+    from dpdl.experiments.factorize import factorize, write_factorize
+
+    graph, weights = _graph_and_weights(args)
+    result = factorize(weights, args.participations, args.batches, args.eps, args.delta, args.restart)
+    name = f"{args.graph.replace(':', '_').replace('/', '_')}-k{args.participations}-b{args.batches}"
+    table, summary, folder = write_factorize(result, args.out or Path("results") / "factorize" / name)
+    print(f"{args.graph} (n={graph.number_of_nodes()}), T={result.steps} (k={args.participations}, b={args.batches})"
+          + (f", restarts every {args.restart}" if args.restart else "")
+          + f"; L-BFGS {result.iterations} iterations in {result.seconds:.2f} s{'' if result.converged else ' (not converged)'}; "
+          f"sigma for (eps={args.eps:g}, delta={args.delta:g}) under LDP")
+    print(table)
+    print(f"\nresults: {folder}")
+    if args.json:
+        print(json.dumps(summary))
     return 0
 
 
