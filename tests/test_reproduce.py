@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+import collections
 import csv
 import json
+import os
 
 import pytest
 
 from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce
+from dpdl.experiments.reproduce import runner
 from dpdl.experiments.reproduce.runner import job_key, run_jobs
 
 
 def _square(job: dict) -> dict:
     return {"value": job["x"] ** 2}
+
+
+def _pid(job: dict) -> dict:
+    return {"pid": os.getpid()}
+
+
+def test_run_jobs_replaces_its_workers_after_a_bounded_number_of_jobs(tmp_path, monkeypatch) -> None:
+    """Every job runs (no deadlock when workers are replaced), in fresh pools of at most
+    workers x MAX_JOBS_PER_WORKER jobs each."""
+    monkeypatch.setattr(runner, "MAX_JOBS_PER_WORKER", 2)
+    rows = run_jobs([{"x": x} for x in range(9)], _pid, tmp_path, workers=2, progress=False)
+    assert [row["x"] for row in rows] == list(range(9))
+    counts = collections.Counter(row["pid"] for row in rows)
+    assert max(counts.values()) <= 4 and len(counts) >= 3  # 3 pools of 4, 4 and 1 jobs
 
 
 def test_run_jobs_caches_results_and_resumes(tmp_path) -> None:

@@ -21,9 +21,11 @@ __all__ = ["job_key", "run_jobs", "worker_context"]
 
 Job = dict[str, Any]
 
-#: A worker process is replaced after this many jobs, so whatever a long run accumulates in one
-#: process (allocator fragmentation, caches) stays bounded: a full corn-mnist run lost a worker to
-#: the out-of-memory killer at 11.5 GB after about 60 jobs.
+#: A pool of w workers runs at most ``w * MAX_JOBS_PER_WORKER`` jobs before it is replaced by a fresh
+#: one, so whatever a long run accumulates in one process
+#: (allocator fragmentation, caches) stays bounded: a full corn-mnist run lost a worker to the
+#: out-of-memory killer at 11.5 GB after about 60 jobs. A fresh pool per chunk of jobs, because
+#: ``max_tasks_per_child`` deadlocks on Python 3.11-3.14 (CPython gh-115634: no replacement worker).
 MAX_JOBS_PER_WORKER = 16
 
 
@@ -61,13 +63,15 @@ def run_jobs(
             pending.append(job)
     workers = max(1, min(workers or os.cpu_count() or 1, len(pending) or 1))
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc=label, unit="job", disable=None if progress else True)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(), max_tasks_per_child=MAX_JOBS_PER_WORKER) as pool:
-        futures = {pool.submit(run_job, job): job for job in pending}
-        for future in as_completed(futures):
-            job = futures[future]
-            result = {**job, **future.result()}
-            (cache / f"{job_key(job)}.json").write_text(json.dumps(result))
-            results[job_key(job)] = result
-            bar.update()
+    chunk = workers * MAX_JOBS_PER_WORKER
+    for start in range(0, len(pending), chunk):
+        with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context()) as pool:
+            futures = {pool.submit(run_job, job): job for job in pending[start : start + chunk]}
+            for future in as_completed(futures):
+                job = futures[future]
+                result = {**job, **future.result()}
+                (cache / f"{job_key(job)}.json").write_text(json.dumps(result))
+                results[job_key(job)] = result
+                bar.update()
     bar.close()
     return [results[job_key(job)] for job in jobs]
