@@ -17,6 +17,7 @@ from dpdl import __version__
 from dpdl.accounting import CALIBRATIONS
 from dpdl.errors import DpdlError
 from dpdl.graphs import MIXING_RULES, REAL_GRAPHS, SYNTHETIC_GRAPHS
+from dpdl.experiments.audit import ATTACK_TRIALS
 from dpdl.mechanisms.registry import DECOR_SEARCHES, MECHANISMS, DesignOptions
 from dpdl.simulation import CLIP_LEVELS, SCHEDULES
 from dpdl.tasks import TASKS, TaskOptions
@@ -157,13 +158,19 @@ def _noise_parser(sub: argparse._SubParsersAction) -> None:
 def _audit_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "audit",
-        help="every mechanism x every threat model -> epsilon, for one graph and budget",
-        description="Calibrate every mechanism to the budget against the threat it is designed for, then account "
-        "each exactly against every threat model; prints a table and writes audit.csv / audit.json.",
+        help="every mechanism x every threat model -> epsilon, with the eavesdropper's attacks beside it",
+        description="Calibrate every mechanism (and no noise: D-SGD, DSGT) to the budget against the threat it is designed "
+        "for, account each exactly against every threat model, and attack each as the eavesdropper (membership test: an "
+        "empirical lower bound on epsilon; sum attack: the aggregate's error); prints a table and writes audit.csv, "
+        "audit.json and REPORT.md.",
     )
     add_graph_arguments(parser)
     add_graph_seed_argument(parser)
     add_budget_arguments(parser)
+    group = parser.add_argument_group("attack")
+    group.add_argument("--attack-trials", type=_positive_int, default=ATTACK_TRIALS,
+                       help="membership-test trials per hypothesis for the eavesdropper's empirical lower bound; the attacks' noise is "
+                       f"seeded by --seed (default {ATTACK_TRIALS})")
     add_output_arguments(parser, Path("results/audit"), "results/audit", "the audit")
     parser.set_defaults(handler=_audit)
 
@@ -317,7 +324,8 @@ def _audit(args: argparse.Namespace) -> int:
     from dpdl.experiments.results import json_safe
 
     graph, weights = _graph_and_weights(args)
-    reports = run_audit(graph, weights, args.eps, args.delta, args.steps, args.clip, args.calibration, progress=not args.no_progress)
+    reports = run_audit(graph, weights, args.eps, args.delta, args.steps, args.clip, args.calibration,
+                        attack_trials=args.attack_trials, seed=args.seed, progress=not args.no_progress)
     table = format_audit(reports)
     print(f"audit: {args.graph} (n={graph.number_of_nodes()}), eps={args.eps:g}, delta={args.delta:g}, T={args.steps}, C={args.clip:g}, "
           f"calibration {args.calibration}; exact GDP epsilon per threat (each design calibrated against its own threat)")

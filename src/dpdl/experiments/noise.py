@@ -16,8 +16,11 @@ import networkx as nx
 import numpy as np
 
 from dpdl.accounting import AgentLevel, Calibration, account, calibrate, epsilon_from_mu_step
+from dpdl.attacks import membership_lower_bound, sum_attack_error
 from dpdl.graphs import summarize
 from dpdl.mechanisms.registry import DesignOptions, build_mechanism
+from dpdl.seeding import purpose_rng
+from dpdl.simulation import clip_rows
 from dpdl.threats import CentralObserver, Colluding, Eavesdropper, ThreatModel
 
 __all__ = ["NoiseReport", "noise_report", "DEFAULT_THREATS"]
@@ -39,6 +42,9 @@ class NoiseReport:
     coalitions: dict[str, int]
     mechanism: dict[str, Any]
     graph: dict[str, Any] = field(default_factory=dict)
+    #: The eavesdropper's attacks, when run: the membership test's lower bound on epsilon
+    #: (:mod:`dpdl.attacks.membership`) and the sum attack's error (:mod:`dpdl.attacks.eavesdropper`).
+    attack: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -52,6 +58,7 @@ class NoiseReport:
             "calibration": self.calibration.as_dict(),
             "graph": self.graph,
             "mechanism": self.mechanism,
+            **({"attack": self.attack} if self.attack else {}),
         }
         for key in ("sigma_mix2", "sigma_pair2", "sigma_cor2", "sigma2", "sigma2_edge"):
             if key in self.mechanism:
@@ -70,8 +77,12 @@ def noise_report(
     calibration_method: str = "exact",
     threats: tuple[ThreatModel, ...] = DEFAULT_THREATS,
     design: DesignOptions | None = None,
+    attack_trials: int | None = None,
+    seed: int = 0,
 ) -> NoiseReport:
-    """Calibrate ``method`` to (eps, delta) over ``steps`` steps and account it against ``threats``."""
+    """Calibrate ``method`` to (eps, delta) over ``steps`` steps and account it against ``threats``;
+    with ``attack_trials``, also attack it as the eavesdropper (membership test with that many
+    trials per hypothesis, and the sum attack on gradients of norm C, seeded by ``seed``)."""
     neighbouring = AgentLevel(clip)
     calibration = calibrate(eps, delta, steps, neighbouring, calibration_method)
     start = time.perf_counter()
@@ -86,6 +97,12 @@ def noise_report(
         exact[str(threat)] = report.exact
         coalitions[str(threat)] = report.coalitions
         paper[str(threat)] = epsilon_from_mu_step(report.mu_step, steps, delta, neighbouring, "paper-rdp")
+    attack = {}
+    if attack_trials is not None:
+        empirical = membership_lower_bound(mechanism, neighbouring.sensitivity, steps, delta, attack_trials, seed)
+        gradients = clip_rows(purpose_rng(seed, "sum attack gradients").standard_normal((mechanism.n, 1000)), clip)
+        error = sum_attack_error(mechanism, gradients, purpose_rng(seed, "sum attack noise"))
+        attack = {**empirical.as_dict(), "sum_attack_rms_error": error, "sum_attack_relative_error": error / clip}
     return NoiseReport(
         method,
         calibration,
@@ -97,4 +114,5 @@ def noise_report(
         coalitions,
         mechanism.describe(),
         summarize(graph, weights).as_dict(),
+        attack,
     )

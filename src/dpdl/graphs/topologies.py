@@ -1,7 +1,7 @@
 """Communication topologies: synthetic generators and the real graphs shipped in ``shared/data``.
 
-Every function returns an undirected :class:`networkx.Graph` whose nodes are the integers
-``0..n-1`` (agents first, as everywhere in dpdl). Generators that can produce a disconnected
+Every function returns an undirected :class:`networkx.Graph` (a directed one where asked) whose
+nodes are the integers ``0..n-1`` (agents first, as everywhere in dpdl). Generators that can produce a disconnected
 graph either guarantee connectivity or raise :class:`~dpdl.errors.GraphError`.
 """
 
@@ -63,8 +63,11 @@ def require_connected(graph: nx.Graph, what: str = "graph") -> nx.Graph:
     return graph
 
 
-def erdos_renyi(n: int, p: float, seed: int | np.random.SeedSequence = 0, max_tries: int = 1000) -> nx.Graph:
-    """Erdos-Renyi G(n, p), conditioned on being connected.
+def erdos_renyi(
+    n: int, p: float, seed: int | np.random.SeedSequence = 0, max_tries: int = 1000, directed: bool = False
+) -> nx.Graph:
+    """Erdos-Renyi G(n, p), conditioned on being connected (strongly connected when ``directed``:
+    every ordered pair is then an arc with probability p, as LPPA's directed topologies need).
 
     Connectivity is ensured by rejection sampling: graphs are drawn with independent seeds until one
     is connected, so the result is distributed exactly as G(n, p) conditioned on connectivity (no
@@ -78,11 +81,11 @@ def erdos_renyi(n: int, p: float, seed: int | np.random.SeedSequence = 0, max_tr
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     for attempt in range(max_tries):  # children derived without spawn(): the caller's sequence is not mutated
         child = np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, attempt))
-        graph = nx.gnp_random_graph(n, p, seed=np.random.default_rng(child))
-        if nx.is_connected(graph):
+        graph = nx.gnp_random_graph(n, p, seed=np.random.default_rng(child), directed=directed)
+        if (nx.is_strongly_connected if directed else nx.is_connected)(graph):
             return graph
     raise GraphError(
-        f"no connected Erdos-Renyi graph with n={n}, p={p} in {max_tries} draws; "
+        f"no {'strongly ' if directed else ''}connected Erdos-Renyi graph with n={n}, p={p} in {max_tries} draws; "
         f"the connectivity threshold is about log(n)/n = {math.log(max(n, 2)) / n:.3f}"
     )
 

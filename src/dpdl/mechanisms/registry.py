@@ -17,6 +17,7 @@ from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.mechanisms.decor import appendix_d_couples, design_decor
 from dpdl.mechanisms.independent import CentralDP, LocalDP, NoNoise
+from dpdl.mechanisms.lppa import design_noise_flow
 from dpdl.mechanisms.whisper import MultiSeedWhisper, design_whisper, disjoint_groups
 from dpdl.mechanisms.zero_sum import design_zero_sum
 from dpdl.solvers.coalition import solve_multiseed
@@ -95,6 +96,10 @@ def _zero_sum(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, op
     return design_zero_sum(graph, calibration)
 
 
+def _lppa(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+    return design_noise_flow(graph, calibration)
+
+
 #: Calibrated mechanisms by CLI name ("none" takes no budget).
 MECHANISMS: dict[str, Factory] = {
     "ldp": _ldp,
@@ -103,6 +108,7 @@ MECHANISMS: dict[str, Factory] = {
     "whisper": _whisper,
     "whisper-multiseed": _multiseed,
     "zero-sum": _zero_sum,
+    "lppa": _lppa,
 }
 
 

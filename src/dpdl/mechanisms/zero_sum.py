@@ -10,7 +10,8 @@ epsilon = infinity (CorN-DSGD guideline (G1)). It is kept as the baseline whose 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import networkx as nx
 import numpy as np
@@ -20,7 +21,9 @@ from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
 from dpdl.mechanisms.independent import LocalDP
 from dpdl.threats import Eavesdropper
 
-__all__ = ["ZeroSum", "design_zero_sum"]
+__all__ = ["ZeroSum", "design_zero_sum", "matched_to_ldp"]
+
+M = TypeVar("M", bound=NoiseMechanism)
 
 
 class ZeroSum(NoiseMechanism):
@@ -40,9 +43,14 @@ class ZeroSum(NoiseMechanism):
         return {**super().describe(), "sigma2_edge": self.sigma**2}
 
 
+def matched_to_ldp(build: Callable[[float], M], calibration: Calibration) -> M:
+    """``build(sigma)`` at the smallest sigma giving every agent at least the calibrated LDP variance
+    (zero-sum designs have no calibration of their own: their guarantee is void whatever the scale)."""
+    unit = build(1.0)
+    sigma_ldp = noise_scale(LocalDP(unit.n, 1.0), Eavesdropper(), calibration)
+    return build(sigma_ldp / np.sqrt(np.diag(unit.covariance()).min()))
+
+
 def design_zero_sum(graph: nx.Graph, calibration: Calibration) -> ZeroSum:
     """Zero-sum noise whose every agent's variance matches the calibrated LDP variance or more."""
-    n = graph.number_of_nodes()
-    sigma_ldp = noise_scale(LocalDP(n, 1.0), Eavesdropper(), calibration)
-    min_degree = min(d for _, d in graph.degree())
-    return ZeroSum(graph, sigma_ldp / np.sqrt(min_degree))
+    return matched_to_ldp(lambda sigma: ZeroSum(graph, sigma), calibration)

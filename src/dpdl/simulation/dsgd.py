@@ -28,7 +28,7 @@ from dpdl.simulation.sampling import SAMPLERS, CyclicSampler, PoissonSampler, Un
 from dpdl.simulation.schedules import StepSize
 from dpdl.tasks.base import Task
 
-__all__ = ["DSGDConfig", "DSGDResult", "clip_rows", "run_dsgd", "CLIP_LEVELS"]
+__all__ = ["DSGDConfig", "DSGDResult", "clip_rows", "iterate", "local_gradients", "make_sampler", "run_dsgd", "CLIP_LEVELS"]
 
 CLIP_LEVELS = ("agent", "example")
 
@@ -93,6 +93,24 @@ def make_sampler(task: Task, config: DSGDConfig) -> UniformSampler | PoissonSamp
     return cls(sizes, config.batch_size)
 
 
+def local_gradients(
+    task: Task,
+    params: np.ndarray,
+    sampler: UniformSampler | PoissonSampler | CyclicSampler | None,
+    rng: np.random.Generator,
+    config: DSGDConfig,
+) -> np.ndarray:
+    """Every agent's clipped gradient on a fresh batch, plus the regulariser's gradient, ``(n, d)``."""
+    batch = sampler.sample(rng) if sampler is not None else None
+    grads = task.gradients(params, batch, config.clip if config.clip_level == "example" else None)
+    if config.clip is not None and config.clip_level == "agent":
+        grads = clip_rows(grads, config.clip)
+    regulariser = task.regularizer_gradient(params)
+    if regulariser is not None:
+        grads += regulariser
+    return grads
+
+
 def run_dsgd(
     task: Task,
     weights: np.ndarray,
@@ -115,34 +133,41 @@ def run_dsgd(
     sampler = make_sampler(task, config)
     batch_rng = purpose_rng(seed, "batches")
     noise = None if mechanism.is_noiseless else mechanism.noise_stream(purpose_rng(seed, "noise"), task.dim)
-    example_clip = config.clip if config.clip_level == "example" else None
-    agent_clip = config.clip if config.clip_level == "agent" else None
-    params = np.tile(task.initial_params(), (n, 1))
-    result = DSGDResult(params)
-
-    def record(step: int) -> None:
-        metrics = {"step": float(step), **task.evaluate(params)}
-        result.history.append(metrics)
-        if callback is not None:
-            callback(step, metrics)
-
-    record(0)
-    bar = tqdm(total=config.steps, disable=None if progress else True, desc=f"{task.name}/{mechanism.name}", unit="step", leave=False)
-    for t in range(1, config.steps + 1):
-        batch = sampler.sample(batch_rng) if sampler is not None else None
-        grads = task.gradients(params, batch, example_clip)
-        if agent_clip is not None:
-            grads = clip_rows(grads, agent_clip)
-        regulariser = task.regularizer_gradient(params)
-        if regulariser is not None:
-            grads += regulariser
+    def step(t: int, params: np.ndarray) -> np.ndarray:
+        grads = local_gradients(task, params, sampler, batch_rng, config)
         if noise is not None:
             grads += next(noise)
-        params = weights @ (params - config.step_size(t) * grads)
+        return weights @ (params - config.step_size(t) * grads)
+
+    return iterate(task, config, step, f"{task.name}/{mechanism.name}", progress, callback)
+
+
+def iterate(
+    task: Task,
+    config: DSGDConfig,
+    step: Callable[[int, np.ndarray], np.ndarray],
+    label: str,
+    progress: bool = False,
+    callback: Callable[[int, dict[str, float]], None] | None = None,
+) -> DSGDResult:
+    """Apply ``params <- step(t, params)`` for t = 1..T from the task's initial point on every agent,
+    recording metrics at step 0, every ``config.eval_every`` steps and at the last step (each
+    record holds ``step`` plus the task's metrics; ``callback(step, metrics)`` sees each one)."""
+    result = DSGDResult(np.tile(task.initial_params(), (task.n_agents, 1)))
+
+    def record(t: int) -> None:
+        metrics = {"step": float(t), **task.evaluate(result.params)}
+        result.history.append(metrics)
+        if callback is not None:
+            callback(t, metrics)
+
+    record(0)
+    bar = tqdm(total=config.steps, disable=None if progress else True, desc=label, unit="step", leave=False)
+    for t in range(1, config.steps + 1):
+        result.params = step(t, result.params)
         if t % config.eval_every == 0 or t == config.steps:
             record(t)
             bar.set_postfix({task.primary_metric: f"{result.history[-1][task.primary_metric]:.4g}"}, refresh=False)
         bar.update()
     bar.close()
-    result.params = params
     return result

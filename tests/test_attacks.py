@@ -1,0 +1,110 @@
+"""The eavesdropper's attacks against the accountant: membership lower bounds, the sum attack, the audit."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpdl.accounting import AgentLevel, account, calibrate
+from dpdl.attacks import clopper_pearson_upper, membership_lower_bound, sum_attack, sum_attack_error
+from dpdl.errors import ConfigError
+from dpdl.experiments.audit import run_audit, write_audit
+from dpdl.graphs import erdos_renyi, metropolis_hastings
+from dpdl.mechanisms.independent import LocalDP, NoNoise
+from dpdl.mechanisms.lppa import NoiseFlow, dp_noise, lppa_noise
+from dpdl.mechanisms.registry import build_mechanism
+from dpdl.threats import Eavesdropper
+
+STEPS, DELTA, CLIP = 50, 1e-5, 0.1
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return erdos_renyi(8, 0.5, seed=1)
+
+
+def test_clopper_pearson_matches_its_closed_form_at_zero_and_all_errors() -> None:
+    np.testing.assert_allclose(clopper_pearson_upper(0, 1000, 0.05), 1 - 0.05 ** (1 / 1000), rtol=1e-10)
+    assert clopper_pearson_upper(1000, 1000, 0.05) == 1.0
+    assert 0.1 < clopper_pearson_upper(100, 1000, 0.05) < 0.12
+
+
+@pytest.mark.parametrize("eps", [1.0, 10.0])
+@pytest.mark.parametrize("name", ["ldp", "decor", "whisper"])
+def test_membership_lower_bound_stays_below_the_accountant_and_has_power(graph, name: str, eps: float) -> None:
+    calibration = calibrate(eps, DELTA, STEPS, AgentLevel(CLIP), "exact")
+    mechanism = build_mechanism(name, graph, metropolis_hastings(graph), calibration)
+    upper = account(mechanism, Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA).epsilon
+    lower = membership_lower_bound(mechanism, AgentLevel(CLIP).sensitivity, STEPS, DELTA, trials=20_000, seed=2)
+    assert not lower.noise_free
+    assert lower.epsilon <= upper
+    if eps == 10.0:  # with 10^4 trials to count errors, the test can show a large epsilon, not a small one
+        assert lower.epsilon >= 0.3 * upper
+
+
+def test_membership_test_exposes_a_mechanism_quieter_than_it_claims(graph) -> None:
+    """The attack and the accountant are independent: a mechanism whose sampler draws 10x less
+    noise than its covariance says is caught with a lower bound above the accountant's epsilon."""
+
+    class Quiet(LocalDP):
+        def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:
+            return 0.1 * super().sample(rng, dim)
+
+    calibration = calibrate(1.0, DELTA, STEPS, AgentLevel(CLIP), "exact")
+    honest = build_mechanism("ldp", graph, metropolis_hastings(graph), calibration)
+    quiet = Quiet(8, float(np.sqrt(honest.private_variances[0])))
+    upper = account(quiet, Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA).epsilon
+    assert membership_lower_bound(quiet, AgentLevel(CLIP).sensitivity, STEPS, DELTA, trials=5000).epsilon > upper
+
+
+def test_singular_noise_is_separated_without_error(graph) -> None:
+    calibration = calibrate(10.0, DELTA, STEPS, AgentLevel(CLIP), "exact")
+    flow = build_mechanism("lppa", graph, metropolis_hastings(graph), calibration)
+    for noise in (flow, NoNoise(8), lppa_noise(graph, 0.025, "laplace", every_round=True)):
+        result = membership_lower_bound(noise, 0.2, STEPS, DELTA, trials=1000)
+        assert result.noise_free and result.epsilon == math.inf
+    laplace_dp = membership_lower_bound(dp_noise(8, 0.5, "laplace", every_round=True), 0.2, STEPS, DELTA, trials=5000)
+    assert not laplace_dp.noise_free and 0 < laplace_dp.epsilon < math.inf
+
+
+def test_membership_test_rejects_a_sampler_that_contradicts_its_covariance(graph) -> None:
+    class Leaky(NoiseFlow):
+        def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:
+            return super().sample(rng, dim) + 0.1 * rng.standard_normal((self.n, dim))
+
+    with pytest.raises(ConfigError, match="noise-free"):
+        membership_lower_bound(Leaky(graph, 1.0), 0.2, STEPS, DELTA, trials=1000)
+    with pytest.raises(ConfigError, match="at least 100 trials"):
+        membership_lower_bound(NoNoise(8), 0.2, STEPS, DELTA, trials=10)
+
+
+def test_sum_attack_recovers_the_aggregate_exactly_under_zero_sum_noise(graph) -> None:
+    rng = np.random.default_rng(0)
+    gradients = rng.standard_normal((8, 500))
+    messages = gradients + lppa_noise(graph, 1.0, "laplace").sample(rng, 500)
+    np.testing.assert_allclose(sum_attack(messages), gradients.sum(axis=0), atol=1e-12)
+    assert sum_attack_error(NoiseFlow(graph, 1.0), gradients, rng) < 1e-12
+    ldp_error = sum_attack_error(LocalDP(8, 2.0), gradients, rng)
+    assert abs(ldp_error - 2.0 * math.sqrt(8)) < 0.15 * 2.0 * math.sqrt(8)
+
+
+def test_audit_puts_lppa_at_infinity_and_every_lower_bound_under_its_upper_bound(graph, tmp_path: Path) -> None:
+    weights = metropolis_hastings(graph)
+    reports = run_audit(graph, weights, 10.0, DELTA, STEPS, CLIP, attack_trials=2000, progress=False)
+    by_name = {report.method: report for report in reports}
+    assert {"none", "ldp", "decor", "whisper", "zero-sum", "lppa"} <= set(by_name)
+    for name in ("none", "zero-sum", "lppa"):
+        assert by_name[name].epsilon["eavesdropper"] == math.inf
+        assert by_name[name].attack["epsilon_lower_bound"] == math.inf
+    assert by_name["lppa"].attack["laplace_epsilon_lower_bound"] == math.inf
+    for report in reports:
+        if math.isfinite(report.epsilon["eavesdropper"]):
+            assert report.attack["epsilon_lower_bound"] <= report.epsilon["eavesdropper"]
+    write_audit(reports, tmp_path)
+    assert "Lower bound above upper bound (a bug in one of them): none." in (tmp_path / "REPORT.md").read_text()
+    rows = json.loads((tmp_path / "audit.json").read_text())
+    assert rows[-1]["method"] == "lppa" and rows[-1]["attack"]["noise_free"] is True

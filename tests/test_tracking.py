@@ -1,0 +1,119 @@
+"""Gradient tracking (DSGT), LPPA's noise flow and the DP baseline (LPPA, Algorithm 1, Theorem 1)."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from dpdl.accounting import AgentLevel, account, calibrate
+from dpdl.errors import ConfigError, MixingMatrixError
+from dpdl.graphs import erdos_renyi, metropolis_hastings, sinkhorn_knopp
+from dpdl.mechanisms.lppa import design_noise_flow, dp_noise, flow_arcs, lppa_noise
+from dpdl.mechanisms.registry import build_mechanism
+from dpdl.simulation import DSGDConfig, StepSize
+from dpdl.simulation.tracking import run_dsgt
+from dpdl.tasks import decor_least_squares
+from dpdl.threats import Colluding, Eavesdropper
+
+
+@pytest.fixture(scope="module")
+def directed() -> nx.DiGraph:
+    return erdos_renyi(8, 0.3, seed=3, directed=True)
+
+
+def test_directed_erdos_renyi_is_strongly_connected_and_not_symmetric(directed: nx.DiGraph) -> None:
+    assert directed.is_directed() and nx.is_strongly_connected(directed)
+    assert any(not directed.has_edge(v, u) for u, v in directed.edges())
+    weights = sinkhorn_knopp(directed)
+    np.testing.assert_allclose(weights.sum(axis=0), 1.0, atol=1e-10)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-10)
+
+
+def test_flow_arcs_take_both_directions_of_an_undirected_edge(directed: nx.DiGraph) -> None:
+    assert flow_arcs(nx.path_graph(3)) == [(0, 1), (1, 0), (1, 2), (2, 1)]
+    assert flow_arcs(directed) == sorted(directed.edges())
+
+
+@pytest.mark.parametrize("distribution", ["laplace", "gaussian"])
+def test_lppa_injections_sum_to_zero_and_dp_noise_does_not(directed: nx.DiGraph, distribution: str) -> None:
+    rng = np.random.default_rng(0)
+    lppa = lppa_noise(directed, 0.3, distribution).sample(rng, 1000)
+    assert np.abs(lppa.sum(axis=0)).max() < 1e-12 * np.abs(lppa).max() * 10
+    assert np.abs(lppa).min(axis=0).max() > 0  # yet every agent's own injection is noisy
+    dp = dp_noise(8, 0.3, distribution).sample(rng, 1000)
+    assert np.abs(dp.sum(axis=0)).mean() > 0.1
+
+
+@pytest.mark.parametrize("distribution", ["laplace", "gaussian"])
+def test_injection_covariance_matches_its_samples(directed: nx.DiGraph, distribution: str) -> None:
+    noise = lppa_noise(directed, 0.5, distribution)
+    samples = noise.sample(np.random.default_rng(1), 200_000)
+    empirical = samples @ samples.T / samples.shape[1]
+    np.testing.assert_allclose(empirical, noise.covariance(), atol=0.03 * noise.covariance().max())
+    assert np.linalg.eigvalsh(noise.covariance())[0] < 1e-12  # singular along 1: a directed Laplacian
+    np.testing.assert_allclose(noise.covariance() @ np.ones(8), 0.0, atol=1e-12)
+
+
+def test_dsgt_matches_a_per_agent_reference_of_eqs_2_and_3(directed: nx.DiGraph) -> None:
+    task = decor_least_squares(8, 3, np.random.default_rng(0))
+    weights = sinkhorn_knopp(directed)
+    config = DSGDConfig(steps=25, step_size=StepSize(0.05), eval_every=25)
+    result = run_dsgt(task, weights, config)
+    theta = [task.initial_params().copy() for _ in range(8)]
+    gamma = [task.gradients(np.array(theta), None, None)[i] for i in range(8)]
+    for _ in range(25):
+        new = [sum(weights[i, j] * theta[j] for j in range(8)) - 0.05 * gamma[i] for i in range(8)]
+        old_grads, new_grads = task.gradients(np.array(theta), None, None), task.gradients(np.array(new), None, None)
+        gamma = [sum(weights[i, j] * gamma[j] for j in range(8)) + new_grads[i] - old_grads[i] for i in range(8)]
+        theta = new
+    np.testing.assert_allclose(result.params, np.array(theta), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("every_round", [False, True])
+def test_lppa_reaches_the_noise_free_dsgt_model_and_dp_does_not(directed: nx.DiGraph, every_round: bool) -> None:
+    """Theorem 1 on a strongly convex task: the noise differences cancel in the network sum, so LPPA
+    ends at noise-free DSGT's model (the exact optimum); i.i.d. noise of the same scale does not."""
+    task = decor_least_squares(8, 3, np.random.default_rng(0))
+    weights = sinkhorn_knopp(directed)
+    config = DSGDConfig(steps=3000, step_size=StepSize(0.05), eval_every=3000)
+    plain = run_dsgt(task, weights, config).params
+    np.testing.assert_allclose(plain, np.tile(task.optimum, (8, 1)), atol=1e-10)
+    lppa = run_dsgt(task, weights, config, lppa_noise(directed, 1.0, every_round=every_round), seed=4).params
+    dp = run_dsgt(task, weights, config, dp_noise(8, 1.0, every_round=every_round), seed=4).params
+    if every_round:
+        # fresh zero-sum noise every round keeps the models near, not at, the optimum; the network
+        # average stays unbiased, while DP noise moves it
+        assert np.abs(lppa.mean(axis=0) - task.optimum).max() < 0.2 * np.abs(dp.mean(axis=0) - task.optimum).max()
+    else:
+        np.testing.assert_allclose(lppa, plain, atol=1e-10)
+        assert np.abs(dp - plain).max() > 1e-2
+
+
+def test_dsgt_rejects_bad_mixing_and_mismatched_noise(directed: nx.DiGraph) -> None:
+    task = decor_least_squares(8, 3, np.random.default_rng(0))
+    config = DSGDConfig(steps=5, step_size=StepSize(0.05))
+    row_only = nx.to_numpy_array(directed).T + np.eye(8)
+    row_only /= row_only.sum(axis=1, keepdims=True)
+    with pytest.raises(MixingMatrixError, match="doubly stochastic"):
+        run_dsgt(task, row_only, config)
+    with pytest.raises(ConfigError, match="for 5 agents"):
+        run_dsgt(task, sinkhorn_knopp(directed), config, dp_noise(5, 1.0))
+    with pytest.raises(ConfigError, match="scale must be"):
+        lppa_noise(directed, 0.0)
+    with pytest.raises(ConfigError, match="unknown noise distribution"):
+        dp_noise(8, 1.0, "cauchy")
+
+
+def test_gaussian_noise_flow_gives_no_privacy_against_the_eavesdropper_or_a_neighbour() -> None:
+    graph = erdos_renyi(10, 0.5, seed=0)
+    calibration = calibrate(10.0, 1e-5, 100, AgentLevel(0.1), "exact")
+    flow = design_noise_flow(graph, calibration)
+    ldp = build_mechanism("ldp", graph, metropolis_hastings(graph), calibration)
+    assert np.diag(flow.covariance()).min() >= ldp.private_variances[0] * (1 - 1e-12)
+    assert account(ldp, Eavesdropper(), AgentLevel(0.1), 100, 1e-5).epsilon <= 10.0
+    for threat in (Eavesdropper(), Colluding(1)):
+        assert account(flow, threat, AgentLevel(0.1), 100, 1e-5).epsilon == math.inf
+    np.testing.assert_allclose(flow.covariance(), lppa_noise(graph, flow.sigma, "gaussian").covariance(), atol=1e-12)
