@@ -36,8 +36,10 @@ HEADLINE = TrainConfig(
 
 
 #: Designs left out of the demo: the multi-seed program is a CVXPY SDP meant for small n
-#: (seconds to minutes at n = 20 for every grid point); ``dpdl noise`` and ``dpdl audit`` show it.
-NOT_IN_DEMO = ("whisper-multiseed",)
+#: (seconds to minutes at n = 20 for every grid point); LPPA's noise flow on an undirected graph
+#: has exactly zero-sum noise's covariance (two arcs per edge, matched to the same LDP variance).
+#: ``dpdl noise`` and ``dpdl audit`` show both.
+NOT_IN_DEMO = ("whisper-multiseed", "lppa")
 
 
 def demo_mechanisms() -> list[str]:
