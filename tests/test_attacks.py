@@ -8,15 +8,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from torch import nn
+from torch.nn import functional
 
 from dpdl.accounting import AgentLevel, account, calibrate
-from dpdl.attacks import clopper_pearson_upper, membership_lower_bound, sum_attack, sum_attack_error
+from dpdl.attacks import clopper_pearson_upper, invert_gradient, membership_lower_bound, sum_attack, sum_attack_error
+from dpdl.data.idx import load_idx_dataset
 from dpdl.errors import ConfigError
 from dpdl.experiments.audit import run_audit, write_audit
 from dpdl.graphs import erdos_renyi, metropolis_hastings
 from dpdl.mechanisms.independent import LocalDP, NoNoise
 from dpdl.mechanisms.lppa import NoiseFlow, dp_noise, lppa_noise
 from dpdl.mechanisms.registry import build_mechanism
+from dpdl.tasks.base import Batch
+from dpdl.tasks.torch_model import TorchModelTask
 from dpdl.threats import Eavesdropper
 
 STEPS, DELTA, CLIP = 50, 1e-5, 0.1
@@ -108,3 +114,26 @@ def test_audit_puts_lppa_at_infinity_and_every_lower_bound_under_its_upper_bound
     assert "Lower bound above upper bound (a bug in one of them): none." in (tmp_path / "REPORT.md").read_text()
     rows = json.loads((tmp_path / "audit.json").read_text())
     assert rows[-1]["method"] == "lppa" and rows[-1]["attack"]["noise_free"] is True
+
+
+def _digits_task() -> TorchModelTask:
+    images, labels = load_idx_dataset("mnist", "train")
+    inputs = images[:40].astype(np.float32)[:, None] / 255.0
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.Sigmoid(), nn.Linear(32, 10))
+    loss = lambda outputs, targets: functional.cross_entropy(outputs, targets, reduction="none")  # noqa: E731
+    return TorchModelTask("digits", model, loss, inputs, labels[:40], [np.arange(20), np.arange(20, 40)], inputs[:4], labels[:4])
+
+
+def test_dlg_recovers_a_digit_from_its_gradient_and_not_from_lppa_noise(graph) -> None:
+    task = _digits_task()
+    params = task.initial_params()
+    gradient = task.gradients(np.tile(params, (2, 1)), Batch(np.array([[3], [23]]), np.ones((2, 1))), None)[0]
+    truth = task.inputs[3:4].numpy()
+    exact = invert_gradient(task, params, gradient, truth, 10, iterations=200)
+    assert exact.mse < 1e-4 and exact.labels[0] == int(task.targets[3])
+    noise = lppa_noise(graph, 0.025).unknown_to([1]).sample(np.random.default_rng(0), task.dim)[0]
+    noisy = invert_gradient(task, params, gradient + noise, truth, 10, iterations=200)
+    assert noisy.mse > 100 * exact.mse and noisy.mse > 0.01
+    with pytest.raises(ConfigError, match="model's dimension"):
+        invert_gradient(task, params[:-1], gradient[:-1], truth, 10)

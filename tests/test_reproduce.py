@@ -98,3 +98,19 @@ def test_quick_mafalda_housing_trains_every_method_within_budget(tmp_path) -> No
     sigma = {(row["method"], float(row["eps"])): float(row["sigma"]) for row in rows}
     assert all(sigma[("mafalda", eps)] < sigma[("dp-dsgd", eps)] < sigma[("antipgd", eps)] for eps in (2.0, 10.0, 50.0))
     assert "under LDP (matrix-factorization accounting) | epsilon <= target in 9/9 runs | yes |" in report
+
+
+def test_quick_lppa_trains_attacks_and_reports(tmp_path) -> None:
+    """The --quick setting of lppa: DSGT, DP and LPPA train on Adult and MNIST, DLG attacks each, the
+    figures are written, and the claims that hold by a wide margin even here are confirmed (LPPA
+    ends where DSGT does; DLG recovers plain DSGT's example and not LPPA's)."""
+    report = reproduce("lppa", tmp_path, quick=True, workers=2, progress=False).read_text()
+    for figure in ("accuracy_mnist.png", "accuracy_adult.png", "dlg_mnist.png"):
+        assert (tmp_path / figure).stat().st_size > 10_000
+    with (tmp_path / "runs.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(row["kind"], row["task"], row["method"]) for row in rows} == {
+        (kind, task, method) for kind in ("train", "dlg") for task in ("adult-mlp", "mnist-lenet") for method in ("dsgt", "dp", "lppa")
+    }
+    for claim in ("LPPA's accuracy equals noise-free DSGT's", "DLG reconstructs the sender's data from plain DSGT"):
+        assert any(line.startswith("| Table") and claim in line and line.endswith("| yes |") for line in report.splitlines()), report

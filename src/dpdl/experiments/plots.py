@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["plot_curves", "plot_panels"]
+__all__ = ["plot_curves", "plot_panels", "plot_images"]
 
 
 def plot_curves(
@@ -21,6 +21,7 @@ def plot_curves(
     path: Path,
     title: str,
     log_y: bool = False,
+    xlabel: str = "step",
 ) -> Path:
     """Plot ``metric`` against step: one line per label (mean over its seeds, band = min..max).
 
@@ -33,7 +34,7 @@ def plot_curves(
         line = ax.plot(steps, values.mean(axis=0), label=label)[0]
         if len(histories) > 1:
             ax.fill_between(steps, values.min(axis=0), values.max(axis=0), color=line.get_color(), alpha=0.2)
-    ax.set_xlabel("step")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(metric.replace("_", " "))
     if log_y:
         ax.set_yscale("log")
@@ -88,6 +89,25 @@ def plot_panels(
     for ax in list(axes.flat)[len(grid):]:
         ax.set_visible(False)
     axes[0][0].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_images(rows: Mapping[str, Sequence[np.ndarray]], path: Path, title: str) -> Path:
+    """A grid of grey-scale images: one row per label (its name on the left), one column per image."""
+    columns = max(len(images) for images in rows.values())
+    fig, axes = plt.subplots(len(rows), columns, figsize=(1.3 * columns + 0.8, 1.4 * len(rows)), squeeze=False)
+    for axes_row, (label, images) in zip(axes, rows.items()):
+        for ax, image in zip(axes_row, images):
+            ax.imshow(np.asarray(image), cmap="gray")
+        for ax in axes_row:
+            ax.set_xticks([])
+            ax.set_yticks([])
+        axes_row[0].set_ylabel(label, rotation=0, ha="right", va="center")
     fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

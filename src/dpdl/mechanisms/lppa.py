@@ -22,7 +22,8 @@ secret per arc, so the accountant and the audit treat it like every other design
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
@@ -92,6 +93,14 @@ class TrackingNoise:
     def covariance(self) -> np.ndarray:
         """Per-coordinate covariance of one injection across agents, ``Var(z) M M^T``."""
         return self.variance * (self.spread @ self.spread.T).toarray()
+
+    def unknown_to(self, coalition: Iterable[int]) -> TrackingNoise:
+        """The part of the noise ``coalition`` cannot subtract: the draws none of its members takes
+        part in (an LPPA arc is known to its sender and its receiver; a DP draw to its agent)."""
+        members = np.zeros(self.n, dtype=bool)
+        members[list(coalition)] = True
+        touched = np.asarray(abs(self.spread[members]).sum(axis=0)).ravel() > 0
+        return replace(self, spread=self.spread[:, ~touched])
 
     def describe(self) -> dict[str, Any]:
         return {"injection": self.name, "scale": self.scale, "distribution": self.distribution, "every_round": self.every_round}

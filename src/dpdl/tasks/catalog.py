@@ -11,6 +11,7 @@ from torch import nn
 from torch.nn import functional
 
 from dpdl.data.a9a import load_a9a
+from dpdl.data.adult import load_adult
 from dpdl.data.housing import load_california_housing
 from dpdl.data.idx import load_idx_dataset
 from dpdl.errors import ConfigError
@@ -21,9 +22,13 @@ from dpdl.tasks.logistic import LogisticRegression
 from dpdl.tasks.quadratic import decor_least_squares, whisper_quadratic
 from dpdl.tasks.torch_model import TorchModelTask
 
-__all__ = ["TaskOptions", "TASKS", "build_task", "train_test_split", "partition_labels"]
+__all__ = ["TaskOptions", "TASKS", "build_task", "image_cnn", "lenet", "train_test_split", "partition_labels"]
 
-TASKS = ("quadratic", "least-squares", "logreg-a9a", "mnist-mlp", "housing-mlp")
+IMAGE_TASKS = ("mnist-cnn", "fashion-cnn", "mnist-lenet", "fashion-lenet")
+TASKS = ("quadratic", "least-squares", "logreg-a9a", "mnist-mlp", "housing-mlp", "adult-mlp", *IMAGE_TASKS)
+
+#: Agent x test-example pairs per evaluation pass of the convolutional tasks (about 1 GB of activations).
+CNN_EVAL_CHUNK = 20_000
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,10 @@ def build_task(name: str, n_agents: int, seed: int = 0, options: TaskOptions | N
         return _mnist_mlp(n_agents, seed, options)
     if name == "housing-mlp":
         return _housing_mlp(n_agents, seed, options)
+    if name == "adult-mlp":
+        return _adult_mlp(n_agents, seed, options)
+    if name in IMAGE_TASKS:
+        return _image_task(name, n_agents, seed, options)
     raise ConfigError(f"unknown task {name!r}; known: {', '.join(TASKS)}")
 
 
@@ -130,3 +139,59 @@ def _housing_mlp(n_agents: int, seed: int, options: TaskOptions) -> TorchModelTa
         "housing-mlp", model, _squared_error, inputs[train], targets[train], parts, inputs[test], targets[test], options.l2,
         classification=False,
     )
+
+
+def _adult_mlp(n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
+    """UCI Adult income with a one-hidden-layer sigmoid network and two-class cross-entropy (LPPA's
+    binary tasks use "a multi-layer perceptron" of unstated width and activation; ours is
+    ``options.hidden`` wide, sigmoid as DLG's networks, see :func:`lenet`), on the original train /
+    test rows."""
+    train_features, train_labels = load_adult("train")
+    test_features, test_labels = load_adult("test")
+    parts = partition_labels(train_labels, n_agents, options, purpose_rng(seed, "partition"))
+    torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
+    model = nn.Sequential(nn.Linear(train_features.shape[1], options.hidden), nn.Sigmoid(), nn.Linear(options.hidden, 2))
+    return TorchModelTask(
+        "adult-mlp", model, _cross_entropy, train_features, train_labels, parts, test_features, test_labels, options.l2
+    )
+
+
+def image_cnn(classes: int = 10) -> nn.Sequential:
+    """Two 3x3 convolutions of 16 and 32 channels, each with ReLU, 2x2 max-pooling and group norm
+    (4 groups), then a linear softmax layer: MAFALDA-SGD's image network (Section 7.2). Input
+    (B, 1, 28, 28); 20,586 parameters."""
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.GroupNorm(4, 16),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.GroupNorm(4, 32),
+        nn.Flatten(), nn.Linear(32 * 7 * 7, classes),
+    )  # fmt: skip
+
+
+def lenet(classes: int = 10) -> nn.Sequential:
+    """The "two-layer CNN" of LPPA's image experiments, taken as DLG's LeNet (Zhu et al. 2019) with
+    two of its 5x5, 12-channel convolutions (stride 2, sigmoid) and its linear layer. Input
+    (B, 1, 28, 28); 9,814 parameters. Smooth activations, no pooling and no normalisation are what
+    gradient inversion by L-BFGS needs: ReLU's second derivative vanishes, and on MAFALDA's network
+    (max-pooling, group norm) DLG recovered nothing recognisable from an exact gradient here."""
+    return nn.Sequential(
+        nn.Conv2d(1, 12, 5, stride=2, padding=2), nn.Sigmoid(),
+        nn.Conv2d(12, 12, 5, stride=2, padding=2), nn.Sigmoid(),
+        nn.Flatten(), nn.Linear(12 * 7 * 7, classes),
+    )  # fmt: skip
+
+
+def _image_task(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
+    """MNIST or Fashion-MNIST (``mnist-*``, ``fashion-*``) with :func:`image_cnn` (``*-cnn``) or
+    :func:`lenet` (``*-lenet``) on the original 60000 / 10000 split; pixels scaled to [0, 1] and
+    standardised with the training mean and std."""
+    folder = "mnist" if name.startswith("mnist") else "fashion_mnist"
+    train_images, train_labels = load_idx_dataset(folder, "train")
+    test_images, test_labels = load_idx_dataset(folder, "t10k")
+    scaled_train = train_images.astype(np.float32)[:, None] / 255.0
+    mean, std = scaled_train.mean(), scaled_train.std()
+    parts = partition_labels(train_labels, n_agents, options, purpose_rng(seed, "partition"))
+    torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
+    return TorchModelTask(
+        name, image_cnn() if name.endswith("cnn") else lenet(), _cross_entropy, (scaled_train - mean) / std, train_labels, parts,
+        (test_images.astype(np.float32)[:, None] / 255.0 - mean) / std, test_labels, options.l2, eval_chunk=CNN_EVAL_CHUNK,
+    )  # fmt: skip

@@ -30,7 +30,9 @@ class TorchModelTask(Task):
     """Agents train copies of ``model`` on their own rows of ``train_inputs``; classification
     metrics (loss and accuracy over the test set, averaged over agents) by default.
 
-    ``loss`` maps (outputs (B, ...), targets (B,)) to per-example losses (B,).
+    ``loss`` maps (outputs (B, ...), targets (B,)) to per-example losses (B,). ``eval_chunk`` bounds
+    the (agent, test example) pairs of one evaluation forward pass, for models whose activations
+    would not fit for every agent on the whole test set at once (convolutions); None: one pass.
     """
 
     def __init__(
@@ -45,6 +47,7 @@ class TorchModelTask(Task):
         test_targets: np.ndarray,
         l2: float = 0.0,
         classification: bool = True,
+        eval_chunk: int | None = None,
     ) -> None:
         self._names = [name_ for name_, _ in model.named_parameters()]
         self._shapes = [p.shape for _, p in model.named_parameters()]
@@ -55,12 +58,13 @@ class TorchModelTask(Task):
         self.loss = loss
         self.l2 = float(l2)
         self.classification = classification
+        self.eval_chunk = eval_chunk
         order = np.concatenate(partition)
         self.inputs = torch.as_tensor(np.asarray(train_inputs)[order], dtype=torch.float32)
         self.targets = torch.as_tensor(np.asarray(train_targets)[order])
         self.offsets = np.concatenate([[0], np.cumsum([len(p) for p in partition])])
-        self.test_inputs = torch.as_tensor(np.asarray(test_inputs), dtype=torch.float32)
-        self.test_targets = torch.as_tensor(np.asarray(test_targets))
+        self.test_inputs = torch.tensor(np.asarray(test_inputs), dtype=torch.float32)
+        self.test_targets = torch.tensor(np.asarray(test_targets))
         with torch.no_grad():
             self._initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double().numpy()
         self._batch_gradients = vmap(grad(self._weighted_loss), in_dims=(0, 0, 0, 0))
@@ -105,14 +109,25 @@ class TorchModelTask(Task):
     def regularizer_gradient(self, params: np.ndarray) -> np.ndarray | None:
         return self.l2 * params if self.l2 else None
 
+    def outputs(self, flat: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """The model with parameters ``flat`` (d,) on ``inputs`` (B, ...): differentiable in both."""
+        return self._forward(flat, inputs)
+
     def evaluate(self, params: np.ndarray) -> dict[str, float]:
+        size = len(self.test_targets)
+        step = size if self.eval_chunk is None else max(1, self.eval_chunk // self.n_agents)
         with torch.no_grad():
             flat = torch.as_tensor(params, dtype=torch.float32)
-            outputs = self._outputs(flat, self.test_inputs)  # (n, m, ...)
-            losses = vmap(self.loss, in_dims=(0, None))(outputs, self.test_targets).mean(dim=1)
-            metrics = {"test_loss": float(losses.mean())}
+            losses, correct = [], []
+            for start in range(0, size, step):
+                targets = self.test_targets[start : start + step]
+                outputs = self._outputs(flat, self.test_inputs[start : start + step])  # (n, m, ...)
+                losses.append(vmap(self.loss, in_dims=(0, None))(outputs, targets))
+                if self.classification:
+                    correct.append(outputs.argmax(dim=-1) == targets)
+            metrics = {"test_loss": float(torch.cat(losses, dim=1).mean(dim=1).mean())}
             if self.classification:
-                metrics["test_accuracy"] = float((outputs.argmax(dim=-1) == self.test_targets).double().mean())
+                metrics["test_accuracy"] = float(torch.cat(correct, dim=1).double().mean())
         average = params.mean(axis=0, keepdims=True)
         metrics["consensus_distance"] = float(((params - average) ** 2).sum(axis=1).mean())
         return metrics

@@ -21,6 +21,7 @@ from dpdl.errors import ConfigError
 from dpdl.experiments.reproduce import (
     corn_mnist,
     decor_fig1,
+    lppa,
     mafalda_housing,
     mafalda_pndp,
     whisper_logreg,
@@ -35,7 +36,7 @@ __all__ = ["REPRODUCTIONS", "reproduce"]
 
 REPRODUCTIONS: dict[str, ModuleType] = {
     module.NAME: module
-    for module in (whisper_variance, whisper_seeds, whisper_quadratic, whisper_logreg, corn_mnist, decor_fig1, mafalda_pndp, mafalda_housing)
+    for module in (whisper_variance, whisper_seeds, whisper_quadratic, whisper_logreg, corn_mnist, decor_fig1, mafalda_pndp, mafalda_housing, lppa)
 }
 
 
