@@ -8,11 +8,12 @@ from scipy.optimize import minimize
 from sklearn.linear_model import LogisticRegression as SklearnLogisticRegression
 
 from dpdl.data.a9a import load_a9a
+from dpdl.data.adult import load_adult
 from dpdl.data.housing import load_california_housing
 from dpdl.errors import ConfigError
-from dpdl.experiments.train import TrainConfig, run_training
+from dpdl.experiments.train import DEFAULT_STEP_SIZES, TrainConfig, run_training
 from dpdl.seeding import purpose_rng
-from dpdl.tasks import build_task, decor_least_squares, whisper_quadratic
+from dpdl.tasks import TASKS, build_task, decor_least_squares, whisper_quadratic
 from dpdl.tasks.catalog import TaskOptions, train_test_split
 
 
@@ -96,3 +97,28 @@ def test_unknown_task_and_bad_split_are_rejected() -> None:
         build_task("mnist-resnet", 4)
     with pytest.raises(ConfigError):
         train_test_split(100, 1.5, np.random.default_rng(0))
+
+
+def test_adult_has_the_uci_rows_and_standardised_one_hot_features() -> None:
+    train_features, train_labels = load_adult("train")
+    test_features, test_labels = load_adult("test")
+    assert train_features.shape == (32561, 108) and test_features.shape == (16281, 108)
+    assert train_labels.sum() == 7841 and test_labels.sum() == 3846  # >50K (shared/data/README.md)
+    np.testing.assert_allclose(train_features[:, :6].mean(axis=0), 0.0, atol=1e-5)
+    np.testing.assert_allclose(train_features[:, 6:].sum(axis=1), 8.0)  # one category per attribute
+
+
+def test_every_task_has_a_default_step_size() -> None:
+    assert set(TASKS) == set(DEFAULT_STEP_SIZES)
+
+
+def test_chunked_evaluation_equals_one_pass() -> None:
+    task = build_task("mnist-lenet", 3, 0, TaskOptions(partition="iid"))
+    params = task.initial_params() + 0.05 * np.random.default_rng(0).standard_normal((3, task.dim))
+    task.test_inputs, task.test_targets = task.test_inputs[:500], task.test_targets[:500]
+    task.eval_chunk = 3 * 120  # five passes of 120 examples, the last one short
+    chunked = task.evaluate(params)
+    task.eval_chunk = None
+    whole = task.evaluate(params)
+    assert chunked["test_accuracy"] == whole["test_accuracy"]
+    np.testing.assert_allclose(chunked["test_loss"], whole["test_loss"], rtol=1e-6)

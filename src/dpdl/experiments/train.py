@@ -32,6 +32,11 @@ DEFAULT_STEP_SIZES: dict[str, tuple[float, str]] = {
     "logreg-a9a": (0.1, "constant"),
     "mnist-mlp": (0.1, "constant"),
     "housing-mlp": (0.05, "constant"),
+    "adult-mlp": (0.5, "constant"),
+    "mnist-cnn": (0.05, "constant"),
+    "fashion-cnn": (0.05, "constant"),
+    "mnist-lenet": (0.1, "constant"),
+    "fashion-lenet": (0.1, "constant"),
 }
 
 
