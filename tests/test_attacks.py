@@ -23,7 +23,7 @@ from dpdl.mechanisms.lppa import NoiseFlow, dp_noise, lppa_noise
 from dpdl.mechanisms.registry import build_mechanism
 from dpdl.tasks.base import Batch
 from dpdl.tasks.torch_model import TorchModelTask
-from dpdl.threats import Eavesdropper
+from dpdl.threats import Colluding, Eavesdropper
 
 STEPS, DELTA, CLIP = 50, 1e-5, 0.1
 
@@ -67,6 +67,25 @@ def test_membership_test_exposes_a_mechanism_quieter_than_it_claims(graph) -> No
     assert membership_lower_bound(quiet, AgentLevel(CLIP).sensitivity, STEPS, DELTA, trials=5000).epsilon > upper
 
 
+def test_what_a_coalition_cannot_subtract_has_the_accountants_covariance(graph) -> None:
+    calibration = calibrate(10.0, DELTA, STEPS, AgentLevel(CLIP), "exact")
+    for name in ("decor", "whisper", "lppa"):
+        mechanism = build_mechanism(name, graph, metropolis_hastings(graph), calibration)
+        for coalition in ((), (2,), (0, 5)):
+            np.testing.assert_allclose(mechanism.unknown_to(coalition).covariance(), mechanism.unknown_covariance(coalition), atol=1e-12)
+
+
+def test_a_curious_agent_attacks_through_the_seeds_it_holds(graph) -> None:
+    """DECOR against one honest-but-curious agent: the test searches every agent as the attacker,
+    subtracts its pairwise secrets, and still stays under the accountant's epsilon."""
+    calibration = calibrate(10.0, DELTA, STEPS, AgentLevel(CLIP), "exact")
+    decor = build_mechanism("decor", graph, metropolis_hastings(graph), calibration)
+    upper = account(decor, Colluding(1), AgentLevel(CLIP), STEPS, DELTA).epsilon
+    lower = membership_lower_bound(decor, AgentLevel(CLIP).sensitivity, STEPS, DELTA, trials=20_000, threat=Colluding(1))
+    assert len(lower.coalition) == 1 and lower.agent not in lower.coalition
+    assert 0.3 * upper <= lower.epsilon <= upper
+
+
 def test_singular_noise_is_separated_without_error(graph) -> None:
     calibration = calibrate(10.0, DELTA, STEPS, AgentLevel(CLIP), "exact")
     flow = build_mechanism("lppa", graph, metropolis_hastings(graph), calibration)
@@ -105,15 +124,22 @@ def test_audit_puts_lppa_at_infinity_and_every_lower_bound_under_its_upper_bound
     assert {"none", "ldp", "decor", "whisper", "zero-sum", "lppa"} <= set(by_name)
     for name in ("none", "zero-sum", "lppa"):
         assert by_name[name].epsilon["eavesdropper"] == math.inf
-        assert by_name[name].attack["epsilon_lower_bound"] == math.inf
-    assert by_name["lppa"].attack["laplace_epsilon_lower_bound"] == math.inf
+        assert by_name[name].epsilon_lower_bound["eavesdropper"] == math.inf
+    assert by_name["lppa"].attack["laplace_eavesdropper_lower_bound"] == math.inf
+    checked = 0
     for report in reports:
-        if math.isfinite(report.epsilon["eavesdropper"]):
-            assert report.attack["epsilon_lower_bound"] <= report.epsilon["eavesdropper"]
+        assert set(report.epsilon_lower_bound) == set(report.epsilon)
+        for threat, upper in report.epsilon.items():
+            if math.isfinite(upper):
+                assert report.epsilon_lower_bound[threat] <= upper, (report.method, threat)
+                checked += 1
+    assert checked >= 12
+    # CDP's noise hides one agent in the average, not in its own messages
+    assert by_name["cdp"].epsilon_lower_bound["eavesdropper"] > by_name["cdp"].epsilon_lower_bound["central"]
     write_audit(reports, tmp_path)
     assert "Lower bound above upper bound (a bug in one of them): none." in (tmp_path / "REPORT.md").read_text()
     rows = json.loads((tmp_path / "audit.json").read_text())
-    assert rows[-1]["method"] == "lppa" and rows[-1]["attack"]["noise_free"] is True
+    assert rows[-1]["method"] == "lppa" and rows[-1]["attack"]["eavesdropper"]["noise_free"] is True
 
 
 def _digits_task() -> TorchModelTask:

@@ -158,10 +158,11 @@ def _noise_parser(sub: argparse._SubParsersAction) -> None:
 def _audit_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "audit",
-        help="every mechanism x every threat model -> epsilon, with the eavesdropper's attacks beside it",
+        help="every mechanism x every threat model -> epsilon, with each threat's attack beside it",
         description="Calibrate every mechanism (and no noise: D-SGD, DSGT) to the budget against the threat it is designed "
-        "for, account each exactly against every threat model, and attack each as the eavesdropper (membership test: an "
-        "empirical lower bound on epsilon; sum attack: the aggregate's error); prints a table and writes audit.csv, "
+        "for, account each exactly against every threat model, and attack each as every threat (membership test: an "
+        "empirical lower bound on epsilon) and as the eavesdropper that sums the messages (the aggregate's error); prints a "
+        "table and writes audit.csv, "
         "audit.json and REPORT.md.",
     )
     add_graph_arguments(parser)
@@ -169,7 +170,7 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
     add_budget_arguments(parser)
     group = parser.add_argument_group("attack")
     group.add_argument("--attack-trials", type=_positive_int, default=ATTACK_TRIALS,
-                       help="membership-test trials per hypothesis for the eavesdropper's empirical lower bound; the attacks' noise is "
+                       help="membership-test trials per hypothesis for the empirical lower bounds; the attacks' noise is "
                        f"seeded by --seed (default {ATTACK_TRIALS})")
     add_output_arguments(parser, Path("results/audit"), "results/audit", "the audit")
     parser.set_defaults(handler=_audit)

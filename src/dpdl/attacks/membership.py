@@ -2,12 +2,14 @@
 
 The game of DP auditing (Jagielski, Ullman & Oprea, NeurIPS 2020; Nasr et al., IEEE S&P 2021):
 data sets D and D' differ in one agent's data, which moves that agent's clipped gradient by the
-full sensitivity s at every step (in one coordinate, the worst case). The eavesdropper sees every
-agent's noisy gradient at every step (what it reads off the messages, :mod:`dpdl.threats`) and
-runs the Neyman-Pearson test of D against D': the statistic ``sum_t a^T o_t`` with ``a = R^+ e_i``
-for the most exposed agent i; where ``e_i`` leaves the range of the noise covariance R, ``a`` is
-its component in R's kernel and the statistic carries no noise at all, so the test never errs and
-the lower bound is infinite (zero-sum designs, LPPA, no noise).
+full sensitivity s at every step (in one coordinate, the worst case). The adversary of a threat
+model (:mod:`dpdl.threats`) sees ``P (g + v)`` at every step, P its view of the honest agents
+(the identity: every message; ``1^T / n``: the average), after subtracting the noise of the seeds
+its coalition holds, and runs the Neyman-Pearson test of D against D': the statistic
+``sum_t a^T o_t`` with ``a = Sigma^+ P e_i``, ``Sigma = P R P^T`` for the unknown noise's
+covariance R, for the most exposed honest agent i; where ``P e_i`` leaves the range of Sigma, ``a``
+is its component in Sigma's kernel and the statistic carries no noise at all, so the test never
+errs and the lower bound is infinite (zero-sum designs, LPPA, no noise).
 
 The noise comes from the mechanism's own sampler, T steps per trial; the attacker only uses R to
 aim. Half the trials choose the threshold, the other half count the errors, and Clopper-Pearson
@@ -20,19 +22,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 import numpy as np
 from scipy import stats
 
 from dpdl.errors import ConfigError
+from dpdl.threats import Eavesdropper, ThreatModel
 
-__all__ = ["Sampled", "EmpiricalPrivacy", "aim", "clopper_pearson_upper", "membership_lower_bound"]
+__all__ = ["Sampled", "EmpiricalPrivacy", "Aim", "aim", "clopper_pearson_upper", "membership_lower_bound", "MAX_COALITIONS"]
 
 #: Eigenvalues below this fraction of the largest are the noise's kernel.
 KERNEL_TOL = 1e-12
 #: Candidate thresholds tried on the selection half.
 THRESHOLDS = 400
+#: Most coalitions a threat may have for the test to search them all.
+MAX_COALITIONS = 20_000
 
 
 class Sampled(Protocol):
@@ -44,22 +50,26 @@ class Sampled(Protocol):
 
     def covariance(self) -> np.ndarray: ...
 
+    def unknown_to(self, coalition: Iterable[int]) -> Sampled: ...
+
 
 @dataclass(frozen=True)
 class EmpiricalPrivacy:
-    """What the membership test achieved against one mechanism."""
+    """What the membership test achieved against one mechanism and threat."""
 
     epsilon: float  # lower bound, holding with probability >= 1 - alpha; inf when the test cannot err
     agent: int
+    coalition: tuple[int, ...]
     trials: int  # per hypothesis
     false_positive: float  # measured on the evaluation half at the chosen threshold
     false_negative: float
     noise_free: bool  # the test statistic carries no noise (the covariance misses the agent)
 
-    def as_dict(self) -> dict[str, float | int | bool]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "epsilon_lower_bound": self.epsilon,
             "agent": self.agent,
+            "coalition": list(self.coalition),
             "trials": self.trials,
             "false_positive": self.false_positive,
             "false_negative": self.false_negative,
@@ -67,22 +77,33 @@ class EmpiricalPrivacy:
         }
 
 
-def aim(covariance: np.ndarray) -> tuple[int, np.ndarray, bool]:
-    """The attacked agent, the test direction ``a``, and whether the statistic is noise-free.
+@dataclass(frozen=True)
+class Aim:
+    """The attacked agent (among the honest), the test direction and how exposed the agent is."""
 
-    An agent whose unit vector has a component in the covariance's kernel is attacked along that
-    component (no noise); otherwise the agent of largest ``e_i^T R^+ e_i`` along ``R^+ e_i``.
-    """
-    values, vectors = np.linalg.eigh((covariance + covariance.T) / 2.0)
-    kernel = values <= KERNEL_TOL * max(values.max(), 0.0) if values.max() > 0 else np.ones_like(values, dtype=bool)
-    leak = vectors[:, kernel] @ vectors[:, kernel].T  # projector on the kernel; column i is its part of e_i
-    leaked = np.linalg.norm(leak, axis=0)
+    agent: int
+    direction: np.ndarray
+    noise_free: bool
+    exposure: float  # e_i^T P^T Sigma^+ P e_i, inf when noise-free
+
+
+def aim(covariance: np.ndarray, view: np.ndarray) -> Aim:
+    """Where to attack when the adversary observes ``view @ (g + v)`` with ``v``'s covariance
+    ``covariance`` over the honest agents: an agent whose column ``P e_i`` has a component in the
+    kernel of ``Sigma = P R P^T`` along that component (no noise); otherwise the agent of largest
+    ``(P e_i)^T Sigma^+ P e_i`` along ``Sigma^+ P e_i``."""
+    sigma = view @ covariance @ view.T
+    values, vectors = np.linalg.eigh((sigma + sigma.T) / 2.0)
+    kernel = values <= KERNEL_TOL * values.max() if values.max() > 0 else np.ones_like(values, dtype=bool)
+    leaks = vectors[:, kernel] @ (vectors[:, kernel].T @ view)  # component of each P e_i in the kernel
+    leaked = np.linalg.norm(leaks, axis=0) / np.maximum(np.linalg.norm(view, axis=0), 1e-300)
     if leaked.max() > 1e-6:
         agent = int(np.argmax(leaked))
-        return agent, leak[:, agent], True
+        return Aim(agent, leaks[:, agent], True, math.inf)
     inverse = (vectors[:, ~kernel] / values[~kernel]) @ vectors[:, ~kernel].T
-    agent = int(np.argmax(np.diag(inverse)))
-    return agent, inverse[:, agent], False
+    exposure = np.einsum("ki,kl,li->i", view, inverse, view)
+    agent = int(np.argmax(exposure))
+    return Aim(agent, inverse @ view[:, agent], False, float(exposure[agent]))
 
 
 def clopper_pearson_upper(errors: np.ndarray | int, trials: int, alpha: float) -> np.ndarray:
@@ -105,24 +126,40 @@ def membership_lower_bound(
     trials: int = 20_000,
     seed: int = 0,
     alpha: float = 0.05,
+    threat: ThreatModel = Eavesdropper(),
 ) -> EmpiricalPrivacy:
-    """Run the membership test ``trials`` times under each hypothesis (see the module docstring)."""
+    """Run the membership test ``trials`` times under each hypothesis (see the module docstring),
+    as ``threat``: a coalition first subtracts the noise of the seeds its members hold, and attacks
+    through the threat's view; of all the threat's coalitions, the one whose target is most exposed
+    (at most :data:`MAX_COALITIONS` are searched)."""
     if trials < 100:
         raise ConfigError(f"the membership test needs at least 100 trials per hypothesis, got {trials}")
     if not (math.isfinite(sensitivity) and sensitivity > 0):
         raise ConfigError(f"the sensitivity must be a finite number > 0, got {sensitivity}")
-    agent, direction, noise_free = aim(noise.covariance())
+    if threat.coalition_count(noise.n) > MAX_COALITIONS:
+        raise ConfigError(f"the {threat} threat has {threat.coalition_count(noise.n)} coalitions on {noise.n} agents; "
+                          f"the membership test searches at most {MAX_COALITIONS}")
+    best: tuple[Aim, tuple[int, ...], Sampled, np.ndarray, np.ndarray] | None = None
+    for coalition in threat.coalitions(noise.n):
+        unknown = noise.unknown_to(coalition)
+        honest = np.setdiff1d(np.arange(noise.n), coalition)
+        view = threat.view(len(honest))
+        target = aim(unknown.covariance()[np.ix_(honest, honest)], view)
+        if best is None or (target.noise_free, target.exposure) > (best[0].noise_free, best[0].exposure):
+            best = (target, tuple(coalition), unknown, honest, view)
+    assert best is not None
+    target, coalition, unknown, honest, view = best
     rng = np.random.default_rng(seed)
     statistic = np.zeros(2 * trials)
     for _ in range(steps):
-        statistic += direction @ noise.sample(rng, 2 * trials)
-    shift = steps * sensitivity * float(direction[agent])
+        statistic += target.direction @ (view @ unknown.sample(rng, 2 * trials)[honest])
+    shift = steps * sensitivity * float(target.direction @ view[:, target.agent])
     null, alternative = statistic[:trials], statistic[trials:] + shift
-    if noise_free:
-        separated = np.abs(statistic).max() < 1e-6 * shift
-        if not separated:  # the sampler puts noise where the covariance says there is none
+    agent = int(honest[target.agent])
+    if target.noise_free:
+        if np.abs(statistic).max() >= 1e-6 * shift:  # the sampler puts noise where the covariance says there is none
             raise ConfigError("the mechanism's samples have noise in the direction its covariance calls noise-free")
-        return EmpiricalPrivacy(math.inf, agent, trials, 0.0, 0.0, True)
+        return EmpiricalPrivacy(math.inf, agent, coalition, trials, 0.0, 0.0, True)
     half = trials // 2
     candidates = np.quantile(np.concatenate([null[:half], alternative[:half]]), np.linspace(0.0, 1.0, THRESHOLDS))
     level = alpha / 2.0
@@ -136,5 +173,5 @@ def membership_lower_bound(
     chosen = candidates[np.argmax(bounds(null[:half], alternative[:half], candidates))]
     epsilon = float(bounds(null[half:], alternative[half:], np.array([chosen]))[0])
     return EmpiricalPrivacy(
-        epsilon, agent, trials, float((null[half:] > chosen).mean()), float((alternative[half:] <= chosen).mean()), False
+        epsilon, agent, coalition, trials, float((null[half:] > chosen).mean()), float((alternative[half:] <= chosen).mean()), False
     )

@@ -8,6 +8,7 @@ papers' RDP bound is reported next to them.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ import numpy as np
 
 from dpdl.accounting import AgentLevel, Calibration, account, calibrate, epsilon_from_mu_step
 from dpdl.attacks import membership_lower_bound, sum_attack_error
+from dpdl.attacks.membership import MAX_COALITIONS
 from dpdl.graphs import summarize
 from dpdl.mechanisms.registry import DesignOptions, build_mechanism
 from dpdl.seeding import purpose_rng
@@ -42,8 +44,10 @@ class NoiseReport:
     coalitions: dict[str, int]
     mechanism: dict[str, Any]
     graph: dict[str, Any] = field(default_factory=dict)
-    #: The eavesdropper's attacks, when run: the membership test's lower bound on epsilon
-    #: (:mod:`dpdl.attacks.membership`) and the sum attack's error (:mod:`dpdl.attacks.eavesdropper`).
+    #: When attacked: the membership test's empirical lower bound on epsilon per threat
+    #: (:mod:`dpdl.attacks.membership`; NaN where the threat has too many coalitions to search) ...
+    epsilon_lower_bound: dict[str, float] = field(default_factory=dict)
+    #: ... each test's details, and the eavesdropper's sum attack (:mod:`dpdl.attacks.eavesdropper`).
     attack: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -58,7 +62,7 @@ class NoiseReport:
             "calibration": self.calibration.as_dict(),
             "graph": self.graph,
             "mechanism": self.mechanism,
-            **({"attack": self.attack} if self.attack else {}),
+            **({"epsilon_lower_bound": self.epsilon_lower_bound, "attack": self.attack} if self.attack else {}),
         }
         for key in ("sigma_mix2", "sigma_pair2", "sigma_cor2", "sigma2", "sigma2_edge"):
             if key in self.mechanism:
@@ -81,8 +85,9 @@ def noise_report(
     seed: int = 0,
 ) -> NoiseReport:
     """Calibrate ``method`` to (eps, delta) over ``steps`` steps and account it against ``threats``;
-    with ``attack_trials``, also attack it as the eavesdropper (membership test with that many
-    trials per hypothesis, and the sum attack on gradients of norm C, seeded by ``seed``)."""
+    with ``attack_trials``, also attack it as each threat (membership test with that many trials per
+    hypothesis) and as the eavesdropper that sums the messages (on gradients of norm C), seeded by
+    ``seed``."""
     neighbouring = AgentLevel(clip)
     calibration = calibrate(eps, delta, steps, neighbouring, calibration_method)
     start = time.perf_counter()
@@ -97,12 +102,21 @@ def noise_report(
         exact[str(threat)] = report.exact
         coalitions[str(threat)] = report.coalitions
         paper[str(threat)] = epsilon_from_mu_step(report.mu_step, steps, delta, neighbouring, "paper-rdp")
-    attack = {}
+    lower: dict[str, float] = {}
+    attack: dict[str, Any] = {}
     if attack_trials is not None:
-        empirical = membership_lower_bound(mechanism, neighbouring.sensitivity, steps, delta, attack_trials, seed)
+        for threat in threats:
+            name = str(threat)
+            if name not in epsilon:
+                continue
+            if threat.coalition_count(mechanism.n) > MAX_COALITIONS:
+                lower[name] = math.nan
+                continue
+            empirical = membership_lower_bound(mechanism, neighbouring.sensitivity, steps, delta, attack_trials, seed, threat=threat)
+            lower[name], attack[name] = empirical.epsilon, empirical.as_dict()
         gradients = clip_rows(purpose_rng(seed, "sum attack gradients").standard_normal((mechanism.n, 1000)), clip)
         error = sum_attack_error(mechanism, gradients, purpose_rng(seed, "sum attack noise"))
-        attack = {**empirical.as_dict(), "sum_attack_rms_error": error, "sum_attack_relative_error": error / clip}
+        attack.update(sum_attack_rms_error=error, sum_attack_relative_error=error / clip)
     return NoiseReport(
         method,
         calibration,
@@ -114,5 +128,6 @@ def noise_report(
         coalitions,
         mechanism.describe(),
         summarize(graph, weights).as_dict(),
+        lower,
         attack,
     )

@@ -141,6 +141,16 @@ class NoiseMechanism:
         columns = np.concatenate([np.arange(self._offsets[k], self._offsets[k + 1]) for k in np.flatnonzero(hidden)] or [np.zeros(0, int)])
         return np.diag(np.where(members, 0.0, self.private_variances)) + self._gram(columns)
 
+    def unknown_to(self, coalition: Iterable[int]) -> NoiseMechanism:
+        """The noise a coalition cannot subtract, as a mechanism of its own: the private parts of
+        non-members and the secrets none of its members holds (its covariance is
+        :meth:`unknown_covariance`); what an attacking coalition's membership test faces."""
+        members = set(coalition)
+        if not members:
+            return self
+        private = np.array([0.0 if i in members else v for i, v in enumerate(self.private_variances)])
+        return NoiseMechanism(self.n, private, [s for s in self.secrets if not members.intersection(s.holders)])
+
     def secrets_of(self, agent: int) -> list[int]:
         """Indices of the secrets whose seed ``agent`` holds."""
         return list(self._holders[:, agent].nonzero()[0])
