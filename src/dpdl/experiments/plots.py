@@ -15,6 +15,15 @@ import numpy as np  # noqa: E402
 __all__ = ["plot_curves", "plot_panels", "plot_images"]
 
 
+def _save(fig: plt.Figure, path: Path) -> Path:
+    """Lay out, write ``fig`` as a PNG at ``path`` (creating its folder), close it."""
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot_curves(
     curves: Mapping[str, Sequence[Sequence[Mapping[str, float]]]],
     metric: str,
@@ -41,11 +50,7 @@ def plot_curves(
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_panels(
@@ -90,11 +95,7 @@ def plot_panels(
         ax.set_visible(False)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_images(rows: Mapping[str, Sequence[np.ndarray]], path: Path, title: str) -> Path:
@@ -109,8 +110,4 @@ def plot_images(rows: Mapping[str, Sequence[np.ndarray]], path: Path, title: str
             ax.set_yticks([])
         axes_row[0].set_ylabel(label, rotation=0, ha="right", va="center")
     fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
