@@ -1,8 +1,9 @@
-"""Simulation: the vectorized D-SGD engine, its samplers and step-size schedules."""
+"""Simulation: the vectorized D-SGD and gradient-tracking engines, their samplers and step sizes."""
 
 from dpdl.simulation.dsgd import CLIP_LEVELS, DSGDConfig, DSGDResult, clip_rows, run_dsgd
 from dpdl.simulation.sampling import SAMPLERS, CyclicSampler, PoissonSampler, UniformSampler
 from dpdl.simulation.schedules import SCHEDULES, StepSize
+from dpdl.simulation.tracking import run_dsgt
 
 __all__ = [
     "CLIP_LEVELS",
@@ -16,4 +17,5 @@ __all__ = [
     "UniformSampler",
     "clip_rows",
     "run_dsgd",
+    "run_dsgt",
 ]

@@ -133,6 +133,7 @@ def run_dsgd(
     sampler = make_sampler(task, config)
     batch_rng = purpose_rng(seed, "batches")
     noise = None if mechanism.is_noiseless else mechanism.noise_stream(purpose_rng(seed, "noise"), task.dim)
+
     def step(t: int, params: np.ndarray) -> np.ndarray:
         grads = local_gradients(task, params, sampler, batch_rng, config)
         if noise is not None:
