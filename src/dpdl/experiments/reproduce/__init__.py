@@ -5,7 +5,8 @@ Each reproduction module defines ``NAME``, ``jobs(quick)`` (its grid as JSON-abl
 (figures, claims and notes); a module that tunes before it measures also defines
 ``followup_jobs(quick, rows)``, the jobs chosen from the first stage's rows; a module whose figure
 has parts that are worth running alone names them in ``PARTS`` and takes ``parts=`` in all three
-functions. :func:`reproduce`
+functions; a module whose runs return bulky fields (images, curves) names them in ``CSV_OMITS``:
+they stay in the cache and reach ``analyse`` but not ``runs.csv``. :func:`reproduce`
 runs the grid through the cache (an interrupted run resumes, in either stage), then writes
 ``runs.csv``, the figures and ``REPORT.md``.
 """
@@ -81,13 +82,15 @@ def reproduce(
         final = module.followup_jobs(quick, rows, **options)
         cached += _cached(final, cache)
         rows += run_jobs(final, module.run_job, cache, workers, progress, label=f"{name} (final)")
-    write_rows(rows, out / "runs.csv")
+    omitted = getattr(module, "CSV_OMITS", ())
+    write_rows([{key: value for key, value in row.items() if key not in omitted} for row in rows], out / "runs.csv")
     figures, claims, notes = module.analyse(rows, out, quick, **options)
     setting = "quick setting (fewer seeds and grid points)" if quick else "full setting (the papers' grids)"
     command = f"dpdl reproduce {name}{' --quick' if quick else ''}" + (f" --parts {' '.join(options['parts'])}" if options else "")
-    reused = f" ({cached} of them cached by an earlier invocation)" if cached else ""
-    intro = (
-        f"{(module.__doc__ or '').strip()}\n\nRun: `{command}`, {setting}, "
-        f"{len(rows)} runs{reused}, {time.perf_counter() - start:.0f} s wall time. Raw runs: `runs.csv`."
-    )
+    if cached == len(rows):
+        timing = f"{len(rows)} runs, all cached by earlier invocations (their wall time is in BENCHMARKS.md)"
+    else:
+        reused = f" ({cached} of them cached by an earlier invocation)" if cached else ""
+        timing = f"{len(rows)} runs{reused}, {time.perf_counter() - start:.0f} s wall time"
+    intro = f"{(module.__doc__ or '').strip()}\n\nRun: `{command}`, {setting}, {timing}. Raw runs: `runs.csv`."
     return write_report(out / "REPORT.md", f"Reproduction: {name}", intro, claims, figures, notes)

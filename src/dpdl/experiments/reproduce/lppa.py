@@ -51,6 +51,8 @@ LABELS = {"dsgt": "DSGT", "dp": "DP", "lppa": "LPPA"}
 DATASETS = {"adult-mlp": "Adult", "mnist-lenet": "MNIST", "fashion-lenet": "FMNIST"}
 CLASSES = {"adult-mlp": 2, "mnist-lenet": 10, "fashion-lenet": 10}
 TASK_OPTIONS = TaskOptions(partition="iid", l2=0.0)
+#: Fields of the runs kept out of runs.csv (the figures show them).
+CSV_OMITS = ("history", "truth", "reconstruction")
 
 
 def _setting(quick: bool) -> dict[str, Any]:
