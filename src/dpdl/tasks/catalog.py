@@ -42,6 +42,10 @@ class TaskOptions:
     l2: float = 1e-3
     dim: int = 10
     hidden: int = 64
+    #: Examples each agent keeps, drawn at random from its part (image tasks); None: all of them.
+    examples_per_agent: int | None = None
+    #: Test examples evaluated, a fixed random subset (image tasks); None: the whole test split.
+    test_examples: int | None = None
 
 
 def train_test_split(n_examples: int, test_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -183,15 +187,26 @@ def lenet(classes: int = 10) -> nn.Sequential:
 def _image_task(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
     """MNIST or Fashion-MNIST (``mnist-*``, ``fashion-*``) with :func:`image_cnn` (``*-cnn``) or
     :func:`lenet` (``*-lenet``) on the original 60000 / 10000 split; pixels scaled to [0, 1] and
-    standardised with the training mean and std."""
+    standardised with the training mean and std; each agent keeps ``options.examples_per_agent``
+    of its part where set (MAFALDA-SGD's FEMNIST nodes hold a few hundred examples each), and
+    ``options.test_examples`` test images are evaluated where set."""
     folder = "mnist" if name.startswith("mnist") else "fashion_mnist"
     train_images, train_labels = load_idx_dataset(folder, "train")
     test_images, test_labels = load_idx_dataset(folder, "t10k")
     scaled_train = train_images.astype(np.float32)[:, None] / 255.0
     mean, std = scaled_train.mean(), scaled_train.std()
     parts = partition_labels(train_labels, n_agents, options, purpose_rng(seed, "partition"))
+    if options.examples_per_agent is not None:
+        keep, rng = options.examples_per_agent, purpose_rng(seed, "examples per agent")
+        if keep > min(len(part) for part in parts):
+            raise ConfigError(f"{keep} examples per agent asked for, but an agent holds only {min(len(p) for p in parts)}")
+        parts = [np.sort(rng.choice(part, keep, replace=False)) for part in parts]
+    test = np.arange(len(test_labels))
+    if options.test_examples is not None:
+        test = np.sort(purpose_rng(seed, "test examples").choice(test, min(options.test_examples, len(test)), replace=False))
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
     return TorchModelTask(
         name, image_cnn() if name.endswith("cnn") else lenet(), _cross_entropy, (scaled_train - mean) / std, train_labels, parts,
-        (test_images.astype(np.float32)[:, None] / 255.0 - mean) / std, test_labels, options.l2, eval_chunk=CNN_EVAL_CHUNK,
+        (test_images[test].astype(np.float32)[:, None] / 255.0 - mean) / std, test_labels[test], options.l2,
+        eval_chunk=CNN_EVAL_CHUNK,
     )  # fmt: skip

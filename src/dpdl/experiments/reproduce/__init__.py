@@ -24,6 +24,7 @@ from dpdl.experiments.reproduce import (
     decor_fig1,
     lppa,
     mafalda_housing,
+    mafalda_images,
     mafalda_pndp,
     whisper_logreg,
     whisper_quadratic,
@@ -37,7 +38,8 @@ __all__ = ["REPRODUCTIONS", "reproduce"]
 
 REPRODUCTIONS: dict[str, ModuleType] = {
     module.NAME: module
-    for module in (whisper_variance, whisper_seeds, whisper_quadratic, whisper_logreg, corn_mnist, decor_fig1, mafalda_pndp, mafalda_housing, lppa)
+    for module in (whisper_variance, whisper_seeds, whisper_quadratic, whisper_logreg, corn_mnist, decor_fig1, mafalda_pndp, mafalda_housing,
+                   mafalda_images, lppa)
 }
 
 

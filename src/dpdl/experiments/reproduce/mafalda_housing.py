@@ -20,33 +20,22 @@ the paper. The paper reports the test loss over the last 50 steps; we report the
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from threadpoolctl import threadpool_limits
 
-from dpdl.accounting import gdp
-from dpdl.experiments.plots import plot_panels
+from dpdl.experiments.reproduce import mafalda_tradeoff as protocol
+from dpdl.experiments.reproduce.mafalda_tradeoff import METHODS, REFERENCE_EPS
 from dpdl.experiments.reproduce.report import Claim
-from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training, final_jobs, summarise, tuning_jobs
-from dpdl.factorization.mafalda import local_sensitivity, noise_multiplier, optimize_local, utility_gram
-from dpdl.factorization.participation import Participation
-from dpdl.graphs import build_graph, mixing_matrix
-from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
-from dpdl.simulation import DSGDConfig, StepSize, run_dsgd
-from dpdl.tasks import TaskOptions, build_task
+from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training
 
-__all__ = ["NAME", "jobs", "followup_jobs", "run_job", "analyse", "local_encoder"]
+__all__ = ["NAME", "jobs", "followup_jobs", "run_job", "analyse"]
 
 NAME = "mafalda-housing"
-GRAPH, AGENTS, DELTA = "facebook-ego-414", 148, 1e-6
+GRAPH, AGENTS = "facebook-ego-414", 148
 PARTICIPATIONS, CYCLE = 20, 19
 EPS_GRID, QUICK_EPS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0), (2.0, 10.0, 50.0)
-METHODS = ("dp-dsgd", "antipgd", "mafalda")
-TASK_OPTIONS = TaskOptions(partition="iid", l2=0.0)
 
 
 def study(quick: bool) -> Study:
@@ -56,88 +45,38 @@ def study(quick: bool) -> Study:
         eps = QUICK_EPS
     else:
         training = Training("housing-mlp", PARTICIPATIONS * CYCLE, (0.01, 0.03, 0.1), (0.3, 1.0, 3.0), "test_loss",
-                            clip_level="example", cycle=CYCLE, tune_seeds=2, seeds=20, tune_at={"eps": 10.0})
+                            clip_level="example", cycle=CYCLE, tune_seeds=2, seeds=20, tune_at={"eps": REFERENCE_EPS})
         eps = EPS_GRID
     panel = Panel("Housing, Facebook ego", training, "eps", eps, {"graph": GRAPH, "n": AGENTS, "p": 0.0}, (*METHODS, "none"),
                   "LDP privacy budget eps (delta = 1e-6)")
-    return Study((panel,), DELTA, calibrations=("exact",))
-
-
-def _study_without_noise_sweep(the_study: Study) -> Study:
-    """The no-noise reference runs once, at the tuning eps, not at every eps (it has no budget)."""
-    panel = the_study.panels[0]
-    return Study((Panel(panel.label, panel.training, "eps", (10.0,), panel.fixed, ("none",), panel.xlabel),), DELTA, ("exact",))
-
-
-def _private_study(the_study: Study) -> Study:
-    panel = the_study.panels[0]
-    return Study((Panel(panel.label, panel.training, "eps", panel.values, panel.fixed, METHODS, panel.xlabel),), DELTA, ("exact",))
+    return Study((panel,), protocol.DELTA, calibrations=("exact",))
 
 
 def jobs(quick: bool) -> list[dict[str, Any]]:
-    the_study = study(quick)
-    return tuning_jobs(_private_study(the_study)) + tuning_jobs(_study_without_noise_sweep(the_study))
+    return protocol.jobs(study(quick))
 
 
 def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    the_study = study(quick)
-    return final_jobs(_private_study(the_study), rows) + final_jobs(_study_without_noise_sweep(the_study), rows)
+    return protocol.followup_jobs(study(quick), rows)
 
 
-@lru_cache(maxsize=8)
-def local_encoder(method: str, graph: str, steps: int, cycle: int) -> np.ndarray:
-    """C_local of ``method`` for the gossip on ``graph`` over ``steps`` steps of cyclic participation."""
-    if method in ("dp-dsgd", "none"):
-        return np.eye(steps)
-    if method == "antipgd":
-        return np.tril(np.ones((steps, steps)))
-    weights = mixing_matrix(build_graph(graph))
-    participation = Participation.cyclic(steps, -(-steps // cycle), cycle)
-    return optimize_local(utility_gram(weights, steps), participation).encoder
-
-
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One seed: calibrate the method's noise multiplier to (eps, delta) under LDP, then train."""
-    graph = build_graph(job["graph"])
-    weights = mixing_matrix(graph)
-    task = build_task(job["task"], graph.number_of_nodes(), job["seed"], TASK_OPTIONS)
-    steps, cycle = job["steps"], job["cycle"]
-    participation = Participation.cyclic(steps, -(-steps // cycle), cycle)
-    encoder = local_encoder(job["method"], job["graph"], steps, cycle)
-    row_sensitivity = 2.0 * job["clip"] / int(task.agent_sizes.min() // cycle)
-    sensitivity = local_sensitivity(encoder, participation)
-    sigma = 0.0 if job["method"] == "none" else noise_multiplier(encoder, participation, row_sensitivity, job["eps"], DELTA)
-    noise = LocalCorrelatedNoise(graph.number_of_nodes(), encoder, sigma, job["method"])
-    config = DSGDConfig(steps, StepSize(job["lr"]), clip=job["clip"], clip_level="example", sampling="cyclic", cycle=cycle,
-                        eval_every=steps)
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
-        result = run_dsgd(task, weights, noise, config, seed=job["seed"])
-    epsilon = 0.0 if sigma == 0.0 else gdp.epsilon(row_sensitivity * sensitivity / sigma, DELTA)
-    final = {key: value for key, value in result.final_metrics.items() if key != "step"}
-    return {**final, "epsilon": epsilon if sigma else float("inf"), "sigma": sigma, "sensitivity": sensitivity}
+run_job = protocol.run_job
 
 
 def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Path], list[Claim], list[str]]:
     """Figure (test loss vs eps, the no-noise reference dotted), claims and notes."""
     the_study = study(quick)
-    private = summarise(_private_study(the_study), rows)
-    reference = summarise(_study_without_noise_sweep(the_study), rows)
+    private, reference = protocol.summaries(the_study, rows)
     panel = the_study.panels[0]
     label, grid = panel.label, list(panel.values)
-    series = {method: [private[(label, x, method, "exact")].mean for x in grid] for method in METHODS}
-    bands = {method: ([private[(label, x, method, "exact")].low for x in grid], [private[(label, x, method, "exact")].high for x in grid])
-             for method in METHODS}
-    none = reference[(label, 10.0, "none", "exact")]
-    series["no noise"] = [none.mean] * len(grid)
-    figure = plot_panels({label: grid}, {label: series}, {label: panel.xlabel}, "final test loss (MSE, standardised target)",
-                         out / "test_loss.png", "MAFALDA-SGD Fig. 3 (right): Housing on Facebook ego 414", log_y=True,
-                         bands={label: bands}, log_x=True)
+    figure = protocol.plot_tradeoff(the_study, rows, out / "test_loss.png", "MAFALDA-SGD Fig. 3 (right): Housing on Facebook ego 414",
+                                    "final test loss (MSE, standardised target)", log_y=True)
+    none = reference[(label, REFERENCE_EPS, "none", "exact")]
     ratios = [private[(label, x, "dp-dsgd", "exact")].mean / private[(label, x, "mafalda", "exact")].mean for x in grid]
     beats = [private[(label, x, "mafalda", "exact")].mean < private[(label, x, method, "exact")].mean
              for x in grid for method in ("dp-dsgd", "antipgd")]
     improvement = 1.0 - float(np.mean([1.0 / r for r in ratios]))
-    met = all(row["epsilon"] <= row["eps"] for row in rows if row["method"] != "none")
+    met, runs = protocol.budget_met(rows)
     claims = [
         Claim(label, "MAFALDA-SGD beats DP-D-SGD and AntiPGD at every eps",
               f"lower loss in {sum(beats)}/{len(beats)} (baseline, eps) pairs; DP-D-SGD / MAFALDA "
@@ -145,10 +84,9 @@ def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Pa
         Claim(label, "31% lower test loss than the baselines on average (Section 7.2)",
               f"{100 * improvement:.0f}% lower than DP-D-SGD on average over eps", improvement > 0),
         Claim("all", "every private run is (eps, 1e-6)-DP under LDP (matrix-factorization accounting)",
-              f"epsilon <= target in {sum(row['epsilon'] <= row['eps'] for row in rows if row['method'] != 'none')}"
-              f"/{sum(row['method'] != 'none' for row in rows)} runs", met),
+              f"epsilon <= target in {met}/{runs} runs", met == runs),
     ]
-    at_ten = {method: next(row for row in rows if row["method"] == method and row["eps"] == 10.0) for method in METHODS}
+    at_ten = {method: next(row for row in rows if row["method"] == method and row["eps"] == REFERENCE_EPS) for method in METHODS}
     notes = [
         f"No noise reaches a test loss of {none.mean:.3f} (tuned: {none.hyperparameters}).",
         "Tuned hyperparameters (lr, clip) per method: "
