@@ -52,14 +52,7 @@ def study(quick: bool) -> Study:
     return Study((panel,), protocol.DELTA, calibrations=("exact",))
 
 
-def jobs(quick: bool) -> list[dict[str, Any]]:
-    return protocol.jobs(study(quick))
-
-
-def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return protocol.followup_jobs(study(quick), rows)
-
-
+jobs, followup_jobs = protocol.stages(study)
 run_job = protocol.run_job
 
 

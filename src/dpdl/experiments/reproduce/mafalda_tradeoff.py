@@ -18,6 +18,7 @@ summarises it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from dpdl.simulation import DSGDConfig, StepSize, run_dsgd
 from dpdl.tasks import TaskOptions, build_task
 
 __all__ = [
-    "METHODS", "DELTA", "REFERENCE_EPS", "TASK_OPTIONS", "jobs", "followup_jobs", "local_encoder", "run_job", "summaries",
+    "METHODS", "DELTA", "REFERENCE_EPS", "TASK_OPTIONS", "stages", "local_encoder", "run_job", "summaries",
     "plot_tradeoff", "budget_met",
 ]
 
@@ -64,12 +65,17 @@ def _private_study(study: Study) -> Study:
     return Study(panels, DELTA, ("exact",))
 
 
-def jobs(study: Study) -> list[dict[str, Any]]:
-    return tuning_jobs(_private_study(study)) + tuning_jobs(_reference_study(study))
+def stages(study: Callable[[bool], Study]) -> tuple[Callable[..., list[dict[str, Any]]], Callable[..., list[dict[str, Any]]]]:
+    """A reproduction's ``jobs(quick)`` (tuning) and ``followup_jobs(quick, rows)`` (the tuned points
+    on every seed) for the study ``study(quick)``."""
 
+    def jobs(quick: bool) -> list[dict[str, Any]]:
+        return tuning_jobs(_private_study(study(quick))) + tuning_jobs(_reference_study(study(quick)))
 
-def followup_jobs(study: Study, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return final_jobs(_private_study(study), rows) + final_jobs(_reference_study(study), rows)
+    def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return final_jobs(_private_study(study(quick)), rows) + final_jobs(_reference_study(study(quick)), rows)
+
+    return jobs, followup_jobs
 
 
 @lru_cache(maxsize=8)
