@@ -114,3 +114,17 @@ def test_quick_lppa_trains_attacks_and_reports(tmp_path) -> None:
     }
     for claim in ("LPPA's accuracy equals noise-free DSGT's", "DLG reconstructs the sender's data from plain DSGT"):
         assert any(line.startswith("| Table") and claim in line and line.endswith("| yes |") for line in report.splitlines()), report
+
+
+def test_quick_mafalda_images_trains_every_method_within_budget(tmp_path) -> None:
+    """The --quick setting of mafalda-images: MAFALDA's CNN on non-iid MNIST, every method at every
+    eps within its budget under the factorization accountant, and the figure written."""
+    report = reproduce("mafalda-images", tmp_path, quick=True, workers=2, progress=False).read_text()
+    assert (tmp_path / "test_accuracy.png").stat().st_size > 10_000
+    with (tmp_path / "runs.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(row["method"], float(row["eps"])) for row in rows if row["method"] != "none"} == {
+        (method, eps) for method in ("dp-dsgd", "antipgd", "mafalda") for eps in (2.0, 10.0)
+    }
+    assert all(0.0 <= float(row["test_accuracy"]) <= 1.0 for row in rows)
+    assert "under LDP (matrix-factorization accounting) | epsilon <= target in 6/6 runs | yes |" in report
