@@ -15,9 +15,9 @@ from typing import NoReturn
 
 from dpdl import __version__
 from dpdl.accounting import CALIBRATIONS
+from dpdl.attacks.membership import DEFAULT_TRIALS
 from dpdl.errors import DpdlError
 from dpdl.graphs import MIXING_RULES, REAL_GRAPHS, SYNTHETIC_GRAPHS
-from dpdl.experiments.audit import ATTACK_TRIALS
 from dpdl.mechanisms.registry import DECOR_SEARCHES, MECHANISMS, DesignOptions
 from dpdl.simulation import CLIP_LEVELS, SCHEDULES
 from dpdl.tasks import TASKS, TaskOptions
@@ -169,9 +169,9 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
     add_graph_seed_argument(parser)
     add_budget_arguments(parser)
     group = parser.add_argument_group("attack")
-    group.add_argument("--attack-trials", type=_positive_int, default=ATTACK_TRIALS,
+    group.add_argument("--attack-trials", type=_positive_int, default=DEFAULT_TRIALS,
                        help="membership-test trials per hypothesis for the empirical lower bounds; the attacks' noise is "
-                       f"seeded by --seed (default {ATTACK_TRIALS})")
+                       f"seeded by --seed (default {DEFAULT_TRIALS})")
     add_output_arguments(parser, Path("results/audit"), "results/audit", "the audit")
     parser.set_defaults(handler=_audit)
 

@@ -31,7 +31,7 @@ from scipy import stats
 from dpdl.errors import ConfigError
 from dpdl.threats import Eavesdropper, ThreatModel
 
-__all__ = ["Sampled", "EmpiricalPrivacy", "Aim", "aim", "clopper_pearson_upper", "membership_lower_bound", "MAX_COALITIONS"]
+__all__ = ["Sampled", "EmpiricalPrivacy", "Aim", "aim", "clopper_pearson_upper", "membership_lower_bound", "MAX_COALITIONS", "DEFAULT_TRIALS"]
 
 #: Eigenvalues below this fraction of the largest are the noise's kernel.
 KERNEL_TOL = 1e-12
@@ -39,6 +39,8 @@ KERNEL_TOL = 1e-12
 THRESHOLDS = 400
 #: Most coalitions a threat may have for the test to search them all.
 MAX_COALITIONS = 20_000
+#: Trials per hypothesis by default (about a second per mechanism at n = 10, T = 100).
+DEFAULT_TRIALS = 20_000
 
 
 class Sampled(Protocol):
@@ -123,7 +125,7 @@ def membership_lower_bound(
     sensitivity: float,
     steps: int,
     delta: float,
-    trials: int = 20_000,
+    trials: int = DEFAULT_TRIALS,
     seed: int = 0,
     alpha: float = 0.05,
     threat: ThreatModel = Eavesdropper(),

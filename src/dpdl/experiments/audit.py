@@ -22,22 +22,20 @@ import networkx as nx
 import numpy as np
 from tqdm.auto import tqdm
 
+from dpdl.accounting import AgentLevel
+from dpdl.attacks.membership import DEFAULT_TRIALS, membership_lower_bound
 from dpdl.experiments.noise import DEFAULT_THREATS, NoiseReport, noise_report
 from dpdl.experiments.reproduce.report import write_rows
 from dpdl.experiments.results import json_safe
-from dpdl.accounting import AgentLevel
-from dpdl.attacks import membership_lower_bound
 from dpdl.mechanisms.independent import NoNoise
 from dpdl.mechanisms.lppa import NoiseFlow, lppa_noise
 from dpdl.mechanisms.registry import MECHANISMS, DesignOptions
 from dpdl.threats import Eavesdropper, ThreatModel
 
-__all__ = ["MULTISEED_MAX_N", "ATTACK_TRIALS", "audit_mechanisms", "run_audit", "format_audit", "write_audit"]
+__all__ = ["MULTISEED_MAX_N", "audit_mechanisms", "run_audit", "format_audit", "write_audit"]
 
 #: The multi-seed design is a CVXPY SDP with C(n, q) n constraints: audited up to this n.
 MULTISEED_MAX_N = 12
-#: Membership-test trials per hypothesis (about a second per mechanism at n = 10, T = 100).
-ATTACK_TRIALS = 20_000
 #: LPPA's Laplace noise scale in its experiments (Section 6, "beta = 0.025").
 LPPA_LAPLACE_SCALE = 0.025
 #: The threat the attacks play.
@@ -59,7 +57,7 @@ def run_audit(
     clip: float,
     calibration: str = "exact",
     threats: tuple[ThreatModel, ...] = DEFAULT_THREATS,
-    attack_trials: int = ATTACK_TRIALS,
+    attack_trials: int = DEFAULT_TRIALS,
     seed: int = 0,
     progress: bool = True,
 ) -> list[NoiseReport]:

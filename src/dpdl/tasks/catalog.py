@@ -193,20 +193,24 @@ def _image_task(name: str, n_agents: int, seed: int, options: TaskOptions) -> To
     folder = "mnist" if name.startswith("mnist") else "fashion_mnist"
     train_images, train_labels = load_idx_dataset(folder, "train")
     test_images, test_labels = load_idx_dataset(folder, "t10k")
-    scaled_train = train_images.astype(np.float32)[:, None] / 255.0
-    mean, std = scaled_train.mean(), scaled_train.std()
+
+    def scaled(images: np.ndarray) -> np.ndarray:  # (m, 28, 28) uint8 -> (m, 1, 28, 28) in [0, 1]
+        return images.astype(np.float32)[:, None] / 255.0
+
+    train_inputs = scaled(train_images)
+    mean, std = train_inputs.mean(), train_inputs.std()
     parts = partition_labels(train_labels, n_agents, options, purpose_rng(seed, "partition"))
     if options.examples_per_agent is not None:
-        keep, rng = options.examples_per_agent, purpose_rng(seed, "examples per agent")
-        if keep > min(len(part) for part in parts):
-            raise ConfigError(f"{keep} examples per agent asked for, but an agent holds only {min(len(p) for p in parts)}")
+        keep, rng, fewest = options.examples_per_agent, purpose_rng(seed, "examples per agent"), min(len(p) for p in parts)
+        if keep > fewest:
+            raise ConfigError(f"{keep} examples per agent asked for, but an agent holds only {fewest}")
         parts = [np.sort(rng.choice(part, keep, replace=False)) for part in parts]
     test = np.arange(len(test_labels))
     if options.test_examples is not None:
         test = np.sort(purpose_rng(seed, "test examples").choice(test, min(options.test_examples, len(test)), replace=False))
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
     return TorchModelTask(
-        name, image_cnn() if name.endswith("cnn") else lenet(), _cross_entropy, (scaled_train - mean) / std, train_labels, parts,
-        (test_images[test].astype(np.float32)[:, None] / 255.0 - mean) / std, test_labels[test], options.l2,
+        name, image_cnn() if name.endswith("cnn") else lenet(), _cross_entropy, (train_inputs - mean) / std, train_labels,
+        parts, (scaled(test_images[test]) - mean) / std, test_labels[test], options.l2,
         eval_chunk=CNN_EVAL_CHUNK,
     )  # fmt: skip
