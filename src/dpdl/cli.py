@@ -1,4 +1,5 @@
-"""The ``dpdl`` command line: ``train``, ``noise``, ``audit``, ``factorize``, ``reproduce``, ``demo`` (``--help`` on each).
+"""The ``dpdl`` command line: ``train``, ``run-agent``, ``run-local``, ``noise``, ``audit``, ``factorize``, ``reproduce``,
+``demo`` (``--help`` on each).
 
 Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback.
 """
@@ -108,12 +109,8 @@ def _design(args: argparse.Namespace) -> DesignOptions:
     )
 
 
-def _train_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "train",
-        help="train one model by private D-SGD and write a results folder",
-        description="Train by D-SGD with privacy noise; writes config.json, metrics.csv, final.json and a figure.",
-    )
+def add_training_arguments(parser: argparse.ArgumentParser) -> None:
+    """Everything that defines a training job (:class:`dpdl.experiments.train.TrainConfig`)."""
     parser.add_argument("--task", choices=TASKS, default="logreg-a9a", help="learning task (default logreg-a9a)")
     parser.add_argument("--mechanism", default="ldp", help=f"noise mechanism: none, {', '.join(MECHANISMS)} (default ldp)")
     add_graph_arguments(parser)
@@ -133,8 +130,61 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--labels-per-agent", type=_positive_int, default=1, help="classes per agent for labels-per-agent")
     group.add_argument("--l2", type=float, default=1e-3, help="L2 regularisation of logistic regression (default 1e-3)")
     group.add_argument("--dim", type=_positive_int, default=10, help="dimension of the least-squares task (default 10)")
+    group = parser.add_argument_group("secrets")
+    group.add_argument("--key-seed", type=int, default=None,
+                       help="derive the agents' X25519 keys from this number; every agent then draws its batches and noise "
+                       "from the seeds they agree on, so train and run-local/run-agent with the same key seed give the same "
+                       "models (a reproducibility check; a deployment leaves it out and draws fresh keys)")
+
+
+def _train_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "train",
+        help="train one model by private D-SGD and write a results folder",
+        description="Train by D-SGD with privacy noise; writes config.json, metrics.csv, final.json and a figure.",
+    )
+    add_training_arguments(parser)
     add_output_arguments(parser, None, "results/train/<job name>", "the final metrics")
+    parser.add_argument("--save-models", action="store_true", help="also write every agent's final model, models-seed<s>.npy")
     parser.set_defaults(handler=_train)
+
+
+def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
+    """How runtime agents run: checkpoints, timeout, resume."""
+    group = parser.add_argument_group("runtime")
+    group.add_argument("--workdir", type=Path, required=True, help="folder of the agents' checkpoints and final models")
+    group.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a neighbour before declaring it failed (default 60)")
+    group.add_argument("--checkpoint-every", type=_positive_int, default=100, help="rounds between checkpoints (default 100)")
+    group.add_argument("--resume", action="store_true", help="resume from the latest round every agent saved")
+
+
+def _run_agent_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "run-agent",
+        help="run one agent as one rank of torch.distributed (launch with torchrun, one rank per agent)",
+        description="Run agent RANK of the job as a gloo process: agree keys with the others (X25519), then train by D-SGD "
+        "exchanging authenticated messages with its graph neighbours only. Reads RANK, WORLD_SIZE, MASTER_ADDR and "
+        "MASTER_PORT from the environment, as torchrun sets them; writes the final model to WORKDIR/agent<rank>/final.npy.",
+    )
+    add_training_arguments(parser)
+    add_agent_arguments(parser)
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(handler=_run_agent)
+
+
+def _run_local_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "run-local",
+        help="run every agent of a job as its own process on this machine (loopback gloo) and evaluate the models",
+        description="Start n run-agent processes on loopback, wait for them, and write models.npy and final.json "
+        "(the metrics of the agents' final models) to WORKDIR; on a failure print which agent stopped and why "
+        "(rerun with --resume to continue from the checkpoints).",
+    )
+    add_training_arguments(parser)
+    add_agent_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the final metrics as one JSON object on the last line")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(handler=_run_local)
 
 
 def _noise_parser(sub: argparse._SubParsersAction) -> None:
@@ -237,6 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dpdl {__version__}")
     sub = parser.add_subparsers(title="commands", dest="command", required=True, parser_class=_Parser)
     _train_parser(sub)
+    _run_agent_parser(sub)
+    _run_local_parser(sub)
     _noise_parser(sub)
     _audit_parser(sub)
     _factorize_parser(sub)
@@ -245,11 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _train(args: argparse.Namespace) -> int:
-    from dpdl.experiments.results import json_safe, write_results
-    from dpdl.experiments.train import TrainConfig, run_training
+def _train_config(args: argparse.Namespace):  # noqa: ANN202 (TrainConfig, imported lazily)
+    from dpdl.experiments.train import TrainConfig
 
-    config = TrainConfig(
+    return TrainConfig(
         task=args.task,
         graph=args.graph,
         n=args.n,
@@ -271,11 +322,23 @@ def _train(args: argparse.Namespace) -> int:
             partition=args.partition, alpha=args.alpha, labels_per_agent=args.labels_per_agent, l2=args.l2, dim=args.dim
         ),
         design=_design(args),
+        key_seed=args.key_seed,
     )
-    result = run_training(config, progress=not args.no_progress)
+
+
+def _train(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from dpdl.experiments.results import json_safe, write_results
+    from dpdl.experiments.train import run_training
+
+    result = run_training(_train_config(args), progress=not args.no_progress)
     name = f"{args.task}-{args.mechanism}-{args.graph.replace(':', '_').replace('/', '_')}-eps{args.eps:g}-seed{'_'.join(map(str, args.seed))}"
     folder = args.out or Path("results") / "train" / name
     paths = write_results(result, folder)
+    if args.save_models:
+        for run in result.runs:
+            np.save(folder / f"models-seed{run.seed}.npy", run.models)
     summary = result.summary()
     metric = result.primary_metric
     print(f"results: {folder}", file=sys.stderr)
@@ -284,6 +347,48 @@ def _train(args: argparse.Namespace) -> int:
     print(f"{metric}: {summary[metric]:.6g} (figure {paths['figure']})", file=sys.stderr)
     if args.json:
         print(json.dumps(json_safe(summary)))
+    return 0
+
+
+def _agent_options(args: argparse.Namespace):  # noqa: ANN202 (AgentOptions, imported lazily)
+    from dpdl.errors import ConfigError
+    from dpdl.runtime import AgentOptions
+
+    if len(args.seed) != 1:
+        raise ConfigError("the runtime runs one replicate: give one --seed")
+    return AgentOptions(args.workdir, args.key_seed, args.timeout, args.checkpoint_every, args.resume)
+
+
+def _run_agent(args: argparse.Namespace) -> int:
+    from dpdl.runtime import init_agent, run_agent
+    from dpdl.runtime.agent import final_model_path
+
+    options = _agent_options(args)
+    rank = init_agent()
+    run_agent(_train_config(args), args.seed[0], rank, options, progress=not args.no_progress)
+    print(f"agent {rank}: final model {final_model_path(args.workdir, rank)}", file=sys.stderr)
+    return 0
+
+
+def _run_local(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from dpdl.errors import PeerFailure
+    from dpdl.experiments.results import json_safe
+    from dpdl.runtime import run_local
+
+    outcome = run_local(_train_config(args), args.seed[0], _agent_options(args), progress=not args.no_progress)
+    if outcome.models is None:
+        for agent, error in sorted(outcome.errors.items()):
+            print(f"agent {agent}: {error.strip().splitlines()[-1]}", file=sys.stderr)
+        raise PeerFailure(f"{len(outcome.errors)} of {args.n} agents stopped; rerun with --resume to continue from the checkpoints", min(outcome.errors), 0)
+    np.save(args.workdir / "models.npy", outcome.models)
+    (args.workdir / "final.json").write_text(json.dumps(json_safe(outcome.metrics), indent=2) + "\n")
+    for name, value in outcome.metrics.items():
+        print(f"{name}: {value:.6g}", file=sys.stderr)
+    print(f"results: {args.workdir}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(json_safe(outcome.metrics)))
     return 0
 
 

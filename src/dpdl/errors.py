@@ -30,3 +30,16 @@ class DataError(DpdlError):
 
 class ConfigError(DpdlError):
     """An option or combination of options is not supported."""
+
+
+class PeerFailure(DpdlError):
+    """A neighbour of a runtime agent died or did not answer in time (names the agent and round)."""
+
+    def __init__(self, message: str, agent: int, round_: int) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.round = round_
+
+
+class AuthenticationError(DpdlError):
+    """A runtime message failed authentication: forged, altered, replayed or from another round."""

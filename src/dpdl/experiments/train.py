@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import networkx as nx
 import numpy as np
 
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
@@ -16,13 +17,14 @@ from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix, summarize
 from dpdl.mechanisms import NoiseMechanism
 from dpdl.mechanisms.registry import DesignOptions, build_mechanism
+from dpdl.keys import simulated_seed_book
 from dpdl.seeding import purpose_seed
 from dpdl.simulation import DSGDConfig, StepSize, run_dsgd
 from dpdl.simulation.sampling import PoissonSampler
 from dpdl.tasks import Task, TaskOptions, build_task
 from dpdl.threats import Colluding, Eavesdropper
 
-__all__ = ["TrainConfig", "SeedRun", "TrainResult", "run_training", "DEFAULT_STEP_SIZES"]
+__all__ = ["TrainConfig", "Job", "SeedRun", "TrainResult", "build_job", "run_training", "DEFAULT_STEP_SIZES"]
 
 #: Step size and schedule used when the user gives none: the papers' choices where they state one
 #: (Whisper's quadratic: 1e-2 / sqrt(t)); for a9a the largest value of the papers' grid.
@@ -63,6 +65,9 @@ class TrainConfig:
     seeds: tuple[int, ...] = (0,)
     task_options: TaskOptions = field(default_factory=TaskOptions)
     design: DesignOptions = field(default_factory=DesignOptions)
+    #: Draw batches and noise agent by agent, from the seeds agents with keys derived from this
+    #: number agree on: the models of a runtime run with the same key seed (:mod:`dpdl.runtime`).
+    key_seed: int | None = None
 
     def resolved(self) -> TrainConfig:
         """Fill the task's default step size and schedule; check the options fit together."""
@@ -90,6 +95,8 @@ class SeedRun:
     calibrated: bool
     privacy: list[PrivacyReport]
     history: list[dict[str, float]]
+    #: Every agent's final model, ``(n, d)``.
+    models: np.ndarray = field(repr=False, default_factory=lambda: np.zeros((0, 0)))
 
     @property
     def final(self) -> dict[str, float]:
@@ -157,8 +164,23 @@ def privacy_reports(
     return [account(mechanism, threat, neighbouring, steps, delta) for threat in threats]
 
 
-def run_seed(config: TrainConfig, seed: int, progress: bool = False) -> tuple[Task, Calibration | None, SeedRun]:
-    """Build and run one replicate of ``config`` (which must be resolved)."""
+@dataclass
+class Job:
+    """One replicate of a configuration, built: what every agent of a deployment also computes
+    from the public configuration (:mod:`dpdl.runtime`)."""
+
+    graph: nx.Graph
+    weights: np.ndarray
+    task: Task
+    neighbouring: AgentLevel | ExampleLevel
+    calibration: Calibration | None
+    mechanism: NoiseMechanism
+    dsgd: DSGDConfig
+
+
+def build_job(config: TrainConfig, seed: int) -> Job:
+    """Graph, mixing matrix, task, calibration and mechanism of replicate ``seed`` of ``config``
+    (which must be resolved)."""
     graph = build_graph(config.graph, config.n, config.p, seed=purpose_seed(seed, "graph"))
     weights = mixing_matrix(graph, config.mixing)
     task = build_task(config.task, graph.number_of_nodes(), seed, config.task_options)
@@ -176,17 +198,25 @@ def run_seed(config: TrainConfig, seed: int, progress: bool = False) -> tuple[Ta
         sampling="poisson" if config.clip_level == "example" else "uniform",
         eval_every=config.eval_every,
     )
-    result = run_dsgd(task, weights, mechanism, dsgd, seed=seed, progress=progress)
+    return Job(graph, weights, task, neighbouring, calibration, mechanism, dsgd)
+
+
+def run_seed(config: TrainConfig, seed: int, progress: bool = False) -> tuple[Task, Calibration | None, SeedRun]:
+    """Build and run one replicate of ``config`` (which must be resolved)."""
+    job = build_job(config, seed)
+    book = None if config.key_seed is None else simulated_seed_book(job.mechanism, config.key_seed)
+    result = run_dsgd(job.task, job.weights, job.mechanism, job.dsgd, seed=seed, progress=progress, agent_seeds=book)
     run = SeedRun(
         seed=seed,
-        graph=summarize(graph, weights).as_dict(),
-        mechanism=mechanism.describe(),
-        trace_wrw=mechanism.variance_after_mixing(weights),
-        calibrated=mechanism.calibrated,
-        privacy=privacy_reports(mechanism, neighbouring, config.steps, config.delta),
+        graph=summarize(job.graph, job.weights).as_dict(),
+        mechanism=job.mechanism.describe(),
+        trace_wrw=job.mechanism.variance_after_mixing(job.weights),
+        calibrated=job.mechanism.calibrated,
+        privacy=privacy_reports(job.mechanism, job.neighbouring, config.steps, config.delta),
         history=result.history,
+        models=result.params,
     )
-    return task, calibration, run
+    return job.task, job.calibration, run
 
 
 def run_training(config: TrainConfig, progress: bool = False) -> TrainResult:

@@ -50,6 +50,7 @@ class SeedBook:
     from ``SeedSequence(seed, spawn_key=(..., t))``, so it is the same wherever it is computed.
     """
 
+    #: The run seed the book was derived from (-1 for seeds an agent agreed by key exchange).
     seed: int
     private: Mapping[int, np.random.SeedSequence] = field(default_factory=dict)
     secrets: Mapping[int, np.random.SeedSequence] = field(default_factory=dict)
@@ -153,7 +154,7 @@ class NoiseMechanism:
 
     def secrets_of(self, agent: int) -> list[int]:
         """Indices of the secrets whose seed ``agent`` holds."""
-        return list(self._holders[:, agent].nonzero()[0])
+        return [int(k) for k in self._holders[:, agent].nonzero()[0]]
 
     def variance_after_mixing(self, weights: np.ndarray) -> float:
         """``Tr(W R W^T)``: noise variance one gossip round leaves, per coordinate, summed over agents

@@ -9,26 +9,42 @@ Algorithm 1 of Whisper D-SGD / CorN-DSGD (and Algorithm 1 of DECOR), for all age
 State is one ``(n, d)`` array; mixing is one matrix product; noise comes from the mechanism's
 sampler; batches from one vectorized sampler. Randomness: one seed, independent streams for
 batches and noise (:mod:`dpdl.seeding`), so a run is bit-for-bit repeatable.
+
+Given ``agent_seeds``, every agent instead draws its batch from its own stream and its noise from
+the seeds it holds (:meth:`~dpdl.mechanisms.base.NoiseMechanism.agent_noise`), as the processes of
+:mod:`dpdl.runtime` do: the same distribution, and with the seeds the agents agreed on
+(:func:`dpdl.keys.simulated_seed_book`) the same models as a deployment.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import count
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from dpdl.errors import ConfigError
-from dpdl.mechanisms.base import NoiseMechanism
+from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
-from dpdl.simulation.sampling import SAMPLERS, CyclicSampler, PoissonSampler, UniformSampler
+from dpdl.simulation.sampling import SAMPLERS, AgentBatches, CyclicSampler, PoissonSampler, Sampler, UniformSampler
 from dpdl.simulation.schedules import StepSize
-from dpdl.tasks.base import Task
+from dpdl.tasks.base import Batch, Task
 
-__all__ = ["DSGDConfig", "DSGDResult", "clip_rows", "iterate", "local_gradients", "make_sampler", "run_dsgd", "CLIP_LEVELS"]
+__all__ = [
+    "DSGDConfig",
+    "DSGDResult",
+    "agent_batches",
+    "clip_rows",
+    "iterate",
+    "local_gradients",
+    "make_sampler",
+    "run_dsgd",
+    "CLIP_LEVELS",
+]
 
 CLIP_LEVELS = ("agent", "example")
 
@@ -80,29 +96,40 @@ class DSGDResult:
         return self.history[-1]
 
 
-def make_sampler(task: Task, config: DSGDConfig) -> UniformSampler | PoissonSampler | CyclicSampler | None:
-    """The batch sampler ``config`` asks for, or None for a full-gradient task."""
+def _sizes(task: Task, config: DSGDConfig) -> np.ndarray | None:
     sizes = task.agent_sizes
-    if sizes is None:
-        if config.clip_level == "example" or config.sampling != "uniform":
-            raise ConfigError(f"task {task.name!r} has no examples: use agent-level clipping and full gradients")
-        return None
+    if sizes is None and (config.clip_level == "example" or config.sampling != "uniform"):
+        raise ConfigError(f"task {task.name!r} has no examples: use agent-level clipping and full gradients")
+    return sizes
+
+
+def _sampler(sizes: np.ndarray, config: DSGDConfig) -> Sampler:
     if config.sampling == "cyclic":
         return CyclicSampler(sizes, int(config.cycle))
     cls = PoissonSampler if config.sampling == "poisson" else UniformSampler
     return cls(sizes, config.batch_size)
 
 
-def local_gradients(
-    task: Task,
-    params: np.ndarray,
-    sampler: UniformSampler | PoissonSampler | CyclicSampler | None,
-    rng: np.random.Generator,
-    config: DSGDConfig,
-) -> np.ndarray:
-    """Every agent's clipped gradient on a fresh batch, plus the regulariser's gradient, ``(n, d)``."""
-    batch = sampler.sample(rng) if sampler is not None else None
-    grads = task.gradients(params, batch, config.clip if config.clip_level == "example" else None)
+def make_sampler(task: Task, config: DSGDConfig) -> Sampler | None:
+    """The batch sampler ``config`` asks for, or None for a full-gradient task."""
+    sizes = _sizes(task, config)
+    return None if sizes is None else _sampler(sizes, config)
+
+
+def agent_batches(task: Task, config: DSGDConfig, seed: int, agents: list[int]) -> AgentBatches | None:
+    """Batches drawn by each of ``agents`` from its own stream, or None for a full-gradient task."""
+    sizes = _sizes(task, config)
+    return None if sizes is None else AgentBatches(sizes, lambda part: _sampler(part, config), seed, agents)
+
+
+def local_gradients(task: Task, params: np.ndarray, batch: Batch | None, config: DSGDConfig, agent: int | None = None) -> np.ndarray:
+    """Every agent's clipped gradient on ``batch``, plus the regulariser's gradient, ``(n, d)``; or,
+    with ``agent``, that agent's alone from its parameters ``(1, d)`` and batch (one row)."""
+    example_clip = config.clip if config.clip_level == "example" else None
+    if agent is None:
+        grads = task.gradients(params, batch, example_clip)
+    else:
+        grads = task.agent_gradients(agent, params, batch, example_clip)
     if config.clip is not None and config.clip_level == "agent":
         grads = clip_rows(grads, config.clip)
     regulariser = task.regularizer_gradient(params)
@@ -119,28 +146,43 @@ def run_dsgd(
     seed: int = 0,
     progress: bool = False,
     callback: Callable[[int, dict[str, float]], None] | None = None,
+    agent_seeds: SeedBook | None = None,
 ) -> DSGDResult:
     """Run ``config.steps`` steps of noisy D-SGD and return the final state and metric history.
 
     Metrics are recorded at step 0, every ``config.eval_every`` steps and at the last step; each
     record holds ``step`` plus the task's metrics. ``callback(step, metrics)`` sees each record.
+    With ``agent_seeds``, batches and noise are drawn agent by agent as a deployment draws them
+    (module doc; not for noise correlated over time).
     """
     n = task.n_agents
     if weights.shape != (n, n):
         raise ConfigError(f"the mixing matrix is {weights.shape} but the task has {n} agents")
     if mechanism.n != n:
         raise ConfigError(f"the mechanism is for {mechanism.n} agents but the task has {n}")
-    sampler = make_sampler(task, config)
-    batch_rng = purpose_rng(seed, "batches")
-    noise = None if mechanism.is_noiseless else mechanism.noise_stream(purpose_rng(seed, "noise"), task.dim)
+    if agent_seeds is not None and not isinstance(mechanism, NoiseMechanism):
+        raise ConfigError(f"{mechanism.name} noise is correlated over time: agents cannot draw it step by step from seeds")
+    if agent_seeds is None:
+        sampler, batch_rng = make_sampler(task, config), purpose_rng(seed, "batches")
+        draw = None if sampler is None else lambda: sampler.sample(batch_rng)
+        noise = None if mechanism.is_noiseless else mechanism.noise_stream(purpose_rng(seed, "noise"), task.dim)
+    else:
+        batches = agent_batches(task, config, seed, list(range(n)))
+        draw = None if batches is None else batches.sample
+        noise = None if mechanism.is_noiseless else _agent_noise(mechanism, agent_seeds, task.dim)
 
     def step(t: int, params: np.ndarray) -> np.ndarray:
-        grads = local_gradients(task, params, sampler, batch_rng, config)
+        grads = local_gradients(task, params, draw() if draw is not None else None, config)
         if noise is not None:
             grads += next(noise)
         return weights @ (params - config.step_size(t) * grads)
 
     return iterate(task, config, step, f"{task.name}/{mechanism.name}", progress, callback)
+
+
+def _agent_noise(mechanism: NoiseMechanism, seeds: SeedBook, dim: int) -> Iterator[np.ndarray]:
+    for t in count(1):
+        yield np.stack([mechanism.agent_noise(i, seeds, t, dim) for i in range(mechanism.n)])
 
 
 def iterate(

@@ -11,16 +11,22 @@ for every agent as one ``(n, B)`` index array (no Python loop over agents).
 - :class:`CyclicSampler`: each agent's examples are shuffled once and cut into ``cycle`` batches
   used in turn, so every example takes part once every ``cycle`` steps: the cyclic
   ``(k, b)``-participation that matrix-factorization accounting assumes (MAFALDA-SGD Section 7.2).
+
+:class:`AgentBatches` draws agent by agent instead, each agent from a stream of its own: how the
+processes of :mod:`dpdl.runtime` draw their batches, and how the simulation reproduces them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
 from dpdl.errors import ConfigError
+from dpdl.seeding import purpose_rng
 from dpdl.tasks.base import Batch
 
-__all__ = ["UniformSampler", "PoissonSampler", "CyclicSampler", "SAMPLERS"]
+__all__ = ["UniformSampler", "PoissonSampler", "CyclicSampler", "AgentBatches", "Sampler", "SAMPLERS"]
 
 SAMPLERS = ("uniform", "poisson", "cyclic")
 
@@ -113,3 +119,39 @@ class CyclicSampler:
         batch = self._batches[self._step % self.cycle]
         self._step += 1
         return batch
+
+
+Sampler = UniformSampler | PoissonSampler | CyclicSampler
+
+
+class AgentBatches:
+    """Batches of ``agents``, each drawn by a one-agent sampler (``build(sizes[i:i+1])``) from the
+    agent's own stream ``purpose_rng(seed, f"batches/{i}")``, with global row indices.
+
+    A runtime agent holds one of these for itself; the simulation holds one for all agents to
+    reproduce a runtime run exactly. That costs one draw per agent per step, so the vectorized
+    samplers above stay the simulation's default.
+    """
+
+    def __init__(self, sizes: np.ndarray, build: Callable[[np.ndarray], Sampler], seed: int, agents: Sequence[int]) -> None:
+        sizes = np.asarray(sizes)
+        self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        self.agents = list(agents)
+        self.samplers = {i: build(sizes[i : i + 1]) for i in self.agents}
+        self.rngs = {i: purpose_rng(seed, f"batches/{i}") for i in self.agents}
+
+    def sample_agent(self, agent: int) -> Batch:
+        """Agent ``agent``'s next batch as a one-row :class:`Batch`."""
+        batch = self.samplers[agent].sample(self.rngs[agent])
+        return Batch(batch.indices + self.starts[agent], batch.weights)
+
+    def sample(self) -> Batch:
+        """Every agent's next batch, rows in the order of ``agents``, padded with weight 0."""
+        batches = [self.sample_agent(i) for i in self.agents]
+        width = max(b.indices.shape[1] for b in batches)
+        indices = np.zeros((len(batches), width), dtype=np.int64)
+        weights = np.zeros((len(batches), width))
+        for row, batch in enumerate(batches):
+            indices[row, : batch.indices.shape[1]] = batch.indices[0]
+            weights[row, : batch.weights.shape[1]] = batch.weights[0]
+        return Batch(indices, weights)

@@ -53,12 +53,15 @@ def run_dsgt(
     batch_rng, noise_rng = purpose_rng(seed, "batches"), purpose_rng(seed, "noise")
     state: dict[str, np.ndarray] = {}
 
+    def gradients(params: np.ndarray) -> np.ndarray:
+        return local_gradients(task, params, sampler.sample(batch_rng) if sampler is not None else None, config)
+
     def step(t: int, params: np.ndarray) -> np.ndarray:
         if t == 1:
-            state["grads"] = local_gradients(task, params, sampler, batch_rng, config)
+            state["grads"] = gradients(params)
             state["tracking"] = state["grads"] + (injection.sample(noise_rng, task.dim) if injection is not None else 0.0)
         params = weights @ params - config.step_size(t) * state["tracking"]
-        grads = local_gradients(task, params, sampler, batch_rng, config)
+        grads = gradients(params)
         state["tracking"] = weights @ state["tracking"] + grads - state["grads"]
         if injection is not None and injection.every_round:
             state["tracking"] += injection.sample(noise_rng, task.dim)

@@ -57,6 +57,12 @@ class Task(ABC):
         (example-level privacy); otherwise the batch mean is returned unclipped.
         """
 
+    def agent_gradients(self, agent: int, params: np.ndarray, batch: Batch | None, example_clip: float | None) -> np.ndarray:
+        """Agent ``agent``'s data gradient alone, from its parameters ``(1, d)`` and its batch (one
+        row): what one process of :mod:`dpdl.runtime` computes. Returns ``(1, d)``. The default
+        serves tasks whose agents differ only in their rows of examples; others override it."""
+        return self.gradients(params, batch, example_clip)
+
     def regularizer_gradient(self, params: np.ndarray) -> np.ndarray | None:
         """Gradient of a data-independent regularizer (needs no clipping or noise), or None."""
         return None

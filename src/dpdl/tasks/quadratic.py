@@ -50,6 +50,9 @@ class QuadraticObjectives(Task):
     def gradients(self, params: np.ndarray, batch: Batch | None, example_clip: float | None) -> np.ndarray:
         return 2.0 * np.einsum("nij,nj->ni", self.curvatures, params - self.centers)
 
+    def agent_gradients(self, agent: int, params: np.ndarray, batch: Batch | None, example_clip: float | None) -> np.ndarray:
+        return 2.0 * (params - self.centers[agent]) @ self.curvatures[agent].T
+
     def evaluate(self, params: np.ndarray) -> dict[str, float]:
         values = self.objective(params)
         average = params.mean(axis=0, keepdims=True)

@@ -1,0 +1,190 @@
+"""One agent of noisy D-SGD as one process of ``torch.distributed``: the deployment of
+Algorithm 1 of Whisper D-SGD / CorN-DSGD / DECOR that :func:`dpdl.simulation.run_dsgd` simulates.
+
+Round t of agent i (the row i of the simulation's vectorized step)::
+
+    g   <- clip(grad f_i(x_i; batch_i), C) (+ regulariser)     its own rows of examples only
+    y   <- x_i - eta_t (g + v_i^t)                            v_i^t from the seeds agent i holds
+    send y to every j with W[j, i] > 0; receive y_j from every j with W[i, j] > 0
+    x_i <- W[i, i] y + sum_j W[i, j] y_j
+
+Every agent builds the graph, W, the calibration and the noise design from the public
+configuration (:func:`dpdl.experiments.train.build_job`), checks with the others that they agree,
+and agrees its seeds by key exchange (:mod:`dpdl.runtime.handshake`). The task is built from the
+same configuration, which stands for the agent's own data: it reads only its own rows.
+
+Faults: every ``checkpoint_every`` rounds the agent saves its state (the last two are kept), and
+when a neighbour dies or times out (:class:`~dpdl.errors.PeerFailure`) or the process is asked to
+stop (SIGTERM) it saves its states of the last n rounds before it stops. A restart with
+``resume=True`` resumes every agent from the latest round that all of them saved: the last round
+completed everywhere when the agents could save on the way out, the last periodic checkpoint when
+one was killed outright. The run then continues exactly as if it had not stopped (batches and
+noise are functions of the seeds and the round).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import pickle
+import signal
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from tqdm.auto import tqdm
+
+from dpdl.errors import ConfigError
+from dpdl.experiments.train import TrainConfig, build_job
+from dpdl.keys import AgentKey
+from dpdl.mechanisms.base import NoiseMechanism
+from dpdl.runtime.channel import NeighbourChannel
+from dpdl.runtime.handshake import handshake
+from dpdl.simulation.dsgd import agent_batches, local_gradients
+from dpdl.simulation.sampling import AgentBatches
+
+__all__ = ["AgentOptions", "run_agent", "checkpoint_path", "final_model_path", "run_record_path"]
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """How an agent runs, apart from the training configuration every agent shares."""
+
+    #: Where agent i keeps ``agent<i>/``: its checkpoints and its final model.
+    workdir: Path
+    #: None: fresh X25519 keys from the operating system (a deployment). A number: keys derived
+    #: from it, so that ``dpdl train --key-seed`` reproduces the run (a check, never a deployment).
+    key_seed: int | None = None
+    #: Seconds to wait for a neighbour's message before declaring it failed.
+    timeout: float = 60.0
+    #: Rounds between checkpoints.
+    checkpoint_every: int = 100
+    #: Resume from the latest round every agent saved instead of starting afresh.
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        if self.timeout <= 0:
+            raise ConfigError(f"the timeout must be > 0 seconds, got {self.timeout}")
+        if self.checkpoint_every < 1:
+            raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+
+
+@dataclass
+class _State:
+    round: int
+    params: np.ndarray
+    batches: bytes  # the pickled batch sampler and its generator
+
+
+def checkpoint_path(workdir: Path, agent: int, kind: str) -> Path:
+    """File of agent ``agent``'s ``"periodic"`` or ``"last"`` (saved on failure) checkpoints."""
+    return Path(workdir) / f"agent{agent}" / f"{kind}.ckpt"
+
+
+def final_model_path(workdir: Path, agent: int) -> Path:
+    """File of agent ``agent``'s final model (``.npy``)."""
+    return Path(workdir) / f"agent{agent}" / "final.npy"
+
+
+def run_record_path(workdir: Path, agent: int) -> Path:
+    """File of agent ``agent``'s record of its run (JSON: where it started, its links)."""
+    return Path(workdir) / f"agent{agent}" / "run.json"
+
+
+def _save(path: Path, states: list[_State]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_bytes(pickle.dumps(states))
+    partial.replace(path)  # atomic: a crash leaves the previous file whole
+
+
+def _load(path: Path) -> list[_State]:
+    return pickle.loads(path.read_bytes()) if path.is_file() else []
+
+
+def _common_round(agent: int, states: list[_State], world: int) -> int:
+    """The latest round every agent has a saved state for (collective), or 0 for none."""
+    rounds = sorted({s.round for s in states})[-2 * world :]
+    mine = torch.full((2 * world,), -1, dtype=torch.int64)
+    mine[: len(rounds)] = torch.tensor(rounds, dtype=torch.int64)
+    gathered = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(gathered, mine)
+    common = set.intersection(*({int(r) for r in t if r >= 0} for t in gathered))
+    if not common and any(int(t.max()) >= 0 for t in gathered):
+        raise ConfigError(f"agent {agent}: the agents' checkpoints share no round; start afresh (without resume)")
+    return max(common, default=0)
+
+
+def run_agent(
+    config: TrainConfig,
+    seed: int,
+    agent: int,
+    options: AgentOptions,
+    on_round: Callable[[int], None] | None = None,
+    progress: bool = False,
+) -> np.ndarray:
+    """Run agent ``agent`` of replicate ``seed`` of ``config`` to the end and return its final model.
+
+    The default process group must be initialised (gloo), one rank per agent, rank = agent.
+    ``on_round(t)`` is called after every completed round.
+    """
+    config = config.resolved()
+    if not dist.is_initialized() or dist.get_rank() != agent:
+        raise ConfigError(f"agent {agent} must run as rank {agent} of an initialised torch.distributed process group")
+    job = build_job(config, seed)
+    n, world = job.task.n_agents, dist.get_world_size()
+    if world != n:
+        raise ConfigError(f"the graph has {n} agents but the process group {world} ranks")
+    if not isinstance(job.mechanism, NoiseMechanism):
+        raise ConfigError(f"{job.mechanism.name} noise cannot be drawn by the agents step by step")
+    timeout = datetime.timedelta(seconds=options.timeout)
+    links = handshake(agent, AgentKey.create(agent, options.key_seed), job.weights, job.mechanism, timeout)
+    channel = NeighbourChannel(agent, links.receivers, links.senders, links.send_keys, links.receive_keys, job.task.dim, timeout)
+    own_weight, weights_in = job.weights[agent, agent], {j: job.weights[agent, j] for j in links.senders}
+
+    state = _State(0, job.task.initial_params(), pickle.dumps(agent_batches(job.task, job.dsgd, seed, [agent])))
+    if options.resume:
+        saved = _load(checkpoint_path(options.workdir, agent, "periodic")) + _load(checkpoint_path(options.workdir, agent, "last"))
+        start = _common_round(agent, saved, world)
+        state = next((s for s in saved if s.round == start), state)
+    batches: AgentBatches | None = pickle.loads(state.batches)
+    params = state.params.copy()
+    recent: deque[_State] = deque([state], maxlen=n)
+    periodic: deque[_State] = deque([state], maxlen=2)
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"agent {agent} asked to stop (signal {signum})")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    bar = tqdm(total=config.steps, initial=state.round, disable=None if progress else True, desc=f"agent {agent}", unit="round")
+    try:
+        for t in range(state.round + 1, config.steps + 1):
+            batch = batches.sample_agent(agent) if batches is not None else None
+            grads = local_gradients(job.task, params[None, :], batch, job.dsgd, agent=agent)[0]
+            grads += job.mechanism.agent_noise(agent, links.seeds, t, job.task.dim)
+            sent = params - job.dsgd.step_size(t) * grads
+            received = channel.exchange(t, sent)
+            params = own_weight * sent + sum(w * received[j] for j, w in weights_in.items())
+            recent.append(_State(t, params.copy(), pickle.dumps(batches)))
+            if t % options.checkpoint_every == 0:
+                periodic.append(recent[-1])
+                _save(checkpoint_path(options.workdir, agent, "periodic"), list(periodic))
+            if on_round is not None:
+                on_round(t)
+            bar.update()
+    except BaseException:
+        _save(checkpoint_path(options.workdir, agent, "last"), list(recent))
+        raise
+    finally:
+        bar.close()
+        signal.signal(signal.SIGTERM, previous)
+    path = final_model_path(options.workdir, agent)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, params)
+    run = {"agent": agent, "seed": seed, "started_at_round": state.round, "rounds": config.steps, "receivers": links.receivers, "senders": links.senders}
+    run_record_path(options.workdir, agent).write_text(json.dumps(run) + "\n")
+    return params

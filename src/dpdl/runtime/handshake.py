@@ -1,0 +1,104 @@
+"""The setup phase of a runtime agent: keys, agreement on the design, seeds and link keys.
+
+1. Every agent publishes its X25519 public key (one all-gather of 32 bytes each).
+2. Every agent computes the mixing matrix and the noise covariance from the public configuration
+   and publishes a SHA-256 of them; agents that disagree (other software, other options) stop
+   with an error naming them, before any noise is drawn.
+3. Seeds: private and two-holder seeds are derived locally (:mod:`dpdl.keys`); the leader
+   of every larger group sends each member the group's seed, encrypted for that member.
+4. Every graph link gets one message-authentication key per direction.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from dpdl.errors import ConfigError
+from dpdl.mechanisms.base import NoiseMechanism, SeedBook
+from dpdl.runtime.channel import wait
+from dpdl.keys import KEY_BYTES, AgentKey, leader, mac_key, secret_seed, unwrap_seed, wrap_seed
+
+__all__ = ["Links", "handshake", "design_digest"]
+
+_WRAPPED = KEY_BYTES + 16  # ChaCha20-Poly1305 adds a 16-byte tag
+_SEED_TAG = 1000  # point-to-point tags of the setup phase, apart from the rounds' (0 and 1)
+
+
+@dataclass(frozen=True)
+class Links:
+    """What an agent holds after the handshake: its seeds and its links' keys."""
+
+    seeds: SeedBook
+    receivers: list[int]
+    senders: list[int]
+    send_keys: dict[int, bytes]
+    receive_keys: dict[int, bytes]
+
+
+def design_digest(weights: np.ndarray, mechanism: NoiseMechanism) -> bytes:
+    """SHA-256 of the mixing matrix and the noise covariance, as this process computes them."""
+    return hashlib.sha256(np.ascontiguousarray(weights).tobytes() + np.ascontiguousarray(mechanism.covariance()).tobytes()).digest()
+
+
+def _all_gather_bytes(data: bytes, world: int) -> list[bytes]:
+    mine = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    gathered = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(gathered, mine)
+    return [t.numpy().tobytes() for t in gathered]
+
+
+def handshake(agent: int, key: AgentKey, weights: np.ndarray, mechanism: NoiseMechanism, timeout: datetime.timedelta) -> Links:
+    """Run the setup phase for ``agent`` (collective: every agent of the process group calls it);
+    a group leader silent for ``timeout`` is a :class:`~dpdl.errors.PeerFailure`."""
+    world = dist.get_world_size()
+    publics = dict(enumerate(_all_gather_bytes(key.public, world)))
+    digests = _all_gather_bytes(design_digest(weights, mechanism), world)
+    disagree = [i for i, digest in enumerate(digests) if digest != digests[agent]]
+    if disagree:
+        raise ConfigError(f"agent {agent} computed another mixing matrix or noise covariance than agents {disagree}: same dpdl version and options everywhere?")
+
+    pair_keys: dict[int, bytes] = {}
+
+    def pair(peer: int) -> bytes:
+        if peer not in pair_keys:
+            pair_keys[peer] = key.pair_key(peer, publics[peer])
+        return pair_keys[peer]
+
+    secrets, sends, receives = {}, [], {}
+    for k in mechanism.secrets_of(agent):
+        holders = mechanism.secrets[k].holders
+        if len(holders) != 2 and leader(mechanism.secrets[k]) == agent:
+            seed = key.group_seed(k)
+            for member in holders:
+                if member != agent:
+                    wrapped = torch.frombuffer(bytearray(wrap_seed(pair(member), k, seed)), dtype=torch.uint8)
+                    sends.append((member, wrapped, dist.isend(wrapped, member, tag=_SEED_TAG + k)))
+            secrets[k] = secret_seed(k, holders, key, publics, seed)
+        elif len(holders) != 2:
+            buffer = torch.empty(_WRAPPED, dtype=torch.uint8)
+            receives[k] = (buffer, dist.irecv(buffer, leader(mechanism.secrets[k]), tag=_SEED_TAG + k))
+        else:
+            secrets[k] = secret_seed(k, holders, key, publics, None)
+    for member, _, work in sends:
+        wait(work, member, 0, agent, timeout)
+    for k, (buffer, work) in receives.items():
+        source = leader(mechanism.secrets[k])
+        wait(work, source, 0, agent, timeout)
+        group_seed = unwrap_seed(pair(source), k, buffer.numpy().tobytes(), source)
+        secrets[k] = secret_seed(k, mechanism.secrets[k].holders, key, publics, group_seed)
+
+    receivers = [int(j) for j in np.flatnonzero(weights[:, agent]) if j != agent]
+    senders = [int(j) for j in np.flatnonzero(weights[agent]) if j != agent]
+    return Links(
+        seeds=SeedBook(-1, {agent: key.private_seed()}, secrets),
+        receivers=receivers,
+        senders=senders,
+        send_keys={j: mac_key(pair(j), agent, j) for j in receivers},
+        receive_keys={j: mac_key(pair(j), j, agent) for j in senders},
+    )

@@ -1,0 +1,110 @@
+"""Starting agents: one per ``torchrun`` rank across machines, or n local processes on loopback.
+
+``torchrun --nnodes ... --nproc-per-node ... -m dpdl.cli run-agent <options>`` sets the rendezvous
+(``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``) that :func:`init_agent` reads;
+:func:`run_local` starts all n agents of a run as processes of this machine, collects their final
+models and evaluates them as ``dpdl train`` does.
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing
+import os
+import socket
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch.distributed as dist
+
+from dpdl.errors import DpdlError
+from dpdl.experiments.train import TrainConfig
+from dpdl.runtime.agent import AgentOptions, final_model_path, run_agent
+from dpdl.tasks import build_task
+
+__all__ = ["LocalRun", "init_agent", "run_local", "free_port", "spawn_agents", "agent_error_path"]
+
+#: Seconds the agents wait for one another to join the process group.
+JOIN_TIMEOUT = 120.0
+
+
+def free_port() -> int:
+    """A TCP port of the loopback interface that is free now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def init_agent(rank: int | None = None, world: int | None = None) -> int:
+    """Join the gloo process group from the environment ``torchrun`` sets; returns the rank."""
+    rank = int(os.environ["RANK"]) if rank is None else rank
+    world = int(os.environ["WORLD_SIZE"]) if world is None else world
+    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=JOIN_TIMEOUT))
+    return rank
+
+
+def agent_error_path(workdir: Path, agent: int) -> Path:
+    """Where a local agent process writes the error it stopped on."""
+    return Path(workdir) / f"agent{agent}" / "error.txt"
+
+
+def _local_agent(target: Callable[..., Any], agent: int, world: int, port: int, workdir: Path, args: tuple[Any, ...]) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    try:
+        init_agent(agent, world)
+        target(agent, *args)
+        dist.destroy_process_group()
+    except BaseException as error:  # reported to the launcher through the agent's error file
+        path = agent_error_path(workdir, agent)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(str(error) if isinstance(error, DpdlError) else traceback.format_exc())
+        os._exit(1)  # without tearing down gloo, which can block on a dead peer
+
+
+def spawn_agents(world: int, workdir: Path, target: Callable[..., Any], *args: Any) -> list[multiprocessing.Process]:
+    """Start ``target(agent, *args)`` in ``world`` fresh processes joined in one gloo group on loopback."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["dpdl.runtime.agent"])  # torch and dpdl are imported once, not per agent
+    port = free_port()
+    for agent in range(world):
+        agent_error_path(workdir, agent).unlink(missing_ok=True)
+    processes = [context.Process(target=_local_agent, args=(target, agent, world, port, workdir, args), daemon=False) for agent in range(world)]
+    for process in processes:
+        process.start()
+    return processes
+
+
+@dataclass
+class LocalRun:
+    """Outcome of :func:`run_local`: the final models, their metrics, and the agents' errors."""
+
+    models: np.ndarray | None
+    metrics: dict[str, float]
+    errors: dict[int, str]
+
+
+def _agent_target(agent: int, config: TrainConfig, seed: int, options: AgentOptions, progress: bool) -> None:
+    run_agent(config, seed, agent, options, progress=progress and agent == 0)
+
+
+def run_local(config: TrainConfig, seed: int, options: AgentOptions, progress: bool = False) -> LocalRun:
+    """Run replicate ``seed`` of ``config`` as n local agent processes and collect the outcome.
+
+    When any agent fails, ``models`` is None and ``errors`` says, per agent, why it stopped;
+    rerun with ``resume=True`` to continue from the checkpoints.
+    """
+    config = config.resolved()
+    processes = spawn_agents(config.n, options.workdir, _agent_target, config, seed, options, progress)
+    for process in processes:
+        process.join()
+    errors = {a: agent_error_path(options.workdir, a).read_text() for a in range(config.n) if agent_error_path(options.workdir, a).is_file()}
+    errors.update({a: f"agent {a} exited with code {p.exitcode}" for a, p in enumerate(processes) if p.exitcode and a not in errors})
+    if errors:
+        return LocalRun(None, {}, errors)
+    models = np.stack([np.load(final_model_path(options.workdir, a)) for a in range(config.n)])
+    task = build_task(config.task, config.n, seed, config.task_options)
+    return LocalRun(models, task.evaluate(models), {})

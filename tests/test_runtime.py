@@ -1,0 +1,210 @@
+"""The peer-to-peer runtime: key agreement, authenticated exchange, equality with the simulation,
+and recovery from a dead agent (n gloo processes on loopback)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dpdl.errors import AuthenticationError, ConfigError
+from dpdl.experiments.train import TrainConfig, build_job, run_training
+from dpdl.keys import AgentKey, mac_key, simulated_seed_book, unwrap_seed, wrap_seed
+from dpdl.mechanisms.registry import DesignOptions
+from dpdl.runtime import AgentOptions, run_agent, run_local
+from dpdl.runtime.agent import checkpoint_path, run_record_path
+from dpdl.runtime.channel import NeighbourChannel, message_tag
+from dpdl.runtime.launch import agent_error_path, spawn_agents
+
+KEY_SEED = 11
+
+
+def _join(processes: list) -> None:
+    for process in processes:
+        process.join(timeout=120)
+        assert not process.is_alive(), "an agent process hung"
+
+
+# -- keys --------------------------------------------------------------------------------------
+
+
+def test_both_ends_of_a_pair_derive_the_same_key_and_other_pairs_do_not() -> None:
+    keys = [AgentKey.create(i, KEY_SEED) for i in range(3)]
+    assert keys[0].pair_key(1, keys[1].public) == keys[1].pair_key(0, keys[0].public)
+    assert keys[0].pair_key(1, keys[1].public) != keys[0].pair_key(2, keys[2].public)
+    assert AgentKey.create(0, KEY_SEED).public == keys[0].public  # reproducible from the key seed
+    assert AgentKey.create(0).public != AgentKey.create(0).public  # fresh keys otherwise
+    pair = keys[0].pair_key(1, keys[1].public)
+    assert mac_key(pair, 0, 1) != mac_key(pair, 1, 0)  # one key per direction
+
+
+def test_a_wrapped_group_seed_opens_only_for_its_pair_and_unaltered() -> None:
+    keys = [AgentKey.create(i, KEY_SEED) for i in range(3)]
+    pair, other = keys[0].pair_key(1, keys[1].public), keys[0].pair_key(2, keys[2].public)
+    seed = keys[0].group_seed(5)
+    wrapped = wrap_seed(pair, 5, seed)
+    assert seed not in wrapped and unwrap_seed(pair, 5, wrapped, 0) == seed
+    altered = bytes([wrapped[0] ^ 1]) + wrapped[1:]
+    for key, secret, data in [(other, 5, wrapped), (pair, 6, wrapped), (pair, 5, altered)]:
+        with pytest.raises(AuthenticationError, match="secret"):
+            unwrap_seed(key, secret, data, 0)
+
+
+def test_message_tags_bind_payload_round_and_direction() -> None:
+    key, payload = b"k" * 32, np.arange(5.0).tobytes()
+    tag = message_tag(key, 1, 2, 7, payload)
+    assert tag == message_tag(key, 1, 2, 7, payload)
+    changed = [message_tag(key, 2, 1, 7, payload), message_tag(key, 1, 2, 8, payload), message_tag(key, 1, 2, 7, np.arange(1.0, 6.0).tobytes())]
+    assert all(other != tag for other in changed)
+
+
+def test_the_simulated_seed_book_gives_every_secret_its_own_seed() -> None:
+    config = TrainConfig(task="least-squares", graph="ring", n=6, mechanism="decor", steps=10, eps=5.0).resolved()
+    mechanism = build_job(config, 0).mechanism
+    book = simulated_seed_book(mechanism, KEY_SEED)
+    entropies = [s.entropy for s in book.secrets.values()] + [s.entropy for s in book.private.values()]
+    assert len(book.secrets) == 6 and len(set(entropies)) == len(entropies)
+    assert simulated_seed_book(mechanism, KEY_SEED).secrets[0].entropy == book.secrets[0].entropy
+    assert simulated_seed_book(mechanism, KEY_SEED + 1).secrets[0].entropy != book.secrets[0].entropy
+
+
+# -- equality with the simulation --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "graph", "mechanism", "design"),
+    [
+        (4, "ring", "decor", DesignOptions()),
+        (8, "er", "whisper", DesignOptions()),
+        (8, "ring", "whisper-multiseed", DesignOptions(groups=2, q=1)),
+        (8, "er", "ldp", DesignOptions()),
+    ],
+)
+def test_the_processes_reach_the_models_of_dpdl_train(tmp_path: Path, n: int, graph: str, mechanism: str, design: DesignOptions) -> None:
+    config = TrainConfig(task="logreg-a9a", graph=graph, n=n, p=0.5, mechanism=mechanism, eps=5.0, steps=200, eval_every=200, design=design, key_seed=KEY_SEED)
+    simulated = run_training(config).runs[0]
+    outcome = run_local(config, 0, AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=60.0))
+    assert outcome.errors == {}
+    assert outcome.models is not None
+    np.testing.assert_allclose(outcome.models, simulated.models, rtol=1e-9, atol=1e-11)
+    assert outcome.metrics["test_loss"] == pytest.approx(simulated.final["test_loss"], rel=1e-9)
+    # the noise was there: the run differs from one with other keys
+    other = run_training(replace(config, key_seed=KEY_SEED + 1)).runs[0]
+    assert np.abs(other.models - simulated.models).max() > 1e-3
+
+
+def test_fresh_keys_draw_other_noise_than_the_key_seed(tmp_path: Path) -> None:
+    config = TrainConfig(task="least-squares", graph="ring", n=4, mechanism="decor", eps=5.0, steps=50, eval_every=50, key_seed=KEY_SEED)
+    fresh = run_local(config, 0, AgentOptions(tmp_path, key_seed=None))
+    assert fresh.models is not None
+    assert np.abs(fresh.models - run_training(config).runs[0].models).max() > 1e-3
+
+
+# -- authentication ----------------------------------------------------------------------------
+
+
+def _victim_or_forger(agent: int, attack: str, workdir: Path) -> None:
+    """Agent 0 runs an honest channel for two rounds; agent 1 sends it what ``attack`` says."""
+    keys = [AgentKey.create(i, KEY_SEED) for i in range(2)]
+    pair = keys[agent].pair_key(1 - agent, keys[1 - agent].public)
+    dim = 6
+    if agent == 0:
+        channel = NeighbourChannel(0, [1], [1], {1: mac_key(pair, 0, 1)}, {1: mac_key(pair, 1, 0)}, dim, datetime.timedelta(seconds=20))
+        for round_ in (1, 2):
+            channel.exchange(round_, np.ones(dim))
+            (workdir / f"accepted{round_}").touch()
+        return
+    import torch.distributed as dist
+
+    def send(round_: int, payload: torch.Tensor, key: bytes, tagged: torch.Tensor | None = None) -> None:
+        tag = message_tag(key, 1, 0, round_, (payload if tagged is None else tagged).numpy())
+        header = torch.frombuffer(bytearray(round_.to_bytes(8, "little", signed=True) + tag), dtype=torch.uint8)
+        dist.send(header, 0, tag=0)
+        dist.send(payload, 0, tag=1)
+        dist.recv(torch.empty(40, dtype=torch.uint8), 0, tag=0)
+        dist.recv(torch.empty(dim, dtype=torch.float64), 0, tag=1)
+
+    honest = torch.full((dim,), 2.0, dtype=torch.float64)
+    send(1, honest, mac_key(pair, 1, 0))
+    if attack == "altered":
+        send(2, honest + 1.0, mac_key(pair, 1, 0), tagged=honest)
+    elif attack == "wrong-key":
+        send(2, honest, mac_key(b"x" * 32, 1, 0))
+    elif attack == "replay":
+        send(1, honest, mac_key(pair, 1, 0))
+    elif attack == "reflected":  # agent 0's own direction key
+        send(2, honest, mac_key(pair, 0, 1))
+    time.sleep(1.0)
+
+
+@pytest.mark.parametrize(("attack", "words"), [("altered", "failed authentication"), ("wrong-key", "failed authentication"), ("replay", "round 1 from agent 1 at round 2"), ("reflected", "failed authentication")])
+def test_a_forged_or_replayed_message_is_rejected(tmp_path: Path, attack: str, words: str) -> None:
+    _join(spawn_agents(2, tmp_path, _victim_or_forger, attack, tmp_path))
+    assert (tmp_path / "accepted1").exists(), "the honest first round must pass"
+    assert not (tmp_path / "accepted2").exists()
+    assert words in agent_error_path(tmp_path, 0).read_text()
+
+
+def _disagreeing_agent(agent: int, config: TrainConfig, options: AgentOptions) -> None:
+    run_agent(replace(config, eps=config.eps * (2 if agent == 3 else 1)), 0, agent, options)
+
+
+def test_agents_that_computed_another_design_refuse_to_start(tmp_path: Path) -> None:
+    config = TrainConfig(task="least-squares", graph="ring", n=4, mechanism="whisper", eps=5.0, steps=20)
+    _join(spawn_agents(4, tmp_path, _disagreeing_agent, config, AgentOptions(tmp_path)))
+    assert "another mixing matrix or noise covariance than agents [3]" in agent_error_path(tmp_path, 0).read_text()
+    assert not list(tmp_path.glob("agent*/final.npy"))
+
+
+# -- faults ------------------------------------------------------------------------------------
+
+
+def _dying_agent(agent: int, config: TrainConfig, options: AgentOptions, victim: int, round_: int, how: str) -> None:
+    def on_round(t: int) -> None:
+        if agent == victim and t == round_:
+            if how == "killed":
+                os._exit(9)  # no clean-up at all, as SIGKILL
+            time.sleep(3 * options.timeout)
+
+    run_agent(config, 0, agent, options, on_round=on_round)
+
+
+def test_a_killed_agent_stops_its_neighbours_and_a_restart_finishes_the_same_run(tmp_path: Path) -> None:
+    config = TrainConfig(task="logreg-a9a", graph="ring", n=6, mechanism="decor", eps=5.0, steps=150, eval_every=150, key_seed=KEY_SEED)
+    options = AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=30.0, checkpoint_every=20)
+    _join(spawn_agents(6, tmp_path, _dying_agent, config, options, 2, 57, "killed"))
+    errors = {a: agent_error_path(tmp_path, a).read_text() for a in range(6) if agent_error_path(tmp_path, a).is_file()}
+    assert set(errors) == {0, 1, 3, 4, 5}
+    assert "agent 2 closed its connection (it died?) at round 58" in errors[1] and "agent 2 closed" in errors[3]
+    assert checkpoint_path(tmp_path, 1, "last").is_file() and not checkpoint_path(tmp_path, 2, "last").is_file()
+
+    resumed = run_local(config, 0, replace(options, resume=True))
+    assert resumed.errors == {}
+    # the latest round all saved: agent 2's last periodic checkpoint (the others saved rounds 52-57 on the way out)
+    assert {json.loads(run_record_path(tmp_path, a).read_text())["started_at_round"] for a in range(6)} == {40}
+    np.testing.assert_allclose(resumed.models, run_training(config).runs[0].models, rtol=1e-9, atol=1e-11)
+
+
+def test_a_silent_agent_times_out_with_its_name_and_round(tmp_path: Path) -> None:
+    config = TrainConfig(task="least-squares", graph="ring", n=4, mechanism="ldp", eps=5.0, steps=30, key_seed=KEY_SEED)
+    options = AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=2.0, checkpoint_every=10)
+    _join(spawn_agents(4, tmp_path, _dying_agent, config, options, 1, 12, "silent"))
+    assert "agent 1 did not answer at round 13 (seen by agent 0)" in agent_error_path(tmp_path, 0).read_text()
+    resumed = run_local(config, 0, replace(options, resume=True, timeout=30.0))
+    # every agent saved its last rounds on the way out, so the run resumes from the last one completed everywhere
+    assert {json.loads(run_record_path(tmp_path, a).read_text())["started_at_round"] for a in range(4)} == {12}
+    np.testing.assert_allclose(resumed.models, run_training(config).runs[0].models, rtol=1e-9, atol=1e-11)
+
+
+def test_bad_runtime_options_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="timeout"):
+        AgentOptions(tmp_path, timeout=0.0)
+    with pytest.raises(ConfigError, match="rank 0"):
+        run_agent(TrainConfig(task="least-squares", n=4, steps=5), 0, 0, AgentOptions(tmp_path))
