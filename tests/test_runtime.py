@@ -20,10 +20,11 @@ from dpdl.keys import AgentKey, mac_key, simulated_seed_book, unwrap_seed, wrap_
 from dpdl.mechanisms.registry import DesignOptions
 from dpdl.runtime import AgentOptions, run_agent, run_local
 from dpdl.runtime.agent import checkpoint_path, run_record_path
-from dpdl.runtime.channel import NeighbourChannel, message_tag
+from dpdl.runtime.channel import MACS, NeighbourChannel, message_tag
 from dpdl.runtime.launch import agent_error_path, spawn_agents
 
 KEY_SEED = 11
+SESSION = bytes(range(32))  # the two ends' run nonces
 
 
 def _join(processes: list) -> None:
@@ -42,7 +43,8 @@ def test_both_ends_of_a_pair_derive_the_same_key_and_other_pairs_do_not() -> Non
     assert AgentKey.create(0, KEY_SEED).public == keys[0].public  # reproducible from the key seed
     assert AgentKey.create(0).public != AgentKey.create(0).public  # fresh keys otherwise
     pair = keys[0].pair_key(1, keys[1].public)
-    assert mac_key(pair, 0, 1) != mac_key(pair, 1, 0)  # one key per direction
+    assert mac_key(pair, 0, 1, SESSION) != mac_key(pair, 1, 0, SESSION)  # one key per direction
+    assert mac_key(pair, 0, 1, SESSION) != mac_key(pair, 0, 1, bytes(32))  # and per run
 
 
 def test_a_wrapped_group_seed_opens_only_for_its_pair_and_unaltered() -> None:
@@ -57,11 +59,14 @@ def test_a_wrapped_group_seed_opens_only_for_its_pair_and_unaltered() -> None:
             unwrap_seed(key, secret, data, 0)
 
 
-def test_message_tags_bind_payload_round_and_direction() -> None:
-    key, payload = b"k" * 32, np.arange(5.0).tobytes()
-    tag = message_tag(key, 1, 2, 7, payload)
-    assert tag == message_tag(key, 1, 2, 7, payload)
-    changed = [message_tag(key, 2, 1, 7, payload), message_tag(key, 1, 2, 8, payload), message_tag(key, 1, 2, 7, np.arange(1.0, 6.0).tobytes())]
+@pytest.mark.parametrize("mac", MACS)
+def test_message_tags_bind_payload_round_and_key(mac: str) -> None:
+    key, payload = b"k" * 32, np.arange(5.0)
+    tag = message_tag(mac, key, 1, 2, 7, payload)
+    assert len(tag) == 32 and tag == message_tag(mac, key, 1, 2, 7, payload)
+    changed = [message_tag(mac, key, 1, 2, 8, payload), message_tag(mac, key, 1, 2, 7, payload + 1e-12), message_tag(mac, b"j" * 32, 1, 2, 7, payload)]
+    if mac == "hmac-sha256":  # Poly1305 binds the direction through the key alone
+        changed.append(message_tag(mac, key, 2, 1, 7, payload))
     assert all(other != tag for other in changed)
 
 
@@ -90,7 +95,7 @@ def test_the_simulated_seed_book_gives_every_secret_its_own_seed() -> None:
 def test_the_processes_reach_the_models_of_dpdl_train(tmp_path: Path, n: int, graph: str, mechanism: str, design: DesignOptions) -> None:
     config = TrainConfig(task="logreg-a9a", graph=graph, n=n, p=0.5, mechanism=mechanism, eps=5.0, steps=200, eval_every=200, design=design, key_seed=KEY_SEED)
     simulated = run_training(config).runs[0]
-    outcome = run_local(config, 0, AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=60.0))
+    outcome = run_local(config, 0, AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=60.0, mac="hmac-sha256" if n == 4 else "poly1305"))
     assert outcome.errors == {}
     assert outcome.models is not None
     np.testing.assert_allclose(outcome.models, simulated.models, rtol=1e-9, atol=1e-11)
@@ -110,13 +115,14 @@ def test_fresh_keys_draw_other_noise_than_the_key_seed(tmp_path: Path) -> None:
 # -- authentication ----------------------------------------------------------------------------
 
 
-def _victim_or_forger(agent: int, attack: str, workdir: Path) -> None:
+def _victim_or_forger(agent: int, attack: str, mac: str, workdir: Path) -> None:
     """Agent 0 runs an honest channel for two rounds; agent 1 sends it what ``attack`` says."""
     keys = [AgentKey.create(i, KEY_SEED) for i in range(2)]
     pair = keys[agent].pair_key(1 - agent, keys[1 - agent].public)
     dim = 6
     if agent == 0:
-        channel = NeighbourChannel(0, [1], [1], {1: mac_key(pair, 0, 1)}, {1: mac_key(pair, 1, 0)}, dim, datetime.timedelta(seconds=20))
+        links = ({1: mac_key(pair, 0, 1, SESSION)}, {1: mac_key(pair, 1, 0, SESSION)})
+        channel = NeighbourChannel(0, np.full((2, 2), 0.5), *links, dim, datetime.timedelta(seconds=20), mac)
         for round_ in (1, 2):
             channel.exchange(round_, np.ones(dim))
             (workdir / f"accepted{round_}").touch()
@@ -124,29 +130,39 @@ def _victim_or_forger(agent: int, attack: str, workdir: Path) -> None:
     import torch.distributed as dist
 
     def send(round_: int, payload: torch.Tensor, key: bytes, tagged: torch.Tensor | None = None) -> None:
-        tag = message_tag(key, 1, 0, round_, (payload if tagged is None else tagged).numpy())
-        header = torch.frombuffer(bytearray(round_.to_bytes(8, "little", signed=True) + tag), dtype=torch.uint8)
-        dist.send(header, 0, tag=0)
-        dist.send(payload, 0, tag=1)
-        dist.recv(torch.empty(40, dtype=torch.uint8), 0, tag=0)
-        dist.recv(torch.empty(dim, dtype=torch.float64), 0, tag=1)
+        tag = message_tag(mac, key, 1, 0, round_, (payload if tagged is None else tagged).numpy())
+        header = np.frombuffer(round_.to_bytes(8, "little", signed=True) + tag, dtype=np.float64)
+        dist.send(torch.cat([torch.from_numpy(header.copy()), payload]), 0)  # agent 0 is agent 1's only receiver
+        dist.recv(torch.empty(5 + dim, dtype=torch.float64), 0)
 
     honest = torch.full((dim,), 2.0, dtype=torch.float64)
-    send(1, honest, mac_key(pair, 1, 0))
+    send(1, honest, mac_key(pair, 1, 0, SESSION))
     if attack == "altered":
-        send(2, honest + 1.0, mac_key(pair, 1, 0), tagged=honest)
+        send(2, honest + 1.0, mac_key(pair, 1, 0, SESSION), tagged=honest)
     elif attack == "wrong-key":
-        send(2, honest, mac_key(b"x" * 32, 1, 0))
+        send(2, honest, mac_key(b"x" * 32, 1, 0, SESSION))
+    elif attack == "earlier-run":  # a message of round 2 recorded in another run of the same pair
+        send(2, honest, mac_key(pair, 1, 0, bytes(32)))
     elif attack == "replay":
-        send(1, honest, mac_key(pair, 1, 0))
+        send(1, honest, mac_key(pair, 1, 0, SESSION))
     elif attack == "reflected":  # agent 0's own direction key
-        send(2, honest, mac_key(pair, 0, 1))
+        send(2, honest, mac_key(pair, 0, 1, SESSION))
     time.sleep(1.0)
 
 
-@pytest.mark.parametrize(("attack", "words"), [("altered", "failed authentication"), ("wrong-key", "failed authentication"), ("replay", "round 1 from agent 1 at round 2"), ("reflected", "failed authentication")])
-def test_a_forged_or_replayed_message_is_rejected(tmp_path: Path, attack: str, words: str) -> None:
-    _join(spawn_agents(2, tmp_path, _victim_or_forger, attack, tmp_path))
+@pytest.mark.parametrize("mac", MACS)
+@pytest.mark.parametrize(
+    ("attack", "words"),
+    [
+        ("altered", "failed authentication"),
+        ("wrong-key", "failed authentication"),
+        ("earlier-run", "failed authentication"),
+        ("replay", "round 1 from agent 1 at round 2"),
+        ("reflected", "failed authentication"),
+    ],
+)
+def test_a_forged_or_replayed_message_is_rejected(tmp_path: Path, attack: str, words: str, mac: str) -> None:
+    _join(spawn_agents(2, tmp_path, _victim_or_forger, attack, mac, tmp_path))
     assert (tmp_path / "accepted1").exists(), "the honest first round must pass"
     assert not (tmp_path / "accepted2").exists()
     assert words in agent_error_path(tmp_path, 0).read_text()

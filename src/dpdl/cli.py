@@ -20,6 +20,7 @@ from dpdl.attacks.membership import DEFAULT_TRIALS
 from dpdl.errors import DpdlError
 from dpdl.graphs import MIXING_RULES, REAL_GRAPHS, SYNTHETIC_GRAPHS
 from dpdl.mechanisms.registry import DECOR_SEARCHES, MECHANISMS, DesignOptions
+from dpdl.runtime.channel import MACS
 from dpdl.simulation import CLIP_LEVELS, SCHEDULES
 from dpdl.tasks import TASKS, TaskOptions
 from dpdl.tasks.partition import PARTITIONS
@@ -156,6 +157,8 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a neighbour before declaring it failed (default 60)")
     group.add_argument("--checkpoint-every", type=_positive_int, default=100, help="rounds between checkpoints (default 100)")
     group.add_argument("--resume", action="store_true", help="resume from the latest round every agent saved")
+    group.add_argument("--mac", choices=MACS, default="poly1305",
+                       help="message authentication per link: poly1305 (ChaCha20-Poly1305 tag, fast) or hmac-sha256 (default poly1305)")
 
 
 def _run_agent_parser(sub: argparse._SubParsersAction) -> None:
@@ -356,7 +359,7 @@ def _agent_options(args: argparse.Namespace):  # noqa: ANN202 (AgentOptions, imp
 
     if len(args.seed) != 1:
         raise ConfigError("the runtime runs one replicate: give one --seed")
-    return AgentOptions(args.workdir, args.key_seed, args.timeout, args.checkpoint_every, args.resume)
+    return AgentOptions(args.workdir, args.key_seed, args.timeout, args.checkpoint_every, args.resume, args.mac)
 
 
 def _run_agent(args: argparse.Namespace) -> int:

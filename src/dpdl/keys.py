@@ -91,9 +91,10 @@ def leader(secret: SharedSecret) -> int:
     return min(secret.holders)
 
 
-def mac_key(pair_key: bytes, sender: int, receiver: int) -> bytes:
-    """Key authenticating messages from ``sender`` to ``receiver`` (one per direction)."""
-    return derive(pair_key, f"mac {sender}->{receiver}")
+def mac_key(pair_key: bytes, sender: int, receiver: int, session: bytes) -> bytes:
+    """Key authenticating messages from ``sender`` to ``receiver`` (one per direction) in the run
+    whose fresh nonces are ``session`` (so that no key outlives a start of the agents)."""
+    return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=session, info=_PROTOCOL + f"mac {sender}->{receiver}".encode()).derive(pair_key)
 
 
 def pair_secret_seed(pair_key: bytes, secret: int) -> np.random.SeedSequence:

@@ -42,7 +42,7 @@ from dpdl.errors import ConfigError
 from dpdl.experiments.train import TrainConfig, build_job
 from dpdl.keys import AgentKey
 from dpdl.mechanisms.base import NoiseMechanism
-from dpdl.runtime.channel import NeighbourChannel
+from dpdl.runtime.channel import MACS, NeighbourChannel
 from dpdl.runtime.handshake import handshake
 from dpdl.simulation.dsgd import agent_batches, local_gradients
 from dpdl.simulation.sampling import AgentBatches
@@ -65,10 +65,14 @@ class AgentOptions:
     checkpoint_every: int = 100
     #: Resume from the latest round every agent saved instead of starting afresh.
     resume: bool = False
+    #: Message authentication (:data:`dpdl.runtime.channel.MACS`).
+    mac: str = "poly1305"
 
     def __post_init__(self) -> None:
         if self.timeout <= 0:
             raise ConfigError(f"the timeout must be > 0 seconds, got {self.timeout}")
+        if self.mac not in MACS:
+            raise ConfigError(f"unknown message authentication {self.mac!r}; known: {', '.join(MACS)}")
         if self.checkpoint_every < 1:
             raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
 
@@ -143,7 +147,7 @@ def run_agent(
         raise ConfigError(f"{job.mechanism.name} noise cannot be drawn by the agents step by step")
     timeout = datetime.timedelta(seconds=options.timeout)
     links = handshake(agent, AgentKey.create(agent, options.key_seed), job.weights, job.mechanism, timeout)
-    channel = NeighbourChannel(agent, links.receivers, links.senders, links.send_keys, links.receive_keys, job.task.dim, timeout)
+    channel = NeighbourChannel(agent, job.weights, links.send_keys, links.receive_keys, job.task.dim, timeout, options.mac)
     own_weight, weights_in = job.weights[agent, agent], {j: job.weights[agent, j] for j in links.senders}
 
     state = _State(0, job.task.initial_params(), pickle.dumps(agent_batches(job.task, job.dsgd, seed, [agent])))

@@ -1,15 +1,23 @@
 """Authenticated, round-tagged exchange with graph neighbours over ``torch.distributed`` (gloo).
 
 Each round an agent sends one vector to every out-neighbour and receives one from every
-in-neighbour by point-to-point send / receive, nothing else. A message is two tensors: a 40-byte
-header (the round number, then a tag) and the float64 payload. The tag is
-``HMAC-SHA256(k_{s->r}, "dpdl" | s | r | round | SHA-256(payload))`` under the direction's key
-agreed by X25519 (:func:`dpdl.keys.mac_key`): hashing the payload once per round and
-MAC-ing its digest per edge costs one pass over the data whatever the degree, and is as strong as
-an HMAC over the payload as long as SHA-256 is collision resistant. A message whose round is not
-the receiver's (a replay) or whose tag does not verify (forged, altered, sent under another key)
-raises :class:`~dpdl.errors.AuthenticationError`; a neighbour that dies or does not answer within
-the timeout raises :class:`~dpdl.errors.PeerFailure` naming it and the round.
+in-neighbour by point-to-point send / receive, nothing else. A message carries, per receiver, a
+40-byte header (the round number, then a tag), then the payload. The tag is computed under the
+link's key for that direction and this run (:func:`dpdl.keys.mac_key`), by one of two MACs:
+
+- ``"poly1305"`` (default): the 16-byte tag of ChaCha20-Poly1305 (RFC 8439) with the round as its
+  nonce and the payload as associated data, i.e. Poly1305 under a one-time key derived from the
+  link key and the round. One pass at several GB/s per message.
+- ``"hmac-sha256"``: ``HMAC-SHA256(k, "dpdl" | s | r | round | SHA-256(payload))``; the payload is
+  hashed once per round whatever the degree. SHA-256 runs at about 1 GB/s here, so with large
+  models the hashing, not gloo, bounds the rounds per second (``BENCHMARKS.md``).
+
+Link keys are fresh for every start of the agents (the handshake mixes in per-run nonces), so the
+nonce ``round`` is never used twice under one key, and a message recorded in an earlier run does
+not verify in a resumed one. A message whose round is not the receiver's (a replay) or whose tag
+does not verify (forged, altered, sent under another key) raises
+:class:`~dpdl.errors.AuthenticationError`; a neighbour that dies or does not answer within the
+timeout raises :class:`~dpdl.errors.PeerFailure` naming it and the round.
 """
 
 from __future__ import annotations
@@ -18,26 +26,35 @@ import datetime
 import hashlib
 import hmac
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 import torch.distributed as dist
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-from dpdl.errors import AuthenticationError, PeerFailure
+from dpdl.errors import AuthenticationError, ConfigError, PeerFailure
 
-__all__ = ["NeighbourChannel", "message_tag", "wait"]
+__all__ = ["MACS", "NeighbourChannel", "message_tag", "receivers_of", "senders_of", "wait"]
 
-_HEADER = 8 + 32
-_HEADER_TAG, _PAYLOAD_TAG = 0, 1
-
-
-def message_tag(key: bytes, sender: int, receiver: int, round_: int, payload: bytes | memoryview) -> bytes:
-    """The 32-byte tag of ``payload`` sent from ``sender`` to ``receiver`` at ``round_``."""
-    return _tag_of_digest(key, sender, receiver, round_, hashlib.sha256(payload).digest())
+MACS = ("poly1305", "hmac-sha256")
+_SLOTS = 5  # float64 slots of the header: the round (8 bytes) and the tag field (32 bytes)
 
 
-def _tag_of_digest(key: bytes, sender: int, receiver: int, round_: int, digest: bytes) -> bytes:
+def message_tag(mac: str, key: bytes, sender: int, receiver: int, round_: int, payload: np.ndarray) -> bytes:
+    """The 32-byte tag field of ``payload`` (any array) sent from ``sender`` to ``receiver`` at ``round_``."""
+    data = np.ascontiguousarray(payload).view(np.uint8)
+    if mac == "poly1305":
+        return ChaCha20Poly1305(key).encrypt(_nonce(round_), b"", data) + bytes(16)
+    return _hmac_of_digest(key, sender, receiver, round_, hashlib.sha256(data).digest())
+
+
+def _nonce(round_: int) -> bytes:
+    return round_.to_bytes(12, "little")
+
+
+def _hmac_of_digest(key: bytes, sender: int, receiver: int, round_: int, digest: bytes) -> bytes:
     return hmac.digest(key, b"dpdl" + struct.pack("<IIq", sender, receiver, round_) + digest, "sha256")
 
 
@@ -51,53 +68,91 @@ def wait(work: dist.Work, peer: int, round_: int, agent: int, timeout: datetime.
         raise PeerFailure(f"agent {peer} {what} {when} (seen by agent {agent})", peer, round_) from error
 
 
-class NeighbourChannel:
-    """Agent ``agent``'s links: it sends to ``receivers`` and hears from ``senders``.
+def receivers_of(weights: np.ndarray, agent: int) -> list[int]:
+    """The agents ``agent`` sends to: j with ``W[j, agent] > 0``, j != agent, in increasing order."""
+    return [int(j) for j in np.flatnonzero(weights[:, agent]) if j != agent]
 
-    ``send_keys[r]`` authenticates messages to r, ``receive_keys[s]`` those from s.
+
+def senders_of(weights: np.ndarray, agent: int) -> list[int]:
+    """The agents ``agent`` hears from: j with ``W[agent, j] > 0``, j != agent, in increasing order."""
+    return [int(j) for j in np.flatnonzero(weights[agent]) if j != agent]
+
+
+class NeighbourChannel:
+    """Agent ``agent``'s links on the graph of ``weights``: it sends to :func:`receivers_of` and
+    hears from :func:`senders_of`. ``send_keys[r]`` authenticates messages to r, ``receive_keys[s]``
+    those from s.
+
+    A message of agent s is one float64 tensor, the same for all its receivers: one 40-byte header
+    (5 slots) per receiver, in the order of ``receivers_of(weights, s)``, then the payload; each
+    receiver reads its own header. So the payload is copied once and sent as is to every receiver.
     """
 
     def __init__(
         self,
         agent: int,
-        receivers: Sequence[int],
-        senders: Sequence[int],
+        weights: np.ndarray,
         send_keys: Mapping[int, bytes],
         receive_keys: Mapping[int, bytes],
         dim: int,
         timeout: datetime.timedelta,
+        mac: str = "poly1305",
     ) -> None:
-        self.agent = agent
-        self.receivers, self.senders = list(receivers), list(senders)
+        if mac not in MACS:
+            raise ConfigError(f"unknown message authentication {mac!r}; known: {', '.join(MACS)}")
+        self.agent, self.mac, self.timeout, self.dim = agent, mac, timeout, dim
+        self.receivers, self.senders = receivers_of(weights, agent), senders_of(weights, agent)
         self.send_keys, self.receive_keys = dict(send_keys), dict(receive_keys)
-        self.timeout = timeout
-        self._payload = torch.empty(dim, dtype=torch.float64)
-        self._inbox = {s: (torch.empty(_HEADER, dtype=torch.uint8), torch.empty(dim, dtype=torch.float64)) for s in self.senders}
+        self._send_ciphers = {j: ChaCha20Poly1305(self.send_keys[j]) for j in self.receivers}
+        self._receive_ciphers = {j: ChaCha20Poly1305(self.receive_keys[j]) for j in self.senders}
+        self._outbox = torch.empty(_SLOTS * len(self.receivers) + dim, dtype=torch.float64)
+        self._inbox = {s: torch.empty(_SLOTS * len(receivers_of(weights, s)) + dim, dtype=torch.float64) for s in self.senders}
+        self._slot = {s: _SLOTS * receivers_of(weights, s).index(agent) for s in self.senders}
 
     def exchange(self, round_: int, values: np.ndarray) -> dict[int, np.ndarray]:
-        """Send ``values`` (d,) to every receiver and return every sender's vector of this round."""
-        self._payload.copy_(torch.from_numpy(np.ascontiguousarray(values, dtype=np.float64)))
-        digest = hashlib.sha256(self._payload.numpy()).digest()
-        headers, pending = [], []
-        for receiver in self.receivers:
-            tag = _tag_of_digest(self.send_keys[receiver], self.agent, receiver, round_, digest)
-            header = torch.frombuffer(bytearray(struct.pack("<q", round_) + tag), dtype=torch.uint8)
-            headers.append(header)
-            pending += [(receiver, dist.isend(header, receiver, tag=_HEADER_TAG)), (receiver, dist.isend(self._payload, receiver, tag=_PAYLOAD_TAG))]
-        for sender, (header, payload) in self._inbox.items():
-            pending += [(sender, dist.irecv(header, sender, tag=_HEADER_TAG)), (sender, dist.irecv(payload, sender, tag=_PAYLOAD_TAG))]
-        for peer, work in pending:
-            wait(work, peer, round_, self.agent, self.timeout)
-        return {sender: self._verified(sender, round_) for sender in self.senders}
+        """Send ``values`` (d,) to every receiver and return every sender's vector of this round
+        (views into the channel's buffers, valid until the next call)."""
+        headers = _SLOTS * len(self.receivers)
+        outbox = self._outbox.numpy()
+        outbox[headers:] = values
+        data = outbox[headers:].view(np.uint8)
+        digest = hashlib.sha256(data).digest() if self.mac == "hmac-sha256" else b""
+        for k, receiver in enumerate(self.receivers):
+            header = struct.pack("<q", round_) + self._sign(receiver, round_, data, digest)
+            outbox[_SLOTS * k : _SLOTS * (k + 1)].view(np.uint8)[:] = np.frombuffer(header, np.uint8)
+        sends = [(receiver, dist.isend(self._outbox, receiver)) for receiver in self.receivers]
+        receives = [(sender, dist.irecv(message, sender)) for sender, message in self._inbox.items()]
+        received = {}
+        for sender, work in receives:  # each message is verified while the next ones arrive
+            wait(work, sender, round_, self.agent, self.timeout)
+            received[sender] = self._verified(sender, round_)
+        for receiver, work in sends:
+            wait(work, receiver, round_, self.agent, self.timeout)
+        return received
 
+    def _sign(self, receiver: int, round_: int, data: np.ndarray, digest: bytes) -> bytes:
+        if self.mac == "poly1305":
+            return self._send_ciphers[receiver].encrypt(_nonce(round_), b"", data) + bytes(16)
+        return _hmac_of_digest(self.send_keys[receiver], self.agent, receiver, round_, digest)
+
+    def _verify(self, sender: int, round_: int, data: np.ndarray, tag: bytes) -> bool:
+        if self.mac == "poly1305":
+            try:
+                self._receive_ciphers[sender].decrypt(_nonce(round_), tag[:16], data)
+            except InvalidTag:
+                return False
+            return tag[16:] == bytes(16)
+        expected = _hmac_of_digest(self.receive_keys[sender], sender, self.agent, round_, hashlib.sha256(data).digest())
+        return hmac.compare_digest(expected, tag)
 
     def _verified(self, sender: int, round_: int) -> np.ndarray:
-        header, payload = self._inbox[sender]
-        raw = header.numpy().tobytes()
+        message = self._inbox[sender].numpy()
+        slot = self._slot[sender]
+        raw = message[slot : slot + _SLOTS].tobytes()
         (stamped,) = struct.unpack("<q", raw[:8])
         if stamped != round_:
             raise AuthenticationError(f"agent {self.agent} got a message of round {stamped} from agent {sender} at round {round_} (replayed or out of order)")
-        expected = message_tag(self.receive_keys[sender], sender, self.agent, round_, payload.numpy())
-        if not hmac.compare_digest(expected, raw[8:]):
+        payload = message[len(message) - self.dim :]
+        if not self._verify(sender, round_, payload.view(np.uint8), raw[8:]):
             raise AuthenticationError(f"the message from agent {sender} to agent {self.agent} at round {round_} failed authentication (forged or altered)")
-        return payload.numpy().copy()
+        return payload

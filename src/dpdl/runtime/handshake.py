@@ -1,18 +1,20 @@
 """The setup phase of a runtime agent: keys, agreement on the design, seeds and link keys.
 
-1. Every agent publishes its X25519 public key (one all-gather of 32 bytes each).
+1. Every agent publishes its X25519 public key and a fresh 16-byte nonce (one all-gather).
 2. Every agent computes the mixing matrix and the noise covariance from the public configuration
    and publishes a SHA-256 of them; agents that disagree (other software, other options) stop
    with an error naming them, before any noise is drawn.
 3. Seeds: private and two-holder seeds are derived locally (:mod:`dpdl.keys`); the leader
    of every larger group sends each member the group's seed, encrypted for that member.
-4. Every graph link gets one message-authentication key per direction.
+4. Every graph link gets one message-authentication key per direction, from the pair's key and
+   both ends' nonces: new in every run, resumed ones included.
 """
 
 from __future__ import annotations
 
 import datetime
 import hashlib
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,12 +23,13 @@ import torch.distributed as dist
 
 from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook
-from dpdl.runtime.channel import wait
+from dpdl.runtime.channel import receivers_of, senders_of, wait
 from dpdl.keys import KEY_BYTES, AgentKey, leader, mac_key, secret_seed, unwrap_seed, wrap_seed
 
 __all__ = ["Links", "handshake", "design_digest"]
 
 _WRAPPED = KEY_BYTES + 16  # ChaCha20-Poly1305 adds a 16-byte tag
+_NONCE = 16  # fresh per start of an agent: its links' message keys are new in every run
 _SEED_TAG = 1000  # point-to-point tags of the setup phase, apart from the rounds' (0 and 1)
 
 
@@ -57,7 +60,9 @@ def handshake(agent: int, key: AgentKey, weights: np.ndarray, mechanism: NoiseMe
     """Run the setup phase for ``agent`` (collective: every agent of the process group calls it);
     a group leader silent for ``timeout`` is a :class:`~dpdl.errors.PeerFailure`."""
     world = dist.get_world_size()
-    publics = dict(enumerate(_all_gather_bytes(key.public, world)))
+    announced = _all_gather_bytes(key.public + os.urandom(_NONCE), world)
+    publics = {i: data[:KEY_BYTES] for i, data in enumerate(announced)}
+    nonces = {i: data[KEY_BYTES:] for i, data in enumerate(announced)}
     digests = _all_gather_bytes(design_digest(weights, mechanism), world)
     disagree = [i for i, digest in enumerate(digests) if digest != digests[agent]]
     if disagree:
@@ -93,12 +98,11 @@ def handshake(agent: int, key: AgentKey, weights: np.ndarray, mechanism: NoiseMe
         group_seed = unwrap_seed(pair(source), k, buffer.numpy().tobytes(), source)
         secrets[k] = secret_seed(k, mechanism.secrets[k].holders, key, publics, group_seed)
 
-    receivers = [int(j) for j in np.flatnonzero(weights[:, agent]) if j != agent]
-    senders = [int(j) for j in np.flatnonzero(weights[agent]) if j != agent]
+    receivers, senders = receivers_of(weights, agent), senders_of(weights, agent)
     return Links(
         seeds=SeedBook(-1, {agent: key.private_seed()}, secrets),
         receivers=receivers,
         senders=senders,
-        send_keys={j: mac_key(pair(j), agent, j) for j in receivers},
-        receive_keys={j: mac_key(pair(j), j, agent) for j in senders},
+        send_keys={j: mac_key(pair(j), agent, j, nonces[agent] + nonces[j]) for j in receivers},
+        receive_keys={j: mac_key(pair(j), j, agent, nonces[j] + nonces[agent]) for j in senders},
     )

@@ -1,0 +1,144 @@
+"""Benchmark of the peer-to-peer runtime: rounds per second of n = 8 gloo processes on loopback.
+
+For models of 10^5 and 10^6 parameters (float64) on a ring and on Erdos-Renyi G(8, 0.5), each
+process exchanges one vector with each graph neighbour per round, measured three ways:
+
+- **bare**: ``isend`` / ``irecv`` of the vectors to and from the neighbours, nothing else: the
+  physical limit of gloo on this machine;
+- **poly1305** and **hmac-sha256**: :class:`dpdl.runtime.channel.NeighbourChannel`, the runtime's
+  exchange (round-tagged header, a tag per link, verification), with either MAC;
+- **round**: a whole runtime round without the gradient, whose cost is the model's, not the
+  runtime's: DECOR noise drawn from the agent's seeds (one private and one per edge secret), the
+  local step, the authenticated exchange, the mixing and the checkpoint copy (as
+  :func:`dpdl.runtime.agent.run_agent`).
+
+Each setting starts 8 fresh processes; the timing (after 3 warm-up rounds, between two barriers)
+is agent 0's, wall clock. Figures go to stdout and to the ``bench_runtime`` section of
+``BENCHMARKS.md``. Run from the repository root: ``.venv/bin/python benchmarks/bench_runtime.py``
+(about two minutes on an idle 2-core machine).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import pickle
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from dpdl.graphs import build_graph, mixing_matrix
+from dpdl.keys import AgentKey, mac_key, simulated_seed_book
+from dpdl.mechanisms.decor import Decor
+from dpdl.runtime.channel import NeighbourChannel
+from dpdl.runtime.launch import spawn_agents
+
+from _report import measured, markers, write_section  # benchmarks/_report.py
+
+N, WARMUP = 8, 3
+ROUNDS = {10**5: 200, 10**6: 30}
+GRAPHS = ("ring", "er")
+MODES = ("bare", "poly1305", "hmac-sha256", "round")
+START, END = markers("bench_runtime")
+
+
+def _agent(agent: int, graph_name: str, dim: int, rounds: int, mode: str, out: Path) -> None:
+    graph = build_graph(graph_name, N, 0.5, seed=0)
+    weights = mixing_matrix(graph)
+    peers = [int(j) for j in np.flatnonzero(weights[agent]) if j != agent]
+    keys = [AgentKey.create(i, 0) for i in range(N)]
+    pair = {j: keys[agent].pair_key(j, keys[j].public) for j in peers}
+    mac = "hmac-sha256" if mode == "hmac-sha256" else "poly1305"
+    channel = NeighbourChannel(
+        agent, weights, {j: mac_key(pair[j], agent, j, bytes(32)) for j in peers}, {j: mac_key(pair[j], j, agent, bytes(32)) for j in peers},
+        dim, datetime.timedelta(seconds=120), mac,
+    )
+    mechanism = Decor(graph, 1.0, 1.0)
+    seeds = simulated_seed_book(mechanism, 0).for_agent(mechanism, agent)
+    params, gradient = np.zeros(dim), np.full(dim, 1e-3)
+    outbox = torch.zeros(dim, dtype=torch.float64)
+    inbox = {j: torch.empty(dim, dtype=torch.float64) for j in peers}
+
+    def bare(t: int) -> None:
+        works = [dist.isend(outbox, j) for j in peers] + [dist.irecv(inbox[j], j) for j in peers]
+        for work in works:
+            work.wait()
+
+    def authenticated(t: int) -> None:
+        channel.exchange(t, params)
+
+    def whole(t: int) -> None:
+        nonlocal params
+        sent = params - 0.1 * (gradient + mechanism.agent_noise(agent, seeds, t, dim))
+        received = channel.exchange(t, sent)
+        params = weights[agent, agent] * sent + sum(weights[agent, j] * received[j] for j in peers)
+        pickle.dumps((t, params.copy()))
+
+    step = {"bare": bare, "poly1305": authenticated, "hmac-sha256": authenticated, "round": whole}[mode]
+    for t in range(1, WARMUP + 1):
+        step(t)
+    dist.barrier()
+    start = time.perf_counter()
+    for t in range(WARMUP + 1, WARMUP + rounds + 1):
+        step(t)
+    dist.barrier()
+    if agent == 0:
+        out.write_text(json.dumps({"seconds": time.perf_counter() - start, "degree": len(peers)}))
+
+
+def rounds_per_second(graph: str, dim: int, mode: str) -> tuple[float, float]:
+    """Rounds per second of 8 agents exchanging ``dim`` floats in ``mode``, and agent 0's degree."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "timing.json"
+        processes = spawn_agents(N, Path(folder), _agent, graph, dim, ROUNDS[dim], mode, out)
+        for process in processes:
+            process.join()
+        if any(process.exitcode for process in processes):
+            raise RuntimeError(f"an agent failed: {[(Path(folder) / f'agent{a}' / 'error.txt').read_text() for a in range(N) if (Path(folder) / f'agent{a}' / 'error.txt').exists()]}")
+        timing = json.loads(out.read_text())
+    return ROUNDS[dim] / timing["seconds"], timing["degree"]
+
+
+def main() -> None:
+    rows = [
+        "| graph | parameters | bare gloo (rounds/s) | Poly1305 exchange (rounds/s) | ratio | HMAC-SHA256 exchange (rounds/s) | ratio "
+        "| whole round, Poly1305, no gradient (rounds/s) | ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for graph in GRAPHS:
+        for dim in ROUNDS:
+            rates = {mode: rounds_per_second(graph, dim, mode)[0] for mode in MODES}
+            ratio = {mode: f"{rates['bare'] / rates[mode]:.2f}x" for mode in MODES}
+            rows.append(
+                f"| {graph} | {dim:.0e} | {rates['bare']:.1f} | {rates['poly1305']:.1f} | {ratio['poly1305']} "
+                f"| {rates['hmac-sha256']:.1f} | {ratio['hmac-sha256']} | {rates['round']:.1f} | {ratio['round']} |"
+            )
+            print(rows[-1], flush=True)
+    text = "\n".join(
+        [
+            START,
+            "## Peer-to-peer runtime (`benchmarks/bench_runtime.py`)",
+            "",
+            measured(f"numpy {np.__version__}, torch {torch.__version__} (gloo)"),
+            "",
+            "Eight agent processes on loopback, one float64 vector per neighbour per round; ratio = bare rate / rate "
+            "(1.00x: as fast as gloo alone). The authenticated exchanges add the round header and a tag per link: "
+            "Poly1305 (the runtime's default) over each outgoing and incoming vector, or one SHA-256 of the outgoing "
+            "vector, one of each incoming vector and an HMAC per link. The whole round adds DECOR noise drawn from the "
+            "agent's seeds (one private draw and one per edge), the step, the mixing and the checkpoint copy.",
+            "",
+            *rows,
+            END,
+            "",
+        ]
+    )
+    print(text)
+    write_section(text, START, END)
+
+
+if __name__ == "__main__":
+    main()
