@@ -14,14 +14,20 @@ import numpy as np
 import pytest
 import torch
 
-from dpdl.errors import AuthenticationError, ConfigError
+from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
+
+from dpdl.accounting import account, noise_scale, step_sensitivity
+from dpdl.errors import AuthenticationError, ConfigError, GraphError
 from dpdl.experiments.train import TrainConfig, build_job, run_training
 from dpdl.keys import AgentKey, mac_key, simulated_seed_book, unwrap_seed, wrap_seed
 from dpdl.mechanisms.registry import DesignOptions
+from dpdl.mechanisms.whisper import Whisper
 from dpdl.runtime import AgentOptions, run_agent, run_local
-from dpdl.runtime.agent import checkpoint_path, run_record_path
+from dpdl.runtime.agent import checkpoint_path, phase_path, run_record_path
 from dpdl.runtime.channel import MACS, NeighbourChannel, message_tag
+from dpdl.runtime.departure import second_phase
 from dpdl.runtime.launch import agent_error_path, spawn_agents
+from dpdl.threats import Eavesdropper
 
 KEY_SEED = 11
 SESSION = bytes(range(32))  # the two ends' run nonces
@@ -224,3 +230,48 @@ def test_bad_runtime_options_are_refused(tmp_path: Path) -> None:
         AgentOptions(tmp_path, timeout=0.0)
     with pytest.raises(ConfigError, match="rank 0"):
         run_agent(TrainConfig(task="least-squares", n=4, steps=5), 0, 0, AgentOptions(tmp_path))
+
+
+# -- departures --------------------------------------------------------------------------------
+
+
+def test_after_an_agent_leaves_the_others_finish_with_the_design_recomputed_and_the_budget_kept(tmp_path: Path) -> None:
+    config = TrainConfig(task="logreg-a9a", graph="er", n=6, p=0.6, mechanism="whisper", eps=5.0, steps=120, eval_every=120, key_seed=KEY_SEED)
+    options = AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=30.0, checkpoint_every=20)
+    _join(spawn_agents(6, tmp_path, _dying_agent, config, options, 2, 45, "killed"))
+    left = run_local(config, 0, replace(options, resume=True, departed=(2,)))
+    assert left.errors == {} and left.agents == [0, 1, 3, 4, 5]
+    assert left.models is not None and np.isfinite(left.models).all()
+    # the others saved their last rounds on the way out: the second phase starts after the last round all completed
+    assert json.loads(phase_path(tmp_path, 0).read_text())["after_round"] == 45
+    assert {json.loads(run_record_path(tmp_path, a).read_text())["started_at_round"] for a in left.agents} == {45}
+
+    first = build_job(config.resolved(), 0)
+    phase = second_phase(config.resolved(), first, [2], 45)
+    keep = [0, 1, 3, 4, 5]
+    assert phase.job.weights.shape == (5, 5) and phase.job.mechanism.n == 5
+    # the design is solved again for W', and does at least as well as the old covariance rescaled to the same budget
+    reused = Whisper.from_covariance(first.mechanism.covariance()[np.ix_(keep, keep)])
+    reused = reused.scaled(noise_scale(reused, Eavesdropper(), phase.job.calibration))
+    assert phase.job.mechanism.variance_after_mixing(phase.job.weights) <= reused.variance_after_mixing(phase.job.weights) * (1 + 1e-6)
+    # the departed agent never holds the second phase's seeds
+    before = {s.entropy for s in simulated_seed_book(first.mechanism, KEY_SEED).secrets.values()}
+    after = {s.entropy for s in simulated_seed_book(phase.job.mechanism, KEY_SEED, epoch=1).secrets.values()}
+    assert before.isdisjoint(after)
+
+    # both phases together spend the budget, no more: checked against dp_accounting's PLD of the two Gaussian phases
+    report = left.privacy[0]
+    assert report["threat"] == "eavesdropper" and 5.0 - 1e-6 <= report["epsilon"] <= 5.0
+    mu1 = account(first.mechanism, Eavesdropper(), first.neighbouring, 45, config.delta).mu_step
+    mu2 = step_sensitivity(phase.job.mechanism, Eavesdropper(), first.neighbouring)
+    pld = from_gaussian_mechanism(1.0 / mu1, value_discretization_interval=1e-4).self_compose(45)
+    pld = pld.compose(from_gaussian_mechanism(1.0 / mu2, value_discretization_interval=1e-4).self_compose(config.steps - 45))
+    assert pld.get_epsilon_for_delta(config.delta) == pytest.approx(report["epsilon"], rel=2e-3)
+
+
+def test_a_departure_that_disconnects_the_graph_is_refused() -> None:
+    config = TrainConfig(task="least-squares", graph="star", n=5, mechanism="decor", eps=5.0, steps=20).resolved()
+    with pytest.raises(GraphError, match=r"without agents \[0\] is disconnected"):
+        second_phase(config, build_job(config, 0), [0], 10)
+    with pytest.raises(ConfigError, match="resume"):
+        AgentOptions(Path("."), departed=(1,))

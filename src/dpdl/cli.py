@@ -157,6 +157,9 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a neighbour before declaring it failed (default 60)")
     group.add_argument("--checkpoint-every", type=_positive_int, default=100, help="rounds between checkpoints (default 100)")
     group.add_argument("--resume", action="store_true", help="resume from the latest round every agent saved")
+    group.add_argument("--departed", type=int, nargs="+", default=[], metavar="AGENT",
+                       help="agents that left for good: with --resume, the others continue as a second phase on the remaining "
+                       "graph, the noise design recomputed for it and both phases accounted together")
     group.add_argument("--mac", choices=MACS, default="poly1305",
                        help="message authentication per link: poly1305 (ChaCha20-Poly1305 tag, fast) or hmac-sha256 (default poly1305)")
 
@@ -359,17 +362,18 @@ def _agent_options(args: argparse.Namespace):  # noqa: ANN202 (AgentOptions, imp
 
     if len(args.seed) != 1:
         raise ConfigError("the runtime runs one replicate: give one --seed")
-    return AgentOptions(args.workdir, args.key_seed, args.timeout, args.checkpoint_every, args.resume, args.mac)
+    return AgentOptions(args.workdir, args.key_seed, args.timeout, args.checkpoint_every, args.resume, args.mac, tuple(args.departed))
 
 
 def _run_agent(args: argparse.Namespace) -> int:
     from dpdl.runtime import init_agent, run_agent
-    from dpdl.runtime.agent import final_model_path
+    from dpdl.runtime.agent import final_model_path, remaining_agents
 
     options = _agent_options(args)
     rank = init_agent()
-    run_agent(_train_config(args), args.seed[0], rank, options, progress=not args.no_progress)
-    print(f"agent {rank}: final model {final_model_path(args.workdir, rank)}", file=sys.stderr)
+    agent = remaining_agents(args.n, options)[rank]
+    run_agent(_train_config(args), args.seed[0], agent, options, progress=not args.no_progress)
+    print(f"agent {agent} (rank {rank}): final model {final_model_path(args.workdir, agent)}", file=sys.stderr)
     return 0
 
 
@@ -384,9 +388,12 @@ def _run_local(args: argparse.Namespace) -> int:
     if outcome.models is None:
         for agent, error in sorted(outcome.errors.items()):
             print(f"agent {agent}: {error.strip().splitlines()[-1]}", file=sys.stderr)
-        raise PeerFailure(f"{len(outcome.errors)} of {args.n} agents stopped; rerun with --resume to continue from the checkpoints", min(outcome.errors), 0)
+        raise PeerFailure(f"{len(outcome.errors)} of {len(outcome.agents)} agents stopped; rerun with --resume to continue from the checkpoints", min(outcome.errors), 0)
     np.save(args.workdir / "models.npy", outcome.models)
-    (args.workdir / "final.json").write_text(json.dumps(json_safe(outcome.metrics), indent=2) + "\n")
+    final = {"agents": outcome.agents, **outcome.metrics, "privacy": outcome.privacy}
+    (args.workdir / "final.json").write_text(json.dumps(json_safe(final), indent=2) + "\n")
+    for report in outcome.privacy:
+        print(f"privacy: eps={report['epsilon']:.4g} at delta={report['delta']:g}; {report['threat']}; accountant {report['accountant']}", file=sys.stderr)
     for name, value in outcome.metrics.items():
         print(f"{name}: {value:.6g}", file=sys.stderr)
     print(f"results: {args.workdir}", file=sys.stderr)

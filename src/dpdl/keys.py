@@ -60,14 +60,16 @@ class AgentKey:
         self._raw = private.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
 
     @classmethod
-    def create(cls, agent: int, key_seed: int | None = None) -> AgentKey:
-        """A fresh key from the operating system's randomness, or (``key_seed``) a reproducible one."""
+    def create(cls, agent: int, key_seed: int | None = None, epoch: int = 0) -> AgentKey:
+        """A fresh key from the operating system's randomness, or (``key_seed``) a reproducible one;
+        ``epoch`` counts the restarts after departures, each with keys the departed never held."""
         if key_seed is None:
             return cls(agent, X25519PrivateKey.generate())
         if key_seed < 0:
             raise ConfigError(f"key seeds must be integers >= 0, got {key_seed}")
         material = hashlib.sha256(f"dpdl key seed {key_seed}".encode()).digest()
-        return cls(agent, X25519PrivateKey.from_private_bytes(derive(material, f"agent key {agent}")))
+        label = f"agent key {agent}" + (f" epoch {epoch}" if epoch else "")
+        return cls(agent, X25519PrivateKey.from_private_bytes(derive(material, label)))
 
     def private_seed(self) -> np.random.SeedSequence:
         """Seed of the agent's private noise."""
@@ -130,10 +132,10 @@ def secret_seed(secret: int, holders: Sequence[int], key: AgentKey, publics: Map
     return _seed(group_seed)
 
 
-def simulated_seed_book(mechanism: NoiseMechanism, key_seed: int) -> SeedBook:
-    """Every seed that agents with keys from ``key_seed`` agree on for ``mechanism``, computed in one
-    process by the same derivations the agents run (:mod:`dpdl.runtime.handshake`)."""
-    keys = [AgentKey.create(i, key_seed) for i in range(mechanism.n)]
+def simulated_seed_book(mechanism: NoiseMechanism, key_seed: int, epoch: int = 0) -> SeedBook:
+    """Every seed that agents with keys from ``key_seed`` (and ``epoch``) agree on for ``mechanism``,
+    computed in one process by the same derivations the agents run (:mod:`dpdl.runtime.handshake`)."""
+    keys = [AgentKey.create(i, key_seed, epoch) for i in range(mechanism.n)]
     publics = {i: key.public for i, key in enumerate(keys)}
     secrets = {}
     for k, secret in enumerate(mechanism.secrets):

@@ -19,7 +19,9 @@ stop (SIGTERM) it saves its states of the last n rounds before it stops. A resta
 ``resume=True`` resumes every agent from the latest round that all of them saved: the last round
 completed everywhere when the agents could save on the way out, the last periodic checkpoint when
 one was killed outright. The run then continues exactly as if it had not stopped (batches and
-noise are functions of the seeds and the round).
+noise are functions of the seeds and the round). Agents that left for good are dropped with
+``departed``: the others continue as a second phase on the remaining graph
+(:mod:`dpdl.runtime.departure`), keeping their own data and batch streams.
 """
 
 from __future__ import annotations
@@ -39,15 +41,17 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from dpdl.errors import ConfigError
+from dpdl.experiments.results import json_safe
 from dpdl.experiments.train import TrainConfig, build_job
 from dpdl.keys import AgentKey
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.runtime.channel import MACS, NeighbourChannel
+from dpdl.runtime.departure import second_phase, two_phase_reports
 from dpdl.runtime.handshake import handshake
 from dpdl.simulation.dsgd import agent_batches, local_gradients
 from dpdl.simulation.sampling import AgentBatches
 
-__all__ = ["AgentOptions", "run_agent", "checkpoint_path", "final_model_path", "run_record_path"]
+__all__ = ["AgentOptions", "run_agent", "remaining_agents", "checkpoint_path", "final_model_path", "phase_path", "run_record_path"]
 
 
 @dataclass(frozen=True)
@@ -67,12 +71,17 @@ class AgentOptions:
     resume: bool = False
     #: Message authentication (:data:`dpdl.runtime.channel.MACS`).
     mac: str = "poly1305"
+    #: Agents that left for good: the others resume (``resume`` is required) as a second phase on
+    #: the remaining graph, with the noise design recomputed for it (:mod:`dpdl.runtime.departure`).
+    departed: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.timeout <= 0:
             raise ConfigError(f"the timeout must be > 0 seconds, got {self.timeout}")
         if self.mac not in MACS:
             raise ConfigError(f"unknown message authentication {self.mac!r}; known: {', '.join(MACS)}")
+        if self.departed and not self.resume:
+            raise ConfigError("agents that left can only be dropped when the others resume from their checkpoints")
         if self.checkpoint_every < 1:
             raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
 
@@ -110,6 +119,29 @@ def _load(path: Path) -> list[_State]:
     return pickle.loads(path.read_bytes()) if path.is_file() else []
 
 
+def remaining_agents(n: int, options: AgentOptions) -> list[int]:
+    """The agents of the run, in rank order: all n, less those that left."""
+    return [i for i in range(n) if i not in options.departed]
+
+
+def phase_path(workdir: Path, agent: int) -> Path:
+    """File where agent ``agent`` records the departure its second phase started from."""
+    return Path(workdir) / f"agent{agent}" / "phase.json"
+
+
+def _phase_start(options: AgentOptions, agent: int, resumed_round: int) -> int:
+    """The round after which the second phase starts: recorded at its first start (so a resume
+    inside the second phase keeps it), else the round the agents resume from now."""
+    path = phase_path(options.workdir, agent)
+    if path.is_file():
+        record = json.loads(path.read_text())
+        if record["departed"] == sorted(options.departed):
+            return int(record["after_round"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"departed": sorted(options.departed), "after_round": resumed_round}) + "\n")
+    return resumed_round
+
+
 def _common_round(agent: int, states: list[_State], world: int) -> int:
     """The latest round every agent has a saved state for (collective), or 0 for none."""
     rounds = sorted({s.round for s in states})[-2 * world :]
@@ -133,28 +165,40 @@ def run_agent(
 ) -> np.ndarray:
     """Run agent ``agent`` of replicate ``seed`` of ``config`` to the end and return its final model.
 
-    The default process group must be initialised (gloo), one rank per agent, rank = agent.
+    The default process group must be initialised (gloo), one rank per agent: rank = agent, or,
+    after departures, the agent's position among the remaining ones (:func:`remaining_agents`).
     ``on_round(t)`` is called after every completed round.
     """
     config = config.resolved()
-    if not dist.is_initialized() or dist.get_rank() != agent:
-        raise ConfigError(f"agent {agent} must run as rank {agent} of an initialised torch.distributed process group")
-    job = build_job(config, seed)
-    n, world = job.task.n_agents, dist.get_world_size()
-    if world != n:
-        raise ConfigError(f"the graph has {n} agents but the process group {world} ranks")
-    if not isinstance(job.mechanism, NoiseMechanism):
-        raise ConfigError(f"{job.mechanism.name} noise cannot be drawn by the agents step by step")
-    timeout = datetime.timedelta(seconds=options.timeout)
-    links = handshake(agent, AgentKey.create(agent, options.key_seed), job.weights, job.mechanism, timeout)
-    channel = NeighbourChannel(agent, job.weights, links.send_keys, links.receive_keys, job.task.dim, timeout, options.mac)
-    own_weight, weights_in = job.weights[agent, agent], {j: job.weights[agent, j] for j in links.senders}
+    first = build_job(config, seed)
+    n = first.task.n_agents
+    remaining = remaining_agents(n, options)
+    if agent not in remaining:
+        raise ConfigError(f"agent {agent} is not among the agents of this run ({remaining})")
+    rank = remaining.index(agent)
+    if not dist.is_initialized() or dist.get_rank() != rank or dist.get_world_size() != len(remaining):
+        raise ConfigError(f"agent {agent} must run as rank {rank} of an initialised torch.distributed process group of {len(remaining)} ranks")
+    if not isinstance(first.mechanism, NoiseMechanism):
+        raise ConfigError(f"{first.mechanism.name} noise cannot be drawn by the agents step by step")
 
-    state = _State(0, job.task.initial_params(), pickle.dumps(agent_batches(job.task, job.dsgd, seed, [agent])))
+    state = _State(0, first.task.initial_params(), pickle.dumps(agent_batches(first.task, first.dsgd, seed, [agent])))
     if options.resume:
         saved = _load(checkpoint_path(options.workdir, agent, "periodic")) + _load(checkpoint_path(options.workdir, agent, "last"))
-        start = _common_round(agent, saved, world)
+        start = _common_round(agent, saved, len(remaining))
         state = next((s for s in saved if s.round == start), state)
+    job, epoch = first, 0
+    if options.departed:
+        phase = second_phase(config, first, list(options.departed), _phase_start(options, agent, state.round))
+        job, epoch = phase.job, 1
+        if rank == 0:
+            reports = two_phase_reports(config, first, phase)
+            record = {"departed": phase.departed, "after_round": phase.start_round, "agents": phase.agents, "privacy": [r.as_dict() for r in reports]}
+            (Path(options.workdir) / "privacy.json").write_text(json.dumps(json_safe(record), indent=2) + "\n")
+    timeout = datetime.timedelta(seconds=options.timeout)
+    links = handshake(rank, AgentKey.create(rank, options.key_seed, epoch), job.weights, job.mechanism, timeout, remaining)
+    channel = NeighbourChannel(rank, job.weights, links.send_keys, links.receive_keys, job.task.dim, timeout, options.mac, remaining)
+    own_weight, weights_in = job.weights[rank, rank], {j: job.weights[rank, j] for j in links.senders}
+
     batches: AgentBatches | None = pickle.loads(state.batches)
     params = state.params.copy()
     recent: deque[_State] = deque([state], maxlen=n)
@@ -169,7 +213,7 @@ def run_agent(
         for t in range(state.round + 1, config.steps + 1):
             batch = batches.sample_agent(agent) if batches is not None else None
             grads = local_gradients(job.task, params[None, :], batch, job.dsgd, agent=agent)[0]
-            grads += job.mechanism.agent_noise(agent, links.seeds, t, job.task.dim)
+            grads += job.mechanism.agent_noise(rank, links.seeds, t, job.task.dim)
             sent = params - job.dsgd.step_size(t) * grads
             received = channel.exchange(t, sent)
             params = own_weight * sent + sum(w * received[j] for j, w in weights_in.items())
@@ -189,6 +233,14 @@ def run_agent(
     path = final_model_path(options.workdir, agent)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.save(path, params)
-    run = {"agent": agent, "seed": seed, "started_at_round": state.round, "rounds": config.steps, "receivers": links.receivers, "senders": links.senders}
+    run = {
+        "agent": agent,
+        "rank": rank,
+        "seed": seed,
+        "started_at_round": state.round,
+        "rounds": config.steps,
+        "receivers": [remaining[j] for j in links.receivers],
+        "senders": [remaining[j] for j in links.senders],
+    }
     run_record_path(options.workdir, agent).write_text(json.dumps(run) + "\n")
     return params

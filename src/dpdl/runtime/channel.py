@@ -26,7 +26,7 @@ import datetime
 import hashlib
 import hmac
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -81,7 +81,7 @@ def senders_of(weights: np.ndarray, agent: int) -> list[int]:
 class NeighbourChannel:
     """Agent ``agent``'s links on the graph of ``weights``: it sends to :func:`receivers_of` and
     hears from :func:`senders_of`. ``send_keys[r]`` authenticates messages to r, ``receive_keys[s]``
-    those from s.
+    those from s. Errors call rank r agent ``names[r]`` (default: r).
 
     A message of agent s is one float64 tensor, the same for all its receivers: one 40-byte header
     (5 slots) per receiver, in the order of ``receivers_of(weights, s)``, then the payload; each
@@ -97,10 +97,12 @@ class NeighbourChannel:
         dim: int,
         timeout: datetime.timedelta,
         mac: str = "poly1305",
+        names: Sequence[int] | None = None,
     ) -> None:
         if mac not in MACS:
             raise ConfigError(f"unknown message authentication {mac!r}; known: {', '.join(MACS)}")
         self.agent, self.mac, self.timeout, self.dim = agent, mac, timeout, dim
+        self.names = list(names) if names is not None else list(range(len(weights)))
         self.receivers, self.senders = receivers_of(weights, agent), senders_of(weights, agent)
         self.send_keys, self.receive_keys = dict(send_keys), dict(receive_keys)
         self._send_ciphers = {j: ChaCha20Poly1305(self.send_keys[j]) for j in self.receivers}
@@ -124,10 +126,10 @@ class NeighbourChannel:
         receives = [(sender, dist.irecv(message, sender)) for sender, message in self._inbox.items()]
         received = {}
         for sender, work in receives:  # each message is verified while the next ones arrive
-            wait(work, sender, round_, self.agent, self.timeout)
+            wait(work, self.names[sender], round_, self.names[self.agent], self.timeout)
             received[sender] = self._verified(sender, round_)
         for receiver, work in sends:
-            wait(work, receiver, round_, self.agent, self.timeout)
+            wait(work, self.names[receiver], round_, self.names[self.agent], self.timeout)
         return received
 
     def _sign(self, receiver: int, round_: int, data: np.ndarray, digest: bytes) -> bytes:
@@ -151,8 +153,12 @@ class NeighbourChannel:
         raw = message[slot : slot + _SLOTS].tobytes()
         (stamped,) = struct.unpack("<q", raw[:8])
         if stamped != round_:
-            raise AuthenticationError(f"agent {self.agent} got a message of round {stamped} from agent {sender} at round {round_} (replayed or out of order)")
+            raise AuthenticationError(
+                f"agent {self.names[self.agent]} got a message of round {stamped} from agent {self.names[sender]} at round {round_} (replayed or out of order)"
+            )
         payload = message[len(message) - self.dim :]
         if not self._verify(sender, round_, payload.view(np.uint8), raw[8:]):
-            raise AuthenticationError(f"the message from agent {sender} to agent {self.agent} at round {round_} failed authentication (forged or altered)")
+            raise AuthenticationError(
+                f"the message from agent {self.names[sender]} to agent {self.names[self.agent]} at round {round_} failed authentication (forged or altered)"
+            )
         return payload

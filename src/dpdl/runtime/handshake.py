@@ -56,9 +56,13 @@ def _all_gather_bytes(data: bytes, world: int) -> list[bytes]:
     return [t.numpy().tobytes() for t in gathered]
 
 
-def handshake(agent: int, key: AgentKey, weights: np.ndarray, mechanism: NoiseMechanism, timeout: datetime.timedelta) -> Links:
+def handshake(
+    agent: int, key: AgentKey, weights: np.ndarray, mechanism: NoiseMechanism, timeout: datetime.timedelta, names: list[int] | None = None
+) -> Links:
     """Run the setup phase for ``agent`` (collective: every agent of the process group calls it);
-    a group leader silent for ``timeout`` is a :class:`~dpdl.errors.PeerFailure`."""
+    a group leader silent for ``timeout`` is a :class:`~dpdl.errors.PeerFailure`. Errors call rank
+    r agent ``names[r]`` (default: r)."""
+    names = names if names is not None else list(range(len(weights)))
     world = dist.get_world_size()
     announced = _all_gather_bytes(key.public + os.urandom(_NONCE), world)
     publics = {i: data[:KEY_BYTES] for i, data in enumerate(announced)}
@@ -66,7 +70,10 @@ def handshake(agent: int, key: AgentKey, weights: np.ndarray, mechanism: NoiseMe
     digests = _all_gather_bytes(design_digest(weights, mechanism), world)
     disagree = [i for i, digest in enumerate(digests) if digest != digests[agent]]
     if disagree:
-        raise ConfigError(f"agent {agent} computed another mixing matrix or noise covariance than agents {disagree}: same dpdl version and options everywhere?")
+        raise ConfigError(
+            f"agent {names[agent]} computed another mixing matrix or noise covariance than agents {[names[i] for i in disagree]}: "
+            "same dpdl version and options everywhere?"
+        )
 
     pair_keys: dict[int, bytes] = {}
 
@@ -91,11 +98,11 @@ def handshake(agent: int, key: AgentKey, weights: np.ndarray, mechanism: NoiseMe
         else:
             secrets[k] = secret_seed(k, holders, key, publics, None)
     for member, _, work in sends:
-        wait(work, member, 0, agent, timeout)
+        wait(work, names[member], 0, names[agent], timeout)
     for k, (buffer, work) in receives.items():
         source = leader(mechanism.secrets[k])
-        wait(work, source, 0, agent, timeout)
-        group_seed = unwrap_seed(pair(source), k, buffer.numpy().tobytes(), source)
+        wait(work, names[source], 0, names[agent], timeout)
+        group_seed = unwrap_seed(pair(source), k, buffer.numpy().tobytes(), names[source])
         secrets[k] = secret_seed(k, mechanism.secrets[k].holders, key, publics, group_seed)
 
     receivers, senders = receivers_of(weights, agent), senders_of(weights, agent)

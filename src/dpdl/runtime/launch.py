@@ -9,6 +9,7 @@ models and evaluates them as ``dpdl train`` does.
 from __future__ import annotations
 
 import datetime
+import json
 import multiprocessing
 import os
 import socket
@@ -22,9 +23,8 @@ import numpy as np
 import torch.distributed as dist
 
 from dpdl.errors import DpdlError
-from dpdl.experiments.train import TrainConfig
-from dpdl.runtime.agent import AgentOptions, final_model_path, run_agent
-from dpdl.tasks import build_task
+from dpdl.experiments.train import TrainConfig, build_job, privacy_reports
+from dpdl.runtime.agent import AgentOptions, final_model_path, remaining_agents, run_agent
 
 __all__ = ["LocalRun", "init_agent", "run_local", "free_port", "spawn_agents", "agent_error_path"]
 
@@ -47,32 +47,32 @@ def init_agent(rank: int | None = None, world: int | None = None) -> int:
     return rank
 
 
-def agent_error_path(workdir: Path, agent: int) -> Path:
-    """Where a local agent process writes the error it stopped on."""
-    return Path(workdir) / f"agent{agent}" / "error.txt"
+def agent_error_path(workdir: Path, rank: int) -> Path:
+    """Where the local agent process of rank ``rank`` writes the error it stopped on."""
+    return Path(workdir) / "errors" / f"rank{rank}.txt"
 
 
-def _local_agent(target: Callable[..., Any], agent: int, world: int, port: int, workdir: Path, args: tuple[Any, ...]) -> None:
+def _local_agent(target: Callable[..., Any], rank: int, world: int, port: int, workdir: Path, args: tuple[Any, ...]) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     try:
-        init_agent(agent, world)
-        target(agent, *args)
+        init_agent(rank, world)
+        target(rank, *args)
         dist.destroy_process_group()
     except BaseException as error:  # reported to the launcher through the agent's error file
-        path = agent_error_path(workdir, agent)
+        path = agent_error_path(workdir, rank)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(str(error) if isinstance(error, DpdlError) else traceback.format_exc())
         os._exit(1)  # without tearing down gloo, which can block on a dead peer
 
 
 def spawn_agents(world: int, workdir: Path, target: Callable[..., Any], *args: Any) -> list[multiprocessing.Process]:
-    """Start ``target(agent, *args)`` in ``world`` fresh processes joined in one gloo group on loopback."""
+    """Start ``target(rank, *args)`` in ``world`` fresh processes joined in one gloo group on loopback."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["dpdl.runtime.agent"])  # torch and dpdl are imported once, not per agent
     port = free_port()
-    for agent in range(world):
-        agent_error_path(workdir, agent).unlink(missing_ok=True)
-    processes = [context.Process(target=_local_agent, args=(target, agent, world, port, workdir, args), daemon=False) for agent in range(world)]
+    for rank in range(world):
+        agent_error_path(workdir, rank).unlink(missing_ok=True)
+    processes = [context.Process(target=_local_agent, args=(target, rank, world, port, workdir, args), daemon=False) for rank in range(world)]
     for process in processes:
         process.start()
     return processes
@@ -80,31 +80,45 @@ def spawn_agents(world: int, workdir: Path, target: Callable[..., Any], *args: A
 
 @dataclass
 class LocalRun:
-    """Outcome of :func:`run_local`: the final models, their metrics, and the agents' errors."""
+    """Outcome of :func:`run_local`: the final models (rows: the agents of the run in rank order),
+    their metrics, the run's privacy guarantee per threat, and the agents' errors."""
 
+    agents: list[int]
     models: np.ndarray | None
     metrics: dict[str, float]
+    privacy: list[dict[str, Any]]
     errors: dict[int, str]
 
 
-def _agent_target(agent: int, config: TrainConfig, seed: int, options: AgentOptions, progress: bool) -> None:
-    run_agent(config, seed, agent, options, progress=progress and agent == 0)
+def _agent_target(rank: int, config: TrainConfig, seed: int, options: AgentOptions, agents: list[int], progress: bool) -> None:
+    run_agent(config, seed, agents[rank], options, progress=progress and rank == 0)
 
 
 def run_local(config: TrainConfig, seed: int, options: AgentOptions, progress: bool = False) -> LocalRun:
-    """Run replicate ``seed`` of ``config`` as n local agent processes and collect the outcome.
+    """Run replicate ``seed`` of ``config`` as local agent processes (one per agent that has not
+    left) and collect the outcome.
 
     When any agent fails, ``models`` is None and ``errors`` says, per agent, why it stopped;
     rerun with ``resume=True`` to continue from the checkpoints.
     """
     config = config.resolved()
-    processes = spawn_agents(config.n, options.workdir, _agent_target, config, seed, options, progress)
+    agents = remaining_agents(config.n, options)
+    processes = spawn_agents(len(agents), options.workdir, _agent_target, config, seed, options, agents, progress)
     for process in processes:
         process.join()
-    errors = {a: agent_error_path(options.workdir, a).read_text() for a in range(config.n) if agent_error_path(options.workdir, a).is_file()}
-    errors.update({a: f"agent {a} exited with code {p.exitcode}" for a, p in enumerate(processes) if p.exitcode and a not in errors})
+    errors = {}
+    for rank, (agent, process) in enumerate(zip(agents, processes)):
+        path = agent_error_path(options.workdir, rank)
+        if path.is_file():
+            errors[agent] = path.read_text()
+        elif process.exitcode:
+            errors[agent] = f"agent {agent} exited with code {process.exitcode}"
     if errors:
-        return LocalRun(None, {}, errors)
-    models = np.stack([np.load(final_model_path(options.workdir, a)) for a in range(config.n)])
-    task = build_task(config.task, config.n, seed, config.task_options)
-    return LocalRun(models, task.evaluate(models), {})
+        return LocalRun(agents, None, {}, [], errors)
+    models = np.stack([np.load(final_model_path(options.workdir, a)) for a in agents])
+    job = build_job(config, seed)
+    if options.departed:
+        privacy = json.loads((Path(options.workdir) / "privacy.json").read_text())["privacy"]
+    else:
+        privacy = [report.as_dict() for report in privacy_reports(job.mechanism, job.neighbouring, config.steps, config.delta)]
+    return LocalRun(agents, models, job.task.evaluate(models), privacy, {})

@@ -1,0 +1,120 @@
+"""Agents leaving a run: the noise design recomputed on the remaining graph, and the privacy of
+the two phases accounted together.
+
+What a departure does to the guarantee. The messages of the first phase (rounds 1..t0, n agents,
+design R on W) were released under that design; nothing later changes what they reveal, so their
+guarantee stands. Continuing with R restricted to the remaining agents would not do:
+
+- the correlated noise was shaped for W (Whisper: ``R_cor`` cancels along W's dominant
+  directions; DECOR: the departed agent's edge terms no longer cancel), so the privacy it buys
+  against an eavesdropper on the new mixing matrix W' is not the one accounted, and the
+  utility it was optimised for is lost;
+- the departed agent knows every seed it held (Whisper's shared seed, its DECOR edges, its group
+  seeds): if it stays curious, it can subtract that noise from what it still overhears.
+
+Whisper D-SGD and CorN-DSGD leave this as an open problem. The runtime restarts the remaining
+agents as a second phase: the graph without the departed agents (it must stay connected), its
+mixing matrix W', and the design rebuilt for W' (Whisper's program solved again) with seeds agreed
+afresh (new keys), which the departed agents never hold. The second phase is calibrated to what
+the budget leaves: with per-step Mahalanobis sensitivity ``mu_1`` for ``t0`` rounds and ``mu_2``
+for ``T - t0``, the run is ``sqrt(t0 mu_1^2 + (T - t0) mu_2^2)``-GDP (Gaussian-DP composition,
+Dong, Roth and Su 2022, Corollary 3.3), so ``mu_2`` is chosen to spend exactly the rest of the
+target's GDP parameter. This covers agent-level privacy (the Gaussian-DP accountant);
+example-level two-phase accounting (composition of two subsampled Gaussians) is not implemented.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import networkx as nx
+
+from dpdl.accounting import AgentLevel, Calibration, PrivacyReport, account, gdp
+from dpdl.errors import ConfigError, GraphError
+from dpdl.experiments.train import Job, TrainConfig, privacy_reports
+from dpdl.graphs import mixing_matrix
+from dpdl.mechanisms.registry import build_mechanism
+
+__all__ = ["SecondPhase", "second_phase", "two_phase_reports"]
+
+
+@dataclass
+class SecondPhase:
+    """The run after a departure: who is left (original ids, in rank order), from which round,
+    and the job rebuilt for them (graph and mixing matrix over ranks 0..m-1, the recomputed design)."""
+
+    agents: list[int]
+    departed: list[int]
+    start_round: int
+    job: Job
+
+
+def _remaining_graph(graph: nx.Graph, departed: list[int]) -> tuple[nx.Graph, list[int]]:
+    agents = [i for i in range(graph.number_of_nodes()) if i not in departed]
+    if len(agents) < 2:
+        raise GraphError(f"after agents {departed} leave, fewer than two agents remain")
+    remaining = nx.relabel_nodes(graph.subgraph(agents), {old: new for new, old in enumerate(agents)}, copy=True)
+    if not nx.is_connected(remaining):
+        raise GraphError(f"the graph without agents {departed} is disconnected: the remaining agents cannot keep training together")
+    return remaining, agents
+
+
+def second_phase(config: TrainConfig, first: Job, departed: list[int], start_round: int) -> SecondPhase:
+    """The second phase of ``config`` (resolved) after ``departed`` left at the end of ``start_round``."""
+    n = first.task.n_agents
+    if not departed or any(not 0 <= a < n for a in departed):
+        raise ConfigError(f"departed agents must be among 0..{n - 1}, got {departed}")
+    if not 0 <= start_round < config.steps:
+        raise ConfigError(f"a departure after round {start_round} leaves no round of the {config.steps} to run")
+    if not isinstance(first.neighbouring, AgentLevel):
+        raise ConfigError("two-phase accounting after a departure is implemented for agent-level privacy only")
+    graph, agents = _remaining_graph(first.graph, sorted(departed))
+    weights = mixing_matrix(graph, config.mixing)
+    calibration = None
+    if first.calibration is not None:
+        calibration = _remaining_budget(first, config, start_round)
+    mechanism = build_mechanism(config.mechanism, graph, weights, calibration, config.design)
+    job = replace(first, graph=graph, weights=weights, calibration=calibration, mechanism=mechanism)
+    return SecondPhase(agents, sorted(departed), start_round, job)
+
+
+def _remaining_budget(first: Job, config: TrainConfig, start_round: int) -> Calibration:
+    """The per-step sensitivity that spends, over the rounds left, what the first phase left of the
+    target's GDP parameter."""
+    total = gdp.mu_for_budget(config.eps, config.delta)
+    spent = account(first.mechanism, first.mechanism.default_threat, first.neighbouring, max(start_round, 1), config.delta).mu_step
+    left = total**2 - start_round * spent**2
+    if left <= 0:
+        raise ConfigError(f"the first {start_round} rounds spent the whole budget eps={config.eps}")
+    rounds = config.steps - start_round
+    mu_step = math.sqrt(left / rounds)
+    while _composed_epsilon(start_round, spent, rounds, mu_step, config.delta) > config.eps:
+        mu_step *= 1.0 - 1e-12  # stay on the safe side of the target through the round trip
+    achieved = _composed_epsilon(start_round, spent, rounds, mu_step, config.delta)
+    return Calibration(config.eps, config.delta, rounds, first.neighbouring, "exact (second phase)", mu_step, achieved)
+
+
+def _composed_epsilon(first_rounds: int, first_mu: float, second_rounds: int, second_mu: float, delta: float) -> float:
+    if math.isinf(first_mu) or math.isinf(second_mu):
+        return math.inf
+    return gdp.epsilon(math.sqrt(first_rounds * first_mu**2 + second_rounds * second_mu**2), delta)
+
+
+def two_phase_reports(config: TrainConfig, first: Job, phase: SecondPhase) -> list[PrivacyReport]:
+    """The whole run's guarantee, per threat (the design's own first), both phases composed."""
+    t0, rest = phase.start_round, config.steps - phase.start_round
+    reports = []
+    for before, after in zip(
+        privacy_reports(first.mechanism, first.neighbouring, max(t0, 1), config.delta),
+        privacy_reports(phase.job.mechanism, phase.job.neighbouring, rest, config.delta),
+    ):
+        mu_before = before.mu_step if t0 else 0.0
+        epsilon = _composed_epsilon(t0, mu_before, rest, after.mu_step, config.delta)
+        effective = math.sqrt((t0 * mu_before**2 + rest * after.mu_step**2) / config.steps) if math.isfinite(epsilon) else math.inf
+        reports.append(
+            PrivacyReport(epsilon, config.delta, config.steps, effective, after.threat, after.neighbouring, "gdp (two phases)",
+                          before.exact and after.exact, max(before.coalitions, after.coalitions))
+        )
+    return reports
+
