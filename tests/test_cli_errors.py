@@ -45,6 +45,9 @@ ERROR_CASES: dict[str, tuple[list[str], str]] = {
     "torus-prime-n": (["--graph", "torus", "--n", "7"], "torus"),
     "unknown-real-graph": (["--graph", "no-such-graph"], "unknown"),
     "negative-seed": (["--seed", "-1"], "seed"),
+    "tracking-with-a-calibrated-design": (["--algorithm", "dsgt", "--mechanism", "whisper"], "gradient tracking"),
+    "tracking-noise-zero": (["--algorithm", "dsgt", "--mechanism", "lppa", "--tracking-noise", "0"], "scale"),
+    "negative-key-seed": (["--key-seed", "-2"], "key seed"),
 }
 
 
@@ -132,6 +135,8 @@ def test_no_command_is_a_usage_error(run_main):
         (["demo", "--help"], "usage: dpdl demo", ["--steps", "--eps", "--out"]),
         (["reproduce", "--help"], "usage: dpdl reproduce", ["--list", "--quick", "--parts", "--workers"]),
         (["factorize", "--help"], "usage: dpdl factorize", ["--participations", "--batches", "--restart", "--eps", "--out"]),
+        (["run-agent", "--help"], "usage: dpdl run-agent", ["--workdir", "--timeout", "--resume", "--departed", "--mac", "--key-seed"]),
+        (["run-local", "--help"], "usage: dpdl run-local", ["--workdir", "--checkpoint-every", "--algorithm", "--json"]),
     ],
 )
 def test_help(run_main, args, usage, words):

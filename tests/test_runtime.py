@@ -20,6 +20,7 @@ from dpdl.accounting import account, noise_scale, step_sensitivity
 from dpdl.errors import AuthenticationError, ConfigError, GraphError
 from dpdl.experiments.train import TrainConfig, build_job, run_training
 from dpdl.keys import AgentKey, mac_key, simulated_seed_book, unwrap_seed, wrap_seed
+from dpdl.mechanisms.lppa import TrackingOptions
 from dpdl.mechanisms.registry import DesignOptions
 from dpdl.mechanisms.whisper import Whisper
 from dpdl.runtime import AgentOptions, run_agent, run_local
@@ -109,6 +110,22 @@ def test_the_processes_reach_the_models_of_dpdl_train(tmp_path: Path, n: int, gr
     # the noise was there: the run differs from one with other keys
     other = run_training(replace(config, key_seed=KEY_SEED + 1)).runs[0]
     assert np.abs(other.models - simulated.models).max() > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("n", "graph", "injection", "every_round"), [(4, "ring", "lppa", False), (8, "er", "lppa", True), (8, "er", "dp", True), (4, "ring", "none", False)]
+)
+def test_gradient_tracking_processes_reach_the_models_of_dpdl_train(tmp_path: Path, n: int, graph: str, injection: str, every_round: bool) -> None:
+    config = TrainConfig(
+        task="logreg-a9a", graph=graph, n=n, p=0.5, algorithm="dsgt", mechanism=injection, steps=200, eval_every=200,
+        tracking=TrackingOptions(0.05, "laplace", every_round), key_seed=KEY_SEED,
+    )
+    simulated = run_training(config).runs[0]
+    outcome = run_local(config, 0, AgentOptions(tmp_path, key_seed=KEY_SEED))
+    assert outcome.errors == {} and outcome.privacy == []
+    np.testing.assert_allclose(outcome.models, simulated.models, rtol=1e-9, atol=1e-11)
+    other = run_training(replace(config, key_seed=KEY_SEED + 1)).runs[0]
+    assert (np.abs(other.models - simulated.models).max() > 1e-9) == (injection != "none")  # LPPA once: a small trace
 
 
 def test_fresh_keys_draw_other_noise_than_the_key_seed(tmp_path: Path) -> None:

@@ -19,9 +19,10 @@ from dpdl.accounting import CALIBRATIONS
 from dpdl.attacks.membership import DEFAULT_TRIALS
 from dpdl.errors import DpdlError
 from dpdl.graphs import MIXING_RULES, REAL_GRAPHS, SYNTHETIC_GRAPHS
+from dpdl.mechanisms.lppa import DISTRIBUTIONS, TrackingOptions
 from dpdl.mechanisms.registry import DECOR_SEARCHES, MECHANISMS, DesignOptions
 from dpdl.runtime.channel import MACS
-from dpdl.simulation import CLIP_LEVELS, SCHEDULES
+from dpdl.simulation import ALGORITHMS, CLIP_LEVELS, SCHEDULES
 from dpdl.tasks import TASKS, TaskOptions
 from dpdl.tasks.partition import PARTITIONS
 
@@ -131,6 +132,13 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--labels-per-agent", type=_positive_int, default=1, help="classes per agent for labels-per-agent")
     group.add_argument("--l2", type=float, default=1e-3, help="L2 regularisation of logistic regression (default 1e-3)")
     group.add_argument("--dim", type=_positive_int, default=10, help="dimension of the least-squares task (default 10)")
+    group = parser.add_argument_group("gradient tracking")
+    group.add_argument("--algorithm", choices=ALGORITHMS, default="dsgd",
+                       help="dsgd, or dsgt: gradient tracking, with --mechanism none, lppa (LPPA's noise flow) or dp "
+                       "(i.i.d.) injected into the tracking variable, not calibrated to (eps, delta) (default dsgd)")
+    group.add_argument("--tracking-noise", type=float, default=0.025, help="dsgt: scale of the injected noise (default 0.025)")
+    group.add_argument("--distribution", choices=DISTRIBUTIONS, default="laplace", help="dsgt: the injected noise's distribution (default laplace)")
+    group.add_argument("--every-round", action="store_true", help="dsgt: inject every round, not only into the initial tracking variable")
     group = parser.add_argument_group("secrets")
     group.add_argument("--key-seed", type=int, default=None,
                        help="derive the agents' X25519 keys from this number; every agent then draws its batches and noise "
@@ -329,6 +337,8 @@ def _train_config(args: argparse.Namespace):  # noqa: ANN202 (TrainConfig, impor
         ),
         design=_design(args),
         key_seed=args.key_seed,
+        algorithm=args.algorithm,
+        tracking=TrackingOptions(args.tracking_noise, args.distribution, args.every_round),
     )
 
 

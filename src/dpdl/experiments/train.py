@@ -15,11 +15,12 @@ import numpy as np
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
 from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix, summarize
-from dpdl.mechanisms import NoiseMechanism
+from dpdl.mechanisms import NoiseMechanism, NoNoise
+from dpdl.mechanisms.lppa import INJECTIONS, TrackingNoise, TrackingOptions, build_injection
 from dpdl.mechanisms.registry import DesignOptions, build_mechanism
 from dpdl.keys import simulated_seed_book
 from dpdl.seeding import purpose_seed
-from dpdl.simulation import DSGDConfig, StepSize, run_dsgd
+from dpdl.simulation import ALGORITHMS, DSGDConfig, StepSize, run_dsgd, run_dsgt
 from dpdl.simulation.sampling import PoissonSampler
 from dpdl.tasks import Task, TaskOptions, build_task
 from dpdl.threats import Colluding, Eavesdropper
@@ -68,6 +69,11 @@ class TrainConfig:
     #: Draw batches and noise agent by agent, from the seeds agents with keys derived from this
     #: number agree on: the models of a runtime run with the same key seed (:mod:`dpdl.runtime`).
     key_seed: int | None = None
+    #: ``"dsgd"``, or ``"dsgt"``: gradient tracking (LPPA eqs. (2)-(3)), whose ``mechanism`` is then
+    #: the noise injected into the tracking variable (none, lppa, dp; see ``tracking``), not
+    #: calibrated to (eps, delta): no privacy guarantee is reported (``dpdl audit`` attacks it).
+    algorithm: str = "dsgd"
+    tracking: TrackingOptions = field(default_factory=TrackingOptions)
 
     def resolved(self) -> TrainConfig:
         """Fill the task's default step size and schedule; check the options fit together."""
@@ -75,6 +81,10 @@ class TrainConfig:
             raise ConfigError("give at least one seed")
         if self.task not in DEFAULT_STEP_SIZES:
             raise ConfigError(f"unknown task {self.task!r}; known: {', '.join(DEFAULT_STEP_SIZES)}")
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"unknown algorithm {self.algorithm!r}; known: {', '.join(ALGORITHMS)}")
+        if self.algorithm == "dsgt" and self.mechanism not in INJECTIONS:
+            raise ConfigError(f"gradient tracking injects {', '.join(INJECTIONS)} noise, not {self.mechanism!r}")
         eta, schedule = DEFAULT_STEP_SIZES[self.task]
         return replace(self, lr=self.lr if self.lr is not None else eta, schedule=self.schedule or schedule)
 
@@ -167,7 +177,8 @@ def privacy_reports(
 @dataclass
 class Job:
     """One replicate of a configuration, built: what every agent of a deployment also computes
-    from the public configuration (:mod:`dpdl.runtime`)."""
+    from the public configuration (:mod:`dpdl.runtime`). Under gradient tracking ``mechanism`` is
+    no noise and ``injection`` the noise of the tracking variable."""
 
     graph: nx.Graph
     weights: np.ndarray
@@ -176,6 +187,12 @@ class Job:
     calibration: Calibration | None
     mechanism: NoiseMechanism
     dsgd: DSGDConfig
+    injection: TrackingNoise | None = None
+
+    @property
+    def noise_seeds(self) -> NoiseMechanism:
+        """The structure of the seeds the agents agree on: the mechanism's, or the injection's."""
+        return self.injection.seed_structure() if self.injection is not None else self.mechanism
 
 
 def build_job(config: TrainConfig, seed: int) -> Job:
@@ -185,10 +202,14 @@ def build_job(config: TrainConfig, seed: int) -> Job:
     weights = mixing_matrix(graph, config.mixing)
     task = build_task(config.task, graph.number_of_nodes(), seed, config.task_options)
     neighbouring = _neighbouring(config, task)
-    calibration = None
-    if config.mechanism != "none":
-        calibration = calibrate(config.eps, config.delta, config.steps, neighbouring, config.calibration)
-    mechanism = build_mechanism(config.mechanism, graph, weights, calibration, config.design)
+    calibration, injection = None, None
+    if config.algorithm == "dsgt":
+        mechanism: NoiseMechanism = NoNoise(graph.number_of_nodes())
+        injection = build_injection(config.mechanism, graph, config.tracking)
+    else:
+        if config.mechanism != "none":
+            calibration = calibrate(config.eps, config.delta, config.steps, neighbouring, config.calibration)
+        mechanism = build_mechanism(config.mechanism, graph, weights, calibration, config.design)
     dsgd = DSGDConfig(
         steps=config.steps,
         step_size=StepSize(config.lr, config.schedule),
@@ -198,21 +219,26 @@ def build_job(config: TrainConfig, seed: int) -> Job:
         sampling="poisson" if config.clip_level == "example" else "uniform",
         eval_every=config.eval_every,
     )
-    return Job(graph, weights, task, neighbouring, calibration, mechanism, dsgd)
+    return Job(graph, weights, task, neighbouring, calibration, mechanism, dsgd, injection)
 
 
 def run_seed(config: TrainConfig, seed: int, progress: bool = False) -> tuple[Task, Calibration | None, SeedRun]:
     """Build and run one replicate of ``config`` (which must be resolved)."""
     job = build_job(config, seed)
-    book = None if config.key_seed is None else simulated_seed_book(job.mechanism, config.key_seed)
-    result = run_dsgd(job.task, job.weights, job.mechanism, job.dsgd, seed=seed, progress=progress, agent_seeds=book)
+    book = None if config.key_seed is None else simulated_seed_book(job.noise_seeds, config.key_seed)
+    if config.algorithm == "dsgt":
+        result = run_dsgt(job.task, job.weights, job.dsgd, job.injection, seed=seed, progress=progress, agent_seeds=book)
+        privacy: list[PrivacyReport] = []  # the injection is sized for the attacks, not accounted
+    else:
+        result = run_dsgd(job.task, job.weights, job.mechanism, job.dsgd, seed=seed, progress=progress, agent_seeds=book)
+        privacy = privacy_reports(job.mechanism, job.neighbouring, config.steps, config.delta)
     run = SeedRun(
         seed=seed,
         graph=summarize(job.graph, job.weights).as_dict(),
-        mechanism=job.mechanism.describe(),
-        trace_wrw=job.mechanism.variance_after_mixing(job.weights),
-        calibrated=job.mechanism.calibrated,
-        privacy=privacy_reports(job.mechanism, job.neighbouring, config.steps, config.delta),
+        mechanism=job.injection.describe() if job.injection is not None else job.mechanism.describe(),
+        trace_wrw=job.noise_seeds.variance_after_mixing(job.weights),
+        calibrated=job.mechanism.calibrated and config.algorithm == "dsgd",
+        privacy=privacy,
         history=result.history,
         models=result.params,
     )
@@ -226,7 +252,6 @@ def run_training(config: TrainConfig, progress: bool = False) -> TrainResult:
     task, calibration, _ = outcomes[0]
     runs = [run for _, _, run in outcomes]
     for run in runs:
-        promised = run.privacy[0]  # against the mechanism's own threat model
-        if run.calibrated and config.calibration == "exact" and promised.epsilon > config.eps:
-            raise RuntimeError(f"calibration overshoot: {promised} exceeds the target eps={config.eps}")
+        if run.calibrated and config.calibration == "exact" and run.privacy[0].epsilon > config.eps:  # its own threat model
+            raise RuntimeError(f"calibration overshoot: {run.privacy[0]} exceeds the target eps={config.eps}")
     return TrainResult(config, task.describe(), task.primary_metric, task.lower_is_better, calibration, runs)

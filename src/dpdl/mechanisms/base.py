@@ -68,9 +68,14 @@ class SeedBook:
         return SeedBook(self.seed, {agent: self.private[agent]}, {k: self.secrets[k] for k in mechanism.secrets_of(agent)})
 
     @staticmethod
+    def generator(seed: np.random.SeedSequence, step: int) -> np.random.Generator:
+        """The generator of ``seed``'s draws at ``step``."""
+        return np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, step)))
+
+    @staticmethod
     def draw(seed: np.random.SeedSequence, step: int, shape: tuple[int, ...]) -> np.ndarray:
-        child = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, step))
-        return np.random.default_rng(child).standard_normal(shape)
+        """Standard normal draws of ``seed`` at ``step``."""
+        return SeedBook.generator(seed, step).standard_normal(shape)
 
 
 def _generator(secrets: Sequence[SharedSecret], offsets: np.ndarray, n: int) -> np.ndarray | sparse.csr_matrix:

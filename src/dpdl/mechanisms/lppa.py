@@ -32,11 +32,22 @@ from scipy import sparse
 
 from dpdl.accounting.calibration import Calibration
 from dpdl.errors import ConfigError
-from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
+from dpdl.mechanisms.base import NoiseMechanism, SeedBook, SharedSecret
 from dpdl.mechanisms.zero_sum import matched_to_ldp
 from dpdl.threats import Eavesdropper
 
-__all__ = ["DISTRIBUTIONS", "TrackingNoise", "flow_arcs", "lppa_noise", "dp_noise", "NoiseFlow", "design_noise_flow"]
+__all__ = [
+    "DISTRIBUTIONS",
+    "INJECTIONS",
+    "TrackingNoise",
+    "TrackingOptions",
+    "build_injection",
+    "flow_arcs",
+    "lppa_noise",
+    "dp_noise",
+    "NoiseFlow",
+    "design_noise_flow",
+]
 
 DISTRIBUTIONS = ("laplace", "gaussian")
 
@@ -86,9 +97,34 @@ class TrackingNoise:
 
     def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:
         """One injection for all agents, ``(n, dim)``."""
-        shape = (self.spread.shape[1], dim)
-        draws = rng.laplace(0.0, self.scale, shape) if self.distribution == "laplace" else self.scale * rng.standard_normal(shape)
-        return np.asarray(self.spread @ draws)
+        return np.asarray(self.spread @ self._draws(rng, (self.spread.shape[1], dim)))
+
+    def _draws(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        return rng.laplace(0.0, self.scale, shape) if self.distribution == "laplace" else self.scale * rng.standard_normal(shape)
+
+    def seed_structure(self) -> NoiseMechanism:
+        """Who holds which draw: one secret per column of ``spread``, held by the agents it enters
+        (an arc's two ends; a DP draw's agent), as a Gaussian mechanism of the same covariance.
+        Agents agree these seeds by key exchange like any design's (:mod:`dpdl.runtime`)."""
+        columns = self.spread.tocsc()
+        secrets = []
+        for c in range(columns.shape[1]):
+            rows = columns.indices[columns.indptr[c] : columns.indptr[c + 1]]
+            values = columns.data[columns.indptr[c] : columns.indptr[c + 1]]
+            order = np.argsort(rows)
+            secrets.append(SharedSecret(tuple(int(r) for r in rows[order]), math.sqrt(self.variance) * values[order, None]))
+        structure = NoiseMechanism(self.n, 0.0, secrets)
+        structure.name = self.name
+        return structure
+
+    def agent_sample(self, agent: int, seeds: SeedBook, step: int, dim: int) -> np.ndarray:
+        """Agent ``agent``'s injection at ``step`` from the seeds of the draws it takes part in
+        (secret c of :meth:`seed_structure` is column c)."""
+        row = self.spread.getrow(agent)
+        noise = np.zeros(dim)
+        for c, weight in zip(row.indices, row.data):
+            noise += weight * self._draws(SeedBook.generator(seeds.secrets[int(c)], step), (dim,))
+        return noise
 
     def covariance(self) -> np.ndarray:
         """Per-coordinate covariance of one injection across agents, ``Var(z) M M^T``."""
@@ -116,6 +152,32 @@ def lppa_noise(graph: nx.Graph, scale: float, distribution: str = "laplace", eve
 def dp_noise(n: int, scale: float, distribution: str = "laplace", every_round: bool = False) -> TrackingNoise:
     """The DP baseline of LPPA's Section 6: i.i.d. noise added to every agent's tracking variable."""
     return TrackingNoise("dp", sparse.identity(n, format="csr"), float(scale), distribution, every_round)
+
+
+#: Noise injected into gradient tracking, by CLI name.
+INJECTIONS = ("none", "lppa", "dp")
+
+
+@dataclass(frozen=True)
+class TrackingOptions:
+    """The injected noise of a gradient-tracking job: its scale (Laplace scale or Gaussian standard
+    deviation, not calibrated to a budget: LPPA sizes it for the attacks), distribution, and
+    whether it is injected every round or once (Algorithm 1)."""
+
+    scale: float = 0.025
+    distribution: str = "laplace"
+    every_round: bool = False
+
+
+def build_injection(name: str, graph: nx.Graph, options: TrackingOptions) -> TrackingNoise | None:
+    """Injection ``name`` (one of :data:`INJECTIONS`) for ``graph``; None for ``"none"``."""
+    if name == "lppa":
+        return lppa_noise(graph, options.scale, options.distribution, options.every_round)
+    if name == "dp":
+        return dp_noise(graph.number_of_nodes(), options.scale, options.distribution, options.every_round)
+    if name != "none":
+        raise ConfigError(f"gradient tracking injects none, lppa or dp noise, not {name!r}")
+    return None
 
 
 class NoiseFlow(NoiseMechanism):

@@ -1,5 +1,7 @@
 """One agent of noisy D-SGD as one process of ``torch.distributed``: the deployment of
-Algorithm 1 of Whisper D-SGD / CorN-DSGD / DECOR that :func:`dpdl.simulation.run_dsgd` simulates.
+Algorithm 1 of Whisper D-SGD / CorN-DSGD / DECOR that :func:`dpdl.simulation.run_dsgd` simulates,
+or of gradient tracking with LPPA's injected noise (:func:`dpdl.simulation.run_dsgt`; each round
+an agent sends its model and its tracking variable in one message).
 
 Round t of agent i (the row i of the simulation's vectorized step)::
 
@@ -181,7 +183,13 @@ def run_agent(
     if not isinstance(first.mechanism, NoiseMechanism):
         raise ConfigError(f"{first.mechanism.name} noise cannot be drawn by the agents step by step")
 
-    state = _State(0, first.task.initial_params(), pickle.dumps(agent_batches(first.task, first.dsgd, seed, [agent])))
+    tracking = config.algorithm == "dsgt"
+    if tracking and options.departed:
+        raise ConfigError("departures are supported for D-SGD only: under gradient tracking the departed agents' share of the tracked gradient sum is lost")
+    start_vector = first.task.initial_params()
+    if tracking:  # the model, the tracking variable and the last gradient
+        start_vector = np.stack([start_vector, np.zeros_like(start_vector), np.zeros_like(start_vector)])
+    state = _State(0, start_vector, pickle.dumps(agent_batches(first.task, first.dsgd, seed, [agent])))
     if options.resume:
         saved = _load(checkpoint_path(options.workdir, agent, "periodic")) + _load(checkpoint_path(options.workdir, agent, "last"))
         start = _common_round(agent, saved, len(remaining))
@@ -195,11 +203,40 @@ def run_agent(
             record = {"departed": phase.departed, "after_round": phase.start_round, "agents": phase.agents, "privacy": [r.as_dict() for r in reports]}
             (Path(options.workdir) / "privacy.json").write_text(json.dumps(json_safe(record), indent=2) + "\n")
     timeout = datetime.timedelta(seconds=options.timeout)
-    links = handshake(rank, AgentKey.create(rank, options.key_seed, epoch), job.weights, job.mechanism, timeout, remaining)
-    channel = NeighbourChannel(rank, job.weights, links.send_keys, links.receive_keys, job.task.dim, timeout, options.mac, remaining)
+    links = handshake(rank, AgentKey.create(rank, options.key_seed, epoch), job.weights, job.noise_seeds, timeout, remaining)
+    dim = job.task.dim
+    channel = NeighbourChannel(rank, job.weights, links.send_keys, links.receive_keys, 2 * dim if tracking else dim, timeout, options.mac, remaining)
     own_weight, weights_in = job.weights[rank, rank], {j: job.weights[rank, j] for j in links.senders}
-
     batches: AgentBatches | None = pickle.loads(state.batches)
+
+    def gradient(x: np.ndarray) -> np.ndarray:
+        batch = batches.sample_agent(agent) if batches is not None else None
+        return local_gradients(job.task, x[None, :], batch, job.dsgd, agent=agent)[0]
+
+    def mix(own: np.ndarray, received: dict[int, np.ndarray], part: slice = slice(None)) -> np.ndarray:
+        return own_weight * own + sum(w * received[j][part] for j, w in weights_in.items())
+
+    def dsgd_round(t: int, x: np.ndarray) -> np.ndarray:
+        sent = x - job.dsgd.step_size(t) * (gradient(x) + job.mechanism.agent_noise(rank, links.seeds, t, dim))
+        return mix(sent, channel.exchange(t, sent))
+
+    def inject(t: int) -> np.ndarray:
+        return job.injection.agent_sample(rank, links.seeds, t, dim) if job.injection is not None else np.zeros(dim)
+
+    def dsgt_round(t: int, vector: np.ndarray) -> np.ndarray:  # LPPA eqs. (2)-(3), row `rank` of run_dsgt
+        x, y, g = vector
+        if t == 1:
+            g = gradient(x)
+            y = g + inject(0)
+        received = channel.exchange(t, np.concatenate([x, y]))
+        x_new = mix(x, received, slice(0, dim)) - job.dsgd.step_size(t) * y
+        g_new = gradient(x_new)
+        y = mix(y, received, slice(dim, 2 * dim)) + g_new - g
+        if job.injection is not None and job.injection.every_round:
+            y = y + inject(t)
+        return np.stack([x_new, y, g_new])
+
+    advance = dsgt_round if tracking else dsgd_round
     params = state.params.copy()
     recent: deque[_State] = deque([state], maxlen=n)
     periodic: deque[_State] = deque([state], maxlen=2)
@@ -211,12 +248,7 @@ def run_agent(
     bar = tqdm(total=config.steps, initial=state.round, disable=None if progress else True, desc=f"agent {agent}", unit="round")
     try:
         for t in range(state.round + 1, config.steps + 1):
-            batch = batches.sample_agent(agent) if batches is not None else None
-            grads = local_gradients(job.task, params[None, :], batch, job.dsgd, agent=agent)[0]
-            grads += job.mechanism.agent_noise(rank, links.seeds, t, job.task.dim)
-            sent = params - job.dsgd.step_size(t) * grads
-            received = channel.exchange(t, sent)
-            params = own_weight * sent + sum(w * received[j] for j, w in weights_in.items())
+            params = advance(t, params)
             recent.append(_State(t, params.copy(), pickle.dumps(batches)))
             if t % options.checkpoint_every == 0:
                 periodic.append(recent[-1])
@@ -230,9 +262,10 @@ def run_agent(
     finally:
         bar.close()
         signal.signal(signal.SIGTERM, previous)
+    model = params[0] if tracking else params
     path = final_model_path(options.workdir, agent)
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, params)
+    np.save(path, model)
     run = {
         "agent": agent,
         "rank": rank,
@@ -243,4 +276,4 @@ def run_agent(
         "senders": [remaining[j] for j in links.senders],
     }
     run_record_path(options.workdir, agent).write_text(json.dumps(run) + "\n")
-    return params
+    return model

@@ -119,6 +119,8 @@ def run_local(config: TrainConfig, seed: int, options: AgentOptions, progress: b
     job = build_job(config, seed)
     if options.departed:
         privacy = json.loads((Path(options.workdir) / "privacy.json").read_text())["privacy"]
+    elif config.algorithm == "dsgt":
+        privacy = []  # the injection is sized for the attacks, not accounted (as in dpdl train)
     else:
         privacy = [report.as_dict() for report in privacy_reports(job.mechanism, job.neighbouring, config.steps, config.delta)]
     return LocalRun(agents, models, job.task.evaluate(models), privacy, {})

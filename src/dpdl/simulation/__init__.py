@@ -5,7 +5,11 @@ from dpdl.simulation.sampling import SAMPLERS, CyclicSampler, PoissonSampler, Un
 from dpdl.simulation.schedules import SCHEDULES, StepSize
 from dpdl.simulation.tracking import run_dsgt
 
+#: The engines a training job can run: D-SGD, and gradient tracking (DSGT).
+ALGORITHMS = ("dsgd", "dsgt")
+
 __all__ = [
+    "ALGORITHMS",
     "CLIP_LEVELS",
     "SAMPLERS",
     "SCHEDULES",

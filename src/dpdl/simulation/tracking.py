@@ -23,9 +23,10 @@ import numpy as np
 
 from dpdl.errors import ConfigError
 from dpdl.graphs import validate_mixing_matrix
+from dpdl.mechanisms.base import SeedBook
 from dpdl.mechanisms.lppa import TrackingNoise
 from dpdl.seeding import purpose_rng
-from dpdl.simulation.dsgd import DSGDConfig, DSGDResult, iterate, local_gradients, make_sampler
+from dpdl.simulation.dsgd import DSGDConfig, DSGDResult, agent_batches, iterate, local_gradients, make_sampler
 from dpdl.tasks.base import Task
 
 __all__ = ["run_dsgt"]
@@ -39,32 +40,46 @@ def run_dsgt(
     seed: int = 0,
     progress: bool = False,
     callback: Callable[[int, dict[str, float]], None] | None = None,
+    agent_seeds: SeedBook | None = None,
 ) -> DSGDResult:
     """Run ``config.steps`` rounds of DSGT, with ``injection`` (LPPA, the DP baseline or none) added
     to the tracking variable, and return the final models and the metric history (as
-    :func:`dpdl.simulation.run_dsgd`; the batches and noise come from the same seeded streams)."""
+    :func:`dpdl.simulation.run_dsgd`; the batches and noise come from the same seeded streams, or,
+    with ``agent_seeds``, agent by agent from the seeds of the injection's
+    :meth:`~dpdl.mechanisms.lppa.TrackingNoise.seed_structure`, as :mod:`dpdl.runtime` draws them)."""
     n = task.n_agents
     if weights.shape != (n, n):
         raise ConfigError(f"the mixing matrix is {weights.shape} but the task has {n} agents")
     weights = validate_mixing_matrix(weights, mixing=False)
     if injection is not None and injection.n != n:
         raise ConfigError(f"the injected noise is for {injection.n} agents but the task has {n}")
-    sampler = make_sampler(task, config)
-    batch_rng, noise_rng = purpose_rng(seed, "batches"), purpose_rng(seed, "noise")
+    if agent_seeds is None:
+        sampler, batch_rng, noise_rng = make_sampler(task, config), purpose_rng(seed, "batches"), purpose_rng(seed, "noise")
+        draw = None if sampler is None else lambda: sampler.sample(batch_rng)
+
+        def inject(t: int) -> np.ndarray:
+            return injection.sample(noise_rng, task.dim)
+    else:
+        batches = agent_batches(task, config, seed, list(range(n)))
+        draw = None if batches is None else batches.sample
+
+        def inject(t: int) -> np.ndarray:
+            return np.stack([injection.agent_sample(i, agent_seeds, t, task.dim) for i in range(n)])
+
     state: dict[str, np.ndarray] = {}
 
     def gradients(params: np.ndarray) -> np.ndarray:
-        return local_gradients(task, params, sampler.sample(batch_rng) if sampler is not None else None, config)
+        return local_gradients(task, params, draw() if draw is not None else None, config)
 
     def step(t: int, params: np.ndarray) -> np.ndarray:
         if t == 1:
             state["grads"] = gradients(params)
-            state["tracking"] = state["grads"] + (injection.sample(noise_rng, task.dim) if injection is not None else 0.0)
+            state["tracking"] = state["grads"] + (inject(0) if injection is not None else 0.0)
         params = weights @ params - config.step_size(t) * state["tracking"]
         grads = gradients(params)
         state["tracking"] = weights @ state["tracking"] + grads - state["grads"]
         if injection is not None and injection.every_round:
-            state["tracking"] += injection.sample(noise_rng, task.dim)
+            state["tracking"] += inject(t)
         state["grads"] = grads
         return params
 
