@@ -24,6 +24,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_example_clipping.py
 	$(BIN)/python benchmarks/bench_mafalda.py
 	$(BIN)/python benchmarks/bench_tracking.py
+	$(BIN)/python benchmarks/bench_runtime.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

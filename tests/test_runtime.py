@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +19,7 @@ import torch
 from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
 
 from dpdl.accounting import account, noise_scale, step_sensitivity
+from dpdl.cli import main
 from dpdl.errors import AuthenticationError, ConfigError, GraphError
 from dpdl.experiments.train import TrainConfig, build_job, run_training
 from dpdl.keys import AgentKey, mac_key, simulated_seed_book, unwrap_seed, wrap_seed
@@ -292,3 +295,14 @@ def test_a_departure_that_disconnects_the_graph_is_refused() -> None:
         second_phase(config, build_job(config, 0), [0], 10)
     with pytest.raises(ConfigError, match="resume"):
         AgentOptions(Path("."), departed=(1,))
+
+
+def test_torchrun_launches_run_agent_and_reaches_the_models_of_dpdl_train(tmp_path: Path) -> None:
+    options = ["--task", "least-squares", "--graph", "ring", "--n", "4", "--mechanism", "decor", "--eps", "5", "--steps", "60", "--key-seed", "3"]
+    torchrun = Path(sys.executable).with_name("torchrun")
+    command = [str(torchrun), "--standalone", "--nproc-per-node", "4", "-m", "dpdl.cli", "--", "run-agent", *options, "--workdir", str(tmp_path / "run"), "--no-progress"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    models = np.stack([np.load(tmp_path / "run" / f"agent{a}" / "final.npy") for a in range(4)])
+    assert main(["train", *options, "--out", str(tmp_path / "sim"), "--save-models", "--no-progress"]) == 0
+    np.testing.assert_allclose(models, np.load(tmp_path / "sim" / "models-seed0.npy"), rtol=1e-9, atol=1e-12)

@@ -178,7 +178,8 @@ def _run_agent_parser(sub: argparse._SubParsersAction) -> None:
         help="run one agent as one rank of torch.distributed (launch with torchrun, one rank per agent)",
         description="Run agent RANK of the job as a gloo process: agree keys with the others (X25519), then train by D-SGD "
         "exchanging authenticated messages with its graph neighbours only. Reads RANK, WORLD_SIZE, MASTER_ADDR and "
-        "MASTER_PORT from the environment, as torchrun sets them; writes the final model to WORKDIR/agent<rank>/final.npy.",
+        "MASTER_PORT from the environment, as torchrun sets them (torchrun ... -m dpdl.cli -- run-agent ...); writes the final "
+        "model to WORKDIR/agent<id>/final.npy.",
     )
     add_training_arguments(parser)
     add_agent_arguments(parser)
