@@ -236,7 +236,7 @@ def test_a_killed_agent_stops_its_neighbours_and_a_restart_finishes_the_same_run
 
 def test_a_silent_agent_times_out_with_its_name_and_round(tmp_path: Path) -> None:
     config = TrainConfig(task="least-squares", graph="ring", n=4, mechanism="ldp", eps=5.0, steps=30, key_seed=KEY_SEED)
-    options = AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=2.0, checkpoint_every=10)
+    options = AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=4.0, checkpoint_every=10)
     _join(spawn_agents(4, tmp_path, _dying_agent, config, options, 1, 12, "silent"))
     assert "agent 1 did not answer at round 13 (seen by agent 0)" in agent_error_path(tmp_path, 0).read_text()
     resumed = run_local(config, 0, replace(options, resume=True, timeout=30.0))

@@ -159,7 +159,7 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
-    """How runtime agents run: checkpoints, timeout, resume."""
+    """How runtime agents run: checkpoints, timeout, resume, departures, message authentication, progress."""
     group = parser.add_argument_group("runtime")
     group.add_argument("--workdir", type=Path, required=True, help="folder of the agents' checkpoints and final models")
     group.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a neighbour before declaring it failed (default 60)")
@@ -170,20 +170,20 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
                        "graph, the noise design recomputed for it and both phases accounted together")
     group.add_argument("--mac", choices=MACS, default="poly1305",
                        help="message authentication per link: poly1305 (ChaCha20-Poly1305 tag, fast) or hmac-sha256 (default poly1305)")
+    group.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def _run_agent_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "run-agent",
         help="run one agent as one rank of torch.distributed (launch with torchrun, one rank per agent)",
-        description="Run agent RANK of the job as a gloo process: agree keys with the others (X25519), then train by D-SGD "
-        "exchanging authenticated messages with its graph neighbours only. Reads RANK, WORLD_SIZE, MASTER_ADDR and "
+        description="Run agent RANK of the job as a gloo process: agree keys with the others (X25519), then train (D-SGD, or "
+        "gradient tracking with --algorithm dsgt) exchanging authenticated messages with its graph neighbours only. Reads RANK, WORLD_SIZE, MASTER_ADDR and "
         "MASTER_PORT from the environment, as torchrun sets them (torchrun ... -m dpdl.cli -- run-agent ...); writes the final "
         "model to WORKDIR/agent<id>/final.npy.",
     )
     add_training_arguments(parser)
     add_agent_arguments(parser)
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(handler=_run_agent)
 
 
@@ -198,7 +198,6 @@ def _run_local_parser(sub: argparse._SubParsersAction) -> None:
     add_training_arguments(parser)
     add_agent_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the final metrics as one JSON object on the last line")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(handler=_run_local)
 
 

@@ -32,6 +32,7 @@ import datetime
 import json
 import pickle
 import signal
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -244,7 +245,8 @@ def run_agent(
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"agent {agent} asked to stop (signal {signum})")
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may handle signals
+    previous = signal.signal(signal.SIGTERM, stop) if main_thread else None
     bar = tqdm(total=config.steps, initial=state.round, disable=None if progress else True, desc=f"agent {agent}", unit="round")
     try:
         for t in range(state.round + 1, config.steps + 1):
@@ -261,7 +263,8 @@ def run_agent(
         raise
     finally:
         bar.close()
-        signal.signal(signal.SIGTERM, previous)
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     model = params[0] if tracking else params
     path = final_model_path(options.workdir, agent)
     path.parent.mkdir(parents=True, exist_ok=True)
