@@ -47,7 +47,6 @@ from dpdl.errors import ConfigError
 from dpdl.experiments.results import json_safe
 from dpdl.experiments.train import TrainConfig, build_job
 from dpdl.keys import AgentKey
-from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.runtime.channel import MACS, NeighbourChannel
 from dpdl.runtime.departure import second_phase, two_phase_reports
 from dpdl.runtime.handshake import handshake
@@ -181,8 +180,6 @@ def run_agent(
     rank = remaining.index(agent)
     if not dist.is_initialized() or dist.get_rank() != rank or dist.get_world_size() != len(remaining):
         raise ConfigError(f"agent {agent} must run as rank {rank} of an initialised torch.distributed process group of {len(remaining)} ranks")
-    if not isinstance(first.mechanism, NoiseMechanism):
-        raise ConfigError(f"{first.mechanism.name} noise cannot be drawn by the agents step by step")
 
     tracking = config.algorithm == "dsgt"
     if tracking and options.departed:
