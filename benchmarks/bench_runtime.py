@@ -69,13 +69,17 @@ def _agent(agent: int, graph_name: str, dim: int, rounds: int, mode: str, out: P
             work.wait()
 
     def authenticated(t: int) -> None:
-        channel.exchange(t, params)
+        channel.exchange(t, channel.outgoing)  # like bare: the vector is already in the send buffer
 
     def whole(t: int) -> None:
         nonlocal params
-        sent = params - 0.1 * (gradient + mechanism.agent_noise(agent, seeds, t, dim))
+        step = gradient + mechanism.agent_noise(agent, seeds, t, dim)
+        step *= -0.1
+        sent = np.add(params, step, out=channel.outgoing)
         received = channel.exchange(t, sent)
-        params = weights[agent, agent] * sent + sum(weights[agent, j] * received[j] for j in peers)
+        params = weights[agent, agent] * sent
+        for j in peers:
+            params += weights[agent, j] * received[j]
         pickle.dumps((t, params.copy()))
 
     step = {"bare": bare, "poly1305": authenticated, "hmac-sha256": authenticated, "round": whole}[mode]

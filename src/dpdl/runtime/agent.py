@@ -212,10 +212,15 @@ def run_agent(
         return local_gradients(job.task, x[None, :], batch, job.dsgd, agent=agent)[0]
 
     def mix(own: np.ndarray, received: dict[int, np.ndarray], part: slice = slice(None)) -> np.ndarray:
-        return own_weight * own + sum(w * received[j][part] for j, w in weights_in.items())
+        mixed = own_weight * own
+        for j, w in weights_in.items():
+            mixed += w * received[j][part]
+        return mixed
 
     def dsgd_round(t: int, x: np.ndarray) -> np.ndarray:
-        sent = x - job.dsgd.step_size(t) * (gradient(x) + job.mechanism.agent_noise(rank, links.seeds, t, dim))
+        step = gradient(x) + job.mechanism.agent_noise(rank, links.seeds, t, dim)
+        step *= -job.dsgd.step_size(t)
+        sent = np.add(x, step, out=channel.outgoing)  # computed into the message: no copy
         return mix(sent, channel.exchange(t, sent))
 
     def inject(t: int) -> np.ndarray:
@@ -226,7 +231,9 @@ def run_agent(
         if t == 1:
             g = gradient(x)
             y = g + inject(0)
-        received = channel.exchange(t, np.concatenate([x, y]))
+        sent = channel.outgoing
+        sent[:dim], sent[dim:] = x, y
+        received = channel.exchange(t, sent)
         x_new = mix(x, received, slice(0, dim)) - job.dsgd.step_size(t) * y
         g_new = gradient(x_new)
         y = mix(y, received, slice(dim, 2 * dim)) + g_new - g

@@ -111,12 +111,19 @@ class NeighbourChannel:
         self._inbox = {s: torch.empty(_SLOTS * len(receivers_of(weights, s)) + dim, dtype=torch.float64) for s in self.senders}
         self._slot = {s: _SLOTS * receivers_of(weights, s).index(agent) for s in self.senders}
 
+    @property
+    def outgoing(self) -> np.ndarray:
+        """The payload of the next message, ``(d,)``: a caller that computes its vector into it
+        (``out=``) spares :meth:`exchange` a copy."""
+        return self._outbox.numpy()[_SLOTS * len(self.receivers) :]
+
     def exchange(self, round_: int, values: np.ndarray) -> dict[int, np.ndarray]:
         """Send ``values`` (d,) to every receiver and return every sender's vector of this round
         (views into the channel's buffers, valid until the next call)."""
         headers = _SLOTS * len(self.receivers)
         outbox = self._outbox.numpy()
-        outbox[headers:] = values
+        if not np.may_share_memory(values, outbox):
+            outbox[headers:] = values
         data = outbox[headers:].view(np.uint8)
         digest = hashlib.sha256(data).digest() if self.mac == "hmac-sha256" else b""
         for k, receiver in enumerate(self.receivers):
