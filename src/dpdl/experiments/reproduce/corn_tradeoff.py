@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dpdl.experiments.reproduce.report import Claim
 from dpdl.experiments.reproduce.tradeoff import Panel, Point, Study, Training, better, budget_claim, plot_study, summarise
 
@@ -83,10 +85,16 @@ def analyse(
     if 1.0 in p_panel.values:
         whisper, decor = at(p_panel, 1.0, "whisper"), at(p_panel, 1.0, "decor")
         overlap = whisper.low <= decor.high and decor.low <= whisper.high
+        variance = {
+            method: np.mean([float(r["trace_WRW"]) for r in rows if float(r["p"]) == 1.0 and r["method"] == method and r["calibration"] == "exact"])
+            for method in ("whisper", "decor")
+        }
         claims.append(Claim(
             "(b)", "at p = 1 (R_cor and L proportional) both methods achieve nearly the same utility",
             f"{training.metric}: Whisper {whisper.mean:.4g} [{whisper.low:.4g}, {whisper.high:.4g}], DECOR {decor.mean:.4g} "
-            f"[{decor.low:.4g}, {decor.high:.4g}] (mean [interquartile range] over seeds); ranges {'overlap' if overlap else 'do not overlap'}",
+            f"[{decor.low:.4g}, {decor.high:.4g}] (mean [interquartile range] over seeds); ranges {'overlap' if overlap else 'do not overlap'}. "
+            f"Both leave Tr(W R W^T) = {variance['whisper']:.4g} / {variance['decor']:.4g} (Whisper / DECOR) at their step sizes "
+            f"{whisper.hyperparameters.get('lr')} / {decor.hyperparameters.get('lr')}",
             overlap,
         ))
     advantage = {p: (at(p_panel, p, "decor").mean - at(p_panel, p, "whisper").mean) * (1 if lower else -1) for p in p_panel.values}
