@@ -15,10 +15,10 @@ import numpy as np
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
 from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix, summarize
+from dpdl.keys import simulated_seed_book
 from dpdl.mechanisms import NoiseMechanism, NoNoise
 from dpdl.mechanisms.lppa import INJECTIONS, TrackingNoise, TrackingOptions, build_injection
 from dpdl.mechanisms.registry import DesignOptions, build_mechanism
-from dpdl.keys import simulated_seed_book
 from dpdl.seeding import purpose_seed
 from dpdl.simulation import ALGORITHMS, DSGDConfig, StepSize, run_dsgd, run_dsgt
 from dpdl.simulation.sampling import PoissonSampler
