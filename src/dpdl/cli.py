@@ -377,11 +377,12 @@ def _agent_options(args: argparse.Namespace):  # noqa: ANN202 (AgentOptions, imp
 
 def _run_agent(args: argparse.Namespace) -> int:
     from dpdl.runtime import init_agent, run_agent
-    from dpdl.runtime.agent import final_model_path, remaining_agents
+    from dpdl.runtime.agent import final_model_path
+    from dpdl.runtime.departure import remaining_agents
 
     options = _agent_options(args)
     rank = init_agent()
-    agent = remaining_agents(args.n, options)[rank]
+    agent = remaining_agents(args.n, options.departed)[rank]
     run_agent(_train_config(args), args.seed[0], agent, options, progress=not args.no_progress)
     print(f"agent {agent} (rank {rank}): final model {final_model_path(args.workdir, agent)}", file=sys.stderr)
     return 0

@@ -48,12 +48,12 @@ from dpdl.experiments.results import json_safe
 from dpdl.experiments.train import TrainConfig, build_job
 from dpdl.keys import AgentKey
 from dpdl.runtime.channel import MACS, NeighbourChannel
-from dpdl.runtime.departure import second_phase, two_phase_reports
+from dpdl.runtime.departure import remaining_agents, second_phase, two_phase_reports
 from dpdl.runtime.handshake import handshake
 from dpdl.simulation.dsgd import agent_batches, local_gradients
 from dpdl.simulation.sampling import AgentBatches
 
-__all__ = ["AgentOptions", "run_agent", "remaining_agents", "checkpoint_path", "final_model_path", "phase_path", "run_record_path"]
+__all__ = ["AgentOptions", "run_agent", "checkpoint_path", "final_model_path", "phase_path", "run_record_path"]
 
 
 @dataclass(frozen=True)
@@ -95,19 +95,23 @@ class _State:
     batches: bytes  # the pickled batch sampler and its generator
 
 
+def _agent_file(workdir: Path, agent: int, name: str) -> Path:
+    return Path(workdir) / f"agent{agent}" / name
+
+
 def checkpoint_path(workdir: Path, agent: int, kind: str) -> Path:
     """File of agent ``agent``'s ``"periodic"`` or ``"last"`` (saved on failure) checkpoints."""
-    return Path(workdir) / f"agent{agent}" / f"{kind}.ckpt"
+    return _agent_file(workdir, agent, f"{kind}.ckpt")
 
 
 def final_model_path(workdir: Path, agent: int) -> Path:
     """File of agent ``agent``'s final model (``.npy``)."""
-    return Path(workdir) / f"agent{agent}" / "final.npy"
+    return _agent_file(workdir, agent, "final.npy")
 
 
 def run_record_path(workdir: Path, agent: int) -> Path:
     """File of agent ``agent``'s record of its run (JSON: where it started, its links)."""
-    return Path(workdir) / f"agent{agent}" / "run.json"
+    return _agent_file(workdir, agent, "run.json")
 
 
 def _save(path: Path, states: list[_State]) -> None:
@@ -121,14 +125,9 @@ def _load(path: Path) -> list[_State]:
     return pickle.loads(path.read_bytes()) if path.is_file() else []
 
 
-def remaining_agents(n: int, options: AgentOptions) -> list[int]:
-    """The agents of the run, in rank order: all n, less those that left."""
-    return [i for i in range(n) if i not in options.departed]
-
-
 def phase_path(workdir: Path, agent: int) -> Path:
     """File where agent ``agent`` records the departure its second phase started from."""
-    return Path(workdir) / f"agent{agent}" / "phase.json"
+    return _agent_file(workdir, agent, "phase.json")
 
 
 def _phase_start(options: AgentOptions, agent: int, resumed_round: int) -> int:
@@ -174,7 +173,7 @@ def run_agent(
     config = config.resolved()
     first = build_job(config, seed)
     n = first.task.n_agents
-    remaining = remaining_agents(n, options)
+    remaining = remaining_agents(n, options.departed)
     if agent not in remaining:
         raise ConfigError(f"agent {agent} is not among the agents of this run ({remaining})")
     rank = remaining.index(agent)
@@ -255,7 +254,7 @@ def run_agent(
     try:
         for t in range(state.round + 1, config.steps + 1):
             params = advance(t, params)
-            recent.append(_State(t, params.copy(), pickle.dumps(batches)))
+            recent.append(_State(t, params, pickle.dumps(batches)))  # a round makes new arrays: no copy needed
             if t % options.checkpoint_every == 0:
                 periodic.append(recent[-1])
                 _save(checkpoint_path(options.workdir, agent, "periodic"), list(periodic))

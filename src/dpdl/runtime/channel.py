@@ -46,12 +46,16 @@ def message_tag(mac: str, key: bytes, sender: int, receiver: int, round_: int, p
     """The 32-byte tag field of ``payload`` (any array) sent from ``sender`` to ``receiver`` at ``round_``."""
     data = np.ascontiguousarray(payload).view(np.uint8)
     if mac == "poly1305":
-        return ChaCha20Poly1305(key).encrypt(_nonce(round_), b"", data) + bytes(16)
+        return _poly1305_tag(ChaCha20Poly1305(key), round_, data)
     return _hmac_of_digest(key, sender, receiver, round_, hashlib.sha256(data).digest())
 
 
 def _nonce(round_: int) -> bytes:
     return round_.to_bytes(12, "little")
+
+
+def _poly1305_tag(cipher: ChaCha20Poly1305, round_: int, data: np.ndarray) -> bytes:
+    return cipher.encrypt(_nonce(round_), b"", data) + bytes(16)  # the 16-byte tag, padded to the field
 
 
 def _hmac_of_digest(key: bytes, sender: int, receiver: int, round_: int, digest: bytes) -> bytes:
@@ -141,7 +145,7 @@ class NeighbourChannel:
 
     def _sign(self, receiver: int, round_: int, data: np.ndarray, digest: bytes) -> bytes:
         if self.mac == "poly1305":
-            return self._send_ciphers[receiver].encrypt(_nonce(round_), b"", data) + bytes(16)
+            return _poly1305_tag(self._send_ciphers[receiver], round_, data)
         return _hmac_of_digest(self.send_keys[receiver], self.agent, receiver, round_, digest)
 
     def _verify(self, sender: int, round_: int, data: np.ndarray, tag: bytes) -> bool:

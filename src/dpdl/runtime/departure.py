@@ -26,6 +26,7 @@ example-level two-phase accounting (composition of two subsampled Gaussians) is 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import networkx as nx
@@ -36,7 +37,7 @@ from dpdl.experiments.train import Job, TrainConfig, privacy_reports
 from dpdl.graphs import mixing_matrix
 from dpdl.mechanisms.registry import build_mechanism
 
-__all__ = ["SecondPhase", "second_phase", "two_phase_reports"]
+__all__ = ["SecondPhase", "remaining_agents", "second_phase", "two_phase_reports"]
 
 
 @dataclass
@@ -50,8 +51,14 @@ class SecondPhase:
     job: Job
 
 
+def remaining_agents(n: int, departed: Iterable[int]) -> list[int]:
+    """The agents of a run of n after ``departed`` left, in rank order."""
+    gone = set(departed)
+    return [i for i in range(n) if i not in gone]
+
+
 def _remaining_graph(graph: nx.Graph, departed: list[int]) -> tuple[nx.Graph, list[int]]:
-    agents = [i for i in range(graph.number_of_nodes()) if i not in departed]
+    agents = remaining_agents(graph.number_of_nodes(), departed)
     if len(agents) < 2:
         raise GraphError(f"after agents {departed} leave, fewer than two agents remain")
     remaining = nx.relabel_nodes(graph.subgraph(agents), {old: new for new, old in enumerate(agents)}, copy=True)

@@ -22,9 +22,9 @@ import torch
 import torch.distributed as dist
 
 from dpdl.errors import ConfigError
+from dpdl.keys import KEY_BYTES, AgentKey, leader, mac_key, secret_seed, unwrap_seed, wrap_seed
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.runtime.channel import receivers_of, senders_of, wait
-from dpdl.keys import KEY_BYTES, AgentKey, leader, mac_key, secret_seed, unwrap_seed, wrap_seed
 
 __all__ = ["Links", "handshake", "design_digest"]
 

@@ -1,6 +1,6 @@
 """Starting agents: one per ``torchrun`` rank across machines, or n local processes on loopback.
 
-``torchrun --nnodes ... --nproc-per-node ... -m dpdl.cli run-agent <options>`` sets the rendezvous
+``torchrun --nnodes ... --nproc-per-node ... -m dpdl.cli -- run-agent <options>`` sets the rendezvous
 (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``) that :func:`init_agent` reads;
 :func:`run_local` starts all n agents of a run as processes of this machine, collects their final
 models and evaluates them as ``dpdl train`` does.
@@ -24,7 +24,8 @@ import torch.distributed as dist
 
 from dpdl.errors import DpdlError
 from dpdl.experiments.train import TrainConfig, build_job, privacy_reports
-from dpdl.runtime.agent import AgentOptions, final_model_path, remaining_agents, run_agent
+from dpdl.runtime.agent import AgentOptions, final_model_path, run_agent
+from dpdl.runtime.departure import remaining_agents
 
 __all__ = ["LocalRun", "init_agent", "run_local", "free_port", "spawn_agents", "agent_error_path"]
 
@@ -102,7 +103,7 @@ def run_local(config: TrainConfig, seed: int, options: AgentOptions, progress: b
     rerun with ``resume=True`` to continue from the checkpoints.
     """
     config = config.resolved()
-    agents = remaining_agents(config.n, options)
+    agents = remaining_agents(config.n, options.departed)
     processes = spawn_agents(len(agents), options.workdir, _agent_target, config, seed, options, agents, progress)
     for process in processes:
         process.join()
