@@ -180,6 +180,30 @@ def test_vectorized_sampler_has_the_accounted_covariance(name: str) -> None:
     assert_covariance(draws, expected)
 
 
+def test_vectorized_sampler_draws_a_coalitions_view_with_its_members_exactly_silent() -> None:
+    """The square root of a singular R (members' rows and columns are zero) draws the honest
+    agents' noise with the unknown covariance and exactly zero for members."""
+    mechanism, _ = CASES["decor-er"]
+    coalition, honest = [2, 5], [0, 1, 3, 4, 6, 7]
+    view, rng = mechanism.unknown_to(coalition), np.random.default_rng(8)
+    draws = np.concatenate([view.sample(rng, DIM).T for _ in range(STEPS)], axis=0)
+    assert np.all(draws[:, coalition] == 0.0)
+    assert_covariance(draws[:, honest], mechanism.unknown_covariance(coalition)[np.ix_(honest, honest)])
+
+
+@pytest.mark.parametrize(("n", "by_root"), [(8, True), (120, False)])
+def test_vectorized_sampler_draws_the_cheaper_way_with_the_same_covariance(n: int, by_root: bool) -> None:
+    """DECOR on a ring has as many secrets as agents: a square root of R (n normals and n^2
+    multiply-adds a coordinate) is cheaper for 8 agents, the seeds (2n normals) for 120."""
+    graph = ring(n)
+    mechanism = Decor(graph, 0.5, 2.0)
+    assert (mechanism._covariance_factor is not None) == by_root
+    rng, watched = np.random.default_rng(9), list(range(8))
+    draws = np.concatenate([mechanism.sample(rng, DIM)[watched].T for _ in range(STEPS)], axis=0)
+    expected = 0.25 * np.eye(n) + 4.0 * nx_laplacian(graph)
+    assert_covariance(draws, expected[np.ix_(watched, watched)])
+
+
 @pytest.mark.parametrize("name", ["decor-er", "whisper-random"])
 def test_agent_noise_is_independent_across_steps(name: str) -> None:
     """Pairs (step 2k, step 2k+1) stacked as one 2n-vector must have covariance blockdiag(R, R)."""
