@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
 
 from dpdl.accounting import account, noise_scale, step_sensitivity
@@ -28,7 +29,7 @@ from dpdl.mechanisms.registry import DesignOptions
 from dpdl.mechanisms.whisper import Whisper
 from dpdl.runtime import AgentOptions, run_agent, run_local
 from dpdl.runtime.agent import checkpoint_path, phase_path, run_record_path
-from dpdl.runtime.channel import MACS, NeighbourChannel, message_tag
+from dpdl.runtime.channel import MACS, NeighbourChannel, message_tag, one_time_key
 from dpdl.runtime.departure import second_phase
 from dpdl.runtime.launch import agent_error_path, spawn_agents
 from dpdl.threats import Eavesdropper
@@ -78,6 +79,21 @@ def test_message_tags_bind_payload_round_and_key(mac: str) -> None:
     if mac == "hmac-sha256":  # Poly1305 binds the direction through the key alone
         changed.append(message_tag(mac, key, 2, 1, 7, payload))
     assert all(other != tag for other in changed)
+
+
+def test_poly1305_one_time_key_is_rfc_8439s_and_the_tag_the_aeads() -> None:
+    """RFC 8439 Section 2.6.2's test vector for the one-time key; and the tag equals the one
+    ChaCha20-Poly1305 (an independent implementation of the same construction) puts on an empty
+    plaintext with the payload as associated data, when that payload needs no padding and the
+    lengths block is appended by hand (Section 2.8)."""
+    key = bytes(range(0x80, 0xA0))
+    expected = bytes.fromhex("8ad5a08b905f81cc815040274ab29471a833b637e3fd0da508dbb8e2fdd1a646")
+    assert one_time_key(key, bytes.fromhex("000000000001020304050607")) == expected
+    payload = np.arange(6.0)  # 48 bytes: a whole number of 16-byte blocks
+    aead = ChaCha20Poly1305(b"k" * 32).encrypt((7).to_bytes(12, "little"), b"", payload.tobytes())
+    lengths = np.array([48, 0], dtype="<u8")  # the AEAD's tag covers AD | pad | lengths
+    tag = message_tag("poly1305", b"k" * 32, 1, 2, 7, np.concatenate([payload.view(np.uint8), lengths.view(np.uint8)]))
+    assert tag[:16] == aead and tag[16:] == bytes(16)
 
 
 def test_the_simulated_seed_book_gives_every_secret_its_own_seed() -> None:

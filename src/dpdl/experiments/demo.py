@@ -20,10 +20,10 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from dpdl.experiments.plots import plot_curves
-from dpdl.experiments.reproduce.runner import worker_context
 from dpdl.experiments.results import json_safe
 from dpdl.experiments.train import TrainConfig, TrainResult, run_training
 from dpdl.mechanisms.registry import MECHANISMS
+from dpdl.processes import worker_context
 
 __all__ = ["STEP_SIZE_GRID", "DemoResult", "demo_mechanisms", "run_demo", "format_table"]
 

@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 from dpdl.errors import DpdlError
 from dpdl.experiments.train import TrainConfig, build_job, privacy_reports
+from dpdl.processes import worker_context
 from dpdl.runtime.agent import AgentOptions, final_model_path, run_agent
 from dpdl.runtime.departure import remaining_agents
 
@@ -68,8 +69,7 @@ def _local_agent(target: Callable[..., Any], rank: int, world: int, port: int, w
 
 def spawn_agents(world: int, workdir: Path, target: Callable[..., Any], *args: Any) -> list[multiprocessing.Process]:
     """Start ``target(rank, *args)`` in ``world`` fresh processes joined in one gloo group on loopback."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["dpdl.runtime.agent"])  # torch and dpdl are imported once, not per agent
+    context = worker_context()
     port = free_port()
     for rank in range(world):
         agent_error_path(workdir, rank).unlink(missing_ok=True)

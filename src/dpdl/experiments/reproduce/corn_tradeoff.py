@@ -30,9 +30,10 @@ METHODS = ("ldp", "decor", "whisper")
 DELTA = 1e-5
 
 
-def study(training: Training, quick: bool) -> Study:
-    """Panels (a) eps at p = 0.5 and (b) p at eps = 10, n = 20, for ``training``."""
-    eps_grid, p_grid = (QUICK_EPS, QUICK_P) if quick else (EPS_GRID, P_GRID)
+def study(training: Training, quick: bool, quick_eps: tuple[float, ...] = QUICK_EPS) -> Study:
+    """Panels (a) eps at p = 0.5 and (b) p at eps = 10, n = 20, for ``training``; ``quick_eps`` is
+    panel (a)'s grid under ``quick``."""
+    eps_grid, p_grid = (quick_eps, QUICK_P) if quick else (EPS_GRID, P_GRID)
     return Study(
         (
             Panel("(a)", training, "eps", eps_grid, {"graph": "er", "n": 20, "p": 0.5}, METHODS, "privacy budget eps (p = 0.5)"),

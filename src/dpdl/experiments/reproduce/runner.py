@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -17,7 +16,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-__all__ = ["job_key", "run_jobs", "worker_context"]
+from dpdl.processes import worker_context
+
+__all__ = ["job_key", "run_jobs"]
 
 Job = dict[str, Any]
 
@@ -27,12 +28,6 @@ Job = dict[str, Any]
 #: out-of-memory killer at 11.5 GB after about 60 jobs. A fresh pool per chunk of jobs, because
 #: ``max_tasks_per_child`` deadlocks on Python 3.11-3.14 (CPython gh-115634: no replacement worker).
 MAX_JOBS_PER_WORKER = 16
-
-
-def worker_context() -> multiprocessing.context.BaseContext:
-    """Start method of worker processes: ``forkserver``. Plain ``fork`` copies a parent whose
-    BLAS / torch thread pools may hold locks, and the children then hang (seen under pytest)."""
-    return multiprocessing.get_context("forkserver")
 
 
 def job_key(job: Job) -> str:
