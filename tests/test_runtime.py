@@ -76,7 +76,7 @@ def test_message_tags_bind_payload_round_and_key(mac: str) -> None:
     tag = message_tag(mac, key, 1, 2, 7, payload)
     assert len(tag) == 32 and tag == message_tag(mac, key, 1, 2, 7, payload)
     changed = [message_tag(mac, key, 1, 2, 8, payload), message_tag(mac, key, 1, 2, 7, payload + 1e-12), message_tag(mac, b"j" * 32, 1, 2, 7, payload)]
-    if mac == "hmac-sha256":  # Poly1305 binds the direction through the key alone
+    if mac == "hmac-sha256":  # GMAC and Poly1305 bind the direction through the key alone
         changed.append(message_tag(mac, key, 2, 1, 7, payload))
     assert all(other != tag for other in changed)
 
@@ -96,6 +96,13 @@ def test_poly1305_one_time_key_is_rfc_8439s_and_the_tag_the_aeads() -> None:
     assert tag[:16] == aead and tag[16:] == bytes(16)
 
 
+def test_gmac_tag_is_aes_gcms_on_the_nist_test_vector() -> None:
+    """GCM's Test Case 13 (McGrew and Viega, the GCM specification): AES-256, key, nonce (round 0)
+    and message all zero, tag 530f8afb...; a payload is authenticated, not encrypted."""
+    tag = message_tag("aes-gmac", bytes(32), 1, 2, 0, np.zeros(0))
+    assert tag == bytes.fromhex("530f8afbc74536b9a963b4f1c4cb738b") + bytes(16)
+
+
 def test_the_simulated_seed_book_gives_every_secret_its_own_seed() -> None:
     config = TrainConfig(task="least-squares", graph="ring", n=6, mechanism="decor", steps=10, eps=5.0).resolved()
     mechanism = build_job(config, 0).mechanism
@@ -110,18 +117,20 @@ def test_the_simulated_seed_book_gives_every_secret_its_own_seed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("n", "graph", "mechanism", "design"),
+    ("n", "graph", "mechanism", "design", "mac"),
     [
-        (4, "ring", "decor", DesignOptions()),
-        (8, "er", "whisper", DesignOptions()),
-        (8, "ring", "whisper-multiseed", DesignOptions(groups=2, q=1)),
-        (8, "er", "ldp", DesignOptions()),
+        (4, "ring", "decor", DesignOptions(), "hmac-sha256"),
+        (8, "er", "whisper", DesignOptions(), "aes-gmac"),
+        (8, "ring", "whisper-multiseed", DesignOptions(groups=2, q=1), "poly1305"),
+        (8, "er", "ldp", DesignOptions(), "aes-gmac"),
     ],
 )
-def test_the_processes_reach_the_models_of_dpdl_train(tmp_path: Path, n: int, graph: str, mechanism: str, design: DesignOptions) -> None:
+def test_the_processes_reach_the_models_of_dpdl_train(
+    tmp_path: Path, n: int, graph: str, mechanism: str, design: DesignOptions, mac: str
+) -> None:
     config = TrainConfig(task="logreg-a9a", graph=graph, n=n, p=0.5, mechanism=mechanism, eps=5.0, steps=200, eval_every=200, design=design, key_seed=KEY_SEED)
     simulated = run_training(config).runs[0]
-    outcome = run_local(config, 0, AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=60.0, mac="hmac-sha256" if n == 4 else "poly1305"))
+    outcome = run_local(config, 0, AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=60.0, mac=mac))
     assert outcome.errors == {}
     assert outcome.models is not None
     np.testing.assert_allclose(outcome.models, simulated.models, rtol=1e-9, atol=1e-11)

@@ -72,7 +72,7 @@ class AgentOptions:
     #: Resume from the latest round every agent saved instead of starting afresh.
     resume: bool = False
     #: Message authentication (:data:`dpdl.runtime.channel.MACS`).
-    mac: str = "poly1305"
+    mac: str = "aes-gmac"
     #: Agents that left for good: the others resume (``resume`` is required) as a second phase on
     #: the remaining graph, with the noise design recomputed for it (:mod:`dpdl.runtime.departure`).
     departed: tuple[int, ...] = ()
