@@ -113,6 +113,17 @@ def test_runs_are_bitwise_repeatable_and_seeds_differ() -> None:
     assert not np.allclose(first, other)
 
 
+def test_the_first_record_holds_every_agents_metrics_at_the_initial_point() -> None:
+    """Step 0 is evaluated on one row (all agents start at the same point): its metrics are
+    those of all n rows, consensus distance 0 included."""
+    task = _small_logistic()
+    config = DSGDConfig(steps=2, step_size=StepSize(0.1), clip=0.1, batch_size=4, eval_every=2)
+    result = run_dsgd(task, metropolis_hastings(ring(task.n_agents)), NoNoise(task.n_agents), config)
+    expected = task.evaluate(np.tile(task.initial_params(), (task.n_agents, 1)))
+    assert result.history[0] == pytest.approx({"step": 0.0, **expected}, rel=1e-12, abs=1e-15)
+    assert result.history[0]["consensus_distance"] == 0.0
+
+
 def test_noise_free_dsgd_converges_to_the_closed_form_optimum() -> None:
     task = whisper_quadratic(10)
     weights = metropolis_hastings(erdos_renyi(10, 0.6, seed=3))

@@ -199,7 +199,9 @@ def iterate(
     result = DSGDResult(np.tile(task.initial_params(), (task.n_agents, 1)))
 
     def record(t: int) -> None:
-        metrics = {"step": float(t), **task.evaluate(result.params)}
+        # at step 0 every agent holds the initial point, so one row has every agent's metrics (a
+        # CNN's test pass costs as much as a few dozen training steps)
+        metrics = {"step": float(t), **task.evaluate(result.params[:1] if t == 0 else result.params)}
         result.history.append(metrics)
         if callback is not None:
             callback(t, metrics)
