@@ -30,7 +30,7 @@ from dpdl.factorization import (
     zip_dl,
 )
 from dpdl.factorization.algorithms import local_encoder
-from dpdl.factorization.mafalda import local_loss, local_sensitivity, optimize_local, restarted, utility_gram
+from dpdl.factorization.mafalda import local_loss, local_sensitivity, noise_multiplier, optimize_local, restarted, utility_gram
 from dpdl.factorization.sensitivity import pattern_sensitivity
 from dpdl.factorization.workload import gossip_blocks, muffliato_workload
 from dpdl.graphs import erdos_renyi, metropolis_hastings, ring
@@ -249,6 +249,20 @@ def test_mafalda_factorization_matches_a_convex_solver_and_beats_the_baselines()
     assert result.loss == pytest.approx(local_loss(utility, result.encoder, participation), rel=1e-9)
     assert result.loss < local_loss(utility, np.eye(steps), participation)
     assert result.loss < local_loss(utility, np.tril(np.ones((steps, steps))), participation)
+
+
+@pytest.mark.parametrize("encoder", [np.eye(40), np.tril(np.ones((40, 40)))], ids=["dp-dsgd", "antipgd"])
+def test_noise_multiplier_never_overshoots_the_budget(encoder: np.ndarray) -> None:
+    """The reported epsilon, from the accountant on ``row * sens / sigma``, stays within every
+    target: ``sigma = sens / mu`` alone can come back one ulp above mu (seen: 50.00000000000001
+    for AntiPGD at eps = 50 in the mafalda-housing run)."""
+    participation = Participation.cyclic(40, 10, 4)
+    sensitivity = local_sensitivity(encoder, participation)
+    rng = np.random.default_rng(0)
+    for eps, row in zip(rng.uniform(0.5, 60.0, 300), rng.uniform(1e-3, 1.0, 300)):
+        sigma = noise_multiplier(encoder, participation, row, eps, 1e-6)
+        assert gdp.epsilon(row * sensitivity / sigma, 1e-6) <= eps
+        assert gdp.epsilon(row * sensitivity / (sigma * (1 - 1e-9)), 1e-6) > eps - 1e-6 * eps  # and no looser than that
 
 
 def test_bad_inputs_are_named() -> None:

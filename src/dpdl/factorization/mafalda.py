@@ -125,8 +125,13 @@ def noise_multiplier(encoder: np.ndarray, participation: Participation, row_sens
     """sigma such that MF-D-SGD with noise ``C_local^-1 Z``, ``Z ~ N(0, sigma^2)``, is
     ``(eps, delta)``-DP against LDP's attacker: ``mu = Delta sens(C_local) / sigma`` (Theorem 8;
     under LDP ``B = sigma W_T C^-1`` is square and invertible, so ``sens(C; B) = sens(C_local)``,
-    checked in the tests), with the largest mu the budget allows (never above it)."""
-    return row_sensitivity * local_sensitivity(encoder, participation) / gdp.mu_for_budget(eps, delta)
+    checked in the tests), with the largest mu the budget allows (never above it: the epsilon of
+    ``sensitivity / sigma`` is checked, since dividing twice can round mu up by one ulp)."""
+    sensitivity = row_sensitivity * local_sensitivity(encoder, participation)
+    sigma = sensitivity / gdp.mu_for_budget(eps, delta)
+    while gdp.epsilon(sensitivity / sigma, delta) > eps:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
 
 
 @dataclass(frozen=True)
