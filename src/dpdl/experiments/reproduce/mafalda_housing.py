@@ -11,7 +11,7 @@ over agents. Cyclic participation k = 20, b = 19 (T = 380): each agent's example
 - ``dp-dsgd``: independent noise (C_local = I, sens = sqrt(20));
 - ``antipgd``: the noise of the previous step subtracted (C_local = 1_{t >= s}, Koloskova et al.);
 - ``mafalda``: the local encoder optimised for this gossip (Lemma 12, Algorithm 2; sens = 1);
-- ``none``: no noise, the non-private reference (dotted line).
+- ``none``: no noise, the non-private reference (a flat line).
 
 The step size and clipping threshold of each method are tuned once at eps = 10 on two seeds and
 reused across eps (the paper does not say how it tuned); every point then averages 20 seeds, as
@@ -57,7 +57,7 @@ run_job = protocol.run_job
 
 
 def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Path], list[Claim], list[str]]:
-    """Figure (test loss vs eps, the no-noise reference dotted), claims and notes."""
+    """Figure (test loss vs eps, the no-noise reference flat), claims and notes."""
     the_study = study(quick)
     private, reference = protocol.summaries(the_study, rows)
     panel = the_study.panels[0]
