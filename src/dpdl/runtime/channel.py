@@ -7,7 +7,7 @@ link's key for that direction and this run (:func:`dpdl.keys.mac_key`), by one o
 
 - ``"aes-gmac"`` (default): GMAC (NIST SP 800-38D), the 16-byte tag of AES-256-GCM with the round
   as nonce, the payload as associated data and nothing encrypted. One pass per message at about
-  16 GB/s here (AES-NI and carry-less multiplication), three times a copy.
+  16 GB/s here (AES-NI and carry-less multiplication), faster than a copy.
 - ``"poly1305"``: the 16-byte Poly1305 tag of the payload (RFC 8439 Section 2.5) under the
   one-time key ChaCha20 derives from the link key with the round as nonce (Section 2.6), as
   ChaCha20-Poly1305 does: about 10 GB/s here, and the fast choice on processors without AES
@@ -16,9 +16,9 @@ link's key for that direction and this run (:func:`dpdl.keys.mac_key`), by one o
   hashed once per round whatever the degree, but SHA-256 runs at about 1 GB/s here, so with large
   models the hashing, not gloo, bounds the rounds per second (``BENCHMARKS.md``).
 
-Tags are compared in constant time. Link keys are fresh for every start of the agents (the handshake mixes in per-run nonces), so the
-nonce ``round`` is never used twice under one key, and a message recorded in an earlier run does
-not verify in a resumed one. A message whose round is not the receiver's (a replay) or whose tag
+Tags are compared in constant time. Link keys are fresh for every start of the agents (the
+handshake mixes in per-run nonces), so the nonce ``round`` is never used twice under one key, and
+a message recorded in an earlier run does not verify in a resumed one. A message whose round is not the receiver's (a replay) or whose tag
 does not verify (forged, altered, sent under another key) raises
 :class:`~dpdl.errors.AuthenticationError`; a neighbour that dies or does not answer within the
 timeout raises :class:`~dpdl.errors.PeerFailure` naming it and the round.
