@@ -18,10 +18,10 @@ link's key for that direction and this run (:func:`dpdl.keys.mac_key`), by one o
 
 Tags are compared in constant time. Link keys are fresh for every start of the agents (the
 handshake mixes in per-run nonces), so the nonce ``round`` is never used twice under one key, and
-a message recorded in an earlier run does not verify in a resumed one. A message whose round is not the receiver's (a replay) or whose tag
-does not verify (forged, altered, sent under another key) raises
-:class:`~dpdl.errors.AuthenticationError`; a neighbour that dies or does not answer within the
-timeout raises :class:`~dpdl.errors.PeerFailure` naming it and the round.
+a message recorded in an earlier run does not verify in a resumed one. A message whose round is
+not the receiver's (a replay) or whose tag does not verify (forged, altered, sent under another
+key) raises :class:`~dpdl.errors.AuthenticationError`; a neighbour that dies or does not answer
+within the timeout raises :class:`~dpdl.errors.PeerFailure` naming it and the round.
 """
 
 from __future__ import annotations
