@@ -179,9 +179,10 @@ class NoiseMechanism:
     # -- sampling -----------------------------------------------------------------------------
 
     @functools.cached_property
-    def _covariance_factor(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """``(agents, L)`` with ``L L^T = R`` on the agents whose noise is not zero, when drawing
-        ``L z`` costs less than drawing every secret's ``z`` (None otherwise, and for diagonal R).
+    def _covariance_factor(self) -> np.ndarray | None:
+        """``L`` (n, k) with ``L L^T = R``, k the agents whose noise is not zero (the others' rows
+        are zero), when drawing ``L z`` costs less than drawing every secret's ``z`` (None
+        otherwise, and for diagonal R).
 
         A square root of R needs one normal per agent and coordinate where the seed structure
         needs one per agent and one per secret column: DECOR on an Erdos-Renyi graph of 20 agents
@@ -190,13 +191,16 @@ class NoiseMechanism:
         """
         if self.generator.shape[1] == 0:
             return None
-        agents = np.flatnonzero(np.diag(self.covariance()) > 0)
+        covariance = self.covariance()
+        agents = np.flatnonzero(np.diag(covariance) > 0)
         if len(agents) * (1 + len(agents) / MULTIPLY_ADDS_PER_NORMAL) >= self.n + self.generator.shape[1]:
             return None
-        values, vectors = np.linalg.eigh(self.covariance()[np.ix_(agents, agents)])
+        values, vectors = np.linalg.eigh(covariance[np.ix_(agents, agents)])
         if values.min() < -1e-9 * max(values.max(), 0.0):
             raise ValueError(f"the noise covariance is not positive semidefinite (eigenvalue {values.min():.3g})")
-        return agents, vectors * np.sqrt(np.clip(values, 0.0, None))
+        factor = np.zeros((self.n, len(agents)))
+        factor[agents] = vectors * np.sqrt(np.clip(values, 0.0, None))
+        return factor
 
     def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:
         """One step's noise for all agents, ``(n, dim)``, from one generator: the simulation's path,
@@ -204,10 +208,7 @@ class NoiseMechanism:
         (:meth:`agent_noise`) but fewer normal draws (a square root of R where it is cheaper)."""
         factor = self._covariance_factor
         if factor is not None:
-            agents, root = factor
-            noise = np.zeros((self.n, dim))
-            noise[agents] = root @ rng.standard_normal((len(agents), dim))
-            return noise
+            return factor @ rng.standard_normal((factor.shape[1], dim))
         noise = np.sqrt(self.private_variances)[:, None] * rng.standard_normal((self.n, dim))
         if self.generator.shape[1]:
             noise += self.generator @ rng.standard_normal((self.generator.shape[1], dim))
