@@ -64,8 +64,10 @@ def plot_panels(
     bands: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]] | None = None,
     columns: int | None = None,
     log_x: bool = False,
+    titles: bool = False,
 ) -> Path:
-    """One panel per key of ``grid`` (x values), each with the lines ``series[panel][label]``.
+    """One panel per key of ``grid`` (x values), each with the lines ``series[panel][label]``, and
+    with ``titles`` that key above it (for keys that name the panel, not just its x axis).
 
     Labels ending in ``"(paper calibration)"`` are drawn dashed in the colour of their base label,
     so the two calibrations of a method read as a pair. ``bands[panel][label] = (low, high)``
@@ -86,6 +88,8 @@ def plot_panels(
                 ax.fill_between(xs, low, high, color=colour, alpha=0.12 if label.endswith(suffix) else 0.2, linewidth=0)
         ax.set_xlabel(xlabels[panel])
         ax.set_ylabel(ylabel)
+        if titles:
+            ax.set_title(panel, fontsize=10)
         if log_y:
             ax.set_yscale("log")
         if log_x:

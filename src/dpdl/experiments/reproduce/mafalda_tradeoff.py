@@ -130,7 +130,7 @@ def plot_tradeoff(study: Study, rows: list[dict[str, Any]], path: Path, title: s
         series[panel.label]["no noise"] = [reference[(panel.label, REFERENCE_EPS, "none", "exact")].mean] * len(xs)
         bands[panel.label] = {method: ([p.low for p in ps], [p.high for p in ps]) for method, ps in points.items()}
     return plot_panels(grid, series, {p.label: p.xlabel for p in study.panels}, ylabel, path, title, log_y=log_y,
-                       bands=bands, log_x=True)
+                       bands=bands, log_x=True, titles=True)
 
 
 def budget_met(rows: list[dict[str, Any]]) -> tuple[int, int]:

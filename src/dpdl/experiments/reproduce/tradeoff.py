@@ -287,7 +287,7 @@ def plot_study(
                 series[panel.label][label] = [p.mean for p in points]
                 bands[panel.label][label] = ([p.low for p in points], [p.high for p in points])
     xlabels = {panel.label: panel.xlabel for panel in study.panels}
-    return plot_panels(grid, series, xlabels, ylabel, path, title, log_y=log_y, bands=bands, columns=columns)
+    return plot_panels(grid, series, xlabels, ylabel, path, title, log_y=log_y, bands=bands, columns=columns, titles=True)
 
 
 def budget_claim(rows: list[dict[str, Any]]) -> Claim:
