@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from dpdl.experiments.reproduce import tradeoff
-from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training
+from dpdl.experiments.reproduce.tradeoff import Panel, Point, Study, Training
 
 LOSS = Training("quadratic", 10, (0.1, 0.01), (1.0, 10.0), "optimality_gap", decor_couples=(None, 0), tune_seeds=2, seeds=5)
 ACCURACY = Training("quadratic", 10, (0.1, 0.01), (1.0,), "test_accuracy", lower_is_better=False, tune_seeds=2, seeds=5)
@@ -95,3 +96,31 @@ def test_tuning_at_one_setting_reuses_its_choice_across_the_sweep() -> None:
     summary = tradeoff.summarise(study, rows)
     assert summary[("torus", 3.0, "ldp", "paper")].hyperparameters == {"lr": 0.01, "clip": 10.0, "decor_couple": None}
     assert summary[("torus", 3.0, "ldp", "paper")].mean == pytest.approx(3.002)
+
+
+def _point(values: list[float]) -> Point:
+    return Point(float(sum(values) / len(values)), min(values), max(values), tuple(values), {})
+
+
+def test_significantly_better_is_a_paired_t_statistic_above_two() -> None:
+    """The paired comparison over seeds agrees with scipy's paired t statistic (> 2), in both
+    directions of the metric; a mean ahead by less than the seeds' spread is not significant."""
+    from scipy.stats import ttest_rel
+
+    rng = np.random.default_rng(0)
+    decided = set()
+    for _ in range(200):
+        base = rng.normal(0.9, 0.01, size=4)
+        other = base + rng.normal(rng.uniform(-0.003, 0.003), 0.002, size=4)
+        a, b = _point(list(other)), _point(list(base))
+        statistic = ttest_rel(other, base).statistic
+        assert tradeoff.significantly_better(a, b, lower_is_better=False) == (statistic > 2)
+        assert tradeoff.significantly_better(a, b, lower_is_better=True) == (statistic < -2)
+        decided.add(bool(statistic > 2))
+    assert decided == {True, False}  # the draws cover both answers
+    # The complete graph at eps = 3 (DECOR Fig. 1, MNIST): 0.03 points apart, seeds disagree on the sign.
+    paper, exact = _point([0.913, 0.912, 0.911, 0.910]), _point([0.914, 0.911, 0.910, 0.910])
+    assert tradeoff.better(paper.mean, exact.mean, lower_is_better=False)
+    assert not tradeoff.significantly_better(paper, exact, lower_is_better=False)
+    diverged = _point([math.nan, 0.9, 0.9, 0.9])
+    assert tradeoff.significantly_better(exact, diverged, lower_is_better=False)

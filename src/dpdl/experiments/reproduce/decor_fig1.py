@@ -25,7 +25,9 @@ from typing import Any
 from dpdl.experiments.reproduce import tradeoff
 from dpdl.experiments.reproduce.corn_tradeoff import Analysis
 from dpdl.experiments.reproduce.report import Claim
-from dpdl.experiments.reproduce.tradeoff import Panel, Point, Study, Training, better, budget_claim, plot_study, summarise
+from dpdl.experiments.reproduce.tradeoff import (
+    Panel, Point, Study, Training, better, budget_claim, plot_study, significantly_better, summarise,
+)
 
 __all__ = ["NAME", "PARTS", "jobs", "followup_jobs", "run_job", "analyse"]
 
@@ -48,8 +50,8 @@ def _trainings(quick: bool) -> dict[str, tuple[Training, tuple[float, ...]]]:
 
     Four seeds as in the paper, but least squares averages 20 (after tuning on 3): its final gap is
     heavy-tailed across seeds (clipped gradients bound the pull back, not the noise) and its runs
-    cost milliseconds. MNIST runs cost a minute each here, so each (topology, method, calibration)
-    is tuned once, at eps = 1, and its choice reused across the eps sweep.
+    cost milliseconds. Every point is tuned, as in the paper: a step size tuned at eps = 1 and
+    reused at eps = 0.1, where the noise is ten times larger, put DECOR below LDP on the ring.
     """
     mnist = {"lower_is_better": False, "batch_size": 64, "clip_level": "example"}
     if quick:
@@ -67,7 +69,7 @@ def _trainings(quick: bool) -> dict[str, tuple[Training, tuple[float, ...]]]:
         "logreg-a9a": (Training("logreg-a9a", 2000, (0.5, 0.1, 0.05, 0.01), (0.1,), "test_loss", batch_size=64,
                                 decor_couples=COUPLES, seeds=4), eps),
         "mnist-mlp": (Training("mnist-mlp", 1000, (0.5, 0.1), (1.0,), "test_accuracy", decor_couples=COUPLES, seeds=4,
-                               tune_at={"eps": 1.0}, **mnist), (0.1, 0.5, 1.0, 3.0)),
+                               **mnist), (0.1, 0.5, 1.0, 3.0)),
     }
 
 
@@ -141,13 +143,15 @@ def _task_claims(task: str, task_study: Study, summary: dict) -> list[Claim]:
               f"DECOR closes at least half of LDP's gap to CDP at {closes}/{len(points)} points; gap to CDP "
               f"({'ratio' if lower else 'accuracy points'}): " + "; ".join(parts), closes == len(points)),
     ]
-    valid = [(panel, eps) for panel, eps in points if eps <= math.log(1 / task_study.delta)]
-    exact_better = sum(
-        not better(summary[(panel.label, eps, method, "paper")].mean, summary[(panel.label, eps, method, "exact")].mean, lower)
-        for panel, eps in valid for method in ("ldp", "decor")
-    )
+    pairs = [
+        (summary[(panel.label, eps, method, "exact")], summary[(panel.label, eps, method, "paper")])
+        for panel, eps in points if eps <= math.log(1 / task_study.delta) for method in ("ldp", "decor")
+    ]
+    exact_as_good = sum(not better(paper.mean, exact.mean, lower) for exact, paper in pairs)
+    paper_ahead = sum(significantly_better(paper, exact, lower) for exact, paper in pairs)
     claims.append(Claim(label, "(our addition) the exact accountant's calibration gives utility no worse than the papers' "
                         "for eps <= log(1/delta)",
-                        f"exact at least as good in {exact_better}/{2 * len(valid)} (topology, eps, method) points",
-                        exact_better == 2 * len(valid)))
+                        f"exact at least as good on the mean in {exact_as_good}/{len(pairs)} (topology, eps, method) points; "
+                        f"the papers' calibration ahead by more than two standard errors of the paired difference over seeds "
+                        f"at {paper_ahead}/{len(pairs)}", paper_ahead == 0))
     return claims

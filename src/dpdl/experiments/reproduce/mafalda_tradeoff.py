@@ -10,8 +10,9 @@ the batch mean by at most ``2 C / smallest batch`` in k steps. The methods:
 - ``mafalda``: the local encoder optimised for the graph's gossip (Lemma 12, Algorithm 2);
 - ``none``: no noise, the non-private reference, run once at eps = 10 (it has no budget).
 
-Step size and clipping threshold are tuned per method at eps = 10 on the tuning seeds and reused
-across eps (the paper does not say how it tuned). A reproduction module states its
+Step size and clipping threshold are tuned per method on the tuning seeds, at every eps or, where
+a study says so for cost, at eps = 10 and reused across eps (the paper does not say how it tuned).
+A reproduction module states its
 :class:`~dpdl.experiments.reproduce.tradeoff.Study` and its claims; this module runs and
 summarises it.
 """

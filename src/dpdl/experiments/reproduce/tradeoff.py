@@ -37,7 +37,7 @@ from dpdl.mechanisms.registry import DesignOptions
 
 __all__ = [
     "Training", "Panel", "Study", "Point", "tuning_jobs", "final_jobs", "stages", "run_job", "summarise", "plot_study", "better",
-    "budget_claim",
+    "significantly_better", "budget_claim",
 ]
 
 Job = dict[str, Any]
@@ -267,6 +267,21 @@ def summarise(study: Study, rows: list[dict[str, Any]]) -> dict[tuple[str, float
 def better(a: float, b: float, lower_is_better: bool) -> bool:
     """Whether metric value ``a`` is strictly better than ``b``."""
     return _score(a, lower_is_better) < _score(b, lower_is_better)
+
+
+def significantly_better(a: Point, b: Point, lower_is_better: bool, standard_errors: float = 2.0) -> bool:
+    """Whether ``a`` beats ``b`` by more than ``standard_errors`` standard errors of their paired
+    difference over seeds (seed s of both shares its graph, data split, batches and noise stream).
+
+    Where both sit at the same level (two calibrations of nearly the same noise), the sign of the
+    difference of means is a coin toss; this asks whether the seeds tell them apart. With fewer
+    than two seeds, or a diverged run, it is :func:`better` on the means.
+    """
+    gain = np.asarray(b.values, dtype=float) - np.asarray(a.values, dtype=float)
+    gain = gain if lower_is_better else -gain
+    if len(gain) < 2 or not np.all(np.isfinite(gain)):
+        return better(a.mean, b.mean, lower_is_better)
+    return bool(gain.mean() > standard_errors * gain.std(ddof=1) / math.sqrt(len(gain)))
 
 
 def plot_study(
