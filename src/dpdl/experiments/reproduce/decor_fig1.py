@@ -22,12 +22,15 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dpdl.experiments.reproduce import tradeoff
 from dpdl.experiments.reproduce.corn_tradeoff import Analysis
 from dpdl.experiments.reproduce.report import Claim
 from dpdl.experiments.reproduce.tradeoff import (
     Panel, Point, Study, Training, better, budget_claim, plot_study, significantly_better, summarise,
 )
+from dpdl.graphs import algebraic_connectivity, build_graph
 
 __all__ = ["NAME", "PARTS", "jobs", "followup_jobs", "run_job", "analyse"]
 
@@ -103,13 +106,6 @@ def _gap(point: Point, reference: Point, lower: bool) -> float:
 def analyse(rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str, ...] = PARTS) -> Analysis:
     """One figure per task; DECOR Section 6's claims per task, checked on the exact calibration."""
     figures, claims = [], []
-    for task in parts:
-        label, filename, ylabel, log_y = TASKS[task]
-        task_study = _task_study(task, quick)
-        summary = summarise(task_study, rows)
-        figures.append(plot_study(task_study, summary, out / filename, f"DECOR Fig. 1: {label}", ylabel, log_y))
-        claims += _task_claims(task, task_study, summary)
-    claims.append(budget_claim(rows))
     notes = [
         "Each point: the hyperparameters tuned on the first seed(s), then the mean over all seeds (band: interquartile range over seeds); "
         "exact calibration solid, the papers' calibration dashed (closed-form RDP at agent level, RDP of the "
@@ -118,30 +114,46 @@ def analyse(rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str
         "80/20 over all 70000 images with a Dirichlet(10) partition (the paper: the 60000 training images).",
         "Eps grids: the authors' released scripts (agent level 3..40; example level 0.1, 0.5, 1, 3).",
     ]
+    for task in parts:
+        label, filename, ylabel, log_y = TASKS[task]
+        task_study = _task_study(task, quick)
+        summary = summarise(task_study, rows)
+        figures.append(plot_study(task_study, summary, out / filename, f"DECOR Fig. 1: {label}", ylabel, log_y))
+        task_claims, misses = _task_claims(task, task_study, summary)
+        claims += task_claims
+        if misses:
+            notes.append(_misses_note(task, task_study, misses, summary, rows))
+    claims.append(budget_claim(rows))
     if parts != PARTS:
         notes.append(f"Parts run: {', '.join(parts)} (of {', '.join(PARTS)}); the others are not in this report.")
     return figures, claims, notes
 
 
-def _task_claims(task: str, task_study: Study, summary: dict) -> list[Claim]:
+def _closes(decor_gap: float, ldp_gap: float, lower: bool) -> bool:
+    """Whether DECOR closes at least half of LDP's gap to CDP (in log-ratio for losses, points for accuracy)."""
+    return decor_gap <= ldp_gap**0.5 if lower else decor_gap <= ldp_gap / 2
+
+
+def _task_claims(task: str, task_study: Study, summary: dict) -> tuple[list[Claim], list[tuple[Panel, float]]]:
+    """The task's claims, and the (panel, eps) points where DECOR does not close half of LDP's gap to CDP."""
     label = TASKS[task][0]
     lower = task_study.panels[0].training.lower_is_better
     unit = "x" if lower else " pts"
-    beats, closes, parts = 0, 0, []
+    beats, misses, parts = 0, [], []
     points = [(panel, eps) for panel in task_study.panels for eps in panel.values]
     for panel, eps in points:
         ldp, decor, cdp = (summary[(panel.label, eps, method, "exact")] for method in METHODS)
         beats += better(decor.mean, ldp.mean, lower)
         decor_gap, ldp_gap = _gap(decor, cdp, lower), _gap(ldp, cdp, lower)
-        # DECOR closes at least half of LDP's gap to CDP (in log-ratio for losses, points for accuracy)
-        closes += (decor_gap <= ldp_gap**0.5) if lower else (decor_gap <= ldp_gap / 2)
+        if not _closes(decor_gap, ldp_gap, lower):
+            misses.append((panel, eps))
         parts.append(f"{panel.fixed['graph']} eps={eps:g}: {decor_gap:.3g}{unit} (LDP {ldp_gap:.3g}{unit})")
     claims = [
         Claim(label, "DECOR considerably surpasses LDP across all topologies and privacy budgets",
               f"DECOR better than LDP at {beats}/{len(points)} (topology, eps) points", beats == len(points)),
         Claim(label, "DECOR closely matches the performance of CDP",
-              f"DECOR closes at least half of LDP's gap to CDP at {closes}/{len(points)} points; gap to CDP "
-              f"({'ratio' if lower else 'accuracy points'}): " + "; ".join(parts), closes == len(points)),
+              f"DECOR closes at least half of LDP's gap to CDP at {len(points) - len(misses)}/{len(points)} points; gap to CDP "
+              f"({'ratio' if lower else 'accuracy points'}): " + "; ".join(parts), not misses),
     ]
     pairs = [
         (summary[(panel.label, eps, method, "exact")], summary[(panel.label, eps, method, "paper")])
@@ -154,4 +166,28 @@ def _task_claims(task: str, task_study: Study, summary: dict) -> list[Claim]:
                         f"exact at least as good on the mean in {exact_as_good}/{len(pairs)} (topology, eps, method) points; "
                         f"the papers' calibration ahead by more than two standard errors of the paired difference over seeds "
                         f"at {paper_ahead}/{len(pairs)}", paper_ahead == 0))
-    return claims
+    return claims, misses
+
+
+def _misses_note(task: str, task_study: Study, misses: list[tuple[Panel, float]], summary: dict, rows: list[dict[str, Any]]) -> str:
+    """Why DECOR stays far from CDP at ``misses``: the agents' disagreement there (mean consensus
+    distance of the tuned runs) against the graphs' algebraic connectivity, to which DECOR's
+    pairwise noise variance is inversely proportional (DECOR Corollary 12)."""
+
+    def consensus(panel: Panel, eps: float) -> float:
+        point = summary[(panel.label, eps, "decor", "exact")]
+        chosen = {**point.hyperparameters, "task": task, "graph": panel.fixed["graph"], "eps": eps, "method": "decor", "calibration": "exact"}
+        return float(np.mean([row["consensus_distance"] for row in rows if all(row[key] == value for key, value in chosen.items())]))
+
+    complete = next(panel for panel in task_study.panels if panel.fixed["graph"] == "complete")
+    connectivity = {panel.fixed["graph"]: algebraic_connectivity(build_graph(panel.fixed["graph"], panel.fixed["n"])) for panel in task_study.panels}
+    return (
+        f"{TASKS[task][0]}: DECOR stays further than half of LDP's gap from CDP at "
+        + ", ".join(f"{panel.fixed['graph']} eps={eps:g} (consensus distance {consensus(panel, eps):.3g}, "
+                    f"{consensus(complete, eps):.2g} on the complete graph)" for panel, eps in misses)
+        + ": there its agents still disagree at the end. DECOR's pairwise noise has variance proportional to "
+        "1 / (eps^2 a(G)) (Corollary 12), a(G) the algebraic connectivity ("
+        + ", ".join(f"{name} {value:.3g}" for name, value in connectivity.items())
+        + "), and the gossip removes it slowest where a(G) is smallest"
+        + ("; the paper reports DECOR on the ring within one accuracy point of CDP." if task == "mnist-mlp" else ".")
+    )
