@@ -13,10 +13,12 @@ over agents. Cyclic participation k = 20, b = 19 (T = 380): each agent's example
 - ``mafalda``: the local encoder optimised for this gossip (Lemma 12, Algorithm 2; sens = 1);
 - ``none``: no noise, the non-private reference (a flat line).
 
-The step size and clipping threshold of each method are tuned at every eps on two seeds (the paper
-does not say how it tuned; tuned once at eps = 10 and reused, MAFALDA-SGD and DP-D-SGD tied at
-eps = 50, both held back by step sizes chosen for five times the noise); every point then averages
-20 seeds, as the paper. The paper reports the test loss over the last 50 steps; we report the final one.
+The step size and clipping threshold of each method are tuned at every eps on two seeds, and every
+point then averages 20 seeds, as the paper. The paper does not say how it tuned. Tuned once at
+eps = 10 and reused (our first full run), MAFALDA-SGD and DP-D-SGD tied at eps = 50, and DP-D-SGD's
+step size went unstable at eps = 1 (test loss 8.4; 0.80 at the step size tuned there), which made
+MAFALDA-SGD's average advantage 23% instead of the 6% measured with every eps tuned. The paper
+reports the test loss over the last 50 steps; we report the final one.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ NAME = "mafalda-housing"
 GRAPH, AGENTS = "facebook-ego-414", 148
 PARTICIPATIONS, CYCLE = 20, 19
 EPS_GRID, QUICK_EPS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0), (2.0, 10.0, 50.0)
+#: Section 7.2: "a 31% average improvement in test loss" at a fixed budget.
+PAPER_IMPROVEMENT = 0.31
 
 
 def study(quick: bool) -> Study:
@@ -75,8 +79,9 @@ def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Pa
         Claim(label, "MAFALDA-SGD beats DP-D-SGD and AntiPGD at every eps",
               f"lower loss in {sum(beats)}/{len(beats)} (baseline, eps) pairs; DP-D-SGD / MAFALDA "
               f"test loss: " + ", ".join(f"eps {x:g}: {r:.2f}x" for x, r in zip(grid, ratios)), all(beats)),
-        Claim(label, "31% lower test loss than the baselines on average (Section 7.2)",
-              f"{100 * improvement:.0f}% lower than DP-D-SGD on average over eps", improvement > 0),
+        Claim(label, f"{100 * PAPER_IMPROVEMENT:.0f}% lower test loss than the baselines on average (Section 7.2)",
+              f"{100 * improvement:.0f}% lower than DP-D-SGD, the stronger baseline, on average over eps (holds: at least "
+              f"half the paper's {100 * PAPER_IMPROVEMENT:.0f}%)", improvement >= PAPER_IMPROVEMENT / 2),
         Claim("all", "every private run is (eps, 1e-6)-DP under LDP (matrix-factorization accounting)",
               f"epsilon <= target in {met}/{runs} runs", met == runs),
     ]
