@@ -17,7 +17,7 @@ barriers) is agent 0's, wall clock. Eight processes share two cores, so a measur
 third from one start to the next: each mode is measured three times, the modes taking turns, and
 the best rate is kept. Figures go to stdout and to the ``bench_runtime`` section of
 ``BENCHMARKS.md``. Run from the repository root: ``.venv/bin/python benchmarks/bench_runtime.py``
-(about six minutes on an idle 2-core machine).
+(about four minutes on an idle 2-core machine).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.keys import AgentKey, mac_key, simulated_seed_book
 from dpdl.mechanisms.decor import Decor
 from dpdl.runtime.channel import MACS, NeighbourChannel, senders_of
-from dpdl.runtime.launch import spawn_agents
+from dpdl.runtime.launch import agent_error_path, spawn_agents
 
 from _report import measured, markers, write_section  # benchmarks/_report.py
 
@@ -102,7 +102,8 @@ def rounds_per_second(graph: str, dim: int, mode: str) -> float:
         for process in processes:
             process.join()
         if any(process.exitcode for process in processes):
-            raise RuntimeError(f"an agent failed: {[(Path(folder) / f'agent{a}' / 'error.txt').read_text() for a in range(N) if (Path(folder) / f'agent{a}' / 'error.txt').exists()]}")
+            errors = [agent_error_path(Path(folder), agent) for agent in range(N)]
+            raise RuntimeError(f"an agent failed: {[path.read_text() for path in errors if path.exists()]}")
         timing = json.loads(out.read_text())
     return ROUNDS[dim] / timing["seconds"]
 
