@@ -70,11 +70,17 @@ def analyse(
         (eps, method) for eps in eps_panel.values for method in ("decor", "whisper")
         if better(at(eps_panel, eps, method).mean, at(eps_panel, eps, "ldp").mean, lower)
     ]
+    misses = [(eps, method) for eps in eps_panel.values for method in ("decor", "whisper") if (eps, method) not in beats_ldp]
+    ldp_ahead = [(eps, method) for eps, method in misses
+                 if significantly_better(at(eps_panel, eps, "ldp"), at(eps_panel, eps, method), lower)]
     claims.append(Claim(
         "(a)", "across all eps, both correlation-based approaches (DECOR and Whisper) outperform LDP",
         f"{len(beats_ldp)}/{2 * len(eps_panel.values)} (eps, method) points; margin over LDP (DECOR / Whisper): "
         + ", ".join(f"eps={eps:g}: {_margin(at(eps_panel, eps, 'decor'), at(eps_panel, eps, 'ldp'), lower)} / "
-                    f"{_margin(at(eps_panel, eps, 'whisper'), at(eps_panel, eps, 'ldp'), lower)}" for eps in eps_panel.values),
+                    f"{_margin(at(eps_panel, eps, 'whisper'), at(eps_panel, eps, 'ldp'), lower)}" for eps in eps_panel.values)
+        + (f"; of the {len(misses)} misses, LDP is ahead by more than two standard errors of the paired difference over "
+           f"seeds at {len(ldp_ahead)}" + (": " + ", ".join(f"eps={eps:g} {method}" for eps, method in ldp_ahead) if ldp_ahead else "")
+           if misses else ""),
         len(beats_ldp) == 2 * len(eps_panel.values),
     ))
     sparse = [p for p in p_panel.values if p < 1.0]

@@ -12,9 +12,8 @@ the batch mean by at most ``2 C / smallest batch`` in k steps. The methods:
 
 Step size and clipping threshold are tuned per method on the tuning seeds, at every eps or, where
 a study says so for cost, at eps = 10 and reused across eps (the paper does not say how it tuned).
-A reproduction module states its
-:class:`~dpdl.experiments.reproduce.tradeoff.Study` and its claims; this module runs and
-summarises it.
+A reproduction module states its :class:`~dpdl.experiments.reproduce.tradeoff.Study` and its
+claims; this module runs and summarises it.
 """
 
 from __future__ import annotations

@@ -16,10 +16,11 @@ full run with 2 tuning and 10 final seeds: min 5, max 356 for one point): we tun
 average 30 (the papers: 10), which costs minutes.
 
 Why the claims fail at eps <= 10 (panel (a), and panel (b) at p = 0.2, which runs at eps = 10):
-barely any method learns there (every tuned point of panel (a) ends within 0.75-1.42x of the initial
-gap of 602, most at the smallest step size), so the ranking is noise. The agents' minimisers lie from -20 to 20 and their gradients at the start (norms 30 to 580)
-nearly cancel once clipped: the clipped mean gradient is 12% of C for every C up to 100. The noise
-scales with C as well, so no threshold helps: even at the central level sigma_ldp / sqrt(n), with
+barely any method learns there (every tuned point of panel (a) ends within 0.75-1.42x of the
+initial gap of 602, most at the smallest step size), so the ranking is noise. The agents'
+minimisers lie at -10..-1 and 11..20 and their gradients at the start (norms 30 to 580) nearly
+cancel once clipped: the clipped mean gradient is 12% of C for every C up to 100. The noise scales
+with C as well, so no threshold helps: even at the central level sigma_ldp / sqrt(n), with
 sigma_ldp = 2 C sqrt(T) / mu, T = 5000 steps of that pull add up to about 0.14 (eps = 3), 0.38
 (eps = 10) and 1.1 (eps = 40) standard deviations of the noise they accumulate in the average model.
 """
