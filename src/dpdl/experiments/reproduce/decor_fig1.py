@@ -122,7 +122,7 @@ def analyse(rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str
         task_claims, misses = _task_claims(task, task_study, summary)
         claims += task_claims
         if misses:
-            notes.append(_misses_note(task, task_study, misses, summary, rows))
+            notes.append(_misses_note(task, task_study, misses, rows))
     claims.append(budget_claim(rows))
     if parts != PARTS:
         notes.append(f"Parts run: {', '.join(parts)} (of {', '.join(PARTS)}); the others are not in this report.")
@@ -186,15 +186,14 @@ def _exact_gains(task_study: Study, summary: dict, lower: bool) -> str:
     return "; ".join(parts)
 
 
-def _misses_note(task: str, task_study: Study, misses: list[tuple[Panel, float]], summary: dict, rows: list[dict[str, Any]]) -> str:
+def _misses_note(task: str, task_study: Study, misses: list[tuple[Panel, float]], rows: list[dict[str, Any]]) -> str:
     """Why DECOR stays far from CDP at ``misses``: the agents' disagreement there (mean consensus
     distance of the tuned runs) against the graphs' algebraic connectivity, to which DECOR's
     pairwise noise variance is inversely proportional (DECOR Corollary 12)."""
+    distances = summarise(task_study, rows, metric="consensus_distance")
 
     def consensus(panel: Panel, eps: float) -> float:
-        point = summary[(panel.label, eps, "decor", "exact")]
-        chosen = {**point.hyperparameters, "task": task, "graph": panel.fixed["graph"], "eps": eps, "method": "decor", "calibration": "exact"}
-        return float(np.mean([row["consensus_distance"] for row in rows if all(row[key] == value for key, value in chosen.items())]))
+        return distances[(panel.label, eps, "decor", "exact")].mean
 
     complete = next(panel for panel in task_study.panels if panel.fixed["graph"] == "complete")
     connectivity = {panel.fixed["graph"]: algebraic_connectivity(build_graph(panel.fixed["graph"], panel.fixed["n"])) for panel in task_study.panels}

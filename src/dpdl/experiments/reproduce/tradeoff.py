@@ -252,13 +252,15 @@ def run_job(job: Job) -> dict[str, Any]:
     }
 
 
-def summarise(study: Study, rows: list[dict[str, Any]]) -> dict[tuple[str, float, str, str], Point]:
-    """The final point of every (panel label, x, method, calibration)."""
+def summarise(study: Study, rows: list[dict[str, Any]], metric: str | None = None) -> dict[tuple[str, float, str, str], Point]:
+    """The final point of every (panel label, x, method, calibration): the training's metric, or
+    ``metric`` (another field of the same runs, e.g. the consensus distance) at the tuned point."""
     by_key = _rows_by_key(rows)
     summary = {}
     for panel, x, method, calibration, base in _points(study):
         hyper = _best(panel, base, by_key)
-        values = tuple(float(by_key[_key({**base, **hyper, "seed": seed})][panel.training.metric]) for seed in range(panel.training.seeds))
+        field_ = metric or panel.training.metric
+        values = tuple(float(by_key[_key({**base, **hyper, "seed": seed})][field_]) for seed in range(panel.training.seeds))
         low, high = np.percentile(values, [25, 75])
         summary[(panel.label, x, method, calibration)] = Point(float(np.mean(values)), float(low), float(high), values, hyper)
     return summary
