@@ -35,7 +35,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"dpdl: error: {message} (see '{self.prog} --help')\n")
 
-    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 (argparse's signature)
+    def parse_known_args(
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
         """With ``--config FILE`` / ``--set KEY=VALUE`` (:func:`add_options_file_arguments`), parse
         again with the file's values, then the ``--set`` values, in place of the defaults: an option
         given on the command line still overrides both, wherever it stands."""
@@ -60,12 +62,16 @@ def _positive_int(text: str) -> int:
 
 def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     """Options that choose the communication graph and its mixing matrix."""
+    from dpdl.graphs.files import GRAPH_FILE_FORMATS
+
     group = parser.add_argument_group("graph")
     group.add_argument(
         "--graph",
         default="er",
         help=f"topology: one of {', '.join(SYNTHETIC_GRAPHS)}; a real graph ({', '.join(REAL_GRAPHS)}); "
-        "or edgelist:PATH (integer node ids, one edge per line). Default: er",
+        "or a graph file, file:PATH (format told by the extension .npz/.graphml/.gml, else by the content) or FORMAT:PATH, "
+        f"FORMAT one of: {'; '.join(f'{name}: {what}' for name, what in GRAPH_FILE_FORMATS.items())}. Default: er"
+        .replace("%", "%%"),  # argparse expands %-formats in help
     )
     group.add_argument("--n", type=_positive_int, default=20, help="number of agents for synthetic graphs (default 20)")
     group.add_argument("--p", type=float, default=0.5, help="Erdos-Renyi edge probability (default 0.5)")
