@@ -134,3 +134,9 @@ def test_unreadable_options_files(tmp_path):
     binary.write_bytes(b"\x93NUMPY\x01\x00\xff\xfe")
     with pytest.raises(ConfigError, match=f"cannot read options file {binary}"):
         load_options(parser, binary)
+
+
+def test_train_help_documents_config_set_and_graph_files():
+    help_text = _train_parser().format_help()  # what `dpdl train --help` prints
+    for word in ("--config FILE", "--set KEY=VALUE", "config.toml", "file:PATH", "edgelist", "decentralizepy", "npz", "graphml", "gml"):
+        assert word in help_text, word

@@ -44,7 +44,7 @@ def _is_flag(action: argparse.Action) -> bool:
 
 
 def _is_list(action: argparse.Action) -> bool:
-    return action.nargs in ("+", "*") or isinstance(action.nargs, int) and action.nargs > 1
+    return action.nargs in ("+", "*")
 
 
 def _value_type(action: argparse.Action) -> type:
@@ -55,14 +55,6 @@ def _value_type(action: argparse.Action) -> type:
     if isinstance(action.type, type):
         return action.type
     return typing.get_type_hints(action.type)["return"]
-
-
-def _to_toml(value: Any) -> Any:
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return [_to_toml(item) for item in value]
-    return value
 
 
 def dump_options(parser: argparse.ArgumentParser, values: dict[str, Any], header: Iterable[str] = ()) -> str:
@@ -78,7 +70,7 @@ def dump_options(parser: argparse.ArgumentParser, values: dict[str, Any], header
         if value is None:
             unset.append(key)
         else:
-            data[key] = _to_toml(value)
+            data[key] = value
     lines = [f"# {line}" for line in header]
     if unset:
         lines.append(f"# not set, so the command's default applies: {', '.join(unset)}")
@@ -91,7 +83,7 @@ def _type_name(action: argparse.Action) -> str:
     if action.choices is not None:
         item = f"one of {', '.join(map(repr, action.choices))}"
     else:
-        item = {int: "an integer", float: "a number", Path: "a path (string)"}.get(_value_type(action), "a string")
+        item = {int: "an integer", float: "a number"}.get(_value_type(action), "a string")
     return f"a list, each item {item}" if _is_list(action) else item
 
 
@@ -106,7 +98,7 @@ def _scalar(action: argparse.Action, value: Any, where: str) -> Any:
         raise wrong
     if wanted is float and not isinstance(value, (int, float)):
         raise wrong
-    if wanted in (str, Path) and not isinstance(value, str):
+    if wanted is str and not isinstance(value, str):
         raise wrong
     if action.type is not None and not isinstance(action.type, type):  # a converter that also checks a range
         try:
