@@ -70,6 +70,8 @@ def test_a_batch_state_of_other_batches_is_refused() -> None:
         AgentBatches(SIZES, BUILDERS["cyclic"], 5, [2]).set_state(generators, arrays)
     with pytest.raises(ValueError, match="not a PCG64 state"):
         AgentBatches(SIZES, BUILDERS["cyclic"], 5, [1]).set_state({"1": {**generators["1"], "state": 3}}, arrays)
+    with pytest.raises(ValueError, match=r"indices lie in \[0, 55\)"):
+        AgentBatches(SIZES, BUILDERS["cyclic"], 5, [1]).set_state(generators, {**arrays, "1/indices": arrays["1/indices"] + 50})
     other = AgentBatches(SIZES, BUILDERS["cyclic"], 5, [2])  # 70 examples in batches of 18, agent 1's 55 in 14
     other.sample()
     generators, arrays = other.state()
@@ -218,3 +220,23 @@ def test_the_package_unpickles_nothing() -> None:
             if isinstance(node, ast.keyword) and node.arg == "allow_pickle" and not (isinstance(node.value, ast.Constant) and node.value.value is False):
                 offenders.append(f"{source}:{node.lineno} allow_pickle other than False")
     assert offenders == []
+
+
+def test_a_checksummed_state_that_does_not_fit_the_run_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """The checksum says a file is whole, not that its contents fit: the agent checks the
+    parameters' shape and that its batch streams accept the state (numpy's own range checks included)."""
+    from dpdl.runtime.agent import _restore
+
+    batches = AgentBatches(SIZES, BUILDERS["uniform"], 5, [1])
+    generators, arrays = batches.state()
+    out_of_range = {"1": {**generators["1"], "state": {**generators["1"]["state"], "state": -5}}}
+    path = tmp_path / "periodic.ckpt"
+    save_checkpoint(path, [AgentState(10, np.zeros(4), (out_of_range, arrays)), AgentState(20, np.zeros(4), batches.state())], "run", 1)
+    bad, good = load_checkpoint(path, "run", 1)
+    with pytest.raises(FileFormatError, match=f"{path}: the batch streams of round 10 do not fit"):
+        _restore(path, bad, (4,), AgentBatches(SIZES, BUILDERS["uniform"], 5, [1]))
+    with pytest.raises(FileFormatError, match=r"round 20 have shape \(4,\), this run's \(3, 4\)"):
+        _restore(path, good, (3, 4), AgentBatches(SIZES, BUILDERS["uniform"], 5, [1]))
+    with pytest.raises(FileFormatError, match="has the batch streams this run lacks"):
+        _restore(path, good, (4,), None)
+    _restore(path, good, (4,), AgentBatches(SIZES, BUILDERS["uniform"], 5, [1]))

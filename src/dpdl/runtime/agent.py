@@ -157,7 +157,7 @@ def _restore(path: Path, state: AgentState, shape: tuple[int, ...], batches: Age
     if batches is not None and state.batches is not None:
         try:
             batches.set_state(*state.batches)
-        except ValueError as error:
+        except (ValueError, TypeError, OverflowError) as error:  # numpy's own checks of a generator state included
             raise FileFormatError(f"{path}: the batch streams of round {state.round} do not fit this run's: {error}") from None
 
 

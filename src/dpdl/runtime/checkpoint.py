@@ -149,11 +149,12 @@ def load_checkpoint(path: Path, run: str, agent: int) -> list[AgentState]:
             prefix = f"state{k}/batches/"
             sampler = {name[len(prefix) :]: arrays.pop(name) for name in list(arrays) if name.startswith(prefix)}
             generators = described["generators"]
-            if not isinstance(described["round"], int) or params.dtype != np.float64 or (generators is None and sampler):
+            malformed_generators = not isinstance(generators, dict) and (generators is not None or sampler)
+            if not isinstance(described["round"], int) or params.dtype != np.float64 or malformed_generators:
                 raise ValueError(f"state {k} is malformed")
             states.append(AgentState(described["round"], params, None if generators is None else (generators, sampler)))
         if arrays:
             raise ValueError(f"entries of no state: {sorted(arrays)[:5]}")
-    except (ValueError, KeyError, TypeError) as error:
+    except (ValueError, KeyError, TypeError, RecursionError) as error:
         raise FileFormatError(f"{path} has a checksum but not the layout of a checkpoint ({error}); {expected}") from None
     return states

@@ -173,6 +173,8 @@ class CyclicSampler:
                 f"a cyclic sampler's batches are integer indices and float weights of shape {self._shape}, "
                 f"got {indices.dtype} {indices.shape} and {weights.dtype} {weights.shape}"
             )
+        if indices.size and (indices.min() < 0 or indices.max() >= self.sizes.sum()):
+            raise ValueError(f"a cyclic sampler's indices lie in [0, {self.sizes.sum()}), got [{indices.min()}, {indices.max()}]")
         self._indices, self._weights = indices.astype(np.int64), weights.astype(np.float64)
         self._step = int(step)
 

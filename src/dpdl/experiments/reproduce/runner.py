@@ -114,7 +114,7 @@ def _read_entry(path: Path, key: dict[str, Any]) -> tuple[dict[str, Any] | None,
     the file is an entry of the same job under another engine version or data."""
     try:
         entry = json.loads(path.read_bytes())
-    except (OSError, ValueError) as error:  # ValueError: empty, truncated, not UTF-8
+    except (OSError, ValueError, RecursionError) as error:  # ValueError: empty, truncated, not UTF-8; RecursionError: nested too deep
         return None, f"not JSON ({error})", False
     if not isinstance(entry, dict):
         return None, f"a JSON {type(entry).__name__}, not an entry", False
