@@ -5,11 +5,19 @@ from dpdl.simulation.sampling import SAMPLERS, CyclicSampler, PoissonSampler, Un
 from dpdl.simulation.schedules import SCHEDULES, StepSize
 from dpdl.simulation.tracking import run_dsgt
 
+#: Version of the numbers a seed produces: the samplers, the noise streams and the engines'
+#: arithmetic. Bump it in any change that moves seeded results (a different draw, another order of
+#: operations, a changed default), so that cached reproduction runs made before are recomputed
+#: (:mod:`dpdl.experiments.reproduce.runner`) and runtime checkpoints made before are refused
+#: (:mod:`dpdl.runtime.checkpoint`) instead of being mixed with new numbers.
+ENGINE_VERSION = 1
+
 #: The engines a training job can run: D-SGD, and gradient tracking (DSGT).
 ALGORITHMS = ("dsgd", "dsgt")
 
 __all__ = [
     "ALGORITHMS",
+    "ENGINE_VERSION",
     "CLIP_LEVELS",
     "SAMPLERS",
     "SCHEDULES",

@@ -32,7 +32,7 @@ from dpdl.experiments.reproduce import (
     whisper_variance,
 )
 from dpdl.experiments.reproduce.report import write_report, write_rows
-from dpdl.experiments.reproduce.runner import job_key, run_jobs
+from dpdl.experiments.reproduce.runner import run_jobs, scan_cache
 
 __all__ = ["REPRODUCTIONS", "reproduce"]
 
@@ -57,8 +57,9 @@ def _parts(name: str, module: ModuleType, parts: Sequence[str] | None) -> dict[s
 
 
 def _cached(jobs: list[dict], cache: Path) -> int:
-    """How many of ``jobs`` an earlier invocation already ran (their results are in ``cache``)."""
-    return sum((cache / f"{job_key(job)}.json").is_file() for job in jobs)
+    """How many of ``jobs`` an earlier invocation already ran: their entries in ``cache`` are of
+    this engine version and data (stale and unusable ones are run again, so they do not count)."""
+    return len(scan_cache(jobs, cache).rows)
 
 
 def reproduce(
