@@ -3,7 +3,8 @@
 The independent computation is mpmath's evaluation (``mp.dps = 60``) of the Gaussian-DP privacy
 profile ``delta(eps; mu) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (Dong, Roth & Su 2022,
 Corollary 2.13), where the float evaluation of :func:`dpdl.accounting.gdp.delta` is off by up to
-5e-12 relative (its two terms cancel).
+5e-12 relative (its two terms cancel), and a 60-digit Mahalanobis norm for the covariances that
+are (nearly) singular.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from dpdl.accounting import gdp
 from dpdl.factorization.mafalda import local_sensitivity, noise_multiplier
 from dpdl.factorization.participation import Participation
 from dpdl.graphs import erdos_renyi, metropolis_hastings
+from dpdl.graphs.spectral import laplacian
 from dpdl.mechanisms import LocalDP
+from dpdl.mechanisms.base import NoiseMechanism
+from dpdl.mechanisms.decor import Decor
 from dpdl.mechanisms.registry import MECHANISMS, DesignOptions, build_mechanism
-from dpdl.threats import Eavesdropper
+from dpdl.threats import CentralObserver, Colluding, Eavesdropper, ThreatModel
 
 mp.mp.dps = 60
 
@@ -146,4 +150,67 @@ def test_example_level_pld_calibration_never_exceeds_the_budget(eps: float, targ
     assert calibration.achieved_epsilon <= eps
     mechanism = LocalDP(4, noise_scale(LocalDP(4, 1.0), Eavesdropper(), calibration))
     assert account(mechanism, Eavesdropper(), relation, 50, target).epsilon <= eps
+
+
+# -- singular and nearly singular covariances ---------------------------------------------------------
+
+SMALL = erdos_renyi(8, 0.5, 1)
+THREATS: list[ThreatModel] = [Eavesdropper(), CentralObserver(), Colluding(1), Colluding(3)]
+
+
+def exact_worst_sensitivity(mechanism: NoiseMechanism, threat: ThreatModel) -> mp.mpf:
+    """``max_i sqrt(e_i^T P^T (P R_H P^T)^-1 P e_i)`` over coalitions and honest agents in 60 digits."""
+    worst = mp.mpf(0)
+    for coalition in threat.coalitions(mechanism.n):
+        honest = [i for i in range(mechanism.n) if i not in coalition]
+        unknown = mp.matrix(mechanism.unknown_covariance(coalition)[np.ix_(honest, honest)].tolist())
+        view = mp.matrix(threat.view(len(honest)).tolist())
+        inverse = (view * unknown * view.T) ** -1
+        for i in range(len(honest)):
+            column = view[:, i]
+            worst = max(worst, mp.sqrt((column.T * inverse * column)[0]))
+    return worst
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1.0, 1e30])
+@pytest.mark.parametrize("threat", THREATS, ids=str)
+def test_an_unprotected_direction_is_infinite_for_every_threat_at_every_scale(threat: ThreatModel, scale: float) -> None:
+    """Pairwise-cancelling noise alone (``R = sigma^2 L``, zero noise along the sum of the honest
+    agents' gradients): eps = inf for every view and coalition, whatever the noise scale (the
+    central observer's 1 x 1 ``1^T R 1 / n^2`` is rounding noise, once read as a huge finite mu)."""
+    report = account(Decor(SMALL, 0.0, math.sqrt(scale)), threat, AgentLevel(CLIP), STEPS, 1e-5)
+    assert math.isinf(report.mu_step) and math.isinf(report.epsilon)
+    if threat.coalition_count(SMALL.number_of_nodes()) == 1:  # the same, from the bare covariance
+        assert math.isinf(account(scale * laplacian(SMALL), threat, AgentLevel(CLIP), STEPS, 1e-5).epsilon)
+
+
+@pytest.mark.parametrize("relative", [1e-6, 1e-8])
+@pytest.mark.parametrize("threat", THREATS, ids=str)
+def test_a_tiny_genuine_private_variance_keeps_an_accurate_finite_value(threat: ThreatModel, relative: float) -> None:
+    """The same noise plus private variance ``relative`` times the largest pairwise variance: finite,
+    at every scale, and equal to the 60-digit Mahalanobis norm (the condition number is 1/relative,
+    so double precision keeps about 16 + log10(relative) digits)."""
+    lam = float(np.linalg.eigvalsh(laplacian(SMALL)).max())
+    reference = None
+    for scale in (1e-30, 1.0, 1e30):
+        mechanism = Decor(SMALL, math.sqrt(relative * lam * scale), math.sqrt(scale))
+        report = account(mechanism, threat, AgentLevel(1.0), 1, 1e-5)
+        exact = exact_worst_sensitivity(mechanism, threat) * 2  # agent-level sensitivity 2C
+        assert report.mu_step == pytest.approx(float(exact), rel=1e3 * relative**-1 * 2.0**-52)
+        reference = reference or report.mu_step * math.sqrt(scale)
+        assert report.mu_step * math.sqrt(scale) == pytest.approx(reference, rel=1e-6)
+
+
+def test_zero_noise_on_one_agent_is_infinite_where_its_message_is_seen() -> None:
+    """Agent 0 adds no noise: infinite against every view that sees its message, but the average
+    (central observer) is hidden by the others' noise: unit mu = 1 / sqrt(sum of variances)."""
+    variances = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    mechanism = NoiseMechanism(6, variances)
+    for threat in (Eavesdropper(), Colluding(1), Colluding(2)):
+        assert math.isinf(account(mechanism, threat, AgentLevel(0.5), STEPS, 1e-5).epsilon)
+    central = account(mechanism, CentralObserver(), AgentLevel(0.5), STEPS, 1e-5)
+    assert central.mu_step == pytest.approx(2 * 0.5 / math.sqrt(variances.sum()), rel=1e-12)
+    mechanism = NoiseMechanism(6, variances + 1e-6 * variances.max())  # a genuine private variance
+    report = account(mechanism, Eavesdropper(), AgentLevel(0.5), STEPS, 1e-5)
+    assert report.mu_step == pytest.approx(2 * 0.5 / math.sqrt(5e-6), rel=1e-12)
 
