@@ -35,7 +35,8 @@ __all__ = ["delta", "within", "epsilon", "mu_for_budget", "compose", "check_budg
 #: Rounding-error bound of :func:`delta`, in units of ``c^2 + eps + 1`` times its first term
 #: (``c = eps/mu + mu/2``): an absolute error ``u c`` in the arguments of Phi (u = 2^-52) moves
 #: Phi(a) by ``u c |a|`` and Phi(b) by ``u c^2`` relative; ``exp(eps + log Phi(b))`` adds ``u (eps +
-#: c^2/2)``; Phi itself a few u. Measured (60 digits): at most 0.3 of this bound at 8 u.
+#: c^2/2)``; Phi itself a few u. Measured against 60 digits (eps 1e-4 to 500, delta 1e-2 to 1e-15):
+#: at most 2.75 u (c^2 + eps + 1) Phi(a), so 8 u leaves a factor of 2.9.
 ROUNDING = 8 * 2.0**-52
 
 

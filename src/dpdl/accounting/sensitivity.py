@@ -27,7 +27,8 @@ CHOLESKY_TOL = 1e-9
 
 def _scale(covariance: np.ndarray, view: np.ndarray) -> float:
     """The scale Sigma's rounding errors are relative to: R's largest variance times P's largest
-    squared row norm (an upper bound on ``lambda_max(P R P^T)`` within a factor n). Sigma's own
+    squared row norm (the largest variance of one observed coordinate if the noise were perfectly
+    correlated; within a factor n of ``lambda_max(R)`` for the views here). Sigma's own
     entries will not do: the central observer's ``1^T R 1 / n^2`` of zero-sum noise is pure
     rounding (1e-16 of R), a 1 x 1 matrix that factors cleanly and would give a huge finite mu."""
     variance = float(np.diag(covariance).max(initial=0.0))
