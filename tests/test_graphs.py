@@ -6,15 +6,20 @@ re-running dpdl's code path.
 
 from __future__ import annotations
 
+import csv
 import gzip
+import hashlib
+import json
 import math
+import os
 import warnings
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import pytest
 
-from dpdl.errors import DpdlError, GraphError, MixingMatrixError
+from dpdl.errors import DataError, DpdlError, GraphError, MixingMatrixError
 from dpdl.graphs import (
     NotDoublyStochasticWarning,
     algebraic_connectivity,
@@ -472,6 +477,51 @@ def test_small_real_graphs(name, nodes, edges, reference):
     assert edge_set(graph) == edge_set(nx.relabel_nodes(ref, mapping))
 
 
+#: sha256 of the JSON of [list(graph.nodes), list(graph.edges)] of each graph as dpdl built it from
+#: networkx 3.6.1's CSV exports before it built them from networkx: the agents' numbering and the
+#: order in which nodes and edges are visited (which sets, e.g., the order of LPPA's arcs).
+NETWORKX_FINGERPRINTS = {
+    "florentine": "a056a3e8d698e7f8b8523ab08f8498afbb84ad9bc37a7b4a9f5c49d3a4cc5adb",
+    "karate": "fc001f55abf580e28a99cbd279dea16f1ce7b57cf15a88084e84486f5bbf0d8b",
+    "davis": "6ced097571741bb887aa6961c77cd2fed9a70434e670a01debb70fce7b2d3005",
+    "les-miserables": "2b99a2ff8269a8d0fc8824a454ae8570811f86fcb071e466e72f7d5a309f77d4",
+}
+
+
+def _fingerprint(graph: nx.Graph) -> str:
+    return hashlib.sha256(json.dumps([list(graph.nodes), list(graph.edges)]).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("name", list(NETWORKX_FINGERPRINTS))
+def test_networkx_graphs_are_the_ones_read_from_csv_before(name):
+    graph = build_graph(name)
+    assert _fingerprint(graph) == NETWORKX_FINGERPRINTS[name]
+    assert not any(data for _, _, data in graph.edges(data=True))  # no weights to enter weighted matrices
+
+
+@pytest.mark.full_data
+@pytest.mark.parametrize(
+    "name, file", [("florentine", "florentine_families"), ("karate", "karate_club"), ("davis", "davis_southern_women"),
+                   ("les-miserables", "les_miserables")],
+)
+def test_networkx_graphs_equal_the_csv_exports(name, file):
+    """Where the old layout's CSV exports are at hand (networkx_graphs/ in DPDL_DATA_DIR), build the
+    graph as dpdl did from them and compare node order and edge order exactly."""
+    path = Path(os.environ["DPDL_DATA_DIR"]) / "networkx_graphs" / f"{file}.csv"
+    if not path.is_file():
+        pytest.skip(f"no {path}")
+    with path.open(newline="") as handle:
+        edges = [(row["source"], row["target"]) for row in csv.DictReader(handle)]
+    if all(u.isdigit() and v.isdigit() for u, v in edges):
+        edges = [(int(u), int(v)) for u, v in edges]
+    old = nx.Graph()
+    old.add_edges_from(edges)
+    old = nx.relabel_nodes(old, {label: k for k, label in enumerate(sorted(old.nodes))})
+    new = build_graph(name)
+    assert list(new.nodes) == list(old.nodes) and list(new.edges) == list(old.edges)
+    assert _fingerprint(old) == NETWORKX_FINGERPRINTS[name]
+
+
 def test_karate_keeps_zacharys_numbering():
     graph = build_graph("karate")
     # member 0 (Mr. Hi) and 33 (the officer) are the two hubs, degrees 16 and 17
@@ -484,6 +534,33 @@ def test_facebook_ego_414_is_its_largest_component():
     assert graph.number_of_nodes() == 148
     assert graph.number_of_edges() == 1692
     assert sorted(graph.nodes) == list(range(148))
+
+
+def test_facebook_combined_graph():
+    graph = build_graph("facebook")
+    assert graph.number_of_nodes() == 4039 and graph.number_of_edges() == 88234
+    assert sorted(graph.nodes) == list(range(4039))
+
+
+@pytest.mark.full_data
+def test_every_facebook_ego_network_is_a_connected_part_of_the_combined_graph():
+    """(nodes, edges) of each ego network's largest component, as dpdl read them from the ego files
+    when this test was written; fewer nodes than the ego has friends in the combined graph (alters
+    without a friend among the others, and smaller components, are left out)."""
+    sizes = {0: (324, 2514), 107: (1034, 26749), 348: (224, 3192), 414: (148, 1692), 686: (168, 1656), 698: (40, 220),
+             1684: (775, 14006), 1912: (744, 30023), 3437: (532, 4812), 3980: (44, 138)}
+    combined = build_graph("facebook")
+    for ego, (nodes, edges) in sizes.items():
+        graph = build_graph(f"facebook-ego-{ego}")
+        assert (graph.number_of_nodes(), graph.number_of_edges()) == (nodes, edges)
+        assert nx.is_connected(graph) and nodes < combined.degree(ego)
+
+
+def test_a_missing_ego_network_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPDL_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("DPDL_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(DataError, match=r"data set 'facebook_ego' not found: no facebook/ego/107.edges or facebook/ego/107.edges.gz .*'dpdl data fetch facebook_ego'"):
+        build_graph("facebook-ego-107")
 
 
 def test_gnutella_largest_component():

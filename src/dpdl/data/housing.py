@@ -1,33 +1,71 @@
-"""California housing (Pace & Barry 1997), read from ``shared/data/california_housing``.
+"""California housing (Pace & Barry 1997), read from ``california_housing/cal_housing.tgz`` (the
+archive ``dpdl data fetch california_housing`` downloads, as scikit-learn does) or from
+``california_housing/cal_housing.data.gz`` (its data file alone).
 
 20640 block groups, 8 features (longitude, latitude, housing median age, total rooms, total
 bedrooms, population, households, median income) and the median house value, the regression
 target of MAFALDA-SGD's Housing experiment (its OpenML 823 copy holds the same rows).
+
+The table's shape (9 finite numbers a row) is checked, not its number of rows, so that a slice
+reads too; a damaged file fails to parse or its gzip check, and ``dpdl data list`` compares the
+files with the published checksums.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
+import logging
+import tarfile
+import zlib
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
-from dpdl.data.paths import shared_data_file
+from dpdl.data.paths import data_file
 from dpdl.errors import DataError
 
-__all__ = ["load_california_housing", "FEATURES"]
+__all__ = ["load_california_housing", "FEATURES", "ROWS"]
+
+logger = logging.getLogger(__name__)
 
 FEATURES = ("longitude", "latitude", "housing_median_age", "total_rooms", "total_bedrooms", "population", "households", "median_income")
+#: Rows of the full data set (a slice has fewer).
 ROWS = 20640
+#: The data file's name inside ``cal_housing.tgz``.
+MEMBER = "CaliforniaHousing/cal_housing.data"
+
+
+def _read_text(path: Path) -> str:
+    """The data file's text: the archive's member (read in memory, nothing extracted to disk) or
+    the gzip file."""
+    try:
+        if path.name.endswith(".tgz"):
+            with tarfile.open(path, "r:gz") as archive:
+                member = archive.extractfile(MEMBER)
+                if member is None:
+                    raise DataError(f"{path}: {MEMBER} is not a regular file")
+                return member.read().decode("ascii")
+        with gzip.open(path, "rt", encoding="ascii") as handle:
+            return handle.read()
+    except KeyError:
+        raise DataError(f"{path} holds no {MEMBER}") from None
+    except (OSError, EOFError, zlib.error, tarfile.TarError, UnicodeDecodeError) as error:
+        raise DataError(f"{path} cannot be read: {error}") from None
 
 
 @lru_cache(maxsize=1)
 def _load() -> tuple[np.ndarray, np.ndarray]:
-    path = shared_data_file("california_housing/cal_housing.data.gz")
-    with gzip.open(path, "rt") as handle:
-        table = np.loadtxt(handle, delimiter=",")
-    if table.shape != (ROWS, len(FEATURES) + 1):
-        raise DataError(f"{path}: expected {ROWS} rows of {len(FEATURES) + 1} numbers, got shape {table.shape}")
+    path = data_file("california_housing", "california_housing/cal_housing.tgz", "california_housing/cal_housing.data.gz")
+    try:
+        table = np.loadtxt(io.StringIO(_read_text(path)), delimiter=",", ndmin=2)
+    except ValueError as error:
+        raise DataError(f"{path}: not a table of numbers ({error})") from None
+    if table.shape[1] != len(FEATURES) + 1 or not np.isfinite(table).all():
+        raise DataError(f"{path}: expected rows of {len(FEATURES) + 1} finite numbers, got shape {table.shape}")
+    if len(table) != ROWS:
+        logger.warning("%s holds %d rows, not the full data set's %d: a slice", path, len(table), ROWS)
     features, values = table[:, :-1], table[:, -1]
     features.setflags(write=False)
     values.setflags(write=False)
@@ -35,5 +73,6 @@ def _load() -> tuple[np.ndarray, np.ndarray]:
 
 
 def load_california_housing() -> tuple[np.ndarray, np.ndarray]:
-    """``(features (20640, 8), median house value (20640,))`` as read; cached and read-only."""
+    """``(features (rows, 8), median house value (rows,))`` as read (20640 rows in the full data
+    set); cached and read-only."""
     return _load()

@@ -1,20 +1,31 @@
 """Where data files live.
 
 Two sources: files bundled inside the package (a9a, so that ``make demo`` needs nothing else), and
-the project's shared data folder ``shared/data`` (real graphs, MNIST, Adult, ...). The shared folder
-is found, in order, from the ``DPDL_DATA_DIR`` environment variable, then as ``shared/data`` in the
-current directory or any of its parents, then beside the package's source tree.
+the full data sets listed in ``manifest.json`` (MNIST, Adult, real graphs, ...), which are looked up,
+in this order, in
+
+1. the folder named by the ``DPDL_DATA_DIR`` environment variable, if set (it must be a folder);
+2. the user cache folder, ``DPDL_CACHE_DIR`` if set, else the platform's (``~/.cache/dpdl`` on
+   Linux), where ``dpdl data fetch NAME`` writes.
+
+Both hold the same layout, one folder per data set (``mnist/train-images-idx3-ubyte.gz``, ...).
+Nothing is downloaded at run time: a missing file is one :class:`DataError` that says how to get it.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+import platformdirs
 
 from dpdl.errors import DataError
 
-__all__ = ["bundled_file", "shared_data_dir", "shared_data_file"]
+__all__ = ["bundled_file", "cache_dir", "data_roots", "data_file", "manifest"]
 
 
 def bundled_file(relative: str) -> Path:
@@ -25,32 +36,44 @@ def bundled_file(relative: str) -> Path:
     return path
 
 
-def _candidates() -> list[Path]:
-    found: list[Path] = []
+@lru_cache(maxsize=1)
+def manifest() -> dict[str, dict[str, Any]]:
+    """The packaged ``manifest.json``: per data set, its title, licence, citation and files (path in
+    the data folder, URL or None where no verifiable original exists, sha256, size, and the other
+    layouts a loader also reads, with their own sha256)."""
+    return json.loads(bundled_file("manifest.json").read_text())
+
+
+def cache_dir() -> Path:
+    """The user cache folder: ``DPDL_CACHE_DIR`` if set, else ``platformdirs.user_cache_dir("dpdl")``."""
+    return Path(os.environ.get("DPDL_CACHE_DIR") or platformdirs.user_cache_dir("dpdl")).expanduser()
+
+
+def data_roots() -> list[tuple[str, Path]]:
+    """The folders searched for data sets, in order, each with what it is (for messages)."""
+    roots = []
     env = os.environ.get("DPDL_DATA_DIR")
     if env:
-        found.append(Path(env))
-    for start in (Path.cwd().resolve(), Path(__file__).resolve().parent):
-        for folder in (start, *start.parents):
-            found.append(folder / "shared" / "data")
-    return found
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            raise DataError(f"DPDL_DATA_DIR={env} is not a folder; point it at the folder holding mnist/, adult/, ... or unset it")
+        roots.append(("DPDL_DATA_DIR", path))
+    roots.append(("cache", cache_dir()))
+    return roots
 
 
-def shared_data_dir() -> Path:
-    """The ``shared/data`` folder, or a :class:`DataError` naming where it was looked for."""
-    candidates = _candidates()
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
+def data_file(dataset: str, *relatives: str) -> Path:
+    """The first of ``relatives`` (layouts of one file, in order of preference) found in the data
+    roots, searched in order; a :class:`DataError` naming the data set, where it was looked for and
+    how to get it if none is there."""
+    roots = data_roots()
+    for _, root in roots:
+        for relative in relatives:
+            if (root / relative).is_file():
+                return root / relative
+    looked = " and ".join(f"{root} ({what})" for what, root in roots)
+    hint = "" if "DPDL_DATA_DIR" in dict(roots) else "; or set DPDL_DATA_DIR to a folder holding it"
     raise DataError(
-        "the shared data folder was not found; set DPDL_DATA_DIR to the folder holding "
-        "a9a/, mnist/, facebook/, ... (looked for shared/data above the current directory)"
+        f"data set {dataset!r} not found: no {' or '.join(relatives)} in {looked}; "
+        f"get it with 'dpdl data fetch {dataset}'{hint}"
     )
-
-
-def shared_data_file(relative: str) -> Path:
-    """Path of ``relative`` inside the shared data folder, or a :class:`DataError` if missing."""
-    path = shared_data_dir() / relative
-    if not path.is_file():
-        raise DataError(f"data file not found: {path}")
-    return path

@@ -1,4 +1,5 @@
-"""Communication topologies: synthetic generators and the real graphs shipped in ``shared/data``.
+"""Communication topologies: synthetic generators and real graphs (networkx's classic social graphs,
+and SNAP's, read from the data folders of :mod:`dpdl.data.paths`).
 
 Every function returns an undirected :class:`networkx.Graph` (a directed one where asked) whose
 nodes are the integers ``0..n-1`` (agents first, as everywhere in dpdl). Generators that can produce a disconnected
@@ -15,7 +16,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
-from dpdl.data.paths import shared_data_file
+from dpdl.data.paths import data_file
 from dpdl.errors import GraphError
 
 __all__ = [
@@ -181,14 +182,25 @@ def read_edgelist(path: str | Path) -> nx.Graph:
     return relabel_consecutive(graph)
 
 
-def _read_csv_graph(name: str) -> nx.Graph:
-    with open(shared_data_file(f"networkx_graphs/{name}.csv"), newline="") as handle:
-        edges = [(row["source"], row["target"]) for row in csv.DictReader(handle)]
-    if all(u.isdigit() and v.isdigit() for u, v in edges):
-        # integer ids (karate): sort them as numbers, so agent i is the data set's node i
-        edges = [(int(u), int(v)) for u, v in edges]
+#: The classic social graphs networkx builds from its own source, by CLI name.
+NETWORKX_GRAPHS = {
+    "florentine": nx.florentine_families_graph,
+    "karate": nx.karate_club_graph,
+    "davis": nx.davis_southern_women_graph,
+    "les-miserables": nx.les_miserables_graph,
+}
+
+
+def _networkx_graph(name: str) -> nx.Graph:
+    """networkx's graph ``name``, its edges only, nodes relabelled in sorted order of their labels
+    (Zachary's numbers for karate, so agent i is member i; names otherwise).
+
+    The edges are added in networkx's order and without their attributes: karate's and Les
+    Miserables' ``weight`` would otherwise enter every matrix built with networkx's default
+    weighting, and the node and edge order is then the one the graph had when it was read from a
+    CSV export of networkx 3.6.1 (the test suite checks both against a fingerprint)."""
     graph = nx.Graph()
-    graph.add_edges_from(edges)
+    graph.add_edges_from(NETWORKX_GRAPHS[name]().edges())
     return relabel_consecutive(graph)
 
 
@@ -207,27 +219,27 @@ def _breadth_first_sample(graph: nx.Graph, size: int) -> nx.Graph:
     return relabel_consecutive(graph.subgraph(order[:size]).copy())
 
 
-def _facebook_ego(ego: int, include_ego: bool) -> nx.Graph:
-    """Ego network ``ego`` of SNAP ego-Facebook: the alters' friendships (largest component).
+#: The egos of SNAP ego-Facebook.
+FACEBOOK_EGOS = (0, 107, 348, 414, 686, 698, 1684, 1912, 3437, 3980)
 
-    With ``include_ego`` the ego itself is added, linked to every alter (then the graph is
-    connected by construction).
+
+def _facebook_ego(ego: int) -> nx.Graph:
+    """Ego network ``ego`` of SNAP ego-Facebook: the alters' friendships (largest component), from
+    the ego's own ``<ego>.edges`` file.
+
+    Not derived from the combined graph: there the alters of 6 of the 10 egos share 1 to 29 more
+    edges (friendships recorded in another ego's network), so the graphs would differ.
     """
-    graph = read_edgelist(shared_data_file(f"facebook/ego/{ego}.edges.gz"))
-    if include_ego:
-        centre = graph.number_of_nodes()
-        graph.add_edges_from((centre, v) for v in range(centre))
-        return graph
-    return _largest_component(graph)
+    return _largest_component(read_edgelist(data_file("facebook_ego", f"facebook/ego/{ego}.edges", f"facebook/ego/{ego}.edges.gz")))
 
 
-#: Real graphs shipped in ``shared/data``, by CLI name, with what is kept of them.
+#: Real graphs, by CLI name, with what is kept of them.
 REAL_GRAPHS: dict[str, str] = {
     "florentine": "Padgett's Florentine families (15 nodes, 20 edges)",
     "karate": "Zachary's karate club (34 nodes, 78 edges)",
     "davis": "Davis Southern Women, bipartite women/events (32 nodes, 89 edges)",
     "les-miserables": "Les Miserables co-appearances (77 nodes, 254 edges)",
-    "facebook-ego-<id>": "SNAP ego-Facebook ego network <id> (0,107,348,414,686,698,1684,1912,3437,3980): "
+    "facebook-ego-<id>": "SNAP ego-Facebook ego network <id> (0, 107, 348, 414, 686, 698, 1684, 1912, 3437, 3980): "
     "largest component of the alters' friendships",
     "facebook": "SNAP ego-Facebook combined graph (4039 nodes, 88234 edges)",
     "gnutella": "SNAP p2p-Gnutella08 overlay, largest connected component (6299 nodes)",
@@ -238,24 +250,21 @@ REAL_GRAPHS: dict[str, str] = {
 
 
 def real_graph(name: str) -> nx.Graph:
-    """Load a real graph from ``shared/data`` by its name in :data:`REAL_GRAPHS`."""
-    csv_names = {
-        "florentine": "florentine_families",
-        "karate": "karate_club",
-        "davis": "davis_southern_women",
-        "les-miserables": "les_miserables",
-    }
-    if name in csv_names:
-        return _read_csv_graph(csv_names[name])
+    """The real graph named ``name`` in :data:`REAL_GRAPHS` (a :class:`~dpdl.errors.DataError` says
+    how to get its data set where it is missing)."""
+    if name in NETWORKX_GRAPHS:
+        return _networkx_graph(name)
     if name.startswith("facebook-ego-"):
         suffix = name.removeprefix("facebook-ego-")
         if not suffix.isdigit():
             raise GraphError(f"facebook ego networks are named facebook-ego-<id>, got {name!r}")
-        return _facebook_ego(int(suffix), include_ego=False)
+        if int(suffix) not in FACEBOOK_EGOS:
+            raise GraphError(f"SNAP ego-Facebook has no ego {suffix}; its egos: {', '.join(map(str, FACEBOOK_EGOS))}")
+        return _facebook_ego(int(suffix))
     if name == "facebook":
-        return read_edgelist(shared_data_file("facebook/facebook_combined.txt.gz"))
+        return read_edgelist(data_file("facebook", "facebook/facebook_combined.txt.gz"))
     if name == "gnutella":
-        return _largest_component(read_edgelist(shared_data_file("gnutella/p2p-Gnutella08.txt.gz")))
+        return _largest_component(read_edgelist(data_file("gnutella", "gnutella/p2p-Gnutella08.txt.gz")))
     if name.startswith("gnutella-"):
         suffix = name.removeprefix("gnutella-")
         if not suffix.isdigit() or int(suffix) < 2:
@@ -263,7 +272,7 @@ def real_graph(name: str) -> nx.Graph:
         return _breadth_first_sample(real_graph("gnutella"), int(suffix))
     if name == "collegemsg":
         graph = nx.Graph()
-        with gzip.open(shared_data_file("collegemsg/collegemsg.csv.gz"), "rt", newline="") as handle:
+        with gzip.open(data_file("collegemsg", "collegemsg/collegemsg.csv.gz"), "rt", newline="") as handle:
             for row in csv.DictReader(handle):
                 if row["Source"] != row["Target"]:
                     graph.add_edge(int(row["Source"]), int(row["Target"]))
