@@ -117,9 +117,10 @@ def test_torn_edited_or_foreign_cache_files_are_detected_logged_and_rerun(counte
 
 def test_the_data_fingerprint_follows_the_data_files_contents(tmp_path, monkeypatch) -> None:
     (tmp_path / "mnist").mkdir()
-    data = tmp_path / "mnist" / "train.gz"
+    data = tmp_path / "mnist" / "train-images-idx3-ubyte.gz"
     data.write_bytes(b"abcd")
     monkeypatch.setenv("DPDL_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("DPDL_CACHE_DIR", str(tmp_path / "empty-cache"))
     before = runner.data_fingerprint()
     assert runner.data_fingerprint() == before
     data.write_bytes(b"abce")  # same size
@@ -127,7 +128,10 @@ def test_the_data_fingerprint_follows_the_data_files_contents(tmp_path, monkeypa
     assert runner.data_fingerprint() != before
     data.write_bytes(b"abcd")
     assert runner.data_fingerprint() == before  # contents, not times
-    (tmp_path / "adult.csv").write_bytes(b"")
+    (tmp_path / "README.md").write_bytes(b"notes")
+    assert runner.data_fingerprint() == before  # no loader reads it
+    (tmp_path / "adult").mkdir()
+    (tmp_path / "adult" / "adult.data.gz").write_bytes(b"")  # a layout the Adult loader reads
     assert runner.data_fingerprint() != before
 
 

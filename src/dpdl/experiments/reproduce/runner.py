@@ -34,8 +34,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from dpdl.data.paths import shared_data_dir
-from dpdl.errors import DataError
+from dpdl.data.paths import data_roots, manifest
 from dpdl.files import atomic_write, file_sha256
 from dpdl.processes import worker_context
 from dpdl.simulation import ENGINE_VERSION
@@ -72,26 +71,35 @@ def _content_digest(path: str, size: int, mtime_ns: int) -> str:
     return file_sha256(Path(path))
 
 
-def _folder_digests(folder: Path, skip: Callable[[Path], bool]) -> dict[str, str]:
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and not skip(p))
-    return {p.relative_to(folder).as_posix(): _content_digest(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files}
+def _digest_of(path: Path) -> str:
+    stat = path.stat()
+    return _content_digest(str(path), stat.st_size, stat.st_mtime_ns)
 
 
 def data_fingerprint() -> str:
     """SHA-256 (hex) of the contents of every data file a job can read: the files bundled in the
-    ``dpdl.data`` package and every file of the shared data folder (:func:`shared_data_dir`;
-    recorded as absent where there is none), by relative name.
+    ``dpdl.data`` package, and every file of the manifest as the loaders resolve it in the data
+    roots (:func:`dpdl.data.paths.data_roots`: ``DPDL_DATA_DIR``, then the user cache; the first
+    layout found, recorded as absent where there is none), by relative name.
 
     Deliberately coarse: a job's data is not declared anywhere, so every job is keyed by all of
-    it, and any change in the data folder makes every entry stale (the data is meant to be
-    fixed). Cheap: about 50 MB hashed once per process, then remembered while files keep their
-    size and modification time."""
+    it, and a data set fetched, replaced or swapped for a slice makes every entry stale. Cheap:
+    about 50 MB hashed once per process, then remembered while files keep their size and
+    modification time."""
     bundled = Path(str(resources.files("dpdl.data")))
-    described: dict[str, Any] = {"bundled": _folder_digests(bundled, lambda p: p.suffix in (".py", ".pyc") or "__pycache__" in p.parts)}
-    try:
-        described["shared"] = _folder_digests(shared_data_dir(), lambda p: False)
-    except DataError:
-        described["shared"] = None
+    described: dict[str, Any] = {
+        "bundled": {
+            p.relative_to(bundled).as_posix(): _digest_of(p)
+            for p in sorted(bundled.rglob("*.gz"))
+        },
+        "data": {},
+    }
+    roots = [root for _, root in data_roots()]
+    for dataset in manifest().values():
+        for entry in dataset["files"]:
+            layouts = [entry["path"], *(alt["path"] for alt in entry.get("alternatives", []))]
+            found = next((root / layout for root in roots for layout in layouts if (root / layout).is_file()), None)
+            described["data"][entry["path"]] = None if found is None else _digest_of(found)
     return hashlib.sha256(_canonical(described).encode()).hexdigest()
 
 
