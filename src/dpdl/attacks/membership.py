@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 from scipy import stats
 
+from dpdl.choices import DEFAULT_TRIALS
 from dpdl.errors import ConfigError
 from dpdl.threats import Eavesdropper, ThreatModel
 
@@ -39,8 +40,6 @@ KERNEL_TOL = 1e-12
 THRESHOLDS = 400
 #: Most coalitions a threat may have for the test to search them all.
 MAX_COALITIONS = 20_000
-#: Trials per hypothesis by default (about a second per mechanism at n = 10, T = 100).
-DEFAULT_TRIALS = 20_000
 
 
 class Sampled(Protocol):

@@ -13,6 +13,7 @@ import networkx as nx
 import numpy as np
 
 from dpdl.accounting.calibration import Calibration, noise_scale, safe_scale
+from dpdl.choices import DECOR_SEARCHES
 from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.mechanisms.decor import appendix_d_couples, design_decor
@@ -24,8 +25,6 @@ from dpdl.solvers.coalition import solve_multiseed
 from dpdl.threats import CentralObserver, Colluding, Eavesdropper, ThreatModel, threat_by_name
 
 __all__ = ["DesignOptions", "MECHANISMS", "build_mechanism", "DECOR_SEARCHES"]
-
-DECOR_SEARCHES = ("trace", "appendix-d")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from itertools import count
 import numpy as np
 from tqdm.auto import tqdm
 
+from dpdl.choices import CLIP_LEVELS
 from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
@@ -45,8 +46,6 @@ __all__ = [
     "run_dsgd",
     "CLIP_LEVELS",
 ]
-
-CLIP_LEVELS = ("agent", "example")
 
 
 def clip_rows(values: np.ndarray, threshold: float) -> np.ndarray:
