@@ -21,7 +21,6 @@ from dpdl.mechanisms.independent import CentralDP, LocalDP, NoNoise
 from dpdl.mechanisms.lppa import design_noise_flow
 from dpdl.mechanisms.whisper import MultiSeedWhisper, design_whisper, disjoint_groups
 from dpdl.mechanisms.zero_sum import design_zero_sum
-from dpdl.solvers.coalition import solve_multiseed
 from dpdl.threats import CentralObserver, Colluding, Eavesdropper, ThreatModel, threat_by_name
 
 __all__ = ["DesignOptions", "MECHANISMS", "build_mechanism", "DECOR_SEARCHES"]
@@ -80,6 +79,8 @@ def _whisper(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, opt
 
 
 def _multiseed(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+    from dpdl.solvers.coalition import solve_multiseed  # CVXPY: 0.3 s to import, for this design alone
+
     n = weights.shape[0]
     groups = disjoint_groups(n, options.groups)
     solution = solve_multiseed(weights, groups, options.q, calibration.inverse_variance_bound)

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from itertools import count
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from dpdl.choices import CLIP_LEVELS
 from dpdl.errors import ConfigError
@@ -204,6 +203,8 @@ def iterate(
         result.history.append(metrics)
         if callback is not None:
             callback(t, metrics)
+
+    from tqdm.auto import tqdm  # here, not above: dpdl noise imports this module for clip_rows alone
 
     record(0)
     bar = tqdm(total=config.steps, disable=None if progress else True, desc=label, unit="step", leave=False)
