@@ -89,7 +89,7 @@ def test_ldp_accountant_equals_dp_accounting_for_the_same_gaussian() -> None:
 
 
 def test_paper_closed_form_needs_more_noise_and_overshoots_at_large_eps() -> None:
-    """DESIGN.md's measured facts: 2.6x / 1.8x / 1.4x less variance; eps=40 gives 41.8."""
+    """docs/design.md's measured facts: 2.6x / 1.8x / 1.4x less variance; eps=40 gives 41.8."""
     clip, steps = 0.1, 5000
     ratios = {}
     for eps in (3.0, 10.0, 20.0, 40.0):

@@ -222,7 +222,7 @@ def test_exact_calibration_needs_less_noise_than_the_papers_closed_form(eps: flo
 
 
 def test_noise_savings_match_the_design_notes() -> None:
-    # DESIGN.md: 2.6x (eps=3), 1.8x (eps=10), 1.4x (eps=20) less variance at delta=1e-5
+    # docs/design.md: 2.6x (eps=3), 1.8x (eps=10), 1.4x (eps=20) less variance at delta=1e-5
     for eps, saving in [(3.0, 2.6), (10.0, 1.8), (20.0, 1.4)]:
         ratio = (gdp_mu(eps, DELTA) / (eps / math.sqrt(4 * math.log(1 / DELTA)))) ** 2
         assert ratio == pytest.approx(saving, abs=0.05)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import collections
 import csv
 import json
+import logging
 import os
+import uuid
+from pathlib import Path
 
 import pytest
 
 from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce
 from dpdl.experiments.reproduce import runner
-from dpdl.experiments.reproduce.runner import job_key, run_jobs
+from dpdl.experiments.reproduce.runner import job_key, run_jobs, scan_cache
 
 
 def _square(job: dict) -> dict:
@@ -32,16 +35,100 @@ def test_run_jobs_replaces_its_workers_after_a_bounded_number_of_jobs(tmp_path, 
     assert max(counts.values()) <= 4 and len(counts) >= 3  # 3 pools of 4, 4 and 1 jobs
 
 
-def test_run_jobs_caches_results_and_resumes(tmp_path) -> None:
-    jobs = [{"x": x} for x in range(5)]
-    first = run_jobs(jobs[:3], _square, tmp_path, workers=1, progress=False)
-    assert [row["value"] for row in first] == [0, 1, 4]
-    # A cached result is reused as is: tamper with one and see it come back unchanged.
-    path = tmp_path / f"{job_key(jobs[1])}.json"
-    path.write_text(json.dumps({"x": 1, "value": -1}))
-    second = run_jobs(jobs, _square, tmp_path, workers=2, progress=False)
-    assert [row["value"] for row in second] == [0, -1, 4, 9, 16]
-    assert len(list(tmp_path.glob("*.json"))) == 5
+def _counted_square(job: dict) -> dict:
+    """The square of ``x``, leaving one file in ``job["calls"]`` per call (calls from worker processes)."""
+    (Path(job["calls"]) / f"{job['x']}-{uuid.uuid4().hex}").touch()
+    return {"value": job["x"] ** 2}
+
+
+def _calls(folder: Path) -> collections.Counter:
+    """How many times _counted_square ran per x, since the last call; forgets them."""
+    counts = collections.Counter(int(p.name.split("-")[0]) for p in folder.iterdir())
+    for p in folder.iterdir():
+        p.unlink()
+    return counts
+
+
+@pytest.fixture
+def counted(tmp_path: Path) -> tuple[list[dict], Path, Path]:
+    """Five jobs of _counted_square, a folder counting their calls, an empty cache folder."""
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    return [{"x": x, "calls": str(calls)} for x in range(5)], calls, tmp_path / "cache"
+
+
+def test_run_jobs_caches_results_and_never_recomputes_a_finished_job(counted) -> None:
+    jobs, calls, cache = counted
+    first = run_jobs(jobs[:3], _counted_square, cache, workers=1, progress=False)
+    assert [row["value"] for row in first] == [0, 1, 4] and _calls(calls) == {0: 1, 1: 1, 2: 1}
+    second = run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
+    assert [row["value"] for row in second] == [0, 1, 4, 9, 16]
+    assert _calls(calls) == {3: 1, 4: 1}  # the three finished jobs came from the cache
+    assert run_jobs(jobs, _counted_square, cache, workers=2, progress=False) == second and not _calls(calls)
+    assert len(list(cache.glob("*.json"))) == 5 and not list(cache.glob(".*"))  # no temporary file left
+
+
+def test_entries_of_an_older_engine_or_other_data_are_stale_and_rerun_exactly(counted, monkeypatch, caplog) -> None:
+    jobs, calls, cache = counted
+    run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
+    assert _calls(calls) == {x: 1 for x in range(5)}
+    monkeypatch.setattr(runner, "ENGINE_VERSION", runner.ENGINE_VERSION - 1)
+    run_jobs([jobs[1], jobs[3]], _counted_square, cache, workers=2, progress=False)  # entries of 1 and 3 now from the older engine
+    assert _calls(calls) == {1: 1, 3: 1}
+    monkeypatch.undo()
+    assert len(scan_cache(jobs, cache).stale) == 2
+    with caplog.at_level(logging.WARNING, logger=runner.__name__):
+        rows = run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
+    assert _calls(calls) == {1: 1, 3: 1} and [row["value"] for row in rows] == [0, 1, 4, 9, 16]
+    assert "(rerun: 2 stale, 0 unusable)" in caplog.text and f"{cache / job_key(jobs[3])}.json: stale" in caplog.text
+    # the data files are part of the key: other data, every entry stale
+    monkeypatch.setattr(runner, "data_fingerprint", lambda: "0" * 64)
+    run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
+    assert _calls(calls) == {x: 1 for x in range(5)}
+    monkeypatch.undo()
+    # an entry of the layout before this one (the row alone) cannot say what made it: stale
+    legacy = cache / f"{job_key(jobs[0])}.json"
+    legacy.write_text(json.dumps({**jobs[0], "value": 0}))
+    assert dict(scan_cache(jobs, cache).stale)[legacy].startswith("written before cache entries recorded")
+
+
+def test_torn_edited_or_foreign_cache_files_are_detected_logged_and_rerun(counted, caplog) -> None:
+    jobs, calls, cache = counted
+    jobs.append({"x": 5, "calls": jobs[0]["calls"]})
+    run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
+    _calls(calls)
+    path = {job["x"]: cache / f"{job_key(job)}.json" for job in jobs}
+    text = path[0].read_text()
+    path[0].write_text(text[: len(text) // 2])  # torn
+    path[1].write_text("")  # empty
+    path[2].write_text(path[2].read_text().replace('"value": 4', '"value": 7'))  # edited, its checksum kept
+    path[3].write_text("[9, 9]")  # wrong type
+    path[4].write_text(path[5].read_text())  # another job's entry, whole
+    assert '"value": 7' in path[2].read_text()
+    with caplog.at_level(logging.WARNING, logger=runner.__name__):
+        rows = run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
+    assert [row["value"] for row in rows] == [0, 1, 4, 9, 16, 25]
+    assert _calls(calls) == {x: 1 for x in range(5)}  # job 5 untouched: not rerun
+    for x, why in [(0, "not JSON"), (1, "not JSON"), (2, "fails its checksum"), (3, "a JSON list"), (4, "the entry of another job")]:
+        assert f"{path[x]}: unusable cache entry ({why}" in caplog.text
+    assert "(rerun: 0 stale, 5 unusable)" in caplog.text
+    assert not scan_cache(jobs, cache).pending  # all rewritten whole
+
+
+def test_the_data_fingerprint_follows_the_data_files_contents(tmp_path, monkeypatch) -> None:
+    (tmp_path / "mnist").mkdir()
+    data = tmp_path / "mnist" / "train.gz"
+    data.write_bytes(b"abcd")
+    monkeypatch.setenv("DPDL_DATA_DIR", str(tmp_path))
+    before = runner.data_fingerprint()
+    assert runner.data_fingerprint() == before
+    data.write_bytes(b"abce")  # same size
+    os.utime(data, ns=(1, 1))
+    assert runner.data_fingerprint() != before
+    data.write_bytes(b"abcd")
+    assert runner.data_fingerprint() == before  # contents, not times
+    (tmp_path / "adult.csv").write_bytes(b"")
+    assert runner.data_fingerprint() != before
 
 
 @pytest.mark.parametrize(

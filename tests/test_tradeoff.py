@@ -102,22 +102,50 @@ def _point(values: list[float]) -> Point:
     return Point(float(sum(values) / len(values)), min(values), max(values), tuple(values), {})
 
 
-def test_significantly_better_is_a_paired_t_statistic_above_two() -> None:
-    """The paired comparison over seeds agrees with scipy's paired t statistic (> 2), in both
-    directions of the metric; a mean ahead by less than the seeds' spread is not significant."""
+def test_significantly_better_is_scipys_two_sided_paired_t_test_at_95_percent() -> None:
+    """The paired comparison over seeds agrees with scipy's two-sided paired t test (p < 0.05, the
+    mean on the winner's side) for 3, 4 and 5 seeds, in both directions of the metric; its
+    threshold is the t quantile (4.30, 3.18, 2.78 standard errors), not 2."""
     from scipy.stats import ttest_rel
 
     rng = np.random.default_rng(0)
-    decided = set()
-    for _ in range(200):
-        base = rng.normal(0.9, 0.01, size=4)
-        other = base + rng.normal(rng.uniform(-0.003, 0.003), 0.002, size=4)
-        a, b = _point(list(other)), _point(list(base))
-        statistic = ttest_rel(other, base).statistic
-        assert tradeoff.significantly_better(a, b, lower_is_better=False) == (statistic > 2)
-        assert tradeoff.significantly_better(a, b, lower_is_better=True) == (statistic < -2)
-        decided.add(bool(statistic > 2))
-    assert decided == {True, False}  # the draws cover both answers
+    for seeds, quantile in ((3, 4.303), (4, 3.182), (5, 2.776)):
+        decided, between = set(), 0
+        for _ in range(300):
+            base = rng.normal(0.9, 0.01, size=seeds)
+            other = base + rng.normal(rng.uniform(-0.004, 0.004), 0.002, size=seeds)
+            a, b = _point(list(other)), _point(list(base))
+            test = ttest_rel(other, base)
+            assert tradeoff.significantly_better(a, b, lower_is_better=False) == (test.pvalue < 0.05 and test.statistic > 0)
+            assert tradeoff.significantly_better(a, b, lower_is_better=True) == (test.pvalue < 0.05 and test.statistic < 0)
+            decided.add(bool(test.pvalue < 0.05 and test.statistic > 0))
+            if 2.0 < test.statistic < quantile * 0.999:  # what the old rule (2 standard errors) called significant
+                assert not tradeoff.significantly_better(a, b, lower_is_better=False)
+                between += 1
+        assert decided == {True, False} and between > 0  # the draws cover both answers and the old rule's gap
+    assert "two-sided Student t test" in tradeoff.SIGNIFICANCE and "95%" in tradeoff.SIGNIFICANCE
+
+
+def test_every_report_using_the_test_states_it_under_its_claims_table(tmp_path) -> None:
+    """Each reproduction whose claims call significantly_better names the test (its SIGNIFICANCE),
+    and write_report prints it right under the claims table."""
+    import inspect
+
+    from dpdl.experiments.reproduce import REPRODUCTIONS, corn_tradeoff
+    from dpdl.experiments.reproduce.report import Claim, write_report
+
+    users = [name for name, module in REPRODUCTIONS.items()
+             if "significantly_better" in inspect.getsource(module)
+             or getattr(module, "analyse", None).__module__ == corn_tradeoff.__name__]
+    assert set(users) >= {"decor-fig1", "whisper-quadratic", "whisper-logreg", "corn-mnist"}
+    for name in users:
+        assert REPRODUCTIONS[name].SIGNIFICANCE == tradeoff.SIGNIFICANCE
+    lines = write_report(tmp_path / "REPORT.md", "t", "intro", [Claim("(a)", "p", "m", True)], [], [], tradeoff.SIGNIFICANCE).read_text().splitlines()
+    row = lines.index("| (a) | p | m | yes |")
+    assert lines[row + 1 : row + 3] == ["", tradeoff.SIGNIFICANCE]
+    assert tradeoff.SIGNIFICANCE not in write_report(tmp_path / "other.md", "t", "intro", [], [], []).read_text()
+
+
     # The complete graph at eps = 3 (DECOR Fig. 1, MNIST): 0.03 points apart, seeds disagree on the sign.
     paper, exact = _point([0.913, 0.912, 0.911, 0.910]), _point([0.914, 0.911, 0.910, 0.910])
     assert tradeoff.better(paper.mean, exact.mean, lower_is_better=False)

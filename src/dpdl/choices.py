@@ -11,12 +11,14 @@ holds a registry from name to implementation (:data:`dpdl.mechanisms.registry.ME
 from __future__ import annotations
 
 __all__ = [
+    "ADJACENCY_KEY",
     "ALGORITHMS",
     "CALIBRATIONS",
     "CLIP_LEVELS",
     "DECOR_SEARCHES",
     "DEFAULT_TRIALS",
     "DISTRIBUTIONS",
+    "GRAPH_FILE_FORMATS",
     "IMAGE_TASKS",
     "MACS",
     "MECHANISM_NAMES",
@@ -44,6 +46,19 @@ REAL_GRAPHS: dict[str, str] = {
     "gnutella-<k>": "the first k nodes a breadth-first search of the Gnutella overlay reaches from its best-connected "
     "peer, with their links (a connected sample of a real P2P overlay)",
     "collegemsg": "UC Irvine CollegeMsg messages as a static undirected graph, largest component",
+}
+
+#: The array of an ``.npz`` graph file that holds a dense adjacency matrix (:mod:`dpdl.graphs.files`).
+ADJACENCY_KEY = "adjacency"
+
+#: Graph file formats by prefix, with what each expects (:func:`dpdl.graphs.files.read_graph_file`).
+GRAPH_FILE_FORMATS: dict[str, str] = {
+    "edgelist": "text, one edge 'u v' per line, integer ids ('#' or '%' comments, extra columns ignored, .gz read)",
+    "decentralizepy": "decentralizepy's edges file: the node count n on the first line, then 'u v' per line, ids 0..n-1",
+    "npz": f"numpy .npz with a symmetric adjacency matrix under the key '{ADJACENCY_KEY}', "
+    "or a scipy.sparse matrix saved by scipy.sparse.save_npz (nonzero off-diagonal entries are edges)",
+    "graphml": "GraphML (as networkx.write_graphml writes it; .gz read)",
+    "gml": "GML (nodes named by their 'id'; .gz read)",
 }
 
 #: Mixing rules, the keys of :data:`dpdl.graphs.mixing.MIXING_RULES`.

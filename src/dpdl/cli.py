@@ -25,6 +25,7 @@ from dpdl.choices import (
     DECOR_SEARCHES,
     DEFAULT_TRIALS,
     DISTRIBUTIONS,
+    GRAPH_FILE_FORMATS,
     MACS,
     MECHANISM_NAMES,
     MIXING_RULE_NAMES,
@@ -45,6 +46,23 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"dpdl: error: {message} (see '{self.prog} --help')\n")
 
+    def parse_known_args(
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """With ``--config FILE`` / ``--set KEY=VALUE`` (:func:`add_options_file_arguments`), parse
+        again with the file's values, then the ``--set`` values, in place of the defaults: an option
+        given on the command line still overrides both, wherever it stands."""
+        if namespace is None and any(action.dest == "config" for action in self._actions):
+            first, _ = super().parse_known_args(args, None)
+            if first.config is not None or first.set:
+                from dpdl.experiments.replay import load_options
+
+                try:
+                    namespace = argparse.Namespace(**load_options(self, first.config, first.set))
+                except DpdlError as error:
+                    self.error(str(error))
+        return super().parse_known_args(args, namespace)
+
 
 def _positive_int(text: str) -> int:
     value = int(text)
@@ -60,7 +78,9 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
         "--graph",
         default="er",
         help=f"topology: one of {', '.join(SYNTHETIC_GRAPHS)}; a real graph ({', '.join(REAL_GRAPHS)}); "
-        "or edgelist:PATH (integer node ids, one edge per line). Default: er",
+        "or a graph file, file:PATH (format told by the extension .npz/.graphml/.gml, else by the content) or FORMAT:PATH, "
+        f"FORMAT one of: {'; '.join(f'{name}: {what}' for name, what in GRAPH_FILE_FORMATS.items())}. Default: er"
+        .replace("%", "%%"),  # argparse expands %-formats in help
     )
     group.add_argument("--n", type=_positive_int, default=20, help="number of agents for synthetic graphs (default 20)")
     group.add_argument("--p", type=float, default=0.5, help="Erdos-Renyi edge probability (default 0.5)")
@@ -158,16 +178,31 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
                        "models (a reproducibility check; a deployment leaves it out and draws fresh keys)")
 
 
+def add_options_file_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config FILE`` and ``--set KEY=VALUE``: take the options from a TOML file, as a run writes
+    them (:mod:`dpdl.experiments.replay`); :class:`_Parser` reads them."""
+    group = parser.add_argument_group("options file (replay a run)")
+    group.add_argument("--config", type=Path, metavar="FILE",
+                       help="take every option from this TOML file, the config.toml each run writes in its results folder "
+                       "(keys: the long options, as batch-size or batch_size); an option also given on the command line "
+                       "overrides the file's")
+    group.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override one option of the file (or of the defaults), e.g. --set seed=[1] --set graph=ring: "
+                       "VALUE is a TOML literal (3, 0.5, [1, 2], true, \"text\"), or else a plain string; repeatable")
+
+
 def _train_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "train",
         help="train one model by private D-SGD and write a results folder",
-        description="Train by D-SGD with privacy noise; writes config.json, metrics.csv, final.json and a figure.",
+        description="Train by D-SGD with privacy noise; writes config.toml (every option, to replay the run with "
+        "--config), config.json, metrics.csv, final.json and a figure.",
     )
     add_training_arguments(parser)
     add_output_arguments(parser, None, "results/train/<job name>", "the final metrics")
     parser.add_argument("--save-models", action="store_true", help="also write every agent's final model, models-seed<s>.npy")
-    parser.set_defaults(handler=_train)
+    add_options_file_arguments(parser)
+    parser.set_defaults(handler=_train, parser=parser)
 
 
 def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
@@ -367,6 +402,7 @@ def _train(args: argparse.Namespace) -> int:
     name = f"{args.task}-{args.mechanism}-{args.graph.replace(':', '_').replace('/', '_')}-eps{args.eps:g}-seed{'_'.join(map(str, args.seed))}"
     folder = args.out or Path("results") / "train" / name
     paths = write_results(result, folder)
+    _write_options(args, result.config, folder)
     if args.save_models:
         for run in result.runs:
             np.save(folder / f"models-seed{run.seed}.npy", run.models)
@@ -379,6 +415,17 @@ def _train(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json_safe(summary)))
     return 0
+
+
+def _write_options(args: argparse.Namespace, config, folder: Path) -> None:  # noqa: ANN001 (TrainConfig, imported lazily)
+    """``folder/config.toml``: every option of the run, with the step size and schedule the task
+    resolved, so ``dpdl train --config`` on it replays the run."""
+    from dpdl.experiments.replay import dump_options
+
+    values = {**vars(args), "lr": config.lr, "schedule": config.schedule}
+    header = [f"dpdl train options of the run written to {folder} (dpdl {__version__}); replay it with",
+              f"  dpdl train --config {folder / 'config.toml'} --out OTHER_FOLDER [--set KEY=VALUE ...]"]
+    (folder / "config.toml").write_text(dump_options(args.parser, values, header))
 
 
 def _agent_options(args: argparse.Namespace):  # noqa: ANN202 (AgentOptions, imported lazily)

@@ -28,6 +28,12 @@ class DataError(DpdlError):
     """A data set or data file is missing or malformed."""
 
 
+class FileFormatError(DpdlError):
+    """A file dpdl reads back (a checkpoint) is not one it wrote for this run: truncated, altered,
+    of another format (a pickle, random bytes) or of another configuration. The message names the
+    file and what was expected."""
+
+
 class ConfigError(DpdlError):
     """An option or combination of options is not supported."""
 

@@ -132,10 +132,22 @@ def safe_scale(
 ) -> float:
     """``scale``, raised until the accountant confirms that ``build(scale)`` meets the calibration
     (steps of 1e-12 relative, doubling): the covariance algebra rounds at 1e-15 to 1e-10 relative,
-    and a promise is never exceeded.
+    and a promise is never exceeded. Both the per-step sensitivity and the epsilon the accountant
+    reports of it are checked: :func:`~dpdl.accounting.gdp.epsilon` is monotone in mu only up to
+    rounding (1e-15 relative), so a design at the calibrated mu_step, or one ulp below it, could
+    report an eps 1e-15 above the target.
     """
+    neighbouring = calibration.neighbouring
+    promised = max(calibration.eps, calibration.achieved_epsilon)  # the papers' form may overshoot
+
+    def exceeds(scale: float) -> bool:
+        mu_step = step_sensitivity(build(scale), threat, neighbouring)
+        if mu_step > calibration.mu_step:
+            return True
+        return epsilon_from_mu_step(mu_step, calibration.steps, calibration.delta, neighbouring, default_accountant(neighbouring)) > promised
+
     step = 1e-12
-    while step_sensitivity(build(scale), threat, calibration.neighbouring) > calibration.mu_step:
+    while exceeds(scale):
         scale *= 1.0 + step
         step *= 2.0
     return scale

@@ -18,11 +18,21 @@ from scipy.linalg import cho_factor, cho_solve
 
 __all__ = ["unit_sensitivities", "unit_sensitivity"]
 
-#: Eigenvalues below this fraction of the largest are treated as zero (the covariance is singular).
+#: Eigenvalues of Sigma below this fraction of :func:`_scale` are treated as zero (singular).
 RANK_TOL = 1e-12
-#: Cholesky is trusted when every squared pivot exceeds this fraction of the largest variance;
-#: below it the eigendecomposition decides (a singular matrix can factor with tiny rounded pivots).
+#: Cholesky is trusted when every squared pivot exceeds this fraction of :func:`_scale`; below it
+#: the eigendecomposition decides (a singular matrix can factor with tiny rounded pivots).
 CHOLESKY_TOL = 1e-9
+
+
+def _scale(covariance: np.ndarray, view: np.ndarray) -> float:
+    """The scale Sigma's rounding errors are relative to: R's largest variance times P's largest
+    squared row norm (the largest variance of one observed coordinate if the noise were perfectly
+    correlated; within a factor n of ``lambda_max(R)`` for the views here). Sigma's own
+    entries will not do: the central observer's ``1^T R 1 / n^2`` of zero-sum noise is pure
+    rounding (1e-16 of R), a 1 x 1 matrix that factors cleanly and would give a huge finite mu."""
+    variance = float(np.diag(covariance).max(initial=0.0))
+    return max(variance, 0.0) * float((view * view).sum(axis=1).max(initial=0.0))
 
 
 def unit_sensitivities(covariance: np.ndarray, view: np.ndarray) -> np.ndarray:
@@ -30,21 +40,24 @@ def unit_sensitivities(covariance: np.ndarray, view: np.ndarray) -> np.ndarray:
 
     Returns an array of length n with ``inf`` for agents whose change is not hidden by noise. A
     clearly positive definite Sigma is handled by a Cholesky factorisation; a (nearly) singular one
-    by an eigendecomposition that decides which directions are hidden.
+    by an eigendecomposition that decides which directions are hidden. Both decide relative to the
+    scale of R under the view (:func:`_scale`), never to an absolute level or to Sigma alone, so
+    scaling R by any factor scales every finite value by its inverse square root and keeps every
+    infinite one.
     """
     covariance = np.asarray(covariance, dtype=float)
     view = np.asarray(view, dtype=float)
     sigma = view @ covariance @ view.T
     sigma = (sigma + sigma.T) / 2.0
+    scale = _scale(covariance, view)
     try:
         factor, lower = cho_factor(sigma, lower=True, check_finite=False)
         pivots = np.diag(factor) ** 2
-        if pivots.min() > CHOLESKY_TOL * np.diag(sigma).max():
+        if pivots.min() > CHOLESKY_TOL * scale:
             return np.sqrt((view * cho_solve((factor, lower), view, check_finite=False)).sum(axis=0))
     except LinAlgError:
         pass
     eigenvalues, eigenvectors = np.linalg.eigh(sigma)
-    scale = max(float(eigenvalues.max(initial=0.0)), 0.0)
     positive = eigenvalues > RANK_TOL * scale if scale > 0 else np.zeros_like(eigenvalues, dtype=bool)
     projected = eigenvectors.T @ view  # (k, n): coordinates of P e_i in the eigenbasis
     squared = (projected[positive] ** 2 / eigenvalues[positive, None]).sum(axis=0)

@@ -10,6 +10,7 @@ import numpy as np
 
 from dpdl.choices import SYNTHETIC_GRAPHS
 from dpdl.errors import GraphError
+from dpdl.graphs.files import GRAPH_FILE_FORMATS, graph_file_spec, read_graph_file
 from dpdl.graphs.mixing import (
     MIXING_RULES,
     NotDoublyStochasticWarning,
@@ -38,6 +39,8 @@ from dpdl.graphs.topologies import (
 __all__ = [
     "SYNTHETIC_GRAPHS",
     "REAL_GRAPHS",
+    "GRAPH_FILE_FORMATS",
+    "read_graph_file",
     "MIXING_RULES",
     "build_graph",
     "erdos_renyi",
@@ -69,10 +72,11 @@ def build_graph(
     spec: str, n: int | None = None, p: float | None = None, seed: int | np.random.SeedSequence = 0
 ) -> nx.Graph:
     """Graph from a specification: a synthetic name (with ``n``, and ``p`` for ``er``), a real
-    graph name (:data:`REAL_GRAPHS`), or ``edgelist:PATH``. The result is checked to be connected.
+    graph name (:data:`REAL_GRAPHS`), or a graph file, ``FORMAT:PATH`` or ``file:PATH``
+    (:data:`GRAPH_FILE_FORMATS`). The result is checked to be connected.
     """
-    if spec.startswith("edgelist:"):
-        return require_connected(read_edgelist(spec.removeprefix("edgelist:")), f"graph in {spec}")
+    if (file := graph_file_spec(spec)) is not None:
+        return require_connected(read_graph_file(file[1], file[0]), f"graph in {spec}")
     if spec in SYNTHETIC_GRAPHS:
         if n is None:
             raise GraphError(f"graph {spec!r} needs a number of agents n")

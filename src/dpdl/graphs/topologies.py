@@ -149,26 +149,34 @@ def read_edgelist(path: str | Path) -> nx.Graph:
     """Read an undirected graph from a whitespace-separated edge list with integer node ids.
 
     Lines starting with ``#`` or ``%`` are comments; extra columns (weights) are ignored; ``.gz``
-    files are read directly. Node ids are relabelled to ``0..n-1`` in increasing order.
+    files are read directly. Node ids are relabelled to ``0..n-1`` in increasing order. A binary
+    file is a :class:`GraphError`, not a decoding error from deep inside the reader.
     """
     path = Path(path)
     if not path.is_file():
         raise GraphError(f"edge list file not found: {path}")
     opener = gzip.open if path.suffix == ".gz" else open
     graph = nx.Graph()
-    with opener(path, "rt") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields or fields[0][0] in "#%":
-                continue
-            if len(fields) < 2:
-                raise GraphError(f"{path}:{lineno}: expected two integer node ids, got {line.strip()!r}")
-            try:
-                u, v = int(fields[0]), int(fields[1])
-            except ValueError:
-                raise GraphError(f"{path}:{lineno}: node ids must be integers, got {line.strip()!r}") from None
-            if u != v:
-                graph.add_edge(u, v)
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            for lineno, line in enumerate(handle, start=1):
+                fields = line.split()
+                if not fields or fields[0][0] in "#%":
+                    continue
+                if len(fields) < 2:
+                    hint = " (a node count first, as in decentralizepy's files? name it decentralizepy:PATH)" if (
+                        graph.number_of_nodes() == 0 and fields[0].isdigit()) else ""
+                    raise GraphError(f"{path}:{lineno}: expected two integer node ids, got {line.strip()!r}{hint}")
+                try:
+                    u, v = int(fields[0]), int(fields[1])
+                except ValueError:
+                    raise GraphError(f"{path}:{lineno}: node ids must be integers, got {line.strip()!r}") from None
+                if u != v:
+                    graph.add_edge(u, v)
+    except UnicodeDecodeError:
+        raise GraphError(f"{path} is not a text edge list: it holds bytes that are not UTF-8 text") from None
+    except (OSError, EOFError) as error:  # gzip.BadGzipFile, a truncated .gz
+        raise GraphError(f"{path} is not a readable gzip edge list ({error})") from None
     if graph.number_of_nodes() == 0:
         raise GraphError(f"edge list {path} has no edges")
     return relabel_consecutive(graph)

@@ -23,14 +23,15 @@ completed everywhere when the agents could save on the way out, the last periodi
 one was killed outright. The run then continues exactly as if it had not stopped (batches and
 noise are functions of the seeds and the round). Agents that left for good are dropped with
 ``departed``: the others continue as a second phase on the remaining graph
-(:mod:`dpdl.runtime.departure`), keeping their own data and batch streams.
+(:mod:`dpdl.runtime.departure`), keeping their own data and batch streams. Checkpoints are data, not
+pickles, and name the run they belong to (:mod:`dpdl.runtime.checkpoint`): a resume refuses a
+checkpoint that is torn, altered, foreign or of another configuration.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-import pickle
 import signal
 import threading
 from collections import deque
@@ -43,11 +44,13 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from dpdl.errors import ConfigError
+from dpdl.errors import ConfigError, FileFormatError
 from dpdl.experiments.results import json_safe
 from dpdl.experiments.train import TrainConfig, build_job
 from dpdl.keys import AgentKey
+from dpdl.files import atomic_write
 from dpdl.runtime.channel import MACS, NeighbourChannel
+from dpdl.runtime.checkpoint import AgentState, load_checkpoint, run_fingerprint, save_checkpoint
 from dpdl.runtime.departure import remaining_agents, second_phase, two_phase_reports
 from dpdl.runtime.handshake import handshake
 from dpdl.simulation.dsgd import agent_batches, local_gradients
@@ -88,19 +91,13 @@ class AgentOptions:
             raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
 
 
-@dataclass
-class _State:
-    round: int
-    params: np.ndarray
-    batches: bytes  # the pickled batch sampler and its generator
-
-
 def _agent_file(workdir: Path, agent: int, name: str) -> Path:
     return Path(workdir) / f"agent{agent}" / name
 
 
 def checkpoint_path(workdir: Path, agent: int, kind: str) -> Path:
-    """File of agent ``agent``'s ``"periodic"`` or ``"last"`` (saved on failure) checkpoints."""
+    """File of agent ``agent``'s ``"periodic"`` or ``"last"`` (saved on failure) checkpoints
+    (:mod:`dpdl.runtime.checkpoint`)."""
     return _agent_file(workdir, agent, f"{kind}.ckpt")
 
 
@@ -114,17 +111,6 @@ def run_record_path(workdir: Path, agent: int) -> Path:
     return _agent_file(workdir, agent, "run.json")
 
 
-def _save(path: Path, states: list[_State]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    partial.write_bytes(pickle.dumps(states))
-    partial.replace(path)  # atomic: a crash leaves the previous file whole
-
-
-def _load(path: Path) -> list[_State]:
-    return pickle.loads(path.read_bytes()) if path.is_file() else []
-
-
 def phase_path(workdir: Path, agent: int) -> Path:
     """File where agent ``agent`` records the departure its second phase started from."""
     return _agent_file(workdir, agent, "phase.json")
@@ -135,15 +121,20 @@ def _phase_start(options: AgentOptions, agent: int, resumed_round: int) -> int:
     inside the second phase keeps it), else the round the agents resume from now."""
     path = phase_path(options.workdir, agent)
     if path.is_file():
-        record = json.loads(path.read_text())
-        if record["departed"] == sorted(options.departed):
-            return int(record["after_round"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"departed": sorted(options.departed), "after_round": resumed_round}) + "\n")
+        try:
+            record = json.loads(path.read_text())
+            departed, after_round = record["departed"], record["after_round"]
+        except (ValueError, TypeError, KeyError) as error:
+            raise FileFormatError(f"{path} is not a record of a departure (JSON with departed and after_round): {error}") from None
+        if departed == sorted(options.departed):
+            if not isinstance(after_round, int) or after_round < 0:
+                raise FileFormatError(f"{path}: after_round must be a round >= 0, got {after_round!r}")
+            return after_round
+    atomic_write(path, (json.dumps({"departed": sorted(options.departed), "after_round": resumed_round}) + "\n").encode())
     return resumed_round
 
 
-def _common_round(agent: int, states: list[_State], world: int) -> int:
+def _common_round(agent: int, states: list[AgentState], world: int) -> int:
     """The latest round every agent has a saved state for (collective), or 0 for none."""
     rounds = sorted({s.round for s in states})[-2 * world :]
     mine = torch.full((2 * world,), -1, dtype=torch.int64)
@@ -154,6 +145,20 @@ def _common_round(agent: int, states: list[_State], world: int) -> int:
     if not common and any(int(t.max()) >= 0 for t in gathered):
         raise ConfigError(f"agent {agent}: the agents' checkpoints share no round; start afresh (without resume)")
     return max(common, default=0)
+
+
+def _restore(path: Path, state: AgentState, shape: tuple[int, ...], batches: AgentBatches | None) -> None:
+    """Check that ``state`` (read from ``path``) fits this run's parameters and batch streams, and
+    move ``batches`` to where it stood."""
+    if state.params.shape != shape:
+        raise FileFormatError(f"{path}: the parameters of round {state.round} have shape {state.params.shape}, this run's {shape}")
+    if (state.batches is None) != (batches is None):
+        raise FileFormatError(f"{path}: round {state.round} {'lacks' if state.batches is None else 'has'} the batch streams this run {'has' if batches is not None else 'lacks'}")
+    if batches is not None and state.batches is not None:
+        try:
+            batches.set_state(*state.batches)
+        except (ValueError, TypeError, OverflowError) as error:  # numpy's own checks of a generator state included
+            raise FileFormatError(f"{path}: the batch streams of round {state.round} do not fit this run's: {error}") from None
 
 
 def run_agent(
@@ -186,11 +191,16 @@ def run_agent(
     start_vector = first.task.initial_params()
     if tracking:  # the model, the tracking variable and the last gradient
         start_vector = np.stack([start_vector, np.zeros_like(start_vector), np.zeros_like(start_vector)])
-    state = _State(0, start_vector, pickle.dumps(agent_batches(first.task, first.dsgd, seed, [agent])))
+    batches = agent_batches(first.task, first.dsgd, seed, [agent])
+    state = AgentState(0, start_vector, None if batches is None else batches.state())
+    run = run_fingerprint(config, seed, first)
     if options.resume:
-        saved = _load(checkpoint_path(options.workdir, agent, "periodic")) + _load(checkpoint_path(options.workdir, agent, "last"))
-        start = _common_round(agent, saved, len(remaining))
-        state = next((s for s in saved if s.round == start), state)
+        files = [checkpoint_path(options.workdir, agent, kind) for kind in ("periodic", "last")]
+        saved = [(path, s) for path in files for s in load_checkpoint(path, run, agent)]
+        start = _common_round(agent, [s for _, s in saved], len(remaining))
+        path, state = next(((path, s) for path, s in saved if s.round == start), (None, state))
+        if path is not None:
+            _restore(path, state, start_vector.shape, batches)
     job, epoch = first, 0
     if options.departed:
         phase = second_phase(config, first, list(options.departed), _phase_start(options, agent, state.round))
@@ -204,7 +214,6 @@ def run_agent(
     dim = job.task.dim
     channel = NeighbourChannel(rank, job.weights, links.send_keys, links.receive_keys, 2 * dim if tracking else dim, timeout, options.mac, remaining)
     own_weight, weights_in = job.weights[rank, rank], {j: job.weights[rank, j] for j in links.senders}
-    batches: AgentBatches | None = pickle.loads(state.batches)
 
     def gradient(x: np.ndarray) -> np.ndarray:
         batch = batches.sample_agent(agent) if batches is not None else None
@@ -242,8 +251,8 @@ def run_agent(
 
     advance = dsgt_round if tracking else dsgd_round
     params = state.params.copy()
-    recent: deque[_State] = deque([state], maxlen=n)
-    periodic: deque[_State] = deque([state], maxlen=2)
+    recent: deque[AgentState] = deque([state], maxlen=n)
+    periodic: deque[AgentState] = deque([state], maxlen=2)
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"agent {agent} asked to stop (signal {signum})")
@@ -254,15 +263,16 @@ def run_agent(
     try:
         for t in range(state.round + 1, config.steps + 1):
             params = advance(t, params)
-            recent.append(_State(t, params, pickle.dumps(batches)))  # a round makes new arrays: no copy needed
+            # a round makes new parameter arrays, and batches.state() new generator dicts: no copy needed
+            recent.append(AgentState(t, params, None if batches is None else batches.state()))
             if t % options.checkpoint_every == 0:
                 periodic.append(recent[-1])
-                _save(checkpoint_path(options.workdir, agent, "periodic"), list(periodic))
+                save_checkpoint(checkpoint_path(options.workdir, agent, "periodic"), list(periodic), run, agent)
             if on_round is not None:
                 on_round(t)
             bar.update()
     except BaseException:
-        _save(checkpoint_path(options.workdir, agent, "last"), list(recent))
+        save_checkpoint(checkpoint_path(options.workdir, agent, "last"), list(recent), run, agent)
         raise
     finally:
         bar.close()

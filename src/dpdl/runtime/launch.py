@@ -116,7 +116,7 @@ def run_local(config: TrainConfig, seed: int, options: AgentOptions, progress: b
             errors[agent] = f"agent {agent} exited with code {process.exitcode}"
     if errors:
         return LocalRun(agents, None, {}, [], errors)
-    models = np.stack([np.load(final_model_path(options.workdir, a)) for a in agents])
+    models = np.stack([np.load(final_model_path(options.workdir, a), allow_pickle=False) for a in agents])  # plain arrays only
     job = build_job(config, seed)
     if options.departed:
         privacy = json.loads((Path(options.workdir) / "privacy.json").read_text())["privacy"]

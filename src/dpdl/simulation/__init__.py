@@ -7,6 +7,13 @@ does not import the engines' dependencies (tqdm, the mechanisms, gradient tracki
 from dpdl.choices import ALGORITHMS
 from dpdl.lazy import lazy_exports
 
+#: Version of the numbers a seed produces: the samplers, the noise streams and the engines'
+#: arithmetic. Bump it in any change that moves seeded results (a different draw, another order of
+#: operations, a changed default), so that cached reproduction runs made before are recomputed
+#: (:mod:`dpdl.experiments.reproduce.runner`) and runtime checkpoints made before are refused
+#: (:mod:`dpdl.runtime.checkpoint`) instead of being mixed with new numbers.
+ENGINE_VERSION = 1
+
 _exports, __getattr__, __dir__ = lazy_exports(
     __name__,
     {
@@ -16,4 +23,4 @@ _exports, __getattr__, __dir__ = lazy_exports(
         "tracking": ("run_dsgt",),
     },
 )
-__all__ = ["ALGORITHMS", *_exports]
+__all__ = ["ALGORITHMS", "ENGINE_VERSION", *_exports]

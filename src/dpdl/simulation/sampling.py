@@ -14,11 +14,18 @@ for every agent as one ``(n, B)`` index array (no Python loop over agents).
 
 :class:`AgentBatches` draws agent by agent instead, each agent from a stream of its own: how the
 processes of :mod:`dpdl.runtime` draw their batches, and how the simulation reproduces them.
+
+State as data. A runtime agent checkpoints its batch stream and resumes it exactly, without
+pickling objects (a pickle runs code when read): every sampler's ``state()`` is a dict of arrays
+(empty for the memoryless ones) that ``set_state`` takes back, and :meth:`AgentBatches.state` adds
+the generators' ``bit_generator.state`` dicts, which are JSON (PCG64: two 128-bit integers and two
+small ones).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +36,12 @@ from dpdl.tasks.base import Batch
 __all__ = ["UniformSampler", "PoissonSampler", "CyclicSampler", "AgentBatches", "Sampler", "SAMPLERS"]
 
 SAMPLERS = ("uniform", "poisson", "cyclic")
+
+
+def _no_state(sampler: object, arrays: Mapping[str, np.ndarray]) -> None:
+    """``set_state`` of a sampler whose draws depend on its generator alone."""
+    if arrays:
+        raise ValueError(f"a {type(sampler).__name__} keeps no state of its own, got arrays {sorted(arrays)}")
 
 
 class UniformSampler:
@@ -45,6 +58,13 @@ class UniformSampler:
     def sample(self, rng: np.random.Generator) -> Batch:
         offsets = (rng.random((len(self.sizes), self.batch_size)) * self.sizes[:, None]).astype(np.int64)
         return Batch(self.starts[:, None] + offsets, self.weights)
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Nothing: the next batch depends on the generator alone."""
+        return {}
+
+    def set_state(self, arrays: Mapping[str, np.ndarray]) -> None:
+        _no_state(self, arrays)
 
 
 class PoissonSampler:
@@ -81,6 +101,13 @@ class PoissonSampler:
         weights[owners, column] = 1.0 / self.batch_size
         return Batch(indices, weights)
 
+    def state(self) -> dict[str, np.ndarray]:
+        """Nothing: the next batch depends on the generator alone."""
+        return {}
+
+    def set_state(self, arrays: Mapping[str, np.ndarray]) -> None:
+        _no_state(self, arrays)
+
 
 class CyclicSampler:
     """Fixed batches in a fixed order: agent i's examples, shuffled once by the first call's
@@ -96,32 +123,73 @@ class CyclicSampler:
             raise ConfigError(f"{cycle} batches per cycle need every agent to hold at least {cycle} examples; the smallest holds {self.sizes.min()}")
         self.cycle = cycle
         self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]])
-        self._batches: list[Batch] = []
+        self._shape = (self.cycle, len(self.sizes), -(-int(self.sizes.max()) // self.cycle))
+        self._indices: np.ndarray | None = None  # (cycle, n, width): batch b of every agent; cut at the first call
+        self._weights: np.ndarray | None = None
         self._step = 0
 
     @property
     def smallest_batch(self) -> int:
         return int(self.sizes.min() // self.cycle)
 
-    def _cut(self, rng: np.random.Generator) -> list[Batch]:
-        width = -(-int(self.sizes.max()) // self.cycle)
-        indices = np.zeros((self.cycle, len(self.sizes), width), dtype=np.int64)
-        weights = np.zeros((self.cycle, len(self.sizes), width))
+    def _cut(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        indices = np.zeros(self._shape, dtype=np.int64)
+        weights = np.zeros(self._shape)
         for agent, (start, size) in enumerate(zip(self.starts, self.sizes)):  # once per run, not per step
             for batch, rows in enumerate(np.array_split(start + rng.permutation(size), self.cycle)):
                 indices[batch, agent, : len(rows)] = rows
                 weights[batch, agent, : len(rows)] = 1.0 / len(rows)
-        return [Batch(indices[b], weights[b]) for b in range(self.cycle)]
+        return indices, weights
 
     def sample(self, rng: np.random.Generator) -> Batch:
-        if not self._batches:
-            self._batches = self._cut(rng)
-        batch = self._batches[self._step % self.cycle]
+        if self._indices is None or self._weights is None:
+            self._indices, self._weights = self._cut(rng)
+        batch = self._step % self.cycle
         self._step += 1
-        return batch
+        return Batch(self._indices[batch], self._weights[batch])
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The step counter, and the batches once they are cut (arrays never changed in place, so
+        the state shares them)."""
+        if self._indices is None or self._weights is None:
+            return {"step": np.array(self._step)}
+        return {"step": np.array(self._step), "indices": self._indices, "weights": self._weights}
+
+    def set_state(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """Take back a :meth:`state` of a sampler of the same sizes and cycle (ValueError otherwise)."""
+        if set(arrays) not in ({"step"}, {"step", "indices", "weights"}):
+            raise ValueError(f"a cyclic sampler's state holds step, indices and weights, got {sorted(arrays)}")
+        step = arrays["step"]
+        if step.shape != () or step.dtype.kind not in "iu" or int(step) < 0:
+            raise ValueError(f"a cyclic sampler's step is an integer >= 0, got {step!r}")
+        if "indices" not in arrays:
+            if int(step) != 0:
+                raise ValueError(f"a cyclic sampler at step {int(step)} has cut its batches, but the state holds none")
+            self._indices, self._weights, self._step = None, None, 0
+            return
+        indices, weights = arrays["indices"], arrays["weights"]
+        if indices.shape != self._shape or weights.shape != self._shape or indices.dtype.kind not in "iu" or weights.dtype.kind != "f":
+            raise ValueError(
+                f"a cyclic sampler's batches are integer indices and float weights of shape {self._shape}, "
+                f"got {indices.dtype} {indices.shape} and {weights.dtype} {weights.shape}"
+            )
+        if indices.size and (indices.min() < 0 or indices.max() >= self.sizes.sum()):
+            raise ValueError(f"a cyclic sampler's indices lie in [0, {self.sizes.sum()}), got [{indices.min()}, {indices.max()}]")
+        self._indices, self._weights = indices.astype(np.int64), weights.astype(np.float64)
+        self._step = int(step)
 
 
 Sampler = UniformSampler | PoissonSampler | CyclicSampler
+
+
+def _same_layout(saved: Any, current: Any) -> bool:
+    """Whether ``saved`` has the keys, nesting and value types of the generator state ``current``
+    (integers for integers: ``bool`` is no integer here)."""
+    if isinstance(current, dict):
+        return isinstance(saved, dict) and set(saved) == set(current) and all(_same_layout(saved[k], current[k]) for k in current)
+    if isinstance(current, int):
+        return isinstance(saved, int) and not isinstance(saved, bool)
+    return saved == current if isinstance(current, str) else type(saved) is type(current)
 
 
 class AgentBatches:
@@ -144,6 +212,29 @@ class AgentBatches:
         """Agent ``agent``'s next batch as a one-row :class:`Batch`."""
         batch = self.samplers[agent].sample(self.rngs[agent])
         return Batch(batch.indices + self.starts[agent], batch.weights)
+
+    def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Where every agent's stream stands, as data: the generators' states (JSON-able dicts, keyed
+        by agent as a string) and the samplers' arrays (keyed ``"<agent>/<name>"``)."""
+        generators = {str(i): self.rngs[i].bit_generator.state for i in self.agents}
+        arrays = {f"{i}/{name}": array for i in self.agents for name, array in self.samplers[i].state().items()}
+        return generators, arrays
+
+    def set_state(self, generators: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        """Resume every agent's stream from a :meth:`state` of batches built alike (same sizes,
+        sampler and agents); raises ValueError, naming what differs, for any other state."""
+        if set(generators) != {str(i) for i in self.agents}:
+            raise ValueError(f"generator states of agents {sorted(generators)}, expected {self.agents}")
+        for i in self.agents:
+            saved, current = generators[str(i)], self.rngs[i].bit_generator.state
+            if not _same_layout(saved, current):
+                raise ValueError(f"agent {i}'s generator state is not a {current['bit_generator']} state: {saved!r}")
+        unknown = {name for name in arrays if name.partition("/")[0] not in {str(i) for i in self.agents}}
+        if unknown:
+            raise ValueError(f"sampler arrays of no agent here: {sorted(unknown)}")
+        for i in self.agents:
+            self.samplers[i].set_state({name.partition("/")[2]: a for name, a in arrays.items() if name.partition("/")[0] == str(i)})
+            self.rngs[i].bit_generator.state = dict(generators[str(i)])
 
     def sample(self) -> Batch:
         """Every agent's next batch, rows in the order of ``agents``, padded with weight 0."""

@@ -11,7 +11,7 @@ minimised at ``P = B A^-1/2 B^T`` with ``A = B^T Lambda B``, which gives the con
 
     g(lambda) = 2 Tr(A^1/2) - c sum(lambda),        d g / d lambda_i = [B A^-1/2 B^T]_ii - c
 
-(for invertible M, ``2 Tr((Lambda^1/2 M Lambda^1/2)^1/2)`` of DESIGN.md: same spectrum). It is
+(for invertible M, ``2 Tr((Lambda^1/2 M Lambda^1/2)^1/2)`` of docs/design.md: same spectrum). It is
 maximised by L-BFGS over ``log lambda`` and polished by a fixed point on the optimality
 conditions, one eigendecomposition of the r x r matrix A per step. The primal is ``R = M_+^-1/2 A^1/2 M_+^-1/2`` on the range of W, built as ``F F^T``
 (positive semidefinite by construction, nothing is inverted), scaled by ``max_i P_ii / c`` so that

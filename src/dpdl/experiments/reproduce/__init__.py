@@ -6,7 +6,9 @@ Each reproduction module defines ``NAME``, ``jobs(quick)`` (its grid as JSON-abl
 ``followup_jobs(quick, rows)``, the jobs chosen from the first stage's rows; a module whose figure
 has parts that are worth running alone names them in ``PARTS`` and takes ``parts=`` in all three
 functions; a module whose runs return bulky fields (images, curves) names them in ``CSV_OMITS``:
-they stay in the cache and reach ``analyse`` but not ``runs.csv``. :func:`reproduce`
+they stay in the cache and reach ``analyse`` but not ``runs.csv``; a module whose claims compare
+methods over seeds names the statistical test in ``SIGNIFICANCE``, printed under the claims
+table. :func:`reproduce`
 runs the grid through the cache (an interrupted run resumes, in either stage), then writes
 ``runs.csv``, the figures and ``REPORT.md``.
 """
@@ -32,7 +34,7 @@ from dpdl.experiments.reproduce import (
     whisper_variance,
 )
 from dpdl.experiments.reproduce.report import write_report
-from dpdl.experiments.reproduce.runner import job_key, run_jobs
+from dpdl.experiments.reproduce.runner import run_jobs, scan_cache
 from dpdl.experiments.results import write_rows
 
 __all__ = ["REPRODUCTIONS", "reproduce"]
@@ -58,8 +60,9 @@ def _parts(name: str, module: ModuleType, parts: Sequence[str] | None) -> dict[s
 
 
 def _cached(jobs: list[dict], cache: Path) -> int:
-    """How many of ``jobs`` an earlier invocation already ran (their results are in ``cache``)."""
-    return sum((cache / f"{job_key(job)}.json").is_file() for job in jobs)
+    """How many of ``jobs`` an earlier invocation already ran: their entries in ``cache`` are of
+    this engine version and data (stale and unusable ones are run again, so they do not count)."""
+    return len(scan_cache(jobs, cache).rows)
 
 
 def reproduce(
@@ -96,4 +99,5 @@ def reproduce(
         reused = f" ({cached} of them cached by an earlier invocation)" if cached else ""
         timing = f"{len(rows)} runs{reused}, {time.perf_counter() - start:.0f} s wall time"
     intro = f"{(module.__doc__ or '').strip()}\n\nRun: `{command}`, {setting}, {timing}. Raw runs: `runs.csv`."
-    return write_report(out / "REPORT.md", f"Reproduction: {name}", intro, claims, figures, notes)
+    significance = getattr(module, "SIGNIFICANCE", "")  # the test behind "ahead" in the claims, where they use one
+    return write_report(out / "REPORT.md", f"Reproduction: {name}", intro, claims, figures, notes, significance)

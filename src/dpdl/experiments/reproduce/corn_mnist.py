@@ -14,9 +14,10 @@ from __future__ import annotations
 from dpdl.experiments.reproduce import corn_tradeoff, tradeoff
 from dpdl.experiments.reproduce.tradeoff import Study, Training
 
-__all__ = ["NAME", "jobs", "followup_jobs", "run_job", "analyse"]
+__all__ = ["NAME", "SIGNIFICANCE", "jobs", "followup_jobs", "run_job", "analyse"]
 
 NAME = "corn-mnist"
+SIGNIFICANCE = tradeoff.SIGNIFICANCE
 run_job = tradeoff.run_job
 
 

@@ -18,10 +18,15 @@ class Claim:
     holds: bool
 
 
-def write_report(path: Path, title: str, intro: str, claims: list[Claim], figures: list[Path], notes: list[str]) -> Path:
-    """Markdown report: setting, claims table (paper / measured / holds), figures, notes."""
+def write_report(
+    path: Path, title: str, intro: str, claims: list[Claim], figures: list[Path], notes: list[str], significance: str = ""
+) -> Path:
+    """Markdown report: setting, claims table (paper / measured / holds), the statistical test its
+    verdicts use (``significance``, one sentence under the table, where they use one), figures, notes."""
     lines = [f"# {title}", "", intro, "", "| panel | the paper claims | we measured | holds |", "| --- | --- | --- | --- |"]
     lines += [f"| {c.panel} | {c.paper} | {c.measured} | {'yes' if c.holds else '**no**'} |" for c in claims]
+    if significance:
+        lines += ["", significance]
     lines += ["", "## Figures", ""]
     lines += [f"![{figure.stem}]({figure.name})" for figure in figures]
     if notes:

@@ -1,26 +1,53 @@
 """Running a reproduction's grid: parallel processes, a cache that makes interrupted runs resume.
 
-A job is a JSON-able dict; its result is cached as ``<cache>/<sha256 of the job>.json``, so a
-finished job is never run again and a rerun after an interruption picks up where it stopped.
+A job is a JSON-able dict; its result is cached as ``<cache>/<job_key(job)>.json``, so a finished
+job is never run again and a rerun after an interruption picks up where it stopped.
+
+A cache entry is used only if it is what this code would compute now. Beside the job, the numbers
+depend on the engine (:data:`dpdl.simulation.ENGINE_VERSION`) and on the data files read
+(:func:`data_fingerprint`), so an entry is JSON holding its whole key and a checksum::
+
+    {"format": "dpdl-cache-entry", "version": 1,
+     "key": {"job": ..., "engine": ENGINE_VERSION, "data": data_fingerprint()},
+     "row": {...the job's fields and its results...}, "sha256": "<of key and row>"}
+
+An entry made under another engine version or other data is *stale*; a file that is not such an
+entry, whole and unaltered (truncated, empty, edited, of another type or another job) is
+*unusable*. Both are logged with their paths, counted in the progress label and run again: never
+used, never mixed with new results, never a traceback. Entries are written atomically
+(:func:`dpdl.files.atomic_write`), so an interrupted run leaves whole entries only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
+from dpdl.data.paths import shared_data_dir
+from dpdl.errors import DataError
+from dpdl.files import atomic_write, file_sha256
 from dpdl.processes import worker_context
+from dpdl.simulation import ENGINE_VERSION
 
-__all__ = ["job_key", "run_jobs"]
+__all__ = ["CacheScan", "data_fingerprint", "job_key", "run_jobs", "scan_cache"]
 
 Job = dict[str, Any]
+
+logger = logging.getLogger(__name__)
+
+#: Name and version of the entry layout above.
+FORMAT, FORMAT_VERSION = "dpdl-cache-entry", 1
 
 #: A pool of w workers runs at most ``w * MAX_JOBS_PER_WORKER`` jobs before it is replaced by a fresh
 #: one, so whatever a long run accumulates in one process
@@ -30,9 +57,109 @@ Job = dict[str, Any]
 MAX_JOBS_PER_WORKER = 16
 
 
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
 def job_key(job: Job) -> str:
-    """Stable name of a job: the SHA-256 of its canonical JSON."""
-    return hashlib.sha256(json.dumps(job, sort_keys=True).encode()).hexdigest()[:24]
+    """Stable name of a job's cache file: the SHA-256 of its canonical JSON (first 24 hex digits)."""
+    return hashlib.sha256(_canonical(job).encode()).hexdigest()[:24]
+
+
+@lru_cache(maxsize=None)
+def _content_digest(path: str, size: int, mtime_ns: int) -> str:
+    """SHA-256 of a file, remembered per (path, size, modification time) within a process."""
+    return file_sha256(Path(path))
+
+
+def _folder_digests(folder: Path, skip: Callable[[Path], bool]) -> dict[str, str]:
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and not skip(p))
+    return {p.relative_to(folder).as_posix(): _content_digest(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files}
+
+
+def data_fingerprint() -> str:
+    """SHA-256 (hex) of the contents of every data file a job can read: the files bundled in the
+    ``dpdl.data`` package and every file of the shared data folder (:func:`shared_data_dir`;
+    recorded as absent where there is none), by relative name.
+
+    Deliberately coarse: a job's data is not declared anywhere, so every job is keyed by all of
+    it, and any change in the data folder makes every entry stale (the data is meant to be
+    fixed). Cheap: about 50 MB hashed once per process, then remembered while files keep their
+    size and modification time."""
+    bundled = Path(str(resources.files("dpdl.data")))
+    described: dict[str, Any] = {"bundled": _folder_digests(bundled, lambda p: p.suffix in (".py", ".pyc") or "__pycache__" in p.parts)}
+    try:
+        described["shared"] = _folder_digests(shared_data_dir(), lambda p: False)
+    except DataError:
+        described["shared"] = None
+    return hashlib.sha256(_canonical(described).encode()).hexdigest()
+
+
+def _cache_key(job: Job, data: str) -> dict[str, Any]:
+    """Everything an entry's numbers depend on: the job (as JSON gives it back), the engine, the data."""
+    return {"job": json.loads(_canonical(job)), "engine": ENGINE_VERSION, "data": data}
+
+
+def _digest(key: dict[str, Any], row: dict[str, Any]) -> str:
+    return hashlib.sha256(_canonical({"key": key, "row": row}).encode()).hexdigest()
+
+
+def _write_entry(path: Path, key: dict[str, Any], row: dict[str, Any]) -> None:
+    entry = {"format": FORMAT, "version": FORMAT_VERSION, "key": key, "row": row, "sha256": _digest(key, row)}
+    atomic_write(path, json.dumps(entry).encode())
+
+
+def _read_entry(path: Path, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None, bool]:
+    """``(row, None, False)`` for an entry of ``key``; else ``(None, why, stale)``: ``stale`` when
+    the file is an entry of the same job under another engine version or data."""
+    try:
+        entry = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as error:  # ValueError: empty, truncated, not UTF-8; RecursionError: nested too deep
+        return None, f"not JSON ({error})", False
+    if not isinstance(entry, dict):
+        return None, f"a JSON {type(entry).__name__}, not an entry", False
+    if "format" not in entry and "sha256" not in entry:
+        return None, "written before cache entries recorded their engine version and data", True
+    if entry.get("format") != FORMAT or entry.get("version") != FORMAT_VERSION:
+        return None, f"format {entry.get('format')!r} version {entry.get('version')!r}, expected {FORMAT!r} {FORMAT_VERSION}", False
+    saved, row = entry.get("key"), entry.get("row")
+    if not isinstance(saved, dict) or not isinstance(row, dict) or entry.get("sha256") != _digest(saved, row):
+        return None, "fails its checksum (edited or torn)", False
+    if saved.get("job") != key["job"]:
+        return None, "the entry of another job", False
+    if saved.get("engine") != key["engine"]:
+        return None, f"made by engine version {saved.get('engine')}, this is {key['engine']}", True
+    if saved.get("data") != key["data"]:
+        return None, "made from other data files", True
+    return row, None, False
+
+
+@dataclass
+class CacheScan:
+    """What the cache holds for a list of jobs: the usable rows by :func:`job_key`, the jobs to
+    run, and the files found stale or unusable (path and why)."""
+
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pending: list[Job] = field(default_factory=list)
+    stale: list[tuple[Path, str]] = field(default_factory=list)
+    unusable: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def scan_cache(jobs: list[Job], cache: Path, data: str | None = None) -> CacheScan:
+    """Sort ``jobs`` into cached (an entry of this job, engine and ``data``, default
+    :func:`data_fingerprint`) and pending; reads, never writes or logs."""
+    data = data_fingerprint() if data is None else data
+    scan = CacheScan()
+    for job in jobs:
+        path = cache / f"{job_key(job)}.json"
+        row, why, stale = _read_entry(path, _cache_key(job, data)) if path.is_file() else (None, None, False)
+        if row is not None:
+            scan.rows[job_key(job)] = row
+            continue
+        scan.pending.append(job)
+        if why is not None:
+            (scan.stale if stale else scan.unusable).append((path, why))
+    return scan
 
 
 def run_jobs(
@@ -43,19 +170,23 @@ def run_jobs(
     progress: bool = True,
     label: str = "jobs",
 ) -> list[dict[str, Any]]:
-    """Results of ``run_job`` for every job (job fields merged in), in the order of ``jobs``.
+    """Results of ``run_job`` for every job (job fields merged in), in the order of ``jobs``:
+    from the cache where it holds an entry of the job under this engine and data, else computed
+    (and cached). Stale and unusable entries are logged (a warning each, with its path) and run again.
 
     ``run_job`` must be a module-level function (it runs in worker processes).
     """
     cache.mkdir(parents=True, exist_ok=True)
-    results: dict[str, dict[str, Any]] = {}
-    pending = []
-    for job in jobs:
-        path = cache / f"{job_key(job)}.json"
-        if path.is_file():
-            results[job_key(job)] = json.loads(path.read_text())
-        else:
-            pending.append(job)
+    data = data_fingerprint()
+    scan = scan_cache(jobs, cache, data)
+    for path, why in scan.stale:
+        logger.warning("%s: stale cache entry (%s); running it again", path, why)
+    for path, why in scan.unusable:
+        logger.warning("%s: unusable cache entry (%s); running it again", path, why)
+    if scan.stale or scan.unusable:
+        label = f"{label} (rerun: {len(scan.stale)} stale, {len(scan.unusable)} unusable)"
+        logger.warning("%s", label)
+    results, pending = scan.rows, scan.pending
     workers = max(1, min(workers or os.cpu_count() or 1, len(pending) or 1))
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc=label, unit="job", disable=None if progress else True)
     chunk = workers * MAX_JOBS_PER_WORKER
@@ -65,7 +196,7 @@ def run_jobs(
             for future in as_completed(futures):
                 job = futures[future]
                 result = {**job, **future.result()}
-                (cache / f"{job_key(job)}.json").write_text(json.dumps(result))
+                _write_entry(cache / f"{job_key(job)}.json", _cache_key(job, data), result)
                 results[job_key(job)] = result
                 bar.update()
     bar.close()

@@ -30,9 +30,10 @@ from __future__ import annotations
 from dpdl.experiments.reproduce import corn_tradeoff, tradeoff
 from dpdl.experiments.reproduce.tradeoff import Study, Training
 
-__all__ = ["NAME", "jobs", "followup_jobs", "run_job", "analyse"]
+__all__ = ["NAME", "SIGNIFICANCE", "jobs", "followup_jobs", "run_job", "analyse"]
 
 NAME = "whisper-quadratic"
+SIGNIFICANCE = tradeoff.SIGNIFICANCE
 run_job = tradeoff.run_job
 CLIPS = (0.1, 1.0, 10.0, 100.0, 1000.0)
 

@@ -1,0 +1,160 @@
+"""A runtime agent's checkpoints: its states of some rounds, saved as data that cannot run code.
+
+A checkpoint is an ``.npz`` archive read with ``allow_pickle=False`` (no object arrays, so
+reading it never unpickles anything). It holds
+
+- ``manifest``: UTF-8 JSON: the format and its version, :data:`~dpdl.simulation.ENGINE_VERSION`,
+  the fingerprint of the run it belongs to (:func:`run_fingerprint`), the agent, and per saved
+  state its round and its batch generators' states (JSON dicts);
+- per state ``k``: ``state<k>/params`` and the batch samplers' arrays ``state<k>/batches/<name>``;
+- ``sha256``: the SHA-256 of the manifest and every array (name, dtype, shape, bytes).
+
+:func:`load_checkpoint` refuses, with a :class:`~dpdl.errors.FileFormatError` naming the file,
+anything else: a truncated or altered file (the archive or the checksum fails), a foreign file (a
+pickle, random bytes, another format), a checkpoint of another agent, of another run (its
+configuration, seed or noise design differ) or of another engine version. Files are written
+atomically (:func:`dpdl.files.atomic_write`): a crash leaves the previous checkpoint whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+import json
+import zipfile
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpdl.errors import FileFormatError
+from dpdl.experiments.results import json_safe
+from dpdl.experiments.train import Job, TrainConfig
+from dpdl.files import atomic_write
+from dpdl.runtime.handshake import design_digest
+from dpdl.simulation import ENGINE_VERSION
+
+__all__ = ["AgentState", "BatchState", "run_fingerprint", "save_checkpoint", "load_checkpoint"]
+
+#: Name and version of the layout above; a change of layout bumps the version.
+FORMAT, FORMAT_VERSION = "dpdl-agent-checkpoint", 1
+
+#: An agent's batch streams as :meth:`dpdl.simulation.sampling.AgentBatches.state` gives them.
+BatchState = tuple[dict[str, Any], dict[str, np.ndarray]]
+
+
+@dataclass
+class AgentState:
+    """What an agent needs to continue after round ``round``: its parameters (the model, or
+    model, tracking variable and last gradient) and its batch streams (None: full gradients)."""
+
+    round: int
+    params: np.ndarray
+    batches: BatchState | None
+
+
+def run_fingerprint(config: TrainConfig, seed: int, job: Job) -> str:
+    """SHA-256 (hex) naming replicate ``seed`` of ``config`` (resolved) as built in ``job`` (the
+    first phase's, before any departure): the configuration as canonical JSON, its list of seeds
+    replaced by this seed, and the digest of the mixing matrix and noise covariance that the agents
+    compare in the handshake. A checkpoint of another run has another fingerprint."""
+    described = {**config.as_dict(), "seeds": [seed]}
+    text = json.dumps(json_safe(described), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode() + design_digest(job.weights, job.mechanism)).hexdigest()
+
+
+def _digest(manifest: bytes, arrays: Mapping[str, np.ndarray]) -> bytes:
+    digest = hashlib.sha256(manifest)
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode())
+        digest.update(array.tobytes())
+    return digest.digest()
+
+
+def save_checkpoint(path: Path, states: list[AgentState], run: str, agent: int) -> None:
+    """Write ``states`` of agent ``agent`` of run ``run`` (a :func:`run_fingerprint`) to ``path``, atomically."""
+    arrays: dict[str, np.ndarray] = {}
+    described = []
+    for k, state in enumerate(states):
+        arrays[f"state{k}/params"] = state.params
+        generators = None
+        if state.batches is not None:
+            generators, sampler_arrays = state.batches
+            arrays.update({f"state{k}/batches/{name}": array for name, array in sampler_arrays.items()})
+        described.append({"round": state.round, "generators": generators})
+    manifest = {"format": FORMAT, "version": FORMAT_VERSION, "engine": ENGINE_VERSION, "run": run, "agent": agent, "states": described}
+    manifest_bytes = json.dumps(manifest, sort_keys=True).encode()
+    stored = {**arrays, "manifest": np.frombuffer(manifest_bytes, dtype=np.uint8)}
+    stored["sha256"] = np.frombuffer(_digest(manifest_bytes, arrays), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **stored)
+    atomic_write(path, buffer.getvalue())
+
+
+def _read(path: Path) -> tuple[bytes, dict[str, np.ndarray], bytes]:
+    """The manifest, the arrays and the stored checksum of the archive at ``path``."""
+    loaded = np.load(path, allow_pickle=False)
+    if not isinstance(loaded, np.lib.npyio.NpzFile):  # an array, from a .npy file
+        raise ValueError("a single array, not an .npz archive")
+    with loaded as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    if "manifest" not in arrays or "sha256" not in arrays:
+        raise ValueError(f"an archive without manifest and checksum (entries {sorted(arrays)[:5]})")
+    manifest, stored = arrays.pop("manifest"), arrays.pop("sha256")
+    if manifest.dtype != np.uint8 or stored.dtype != np.uint8 or manifest.ndim != 1 or stored.shape != (32,):
+        raise ValueError("a manifest and checksum that are not byte strings")
+    return manifest.tobytes(), arrays, stored.tobytes()
+
+
+def load_checkpoint(path: Path, run: str, agent: int) -> list[AgentState]:
+    """The states saved at ``path`` by agent ``agent`` of run ``run``; [] when there is no file.
+
+    Raises :class:`~dpdl.errors.FileFormatError` naming ``path`` for a file that is not such a
+    checkpoint, whole and unaltered."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    expected = f"expected a checkpoint of agent {agent} of this run, written by dpdl (format {FORMAT} {FORMAT_VERSION})"
+    try:
+        manifest_bytes, arrays, stored = _read(path)
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:
+        # a pickle, random bytes, a truncated archive, an object array: numpy refuses without running anything
+        raise FileFormatError(f"{path} is not a readable checkpoint ({error}); {expected}") from None
+    if not hmac.compare_digest(_digest(manifest_bytes, arrays), stored):
+        raise FileFormatError(f"{path} fails its checksum: altered or torn after it was written; {expected}")
+    try:
+        manifest = json.loads(manifest_bytes)
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION:
+            raise ValueError(f"format {manifest.get('format') if isinstance(manifest, dict) else manifest!r}")
+        if manifest["engine"] != ENGINE_VERSION:
+            raise FileFormatError(
+                f"{path} was written by engine version {manifest['engine']}, this is version {ENGINE_VERSION}: its run "
+                "would not continue the same numbers; start afresh (without resume)"
+            )
+        if manifest["agent"] != agent:
+            raise FileFormatError(f"{path} is a checkpoint of agent {manifest['agent']}, not of agent {agent}")
+        if manifest["run"] != run:
+            raise FileFormatError(
+                f"{path} belongs to another run (configuration, seed or noise design differ from this one's); "
+                "resume with the options it was started with, or start afresh (without resume)"
+            )
+        states = []
+        for k, described in enumerate(manifest["states"]):
+            params = arrays.pop(f"state{k}/params")
+            prefix = f"state{k}/batches/"
+            sampler = {name[len(prefix) :]: arrays.pop(name) for name in list(arrays) if name.startswith(prefix)}
+            generators = described["generators"]
+            malformed_generators = not isinstance(generators, dict) and (generators is not None or sampler)
+            if not isinstance(described["round"], int) or params.dtype != np.float64 or malformed_generators:
+                raise ValueError(f"state {k} is malformed")
+            states.append(AgentState(described["round"], params, None if generators is None else (generators, sampler)))
+        if arrays:
+            raise ValueError(f"entries of no state: {sorted(arrays)[:5]}")
+    except (ValueError, KeyError, TypeError, RecursionError) as error:
+        raise FileFormatError(f"{path} has a checksum but not the layout of a checkpoint ({error}); {expected}") from None
+    return states
