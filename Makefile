@@ -25,6 +25,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_mafalda.py
 	$(BIN)/python benchmarks/bench_tracking.py
 	$(BIN)/python benchmarks/bench_runtime.py
+	$(BIN)/python benchmarks/bench_startup.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

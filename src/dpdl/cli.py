@@ -1,6 +1,9 @@
 """The ``dpdl`` command line: ``train``, ``run-agent``, ``run-local``, ``noise``, ``audit``, ``factorize``, ``reproduce``,
 ``demo``, ``data`` (``--help`` on each).
 
+The parser is built from :mod:`dpdl.choices` alone, and each command imports its implementation when it runs, so
+``dpdl --help`` and ``dpdl <command> --help`` do not import torch, scipy or networkx.
+
 Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback.
 """
 
@@ -15,16 +18,24 @@ from pathlib import Path
 from typing import NoReturn
 
 from dpdl import __version__
-from dpdl.accounting import CALIBRATIONS
-from dpdl.attacks.membership import DEFAULT_TRIALS
+from dpdl.choices import (
+    ALGORITHMS,
+    CALIBRATIONS,
+    CLIP_LEVELS,
+    DECOR_SEARCHES,
+    DEFAULT_TRIALS,
+    DISTRIBUTIONS,
+    GRAPH_FILE_FORMATS,
+    MACS,
+    MECHANISM_NAMES,
+    MIXING_RULE_NAMES,
+    PARTITIONS,
+    REAL_GRAPHS,
+    SCHEDULES,
+    SYNTHETIC_GRAPHS,
+    TASKS,
+)
 from dpdl.errors import DpdlError
-from dpdl.graphs import MIXING_RULES, REAL_GRAPHS, SYNTHETIC_GRAPHS
-from dpdl.mechanisms.lppa import DISTRIBUTIONS, TrackingOptions
-from dpdl.mechanisms.registry import DECOR_SEARCHES, MECHANISMS, DesignOptions
-from dpdl.runtime.channel import MACS
-from dpdl.simulation import ALGORITHMS, CLIP_LEVELS, SCHEDULES
-from dpdl.tasks import TASKS, TaskOptions
-from dpdl.tasks.partition import PARTITIONS
 
 __all__ = ["main", "build_parser"]
 
@@ -62,8 +73,6 @@ def _positive_int(text: str) -> int:
 
 def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     """Options that choose the communication graph and its mixing matrix."""
-    from dpdl.graphs.files import GRAPH_FILE_FORMATS
-
     group = parser.add_argument_group("graph")
     group.add_argument(
         "--graph",
@@ -76,7 +85,7 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--n", type=_positive_int, default=20, help="number of agents for synthetic graphs (default 20)")
     group.add_argument("--p", type=float, default=0.5, help="Erdos-Renyi edge probability (default 0.5)")
     group.add_argument(
-        "--mixing", choices=list(MIXING_RULES), default="metropolis-hastings", help="mixing rule (default metropolis-hastings)"
+        "--mixing", choices=list(MIXING_RULE_NAMES), default="metropolis-hastings", help="mixing rule (default metropolis-hastings)"
     )
 
 
@@ -126,7 +135,9 @@ def add_design_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--q", type=int, default=1, help="whisper-multiseed: coalition size protected against (default 1)")
 
 
-def _design(args: argparse.Namespace) -> DesignOptions:
+def _design(args: argparse.Namespace):  # noqa: ANN202 (DesignOptions, imported lazily)
+    from dpdl.mechanisms.registry import DesignOptions
+
     return DesignOptions(
         threat=args.design_against, decor_search=args.decor_search, decor_couple=args.decor_couple, groups=args.groups, q=args.q
     )
@@ -135,7 +146,7 @@ def _design(args: argparse.Namespace) -> DesignOptions:
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     """Everything that defines a training job (:class:`dpdl.experiments.train.TrainConfig`)."""
     parser.add_argument("--task", choices=TASKS, default="logreg-a9a", help="learning task (default logreg-a9a)")
-    parser.add_argument("--mechanism", default="ldp", help=f"noise mechanism: none, {', '.join(MECHANISMS)} (default ldp)")
+    parser.add_argument("--mechanism", default="ldp", help=f"noise mechanism: none, {', '.join(MECHANISM_NAMES)} (default ldp)")
     add_graph_arguments(parser)
     add_budget_arguments(parser)
     add_design_arguments(parser)
@@ -245,7 +256,7 @@ def _noise_parser(sub: argparse._SubParsersAction) -> None:
         description="Calibrate a noise design to (eps, delta) over T steps on a graph; print the variance left after "
         "mixing, Tr(W R W^T), and the exact epsilon against each threat model (Infinity where none holds).",
     )
-    parser.add_argument("--method", required=True, help=f"noise design: {', '.join(MECHANISMS)}")
+    parser.add_argument("--method", required=True, help=f"noise design: {', '.join(MECHANISM_NAMES)}")
     add_graph_arguments(parser)
     add_graph_seed_argument(parser)
     add_budget_arguments(parser)
@@ -373,6 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _train_config(args: argparse.Namespace):  # noqa: ANN202 (TrainConfig, imported lazily)
     from dpdl.experiments.train import TrainConfig
+    from dpdl.mechanisms.lppa import TrackingOptions
+    from dpdl.tasks import TaskOptions
 
     return TrainConfig(
         task=args.task,

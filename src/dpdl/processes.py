@@ -9,8 +9,10 @@ __all__ = ["PRELOAD", "worker_context"]
 
 #: Modules the fork server imports once, so that every child starts with torch and dpdl loaded:
 #: importing them costs about 4.5 s a process here, more than many reproduction jobs take, and
-#: the reproduction pools are replaced every few dozen jobs.
-PRELOAD = ["dpdl.experiments.reproduce", "dpdl.runtime.agent"]
+#: the reproduction pools are replaced every few dozen jobs. Each module whose functions children
+#: run is named (the packages import their submodules lazily), and so is dp_accounting, which dpdl
+#: imports only where example-level accounting runs, in the children.
+PRELOAD = ["dpdl.experiments.reproduce", "dpdl.experiments.demo", "dpdl.runtime.launch", "dp_accounting"]
 
 
 def worker_context() -> multiprocessing.context.BaseContext:

@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-import dp_accounting
 import numpy as np
 
 from dpdl.accounting import gdp
@@ -143,6 +142,8 @@ def pld_epsilon(
     mu_step: float, sampling_rate: float, steps: int, delta: float, discretization: float = PLD_DISCRETIZATION
 ) -> float:
     """Epsilon of ``steps`` Poisson-subsampled Gaussian mechanisms with noise multiplier ``1/mu_step``."""
+    import dp_accounting  # 1.3 s to import, and only example-level accounting needs it
+
     event = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(sampling_rate, dp_accounting.GaussianDpEvent(1.0 / mu_step)), steps
     )
@@ -154,6 +155,8 @@ def pld_epsilon(
 def subsampled_rdp_epsilon(mu_step: float, sampling_rate: float, steps: int, delta: float) -> float:
     """Epsilon of the same mechanisms as :func:`pld_epsilon` by Renyi DP (dp_accounting's default
     orders), the papers' example-level accounting."""
+    import dp_accounting
+
     event = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(sampling_rate, dp_accounting.GaussianDpEvent(1.0 / mu_step)), steps
     )

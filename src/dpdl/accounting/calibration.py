@@ -35,13 +35,12 @@ from dpdl.accounting.accountant import (
 from dpdl.accounting.neighbouring import ExampleLevel, Neighbouring
 from dpdl.accounting.rdp_bound import paper_mu_step
 from dpdl.accounting.search import geometric_bisect
+from dpdl.choices import CALIBRATIONS
 from dpdl.errors import ConfigError, PrivacyParameterError
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.threats import ThreatModel
 
 __all__ = ["Calibration", "calibrate", "noise_scale", "safe_scale", "CALIBRATIONS"]
-
-CALIBRATIONS = ("exact", "paper")
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,16 @@
-"""Attacks that measure privacy empirically: membership inference, the sum eavesdropper, gradient inversion."""
+"""Attacks that measure privacy empirically: membership inference, the sum eavesdropper, gradient inversion.
 
-from dpdl.attacks.eavesdropper import sum_attack, sum_attack_error
-from dpdl.attacks.inversion import Inversion, invert_gradient
-from dpdl.attacks.membership import EmpiricalPrivacy, clopper_pearson_upper, membership_lower_bound
+The names are imported on first use (:mod:`dpdl.lazy`): the membership test needs numpy alone,
+gradient inversion needs torch.
+"""
 
-__all__ = [
-    "EmpiricalPrivacy",
-    "Inversion",
-    "clopper_pearson_upper",
-    "invert_gradient",
-    "membership_lower_bound",
-    "sum_attack",
-    "sum_attack_error",
-]
+from dpdl.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "eavesdropper": ("sum_attack", "sum_attack_error"),
+        "inversion": ("Inversion", "invert_gradient"),
+        "membership": ("EmpiricalPrivacy", "clopper_pearson_upper", "membership_lower_bound"),
+    },
+)

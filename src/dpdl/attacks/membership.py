@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 import numpy as np
-from scipy import stats
 
+from dpdl.choices import DEFAULT_TRIALS
 from dpdl.errors import ConfigError
 from dpdl.threats import Eavesdropper, ThreatModel
 
@@ -39,8 +39,6 @@ KERNEL_TOL = 1e-12
 THRESHOLDS = 400
 #: Most coalitions a threat may have for the test to search them all.
 MAX_COALITIONS = 20_000
-#: Trials per hypothesis by default (about a second per mechanism at n = 10, T = 100).
-DEFAULT_TRIALS = 20_000
 
 
 class Sampled(Protocol):
@@ -110,6 +108,8 @@ def aim(covariance: np.ndarray, view: np.ndarray) -> Aim:
 
 def clopper_pearson_upper(errors: np.ndarray | int, trials: int, alpha: float) -> np.ndarray:
     """One-sided upper confidence bound at level ``1 - alpha`` on a rate seen ``errors`` times."""
+    from scipy import stats  # 0.9 s to import, for one quantile
+
     errors = np.asarray(errors)
     bound = stats.beta.ppf(1.0 - alpha, errors + 1, np.maximum(trials - errors, 1))
     return np.where(errors >= trials, 1.0, bound)

@@ -1,7 +1,16 @@
-"""Experiments: training jobs, the headline demo, results folders and figures."""
+"""Experiments: training jobs, the headline demo, results folders and figures.
 
-from dpdl.experiments.demo import STEP_SIZE_GRID, run_demo
-from dpdl.experiments.results import write_results
-from dpdl.experiments.train import TrainConfig, TrainResult, run_training
+The names are imported on first use (:mod:`dpdl.lazy`), so a command that needs one experiment
+(``dpdl noise``) does not import the others' torch and matplotlib.
+"""
 
-__all__ = ["STEP_SIZE_GRID", "TrainConfig", "TrainResult", "run_demo", "run_training", "write_results"]
+from dpdl.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "demo": ("STEP_SIZE_GRID", "run_demo"),
+        "results": ("write_results",),
+        "train": ("TrainConfig", "TrainResult", "run_training"),
+    },
+)

@@ -25,8 +25,7 @@ from tqdm.auto import tqdm
 from dpdl.accounting import AgentLevel
 from dpdl.attacks.membership import DEFAULT_TRIALS, membership_lower_bound
 from dpdl.experiments.noise import DEFAULT_THREATS, NoiseReport, noise_report
-from dpdl.experiments.reproduce.report import write_rows
-from dpdl.experiments.results import json_safe
+from dpdl.experiments.results import json_safe, write_rows
 from dpdl.mechanisms.independent import NoNoise
 from dpdl.mechanisms.lppa import NoiseFlow, lppa_noise
 from dpdl.mechanisms.registry import MECHANISMS, DesignOptions

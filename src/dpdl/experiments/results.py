@@ -1,4 +1,9 @@
-"""Writing a training job's results folder: config JSON, metrics CSV, final JSON, figure."""
+"""Writing results: a training job's folder (config JSON, metrics CSV, final JSON, figure), rows as CSV,
+JSON with non-finite numbers.
+
+The commands that write JSON or CSV alone (``dpdl noise``, ``audit``, ``factorize``) import this
+module too, so matplotlib is imported by :func:`write_results`, which draws the figure.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,12 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpdl.experiments.plots import plot_curves
-from dpdl.experiments.train import TrainResult
+if TYPE_CHECKING:
+    from dpdl.experiments.train import TrainResult
 
-__all__ = ["write_results", "json_safe"]
+__all__ = ["write_results", "write_rows", "json_safe"]
 
 
 def json_safe(value: Any) -> Any:
@@ -27,6 +32,8 @@ def json_safe(value: Any) -> Any:
 
 def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
     """Write ``config.json``, ``metrics.csv``, ``final.json`` and ``<metric>.png`` into ``folder``."""
+    from dpdl.experiments.plots import plot_curves
+
     folder.mkdir(parents=True, exist_ok=True)
     config = {
         "config": result.config.as_dict(),
@@ -62,3 +69,15 @@ def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
         log_y=metric == "optimality_gap",
     )
     return paths
+
+
+def write_rows(rows: list[dict[str, Any]], path: Path) -> Path:
+    """All rows as CSV (columns: the union of the rows' keys, in first-seen order)."""
+    columns: list[str] = []
+    for row in rows:
+        columns += [key for key in row if key not in columns]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path

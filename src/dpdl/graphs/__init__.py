@@ -8,6 +8,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
+from dpdl.choices import SYNTHETIC_GRAPHS
 from dpdl.errors import GraphError
 from dpdl.graphs.files import GRAPH_FILE_FORMATS, graph_file_spec, read_graph_file
 from dpdl.graphs.mixing import (
@@ -65,9 +66,6 @@ __all__ = [
     "GraphSummary",
     "summarize",
 ]
-
-#: Synthetic topologies by CLI name (``er`` also takes ``p`` and ``seed``).
-SYNTHETIC_GRAPHS = ("er", "ring", "torus", "complete", "star", "exponential")
 
 
 def build_graph(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import networkx as nx
 import numpy as np
 
+from dpdl.choices import ADJACENCY_KEY, GRAPH_FILE_FORMATS
 from dpdl.errors import GraphError
 from dpdl.graphs.topologies import read_edgelist, relabel_consecutive
 
@@ -41,19 +42,6 @@ __all__ = [
     "read_gml",
     "detect_format",
 ]
-
-#: The array of an ``.npz`` file that holds a dense adjacency matrix.
-ADJACENCY_KEY = "adjacency"
-
-#: Graph file formats by prefix, with what each expects.
-GRAPH_FILE_FORMATS: dict[str, str] = {
-    "edgelist": "text, one edge 'u v' per line, integer ids ('#' or '%' comments, extra columns ignored, .gz read)",
-    "decentralizepy": "decentralizepy's edges file: the node count n on the first line, then 'u v' per line, ids 0..n-1",
-    "npz": f"numpy .npz with a symmetric adjacency matrix under the key '{ADJACENCY_KEY}', "
-    "or a scipy.sparse matrix saved by scipy.sparse.save_npz (nonzero off-diagonal entries are edges)",
-    "graphml": "GraphML (as networkx.write_graphml writes it; .gz read)",
-    "gml": "GML (nodes named by their 'id'; .gz read)",
-}
 
 #: One line for error messages: the ways to name a graph file.
 ACCEPTED = "accepted graph files: file:PATH (format from the extension or the content), " + ", ".join(

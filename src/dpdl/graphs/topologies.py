@@ -16,6 +16,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from dpdl.choices import REAL_GRAPHS
 from dpdl.data.paths import data_file
 from dpdl.errors import GraphError
 
@@ -231,22 +232,6 @@ def _facebook_ego(ego: int) -> nx.Graph:
     edges (friendships recorded in another ego's network), so the graphs would differ.
     """
     return _largest_component(read_edgelist(data_file("facebook_ego", f"facebook/ego/{ego}.edges", f"facebook/ego/{ego}.edges.gz")))
-
-
-#: Real graphs, by CLI name, with what is kept of them.
-REAL_GRAPHS: dict[str, str] = {
-    "florentine": "Padgett's Florentine families (15 nodes, 20 edges)",
-    "karate": "Zachary's karate club (34 nodes, 78 edges)",
-    "davis": "Davis Southern Women, bipartite women/events (32 nodes, 89 edges)",
-    "les-miserables": "Les Miserables co-appearances (77 nodes, 254 edges)",
-    "facebook-ego-<id>": "SNAP ego-Facebook ego network <id> (0, 107, 348, 414, 686, 698, 1684, 1912, 3437, 3980): "
-    "largest component of the alters' friendships",
-    "facebook": "SNAP ego-Facebook combined graph (4039 nodes, 88234 edges)",
-    "gnutella": "SNAP p2p-Gnutella08 overlay, largest connected component (6299 nodes)",
-    "gnutella-<k>": "the first k nodes a breadth-first search of the Gnutella overlay reaches from its best-connected "
-    "peer, with their links (a connected sample of a real P2P overlay)",
-    "collegemsg": "UC Irvine CollegeMsg messages as a static undirected graph, largest component",
-}
 
 
 def real_graph(name: str) -> nx.Graph:

@@ -31,6 +31,7 @@ import numpy as np
 from scipy import sparse
 
 from dpdl.accounting.calibration import Calibration
+from dpdl.choices import DISTRIBUTIONS
 from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook, SharedSecret
 from dpdl.mechanisms.zero_sum import matched_to_ldp
@@ -48,8 +49,6 @@ __all__ = [
     "NoiseFlow",
     "design_noise_flow",
 ]
-
-DISTRIBUTIONS = ("laplace", "gaussian")
 
 
 def flow_arcs(graph: nx.Graph) -> list[tuple[int, int]]:

@@ -14,6 +14,7 @@ import numpy as np
 
 from dpdl.accounting.accountant import step_sensitivity
 from dpdl.accounting.calibration import Calibration, noise_scale, safe_scale
+from dpdl.choices import DECOR_SEARCHES
 from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.mechanisms.decor import appendix_d_couples, design_decor
@@ -21,12 +22,9 @@ from dpdl.mechanisms.independent import CentralDP, LocalDP, NoNoise
 from dpdl.mechanisms.lppa import design_noise_flow
 from dpdl.mechanisms.whisper import MultiSeedWhisper, design_whisper, disjoint_groups
 from dpdl.mechanisms.zero_sum import design_zero_sum
-from dpdl.solvers.coalition import solve_multiseed
 from dpdl.threats import CentralObserver, Colluding, Eavesdropper, ThreatModel, threat_by_name
 
 __all__ = ["DesignOptions", "MECHANISMS", "build_mechanism", "DECOR_SEARCHES"]
-
-DECOR_SEARCHES = ("trace", "appendix-d")
 
 
 @dataclass(frozen=True)
@@ -82,6 +80,8 @@ def _whisper(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, opt
 
 
 def _multiseed(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+    from dpdl.solvers.coalition import solve_multiseed  # CVXPY: 0.3 s to import, for this design alone
+
     n = weights.shape[0]
     groups = disjoint_groups(n, options.groups)
     solution = solve_multiseed(weights, groups, options.q, calibration.inverse_variance_bound)

@@ -1,8 +1,17 @@
 """A peer-to-peer runtime: the agents of noisy D-SGD as processes of ``torch.distributed`` (gloo),
 exchanging authenticated messages with their graph neighbours only, with every secret agreed by
-X25519 key exchange instead of a trusted party (:mod:`dpdl.keys`)."""
+X25519 key exchange instead of a trusted party (:mod:`dpdl.keys`).
 
-from dpdl.runtime.agent import AgentOptions, run_agent
-from dpdl.runtime.launch import LocalRun, init_agent, run_local
+The names are imported on first use (:mod:`dpdl.lazy`): torch is imported by the commands that run
+agents, not by whatever imports a runtime submodule.
+"""
 
-__all__ = ["AgentOptions", "LocalRun", "init_agent", "run_agent", "run_local"]
+from dpdl.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "agent": ("AgentOptions", "run_agent"),
+        "launch": ("LocalRun", "init_agent", "run_local"),
+    },
+)

@@ -39,11 +39,11 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.poly1305 import Poly1305
 
+from dpdl.choices import MACS
 from dpdl.errors import AuthenticationError, ConfigError, PeerFailure
 
 __all__ = ["MACS", "NeighbourChannel", "message_tag", "one_time_key", "receivers_of", "senders_of", "wait"]
 
-MACS = ("aes-gmac", "poly1305", "hmac-sha256")
 _SLOTS = 5  # float64 slots of the header: the round (8 bytes) and the tag field (32 bytes)
 
 

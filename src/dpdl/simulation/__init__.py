@@ -1,9 +1,11 @@
-"""Simulation: the vectorized D-SGD and gradient-tracking engines, their samplers and step sizes."""
+"""Simulation: the vectorized D-SGD and gradient-tracking engines, their samplers and step sizes.
 
-from dpdl.simulation.dsgd import CLIP_LEVELS, DSGDConfig, DSGDResult, clip_rows, run_dsgd
-from dpdl.simulation.sampling import SAMPLERS, CyclicSampler, PoissonSampler, UniformSampler
-from dpdl.simulation.schedules import SCHEDULES, StepSize
-from dpdl.simulation.tracking import run_dsgt
+The names are imported on first use (:mod:`dpdl.lazy`), so that :func:`clip_rows` or a step size
+does not import the engines' dependencies (tqdm, the mechanisms, gradient tracking's graphs).
+"""
+
+from dpdl.choices import ALGORITHMS
+from dpdl.lazy import lazy_exports
 
 #: Version of the numbers a seed produces: the samplers, the noise streams and the engines'
 #: arithmetic. Bump it in any change that moves seeded results (a different draw, another order of
@@ -12,22 +14,13 @@ from dpdl.simulation.tracking import run_dsgt
 #: (:mod:`dpdl.runtime.checkpoint`) instead of being mixed with new numbers.
 ENGINE_VERSION = 1
 
-#: The engines a training job can run: D-SGD, and gradient tracking (DSGT).
-ALGORITHMS = ("dsgd", "dsgt")
-
-__all__ = [
-    "ALGORITHMS",
-    "ENGINE_VERSION",
-    "CLIP_LEVELS",
-    "SAMPLERS",
-    "SCHEDULES",
-    "DSGDConfig",
-    "DSGDResult",
-    "CyclicSampler",
-    "PoissonSampler",
-    "StepSize",
-    "UniformSampler",
-    "clip_rows",
-    "run_dsgd",
-    "run_dsgt",
-]
+_exports, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "dsgd": ("CLIP_LEVELS", "DSGDConfig", "DSGDResult", "clip_rows", "run_dsgd"),
+        "sampling": ("SAMPLERS", "CyclicSampler", "PoissonSampler", "UniformSampler"),
+        "schedules": ("SCHEDULES", "StepSize"),
+        "tracking": ("run_dsgt",),
+    },
+)
+__all__ = ["ALGORITHMS", "ENGINE_VERSION", *_exports]

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from itertools import count
 
 import numpy as np
-from tqdm.auto import tqdm
 
+from dpdl.choices import CLIP_LEVELS
 from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
@@ -45,8 +45,6 @@ __all__ = [
     "run_dsgd",
     "CLIP_LEVELS",
 ]
-
-CLIP_LEVELS = ("agent", "example")
 
 
 def clip_rows(values: np.ndarray, threshold: float) -> np.ndarray:
@@ -205,6 +203,8 @@ def iterate(
         result.history.append(metrics)
         if callback is not None:
             callback(t, metrics)
+
+    from tqdm.auto import tqdm  # here, not above: dpdl noise imports this module for clip_rows alone
 
     record(0)
     bar = tqdm(total=config.steps, disable=None if progress else True, desc=label, unit="step", leave=False)

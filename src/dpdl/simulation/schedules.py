@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from dpdl.choices import SCHEDULES
 from dpdl.errors import ConfigError
 
 __all__ = ["StepSize", "SCHEDULES"]
-
-SCHEDULES = ("constant", "inv-sqrt")
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,17 @@
-"""Learning tasks: objectives, real data, partitioners and metrics."""
+"""Learning tasks: objectives, real data, partitioners and metrics.
 
-from dpdl.tasks.base import Batch, Task
-from dpdl.tasks.catalog import TASKS, TaskOptions, build_task
-from dpdl.tasks.logistic import LogisticRegression
-from dpdl.tasks.quadratic import QuadraticObjectives, decor_least_squares, whisper_quadratic
+The names are imported on first use (:mod:`dpdl.lazy`): the named tasks (:mod:`~dpdl.tasks.catalog`)
+import torch and the data loaders, the objectives and partitioners need numpy alone.
+"""
 
-__all__ = [
-    "Batch",
-    "Task",
-    "TASKS",
-    "TaskOptions",
-    "build_task",
-    "LogisticRegression",
-    "QuadraticObjectives",
-    "decor_least_squares",
-    "whisper_quadratic",
-]
+from dpdl.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "base": ("Batch", "Task"),
+        "catalog": ("TASKS", "TaskOptions", "build_task"),
+        "logistic": ("LogisticRegression",),
+        "quadratic": ("QuadraticObjectives", "decor_least_squares", "whisper_quadratic"),
+    },
+)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
+from dpdl.choices import IMAGE_TASKS, TASKS
 from dpdl.data.a9a import load_a9a
 from dpdl.data.adult import load_adult
 from dpdl.data.housing import load_california_housing
@@ -23,9 +24,6 @@ from dpdl.tasks.quadratic import decor_least_squares, whisper_quadratic
 from dpdl.tasks.torch_model import TorchModelTask
 
 __all__ = ["TaskOptions", "TASKS", "build_task", "image_cnn", "lenet", "train_test_split", "partition_labels"]
-
-IMAGE_TASKS = ("mnist-cnn", "fashion-cnn", "mnist-lenet", "fashion-lenet")
-TASKS = ("quadratic", "least-squares", "logreg-a9a", "mnist-mlp", "housing-mlp", "adult-mlp", *IMAGE_TASKS)
 
 #: Agent x test-example pairs per evaluation pass of the convolutional tasks (about 1 GB of activations).
 CNN_EVAL_CHUNK = 20_000

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpdl.choices import PARTITIONS
 from dpdl.errors import ConfigError
 
 __all__ = ["iid", "dirichlet", "quantity_skew", "labels_per_agent", "PARTITIONS"]
@@ -104,6 +105,3 @@ def labels_per_agent(labels: np.ndarray, n_agents: int, k: int, rng: np.random.G
     if min(len(part) for part in result) == 0:
         raise ConfigError("some agent received no examples; use fewer agents or more labels per agent")
     return result
-
-
-PARTITIONS = ("iid", "dirichlet", "quantity-skew", "labels-per-agent")

@@ -33,8 +33,9 @@ from dpdl.experiments.reproduce import (
     whisper_seeds,
     whisper_variance,
 )
-from dpdl.experiments.reproduce.report import write_report, write_rows
+from dpdl.experiments.reproduce.report import write_report
 from dpdl.experiments.reproduce.runner import run_jobs, scan_cache
+from dpdl.experiments.results import write_rows
 
 __all__ = ["REPRODUCTIONS", "reproduce"]
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-__all__ = ["Claim", "write_report", "write_rows"]
+__all__ = ["Claim", "write_report"]
 
 
 @dataclass(frozen=True)
@@ -18,18 +16,6 @@ class Claim:
     paper: str
     measured: str
     holds: bool
-
-
-def write_rows(rows: list[dict[str, Any]], path: Path) -> Path:
-    """All rows as CSV (columns: the union of the rows' keys, in first-seen order)."""
-    columns: list[str] = []
-    for row in rows:
-        columns += [key for key in row if key not in columns]
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
 
 
 def write_report(

@@ -1,0 +1,41 @@
+"""``dpdl --help`` starts instantly: the parser is built from :mod:`dpdl.choices` alone.
+
+Not a timing test (that is ``benchmarks/bench_startup.py``): it checks what makes the time, that
+building the parser and every command's help text imports none of the libraries that take seconds.
+A fresh interpreter is needed because this one has imported them already.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from dpdl import choices
+from dpdl.graphs.mixing import MIXING_RULES
+from dpdl.mechanisms.registry import MECHANISMS
+
+#: Libraries (and submodules) the help must not import: each costs 0.1-1.5 s here.
+HEAVY = ("torch", "cvxpy", "dp_accounting", "sklearn", "matplotlib", "scipy", "scipy.optimize", "networkx", "cryptography", "tqdm")
+
+HELP_SCRIPT = """
+import json, sys
+import dpdl.cli
+parser = dpdl.cli.build_parser()
+parser.format_help()
+for command in parser._subparsers._group_actions[0].choices.values():
+    command.format_help()
+print(json.dumps(sorted(name for name in {heavy!r} if name in sys.modules)))
+"""
+
+
+def test_help_imports_no_heavy_library():
+    script = HELP_SCRIPT.format(heavy=HEAVY)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(result.stdout) == []
+
+
+def test_registries_offer_the_choices():
+    """The parser offers the names of :mod:`dpdl.choices`; the registries must have exactly those."""
+    assert tuple(MECHANISMS) == choices.MECHANISM_NAMES
+    assert tuple(MIXING_RULES) == choices.MIXING_RULE_NAMES
