@@ -49,3 +49,7 @@ class PeerFailure(DpdlError):
 
 class AuthenticationError(DpdlError):
     """A runtime message failed authentication: forged, altered, replayed or from another round."""
+
+
+class MissingDependencyError(DpdlError, ImportError):
+    """A feature needs an optional dependency that is not installed (names the pip extra)."""

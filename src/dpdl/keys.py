@@ -26,11 +26,15 @@ import hashlib
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
-from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from dpdl.optional import require
+
+require("cryptography", "runtime", "key agreement between agents (the runtime, dpdl train --key-seed)")
+from cryptography.exceptions import InvalidTag  # noqa: E402  (after the check that names the extra)
+from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey  # noqa: E402
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305  # noqa: E402
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF  # noqa: E402
 
 from dpdl.errors import AuthenticationError, ConfigError
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook, SharedSecret

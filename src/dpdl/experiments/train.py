@@ -15,7 +15,6 @@ import numpy as np
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
 from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix, summarize
-from dpdl.keys import simulated_seed_book
 from dpdl.mechanisms import NoiseMechanism, NoNoise
 from dpdl.mechanisms.lppa import INJECTIONS, TrackingNoise, TrackingOptions, build_injection
 from dpdl.mechanisms.registry import DesignOptions, build_mechanism
@@ -225,7 +224,11 @@ def build_job(config: TrainConfig, seed: int) -> Job:
 def run_seed(config: TrainConfig, seed: int, progress: bool = False) -> tuple[Task, Calibration | None, SeedRun]:
     """Build and run one replicate of ``config`` (which must be resolved)."""
     job = build_job(config, seed)
-    book = None if config.key_seed is None else simulated_seed_book(job.noise_seeds, config.key_seed)
+    book = None
+    if config.key_seed is not None:
+        from dpdl.keys import simulated_seed_book  # cryptography: an optional extra (dpdl[runtime])
+
+        book = simulated_seed_book(job.noise_seeds, config.key_seed)
     if config.algorithm == "dsgt":
         result = run_dsgt(job.task, job.weights, job.dsgd, job.injection, seed=seed, progress=progress, agent_seeds=book)
         privacy: list[PrivacyReport] = []  # the injection is sized for the attacks, not accounted

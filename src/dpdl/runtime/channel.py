@@ -35,12 +35,15 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 import torch.distributed as dist
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.poly1305 import Poly1305
 
 from dpdl.choices import MACS
 from dpdl.errors import AuthenticationError, ConfigError, PeerFailure
+from dpdl.optional import require
+
+require("cryptography", "runtime", "the peer-to-peer runtime's message tags")
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms  # noqa: E402  (after the check that names the extra)
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: E402
+from cryptography.hazmat.primitives.poly1305 import Poly1305  # noqa: E402
 
 __all__ = ["MACS", "NeighbourChannel", "message_tag", "one_time_key", "receivers_of", "senders_of", "wait"]
 

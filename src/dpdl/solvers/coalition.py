@@ -22,10 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-import cvxpy as cp
 import numpy as np
 
 from dpdl.errors import ConfigError
+from dpdl.optional import require
+
+cp = require("cvxpy", "solvers", "CorN-DSGD's coalition program (whisper-multiseed, whisper-seeds)")
 
 __all__ = ["MultiSeedSolution", "solve_multiseed", "solve_whisper_sdp"]
 
