@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test test-full-data bench clean
 
 setup: $(STAMP)
 
@@ -18,6 +18,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The tests that need the full data sets (marked full_data), with DPDL_DATA_DIR set to a folder holding them.
+test-full-data: $(STAMP)
+	@test -n "$(DPDL_DATA_DIR)" || { echo "set DPDL_DATA_DIR to the folder holding the full data sets (see 'dpdl data list')"; exit 2; }
+	$(BIN)/python -m pytest -q -m full_data
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_engine.py
