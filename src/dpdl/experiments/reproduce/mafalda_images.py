@@ -1,9 +1,9 @@
 """``mafalda-images``: MAFALDA-SGD Fig. 4 (right) and Fig. 6, test accuracy vs the LDP budget on images.
 
 The paper trains on FEMNIST (LEAF), which cannot be had offline: we use MNIST and Fashion-MNIST
-(``dpdl data fetch mnist``, ``fashion_mnist``) with a strongly non-iid split instead, two labels per agent and 128 examples each
-(FEMNIST's nodes hold ten writers' characters, a few hundred examples), tested on a fixed random
-2000 of the 10000 test images. The network is the paper's:
+(``dpdl data fetch mnist``, ``fashion_mnist``) with a strongly non-iid split instead, two labels per
+agent and 128 examples each (FEMNIST's nodes hold ten writers' characters, a few hundred examples),
+tested on a fixed random 2000 of the 10000 test images. The network is the paper's:
 two 3x3 convolutions of 16 and 32 channels with ReLU and 2x2 max-pooling, group norm, a linear
 softmax layer (20,586 parameters). Cyclic participation k = 20, b = 16 (T = 320), per-example
 clipping. The paper's graph is Facebook ego 414 (148 agents); per-example gradients of this network
