@@ -198,8 +198,12 @@ class NoiseMechanism:
         values, vectors = np.linalg.eigh(covariance[np.ix_(agents, agents)])
         if values.min() < -1e-9 * max(values.max(), 0.0):
             raise ValueError(f"the noise covariance is not positive semidefinite (eigenvalue {values.min():.3g})")
+        # Eigenvalues within rounding of zero are zero: a null direction (zero-sum noise cancels
+        # exactly in the sum) must not come back as a 1e-8 component from sqrt(1e-16), whose sign
+        # and size depend on LAPACK's threading.
+        values[values <= len(agents) * np.finfo(float).eps * values.max()] = 0.0
         factor = np.zeros((self.n, len(agents)))
-        factor[agents] = vectors * np.sqrt(np.clip(values, 0.0, None))
+        factor[agents] = vectors * np.sqrt(values)
         return factor
 
     def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:

@@ -12,7 +12,8 @@ from dpdl.lazy import lazy_exports
 #: operations, a changed default), so that cached reproduction runs made before are recomputed
 #: (:mod:`dpdl.experiments.reproduce.runner`) and runtime checkpoints made before are refused
 #: (:mod:`dpdl.runtime.checkpoint`) instead of being mixed with new numbers.
-ENGINE_VERSION = 1
+#: 2: singular designs (zero-sum noise, LPPA's flow) sample with their null directions exactly zero.
+ENGINE_VERSION = 2
 
 _exports, __getattr__, __dir__ = lazy_exports(
     __name__,
