@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_top_level_module_has_a_layer() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (layers,) = [contract["layers"] for contract in config["contracts"] if contract["type"] == "layers"]
+    (layers,) = [
+        contract["layers"] for contract in config["contracts"] if contract["type"] == "layers"
+    ]
     placed = {name.strip("() ") for layer in layers for name in re.split(r"[|:]", layer)}
     package = Path(dpdl.__file__).parent
     modules = {f"dpdl.{path.stem}" for path in package.glob("*.py") if path.stem != "__init__"}

@@ -30,9 +30,13 @@ def test_no_module_but_the_cli_prints() -> None:
             call = node.func if isinstance(node, ast.Call) else None
             if isinstance(call, ast.Name) and call.id == "print":
                 offenders.append(f"{path.relative_to(SRC)}:{node.lineno} print")
-            if isinstance(call, ast.Attribute) and call.attr == "write" and isinstance(call.value, ast.Attribute) \
-                    and call.value.attr in ("stdout", "stderr"):
-                offenders.append(f"{path.relative_to(SRC)}:{node.lineno} sys.{call.value.attr}.write")
+            if (
+                isinstance(call, ast.Attribute)
+                and call.attr == "write"
+                and isinstance(call.value, ast.Attribute)
+                and call.value.attr in ("stdout", "stderr")
+            ):
+                offenders.append(f"{path.relative_to(SRC)}:{node.lineno} {call.value.attr}.write")
     assert offenders == []
 
 
@@ -62,7 +66,7 @@ def noisy_data_list(monkeypatch, capsys):
         return []
 
     monkeypatch.setattr(dpdl.data.fetch, "survey", survey)
-    monkeypatch.setattr(dpdl.data.paths, "manifest", lambda: {})
+    monkeypatch.setattr(dpdl.data.paths, "manifest", dict)
     monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)
 
     def run(*options: str) -> list[str]:
@@ -85,11 +89,15 @@ def noisy_data_list(monkeypatch, capsys):
 )
 def test_verbose_and_quiet_set_what_the_cli_shows(noisy_data_list, options, shown) -> None:
     article = {"debug": "a", "info": "an", "warning": "a", "error": "an"}
-    assert noisy_data_list(*options) == [f"dpdl: {level}: {article[level]} {level} record" for level in shown]
+    assert noisy_data_list(*options) == [
+        f"dpdl: {level}: {article[level]} {level} record" for level in shown
+    ]
 
 
-def test_a_level_passed_on_by_a_parent_applies_without_options(noisy_data_list, monkeypatch) -> None:
-    """Agents started by torchrun run ``dpdl run-agent`` with the environment of the launching shell."""
+def test_a_level_passed_on_by_a_parent_applies_without_options(
+    noisy_data_list, monkeypatch
+) -> None:
+    """Agents started by torchrun run ``dpdl run-agent`` with the launching shell's environment."""
     monkeypatch.setenv(logs.LEVEL_ENV, "INFO")
     assert noisy_data_list()[0] == "dpdl: info: an info record"
     monkeypatch.setenv(logs.LEVEL_ENV, "INFO")
@@ -115,7 +123,10 @@ def test_verbose_and_quiet_exclude_each_other(capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["-v", "-q", "data", "list"])
     assert exit_.value.code == 2
-    assert capsys.readouterr().err.startswith("dpdl: error: argument -q/--quiet: not allowed with argument -v/--verbose")
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "dpdl: error: argument -q/--quiet: not allowed with argument -v/--verbose"
+    )
 
 
 def test_child_processes_log_at_the_level_of_their_parent() -> None:

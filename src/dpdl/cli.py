@@ -672,8 +672,6 @@ def _configure_logging(args: argparse.Namespace) -> None:
     if not args.verbose and not args.quiet:
         level = logs.env_level() or level
     logs.configure(level)
-    if level > logging.WARNING:
-        warnings.simplefilter("ignore")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,10 +5,11 @@ dpdl decides where the records go. The ``dpdl`` command (and the child processes
 :func:`configure`: one handler on the ``dpdl`` logger that writes ``dpdl: level: message`` lines
 to stderr, at the level of ``-v`` / ``-q`` (default WARNING).
 
-Child processes inherit the level through the environment variable :data:`LEVEL_ENV`, which the
-command line sets and :func:`configure_from_env` reads: the reproduction and demo pools and the
-local agents of ``dpdl run-local`` run it first (:func:`dpdl.processes.init_worker`); agents
-started by ``torchrun`` run ``dpdl run-agent``, whose ``main`` reads it when no ``-v`` / ``-q`` is given.
+Child processes inherit the level through the environment variable :data:`LEVEL_ENV`, which
+:func:`configure` sets: the fork-server children of :func:`dpdl.processes.worker_context` (the
+reproduction and demo pools, the local agents of ``dpdl run-local``) take it along and call
+:func:`configure_from_env` first; agents started by ``torchrun`` run ``dpdl run-agent``, whose
+``main`` reads it when given no ``-v`` / ``-q``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 
-__all__ = ["LEVEL_ENV", "FORMAT", "configure", "configure_from_env", "env_level", "level_from_flags"]
+__all__ = [
+    "FORMAT",
+    "LEVEL_ENV",
+    "configure",
+    "configure_from_env",
+    "env_level",
+    "level_from_flags",
+]
 
 #: Environment variable that carries the log level (a name: ``DEBUG``, ``INFO``, ``WARNING``,
 #: ``ERROR``) from the command line to the processes it starts.
@@ -28,8 +37,8 @@ FORMAT = "dpdl: %(levelname)s: %(message)s"
 
 
 class _Stderr(logging.StreamHandler):
-    """A handler writing to whatever ``sys.stderr`` is when a record comes (as ``logging.lastResort``
-    does), so that a replaced stderr (pytest's capture, a redirect) gets the records."""
+    """A handler writing to whatever ``sys.stderr`` is when a record comes (as
+    ``logging.lastResort`` does), so that a replaced stderr (pytest's capture) gets the records."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
@@ -63,7 +72,8 @@ def level_from_flags(verbose: int, quiet: bool) -> int:
 
 def configure(level: int) -> None:
     """Send the ``dpdl`` logger's records at ``level`` and above to stderr, one line each, and pass
-    the level on to child processes (:data:`LEVEL_ENV`). Calling it again replaces the handler."""
+    the level on to child processes (:data:`LEVEL_ENV`). Calling it again replaces the handler.
+    Above WARNING (``-q``), Python warnings are ignored too: errors only."""
     logger = logging.getLogger("dpdl")
     for handler in [h for h in logger.handlers if isinstance(h, _Stderr)]:
         logger.removeHandler(handler)
@@ -72,6 +82,8 @@ def configure(level: int) -> None:
     logger.addHandler(handler)
     logger.setLevel(level)
     os.environ[LEVEL_ENV] = logging.getLevelName(level)
+    if level > logging.WARNING:
+        warnings.simplefilter("ignore")
 
 
 def env_level() -> int | None:
