@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-full-data bench clean
+.PHONY: setup demo test test-full-data lint bench clean
 
 setup: $(STAMP)
 
@@ -24,6 +24,13 @@ test-full-data: $(STAMP)
 	@test -n "$(DPDL_DATA_DIR)" || { echo "set DPDL_DATA_DIR to the folder holding the full data sets (see 'dpdl data list')"; exit 2; }
 	$(BIN)/python -m pytest -q -m full_data
 
+# The habits that keep the code readable (docs/design.md, Layers): ruff's rules and format, and the
+# import-linter contracts of pyproject.toml. pre-commit runs the same on each commit.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	PYTHONPATH=src $(BIN)/lint-imports
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_example_clipping.py
@@ -33,4 +40,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_startup.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .import_linter_cache .grimp_cache

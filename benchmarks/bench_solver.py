@@ -1,4 +1,4 @@
-"""Benchmark of the Whisper covariance solver (:func:`dpdl.solvers.whisper.solve_whisper`).
+"""Benchmark of the Whisper covariance solver (:func:`dpdl.solvers.whisper_dual.solve_whisper`).
 
 Problem (9) of CorN-DSGD (Whisper D-SGD): over covariances R > 0, minimise Tr(W R W^T) subject to
 [R^-1]_ii <= c for every agent i, with c calibrated for agent-level clipping C = 0.1 and
@@ -65,7 +65,7 @@ from dpdl.accounting import AgentLevel, calibrate
 from dpdl.accounting.calibration import Calibration
 from dpdl.graphs import complete, erdos_renyi, max_degree, metropolis_hastings
 from dpdl.solvers.coalition import solve_multiseed, solve_whisper_sdp
-from dpdl.solvers.whisper import KERNEL_MARGIN, WhisperSolution, solve_whisper
+from dpdl.solvers.whisper_dual import KERNEL_MARGIN, WhisperSolution, solve_whisper
 
 from _report import BENCHMARKS_FILE, markers, write_section  # benchmarks/_report.py
 
@@ -593,7 +593,7 @@ def section(results: Results) -> str:
         f"### Dual vs CVXPY + Clarabel (Erdos-Renyi G(n, {EDGE_PROBABILITY}), seed {SEED}, "
         f"Metropolis-Hastings W, c = {c:.6g})",
         "",
-        "- *dual*: `dpdl.solvers.whisper.solve_whisper`.",
+        "- *dual*: `dpdl.solvers.whisper_dual.solve_whisper`.",
         "- *matrix-fractional SDP*: `dpdl.solvers.coalition.solve_whisper_sdp`, minimise "
         "Tr(W P^-1 W^T) s.t. diag(P) <= c, in the precision P = R^-1.",
         "- *papers' R formulation*: `dpdl.solvers.coalition.solve_multiseed(W, [all agents], q = 0, c)`, "

@@ -9,6 +9,7 @@ set to a folder holding them (``dpdl data fetch``, see ``dpdl data list``).
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -19,6 +20,21 @@ FULL_DATA = bool(os.environ.get("DPDL_DATA_DIR")) and Path(os.environ["DPDL_DATA
 if not FULL_DATA:
     os.environ["DPDL_DATA_DIR"] = str(SLICES)
     os.environ["DPDL_CACHE_DIR"] = str(SLICES / "no-cache")
+
+
+@pytest.fixture(autouse=True)
+def _dpdl_logging_as_it_was():
+    """Undo what ``dpdl.cli.main`` sets up for logging (a stderr handler and a level on the ``dpdl``
+    logger, the level in ``DPDL_LOG_LEVEL``), so that tests calling it leave no trace in the next."""
+    logger = logging.getLogger("dpdl")
+    handlers, level, env = list(logger.handlers), logger.level, os.environ.get("DPDL_LOG_LEVEL")
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    if env is None:
+        os.environ.pop("DPDL_LOG_LEVEL", None)
+    else:
+        os.environ["DPDL_LOG_LEVEL"] = env
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -15,7 +15,7 @@ from dpdl.graphs import complete, erdos_renyi, max_degree, metropolis_hastings
 from dpdl.mechanisms.registry import build_mechanism
 from dpdl.mechanisms.whisper import disjoint_groups
 from dpdl.solvers.coalition import solve_multiseed, solve_whisper_sdp
-from dpdl.solvers.whisper import solve_whisper
+from dpdl.solvers.whisper_dual import solve_whisper
 from dpdl.threats import Eavesdropper
 
 DELTA, STEPS, CLIP = 1e-5, 5000, 0.1

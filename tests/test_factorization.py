@@ -31,7 +31,7 @@ from dpdl.factorization import (
 )
 from dpdl.factorization.algorithms import local_encoder
 from dpdl.factorization.mafalda import local_loss, local_sensitivity, noise_multiplier, optimize_local, restarted, utility_gram
-from dpdl.factorization.sensitivity import pattern_sensitivity
+from dpdl.factorization.generalized_sensitivity import pattern_sensitivity
 from dpdl.factorization.workload import gossip_blocks, muffliato_workload
 from dpdl.graphs import erdos_renyi, metropolis_hastings, ring
 from dpdl.mechanisms.decor import Decor

@@ -17,7 +17,7 @@ import scipy.sparse
 from dpdl.cli import main
 from dpdl.errors import GraphError
 from dpdl.graphs import build_graph, read_edgelist
-from dpdl.graphs.files import ADJACENCY_KEY, GRAPH_FILE_FORMATS, detect_format, read_graph_file
+from dpdl.graphs.readers import ADJACENCY_KEY, GRAPH_FILE_FORMATS, detect_format, read_graph_file
 
 # a connected graph whose ids sort differently as strings ("10" < "5") than as numbers
 EDGES = [(5, 10), (10, 20), (20, 30), (30, 40), (40, 5), (10, 30), (20, 40)]

@@ -48,10 +48,10 @@ REAL_GRAPHS: dict[str, str] = {
     "collegemsg": "UC Irvine CollegeMsg messages as a static undirected graph, largest component",
 }
 
-#: The array of an ``.npz`` graph file that holds a dense adjacency matrix (:mod:`dpdl.graphs.files`).
+#: The array of an ``.npz`` graph file that holds a dense adjacency matrix (:mod:`dpdl.graphs.readers`).
 ADJACENCY_KEY = "adjacency"
 
-#: Graph file formats by prefix, with what each expects (:func:`dpdl.graphs.files.read_graph_file`).
+#: Graph file formats by prefix, with what each expects (:func:`dpdl.graphs.readers.read_graph_file`).
 GRAPH_FILE_FORMATS: dict[str, str] = {
     "edgelist": "text, one edge 'u v' per line, integer ids ('#' or '%' comments, extra columns ignored, .gz read)",
     "decentralizepy": "decentralizepy's edges file: the node count n on the first line, then 'u v' per line, ids 0..n-1",

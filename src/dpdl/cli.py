@@ -5,12 +5,17 @@ The parser is built from :mod:`dpdl.choices` alone, and each command imports its
 ``dpdl --help`` and ``dpdl <command> --help`` do not import torch, scipy or networkx.
 
 Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback.
+
+Results go to stdout (tables, ``--json``) and stderr (summaries); the library's log records go to
+stderr as ``dpdl: level: message`` lines at WARNING and above, INFO with ``-v``, DEBUG with ``-vv``,
+errors only with ``-q`` (:mod:`dpdl.logs`; the processes a command starts inherit the level).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import warnings
 from collections.abc import Sequence
@@ -38,6 +43,8 @@ from dpdl.choices import (
 from dpdl.errors import DpdlError
 
 __all__ = ["main", "build_parser"]
+
+logger = logging.getLogger(__name__)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -369,6 +376,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``dpdl`` argument parser with all subcommands."""
     parser = _Parser(prog="dpdl", description="Differentially private decentralized learning with correlated noise.")
     parser.add_argument("--version", action="version", version=f"dpdl {__version__}")
+    loudness = parser.add_mutually_exclusive_group()
+    loudness.add_argument("-v", "--verbose", action="count", default=0,
+                          help="show what dpdl is doing: INFO records with -v, DEBUG with -vv (default: warnings and errors)")
+    loudness.add_argument("-q", "--quiet", action="store_true", help="show errors only (no warnings)")
     sub = parser.add_subparsers(title="commands", dest="command", required=True, parser_class=_Parser)
     _train_parser(sub)
     _run_agent_parser(sub)
@@ -519,8 +530,7 @@ def _noise(args: argparse.Namespace) -> int:
     print(f"{args.method} on {args.graph} (n={graph.number_of_nodes()}, {args.mixing} weights), "
           f"target eps={args.eps:g} delta={args.delta:g} T={args.steps} C={args.clip:g}, calibration {args.calibration}", file=sys.stderr)
     if calibration.overshoots:
-        print(f"dpdl: warning: the papers' closed form overshoots the target: exact eps={calibration.achieved_epsilon:.4g} > {args.eps:g}",
-              file=sys.stderr)
+        logger.warning("the papers' closed form overshoots the target: exact eps=%.4g > %g", calibration.achieved_epsilon, args.eps)
     print(f"Tr(W R W^T) = {report.trace_wrw:.6g}   (design took {report.solve_seconds:.3g} s)", file=sys.stderr)
     for threat, eps in report.epsilon.items():
         count = report.coalitions[threat]
@@ -653,10 +663,22 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:  # n
     return f"dpdl: warning: {message}\n"
 
 
+def _configure_logging(args: argparse.Namespace) -> None:
+    """One stderr handler at the level of ``-v`` / ``-q``; without either, at the level a parent
+    ``dpdl`` passed on (:data:`dpdl.logs.LEVEL_ENV`, e.g. to agents started by torchrun), else WARNING."""
+    from dpdl import logs
+
+    level = logs.level_from_flags(args.verbose, args.quiet)
+    if not args.verbose and not args.quiet:
+        level = logs.env_level() or level
+    logs.configure(level)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dpdl`` command."""
     warnings.formatwarning = _format_warning
     args = build_parser().parse_args(argv)
+    _configure_logging(args)
     try:
         return args.handler(args)
     except DpdlError as error:

@@ -1,9 +1,21 @@
 """Child processes of the library: one start method for the reproduction pools, the demo and the
-runtime's local agents."""
+runtime's local agents, and one log level for all of them.
+
+A child started from the fork server is a copy of the server, not of its parent: it has neither
+the parent's logging handlers nor (when the server started earlier) the parent's current
+environment. So each child process records the parent's :data:`dpdl.logs.LEVEL_ENV` when it is
+created and, before running its target, sets up logging at that level
+(:func:`dpdl.logs.configure`): ``dpdl -v reproduce ...`` shows its workers' INFO records too.
+"""
 
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.context
+import os
+from typing import Any
+
+from dpdl.logs import LEVEL_ENV, configure_from_env
 
 __all__ = ["PRELOAD", "worker_context"]
 
@@ -23,6 +35,27 @@ def worker_context() -> multiprocessing.context.BaseContext:
     The preload list takes effect when a process first starts its fork server, which then serves
     every later child of that process.
     """
-    context = multiprocessing.get_context("forkserver")
+    context = _Context()
     context.set_forkserver_preload(PRELOAD)
     return context
+
+
+class _Process(multiprocessing.context.ForkServerProcess):
+    """A fork-server process that takes its parent's log level along (:mod:`dpdl.logs`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._log_level = os.environ.get(LEVEL_ENV)  # in the parent, pickled with the process
+
+    def run(self) -> None:
+        if self._log_level is not None:
+            os.environ[LEVEL_ENV] = self._log_level
+            configure_from_env()
+        super().run()
+
+
+class _Context(multiprocessing.context.ForkServerContext):
+    """The ``forkserver`` start method, with :class:`_Process` as its process class (which
+    :class:`~concurrent.futures.ProcessPoolExecutor` and :meth:`Process` both use)."""
+
+    Process = _Process

@@ -15,14 +15,14 @@ Notation, fixed once for the package (as in the paper and jax_privacy's ``matrix
   (:mod:`~dpdl.factorization.participation`); the **sensitivity** ``sens(C; B)`` (Definition 7) is
   the largest Mahalanobis norm of ``A (G - G')`` over it, and the mechanism is ``Delta sens``-GDP
   for a per-row gradient change of at most ``Delta`` (Theorem 8;
-  :mod:`~dpdl.factorization.sensitivity`).
+  :mod:`~dpdl.factorization.generalized_sensitivity`).
 - **MAFALDA-SGD** picks a local encoder ``C = C_local (x) I_n`` minimising
   ``sens^2 ||L C_local^-1||_F^2`` (Lemma 12; :mod:`~dpdl.factorization.mafalda`).
 """
 
 from dpdl.factorization.algorithms import LinearAlgorithm, antipgd, dp_dsgd, from_mechanism, mf_dsgd, muffliato, zip_dl
 from dpdl.factorization.participation import Participation
-from dpdl.factorization.sensitivity import agent_sensitivities, knowledge_epsilon
+from dpdl.factorization.generalized_sensitivity import agent_sensitivities, knowledge_epsilon
 from dpdl.factorization.trust import LDP, PNDP, Knowledge, SecLDP, TrustModel, attacker_knowledge
 from dpdl.factorization.workload import gossip_blocks, gossip_workload
 

@@ -36,7 +36,7 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve, cholesky
 from dpdl.accounting import gdp
 from dpdl.errors import ConfigError
 from dpdl.factorization.participation import Participation
-from dpdl.factorization.sensitivity import pattern_sensitivity
+from dpdl.factorization.generalized_sensitivity import pattern_sensitivity
 from dpdl.factorization.workload import gossip_sequence
 
 __all__ = ["utility_gram", "restarted", "Factorization", "optimize_local", "factor_gram", "local_loss", "local_sensitivity", "noise_multiplier"]

@@ -10,7 +10,7 @@ import numpy as np
 
 from dpdl.choices import SYNTHETIC_GRAPHS
 from dpdl.errors import GraphError
-from dpdl.graphs.files import GRAPH_FILE_FORMATS, graph_file_spec, read_graph_file
+from dpdl.graphs.readers import GRAPH_FILE_FORMATS, graph_file_spec, read_graph_file
 from dpdl.graphs.mixing import (
     MIXING_RULES,
     NotDoublyStochasticWarning,

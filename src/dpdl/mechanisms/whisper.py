@@ -1,7 +1,7 @@
 """Whisper D-SGD / CorN-DSGD: noise covariance optimised for the mixing matrix.
 
 Single seed (Whisper D-SGD Algorithm 1; CorN-DSGD Algorithm 1): ``R = sigma_mix^2 I + R_cor`` solves
-problem (9) for the eavesdropper (:func:`dpdl.solvers.whisper.solve_whisper`); every agent holds the
+problem (9) for the eavesdropper (:func:`dpdl.solvers.whisper_dual.solve_whisper`); every agent holds the
 shared seed s and computes its own row of ``R_cor^1/2 s_t``, plus its private ``sigma_mix`` noise.
 We split R with the largest private part, ``sigma_mix^2 = lambda_min(R)``.
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from dpdl.accounting.calibration import Calibration, safe_scale
 from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
-from dpdl.solvers.whisper import WhisperSolution, solve_whisper
+from dpdl.solvers.whisper_dual import WhisperSolution, solve_whisper
 from dpdl.threats import Colluding, Eavesdropper, ThreatModel
 
 __all__ = ["Whisper", "MultiSeedWhisper", "design_whisper", "psd_factor", "disjoint_groups"]

@@ -1,5 +1,5 @@
 """Solvers of the covariance programs: the Whisper dual (fast, any n) and CVXPY programs (small n)."""
 
-from dpdl.solvers.whisper import WhisperSolution, solve_whisper
+from dpdl.solvers.whisper_dual import WhisperSolution, solve_whisper
 
 __all__ = ["WhisperSolution", "solve_whisper"]

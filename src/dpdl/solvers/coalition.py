@@ -8,7 +8,7 @@
   one group is problem (9) (Whisper); one seed per agent with q = n - 1 is LDP.
 - :func:`solve_whisper_sdp`: problem (9) in the precision ``P = R^-1``:
   ``minimise Tr(W P^-1 W^T) s.t. diag(P) <= c`` (a matrix-fractional program), an independent
-  formulation used to check the dual solver of :mod:`dpdl.solvers.whisper`.
+  formulation used to check the dual solver of :mod:`dpdl.solvers.whisper_dual`.
 
 Both use ``[R^-1]_jj = matrix_frac(e_j, R)`` (a Schur-complement LMI). The SDPs grow as
 ``C(n, q) * n`` LMIs of size n, so they are meant for n up to a few tens. For a singular W the

@@ -24,7 +24,7 @@ from dpdl.errors import ConfigError
 from dpdl.experiments.reproduce import (
     corn_mnist,
     decor_fig1,
-    lppa,
+    lppa_tables,
     mafalda_housing,
     mafalda_images,
     mafalda_pndp,
@@ -42,7 +42,7 @@ __all__ = ["REPRODUCTIONS", "reproduce"]
 REPRODUCTIONS: dict[str, ModuleType] = {
     module.NAME: module
     for module in (whisper_variance, whisper_seeds, whisper_quadratic, whisper_logreg, corn_mnist, decor_fig1, mafalda_pndp, mafalda_housing,
-                   mafalda_images, lppa)
+                   mafalda_images, lppa_tables)
 }
 
 

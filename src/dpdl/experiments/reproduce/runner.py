@@ -196,6 +196,8 @@ def run_jobs(
         logger.warning("%s", label)
     results, pending = scan.rows, scan.pending
     workers = max(1, min(workers or os.cpu_count() or 1, len(pending) or 1))
+    logger.info("%s: %d of %d jobs from the cache %s; %d to run in %d worker processes",
+                label, len(jobs) - len(pending), len(jobs), cache, len(pending), workers)
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc=label, unit="job", disable=None if progress else True)
     chunk = workers * MAX_JOBS_PER_WORKER
     for start in range(0, len(pending), chunk):
@@ -206,6 +208,7 @@ def run_jobs(
                 result = {**job, **future.result()}
                 _write_entry(cache / f"{job_key(job)}.json", _cache_key(job, data), result)
                 results[job_key(job)] = result
+                logger.debug("%s: done, cached in %s", job_key(job), cache)
                 bar.update()
     bar.close()
     return [results[job_key(job)] for job in jobs]

@@ -31,7 +31,7 @@ from dpdl.mechanisms.decor import design_decor
 from dpdl.mechanisms.whisper import disjoint_groups
 from dpdl.seeding import purpose_seed
 from dpdl.solvers.coalition import solve_multiseed
-from dpdl.solvers.whisper import solve_whisper
+from dpdl.solvers.whisper_dual import solve_whisper
 from dpdl.threats import Colluding
 
 __all__ = ["NAME", "jobs", "run_job", "analyse"]

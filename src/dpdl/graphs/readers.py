@@ -16,7 +16,7 @@ import gzip
 import re
 import xml.etree.ElementTree as ElementTree
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from typing import TYPE_CHECKING
