@@ -30,7 +30,7 @@ from dpdl.mechanisms.whisper import Whisper
 from dpdl.runtime import AgentOptions, run_agent, run_local
 from dpdl.runtime.agent import checkpoint_path, phase_path, run_record_path
 from dpdl.runtime.channel import MACS, NeighbourChannel, message_tag, one_time_key
-from dpdl.runtime.departure import second_phase
+from dpdl.runtime.departure import second_phase, two_phase_reports
 from dpdl.runtime.launch import agent_error_path, spawn_agents
 from dpdl.threats import Eavesdropper
 
@@ -312,6 +312,29 @@ def test_after_an_agent_leaves_the_others_finish_with_the_design_recomputed_and_
     pld = from_gaussian_mechanism(1.0 / mu1, value_discretization_interval=1e-4).self_compose(45)
     pld = pld.compose(from_gaussian_mechanism(1.0 / mu2, value_discretization_interval=1e-4).self_compose(config.steps - 45))
     assert pld.get_epsilon_for_delta(config.delta) == pytest.approx(report["epsilon"], rel=2e-3)
+
+
+#: (calibration, departure round) -> the second phase's (mu_step, achieved eps) and the two-phase
+#: reports' (threat, eps, mu_step), as departure.py composed them before the accountant did.
+OLD_DEPARTURES = [
+    ("exact", "eavesdropper", 45, (0.10235490655392805, 4.999999999999998),
+     [("eavesdropper", 4.999999999999998, 0.10235490655392805), ("honest-but-curious", 5.873816437017992, 0.11741075815135467)]),
+    ("exact", "eavesdropper", 0, (0.10235490655392805, 4.999999999999998),
+     [("eavesdropper", 4.999999999999998, 0.10235490655392805), ("honest-but-curious", 5.983000275046075, 0.1192561643932722)]),
+    ("paper", "honest-but-curious", 30, (0.06617885021155655, 1.9999999999999964),
+     [("honest-but-curious", 1.9999999999999964, 0.056075183560658735), ("eavesdropper", 1.7405455359723738, 0.04950131489139168)]),
+]
+
+
+@pytest.mark.parametrize("calibration, threat, t0, budget, reports", OLD_DEPARTURES)
+def test_a_departures_two_phase_accounting_keeps_its_numbers(calibration: str, threat: str, t0: int, budget, reports) -> None:
+    eps, steps = (5.0, 120) if calibration == "exact" else (2.0, 80)
+    config = TrainConfig(task="least-squares", graph="er", n=6, p=0.6, mechanism="decor", eps=eps, steps=steps,
+                         calibration=calibration, design=DesignOptions(threat=threat)).resolved()
+    first = build_job(config, 0)
+    phase = second_phase(config, first, [2], t0)
+    assert (phase.job.calibration.mu_step, phase.job.calibration.achieved_epsilon) == budget
+    assert [(r.threat, r.epsilon, r.mu_step) for r in two_phase_reports(config, first, phase)] == reports
 
 
 def test_a_departure_that_disconnects_the_graph_is_refused() -> None:

@@ -1,4 +1,8 @@
-"""The one accountant: (mechanism covariance, threat model, neighbouring relation, steps) -> eps.
+"""The one accountant: (noise description, threat model, neighbouring relation, steps) -> eps.
+
+The noise is plain data (:class:`~dpdl.accounting.noise.GaussianNoise`, or anything holding one,
+such as every mechanism; or a bare covariance for threats without coalitions): this layer imports
+no mechanism.
 
 Per step, the adversary's view is a Gaussian mechanism of Mahalanobis sensitivity
 ``mu_step = s * max_i sqrt(e_i^T P^T (P R P^T)^+ P e_i)`` (:mod:`dpdl.accounting.sensitivity`).
@@ -26,13 +30,14 @@ import numpy as np
 
 from dpdl.accounting import gdp
 from dpdl.accounting.neighbouring import ExampleLevel, Neighbouring
+from dpdl.accounting.noise import GaussianNoise, NoiseSource, noise_of
 from dpdl.accounting.rdp_bound import paper_epsilon
 from dpdl.accounting.sensitivity import unit_sensitivity
 from dpdl.errors import ConfigError, PrivacyParameterError
-from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.threats import ThreatModel
 
 __all__ = [
+    "Noise",
     "PrivacyReport",
     "step_sensitivity",
     "epsilon_from_mu_step",
@@ -98,13 +103,18 @@ class PrivacyReport:
         return f"eps={eps} at delta={self.delta:g} over {self.steps} steps; {self.threat}; {self.neighbouring}; accountant {self.accountant}{how}"
 
 
-def _unit_sensitivity(noise: NoiseMechanism | np.ndarray, threat: ThreatModel) -> tuple[float, bool, int]:
+#: What the accountant reads: a noise description, anything holding one, or a bare covariance.
+Noise = GaussianNoise | NoiseSource | np.ndarray
+
+
+def _unit_sensitivity(source: Noise, threat: ThreatModel) -> tuple[float, bool, int]:
     """Worst unit Mahalanobis sensitivity over the threat's coalitions, whether it is exact, and
     how many coalitions were enumerated to find it (the cost: each is an n x n factorisation)."""
-    if isinstance(noise, np.ndarray):
-        if threat.coalition_count(noise.shape[0]) != 1:
+    if isinstance(source, np.ndarray):
+        if threat.coalition_count(source.shape[0]) != 1:
             raise ConfigError(f"the {threat} threat needs the mechanism's seed structure, not only its covariance")
-        return unit_sensitivity(noise, threat.view(noise.shape[0])), True, 1
+        return unit_sensitivity(source, threat.view(source.shape[0])), True, 1
+    noise = noise_of(source)
     n = noise.n
     if not noise.secrets:  # independent noise: what a coalition knows changes nothing for the others
         return unit_sensitivity(noise.covariance(), threat.view(n)), True, 1
@@ -127,12 +137,11 @@ def _unit_sensitivity(noise: NoiseMechanism | np.ndarray, threat: ThreatModel) -
     return worst, True, enumerated
 
 
-def step_sensitivity(
-    noise: NoiseMechanism | np.ndarray, threat: ThreatModel, neighbouring: Neighbouring
-) -> float:
+def step_sensitivity(noise: Noise, threat: ThreatModel, neighbouring: Neighbouring) -> float:
     """Per-step Mahalanobis sensitivity ``mu_step`` of the worst agent (``inf`` if unprotected).
 
-    ``noise`` is a mechanism, or a bare covariance for threats without coalitions.
+    ``noise`` is a description (or a mechanism holding one), or a bare covariance for threats
+    without coalitions.
     """
     return neighbouring.sensitivity * _unit_sensitivity(noise, threat)[0]
 
@@ -194,15 +203,15 @@ def default_accountant(neighbouring: Neighbouring) -> str:
 
 
 def account(
-    noise: NoiseMechanism | np.ndarray,
+    noise: Noise,
     threat: ThreatModel,
     neighbouring: Neighbouring,
     steps: int,
     delta: float,
     accountant: str | None = None,
 ) -> PrivacyReport:
-    """Privacy of ``steps`` D-SGD steps of ``noise`` (a mechanism, or a bare per-step covariance
-    for threats without coalitions) against ``threat``."""
+    """Privacy of ``steps`` D-SGD steps of ``noise`` (a description or a mechanism holding one, or
+    a bare per-step covariance for threats without coalitions) against ``threat``."""
     accountant = accountant or default_accountant(neighbouring)
     unit, exact, coalitions = _unit_sensitivity(noise, threat)
     mu_step = neighbouring.sensitivity * unit

@@ -27,17 +27,18 @@ from dataclasses import dataclass
 from dpdl.accounting import gdp
 from dpdl.accounting.accountant import (
     PLD_SEARCH_DISCRETIZATION,
+    Noise,
     default_accountant,
     epsilon_from_mu_step,
     pld_epsilon,
     step_sensitivity,
 )
 from dpdl.accounting.neighbouring import ExampleLevel, Neighbouring
+from dpdl.accounting.noise import GaussianNoise, ScalableNoise
 from dpdl.accounting.rdp_bound import paper_mu_step
 from dpdl.accounting.search import geometric_bisect
 from dpdl.choices import CALIBRATIONS
 from dpdl.errors import ConfigError, PrivacyParameterError
-from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.threats import ThreatModel
 
 __all__ = ["Calibration", "calibrate", "noise_scale", "safe_scale", "CALIBRATIONS"]
@@ -127,10 +128,9 @@ def calibrate(
     return Calibration(eps, delta, steps, neighbouring, method, mu_step, achieved)
 
 
-def safe_scale(
-    build: Callable[[float], NoiseMechanism], threat: ThreatModel, calibration: Calibration, scale: float
-) -> float:
-    """``scale``, raised until the accountant confirms that ``build(scale)`` meets the calibration
+def safe_scale(build: Callable[[float], Noise], threat: ThreatModel, calibration: Calibration, scale: float) -> float:
+    """``scale``, raised until the accountant confirms that ``build(scale)`` (a noise description,
+    or a mechanism holding one) meets the calibration
     (steps of 1e-12 relative, doubling): the covariance algebra rounds at 1e-15 to 1e-10 relative,
     and a promise is never exceeded. Both the per-step sensitivity and the epsilon the accountant
     reports of it are checked: :func:`~dpdl.accounting.gdp.epsilon` is monotone in mu only up to
@@ -153,9 +153,10 @@ def safe_scale(
     return scale
 
 
-def noise_scale(unit: NoiseMechanism, threat: ThreatModel, calibration: Calibration) -> float:
-    """Standard-deviation multiplier sigma such that ``unit`` scaled by sigma meets ``calibration``
-    (the Mahalanobis sensitivity scales as ``1 / sigma``: ``sigma = mu_step(unit) / mu_step``).
+def noise_scale(unit: GaussianNoise | ScalableNoise, threat: ThreatModel, calibration: Calibration) -> float:
+    """Standard-deviation multiplier sigma such that ``unit`` scaled by sigma (its own ``scaled``)
+    meets ``calibration`` (the Mahalanobis sensitivity scales as ``1 / sigma``:
+    ``sigma = mu_step(unit) / mu_step``).
     """
     unit_mu = step_sensitivity(unit, threat, calibration.neighbouring)
     if math.isinf(unit_mu):

@@ -9,10 +9,12 @@ Every design in the papers is a sum of independent parts, each generated from on
   pairwise-cancelling ``v_ij = -v_ji``: holders {i, j}, ``F = sigma_cor (1, -1)^T``; Whisper's
   ``R_cor^1/2 s`` from a seed shared by all; CorN-DSGD's group seeds ``(R_cor^(k), s_k)``).
 
-So ``R = diag(private) + sum_k F_k F_k^T``. The structure says which part of R a coalition of
-agents cannot see (:meth:`NoiseMechanism.unknown_covariance`; CorN-DSGD Section V-D, DECOR
-Theorem 6), and how each agent samples its own noise from the seeds it holds
-(:meth:`NoiseMechanism.agent_noise`).
+So ``R = diag(private) + sum_k F_k F_k^T``. That structure is plain data, a
+:class:`~dpdl.accounting.noise.GaussianNoise` (:attr:`NoiseMechanism.noise`): it says which part
+of R a coalition of agents cannot see (CorN-DSGD Section V-D, DECOR Theorem 6), and the
+accountant reads it without importing any mechanism. A mechanism adds how each agent samples its
+own noise from the seeds it holds (:meth:`NoiseMechanism.agent_noise`), its name, its default
+threat, and how it is designed for a budget.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
+from dpdl.accounting.noise import GaussianNoise, SharedSecret
 from dpdl.seeding import purpose_seed
 from dpdl.threats import Eavesdropper, ThreatModel
 
@@ -33,18 +36,6 @@ __all__ = ["SharedSecret", "NoiseMechanism", "SeedBook"]
 #: Multiply-adds of a dense matrix product that cost about as much as one normal draw (one
 #: thread; measured here at 100-300), which decides how :meth:`NoiseMechanism.sample` draws.
 MULTIPLY_ADDS_PER_NORMAL = 100
-
-
-@dataclass(frozen=True)
-class SharedSecret:
-    """Noise from one seed known to ``holders``: ``F z``, ``z ~ N(0, I_r)``, on the holders' rows."""
-
-    holders: tuple[int, ...]
-    factor: np.ndarray  # (len(holders), r)
-
-    def __post_init__(self) -> None:
-        if self.factor.ndim != 2 or self.factor.shape[0] != len(self.holders):
-            raise ValueError(f"a secret's factor must have one row per holder, got {self.factor.shape} for {len(self.holders)} holders")
 
 
 @dataclass(frozen=True)
@@ -83,26 +74,6 @@ class SeedBook:
         return SeedBook.generator(seed, step).standard_normal(shape)
 
 
-def _generator(secrets: Sequence[SharedSecret], offsets: np.ndarray, n: int) -> np.ndarray | sparse.csr_matrix:
-    """All secrets' factors side by side as an (n, sum r_k) matrix; sparse unless it is dense."""
-    rows, cols, data = [np.zeros(0, int)], [np.zeros(0, int)], [np.zeros(0)]
-    for start, secret in zip(offsets, secrets):
-        width = secret.factor.shape[1]
-        rows.append(np.repeat(np.asarray(secret.holders), width))
-        cols.append(np.tile(np.arange(start, start + width), len(secret.holders)))
-        data.append(secret.factor.reshape(-1))
-    matrix = sparse.csr_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))), shape=(n, int(offsets[-1])))
-    return matrix.toarray() if matrix.nnz > 0.2 * n * max(matrix.shape[1], 1) else matrix
-
-
-def _holders(secrets: Sequence[SharedSecret], n: int) -> sparse.csr_matrix:
-    rows = [np.full(len(secret.holders), k) for k, secret in enumerate(secrets)]
-    cols = [np.asarray(secret.holders, dtype=int) for secret in secrets]
-    if not secrets:
-        return sparse.csr_matrix((0, n))
-    return sparse.csr_matrix((np.ones(sum(map(len, cols))), (np.concatenate(rows), np.concatenate(cols))), shape=(len(secrets), n))
-
-
 class NoiseMechanism:
     """Gaussian noise across n agents: private variances plus shared secrets (see module doc)."""
 
@@ -115,56 +86,48 @@ class NoiseMechanism:
     calibrated: bool = True
 
     def __init__(self, n: int, private_variances: np.ndarray | float, secrets: Sequence[SharedSecret] = ()) -> None:
-        if n < 1:
-            raise ValueError(f"a mechanism needs n >= 1 agents, got {n}")
-        private = np.broadcast_to(np.asarray(private_variances, dtype=float), (n,)).copy()
-        if (private < 0).any() or not np.isfinite(private).all():
-            raise ValueError("private variances must be finite and >= 0")
-        self.n = n
-        self.private_variances = private
-        self.secrets = tuple(secrets)
-        self._offsets = np.concatenate([[0], np.cumsum([sec.factor.shape[1] for sec in self.secrets])]).astype(int)
-        #: (n, total width) generator of all shared noise: the shared part of v is ``G z``.
-        self.generator = _generator(self.secrets, self._offsets, n)
-        #: (secrets, n) 0/1 matrix: which agent holds which secret.
-        self._holders = _holders(self.secrets, n)
+        #: The per-round noise as plain data: what the accountant reads (:mod:`dpdl.accounting.noise`).
+        self.noise = GaussianNoise(n, np.asarray(private_variances, dtype=float), tuple(secrets))
+
+    @property
+    def n(self) -> int:
+        return self.noise.n
+
+    @property
+    def private_variances(self) -> np.ndarray:
+        return self.noise.private_variances
+
+    @property
+    def secrets(self) -> tuple[SharedSecret, ...]:
+        return self.noise.secrets
+
+    @property
+    def generator(self) -> np.ndarray | sparse.csr_matrix:
+        """(n, total width) generator of all shared noise: the shared part of v is ``G z``."""
+        return self.noise.generator
 
     # -- covariance ---------------------------------------------------------------------------
 
-    def _gram(self, columns: np.ndarray | slice) -> np.ndarray:
-        part = self.generator[:, columns]
-        product = part @ part.T
-        return product.toarray() if sparse.issparse(product) else np.asarray(product)
-
     def covariance(self) -> np.ndarray:
         """Per-coordinate covariance R (n x n) of one step's noise across agents."""
-        return np.diag(self.private_variances) + self._gram(slice(None))
+        return self.noise.covariance()
 
     def unknown_covariance(self, coalition: Iterable[int] = ()) -> np.ndarray:
-        """Covariance of the noise a coalition cannot reconstruct: the private parts of non-members
-        and the secrets none of its members holds (rows and columns of members are zero).
-        """
-        members = np.zeros(self.n, dtype=bool)
-        members[list(coalition)] = True
-        if not members.any():
-            return self.covariance()
-        hidden = np.asarray(self._holders @ members.astype(float)).ravel() == 0
-        columns = np.concatenate([np.arange(self._offsets[k], self._offsets[k + 1]) for k in np.flatnonzero(hidden)] or [np.zeros(0, int)])
-        return np.diag(np.where(members, 0.0, self.private_variances)) + self._gram(columns)
+        """Covariance of the noise a coalition cannot reconstruct (:meth:`GaussianNoise.unknown_covariance`)."""
+        return self.noise.unknown_covariance(coalition)
 
     def unknown_to(self, coalition: Iterable[int]) -> NoiseMechanism:
         """The noise a coalition cannot subtract, as a mechanism of its own: the private parts of
         non-members and the secrets none of its members holds (its covariance is
         :meth:`unknown_covariance`); what an attacking coalition's membership test faces."""
-        members = set(coalition)
-        if not members:
+        unknown = self.noise.unknown_to(coalition)
+        if unknown is self.noise:
             return self
-        private = np.array([0.0 if i in members else v for i, v in enumerate(self.private_variances)])
-        return NoiseMechanism(self.n, private, [s for s in self.secrets if not members.intersection(s.holders)])
+        return NoiseMechanism(self.n, unknown.private_variances, unknown.secrets)
 
     def secrets_of(self, agent: int) -> list[int]:
         """Indices of the secrets whose seed ``agent`` holds."""
-        return [int(k) for k in self._holders[:, agent].nonzero()[0]]
+        return self.noise.secrets_of(agent)
 
     def variance_after_mixing(self, weights: np.ndarray) -> float:
         """``Tr(W R W^T)``: noise variance one gossip round leaves, per coordinate, summed over agents
@@ -239,9 +202,8 @@ class NoiseMechanism:
 
     def scaled(self, factor: float) -> NoiseMechanism:
         """The same design with every noise standard deviation multiplied by ``factor``."""
-        other = NoiseMechanism(
-            self.n, self.private_variances * factor**2, [SharedSecret(s.holders, s.factor * factor) for s in self.secrets]
-        )
+        noise = self.noise.scaled(factor)
+        other = NoiseMechanism(self.n, noise.private_variances, noise.secrets)
         other.name, other.default_threat = self.name, self.default_threat
         return other
 

@@ -71,6 +71,9 @@ class TrackingNoise:
 
     ``z`` is Laplace of scale ``scale`` (variance ``2 scale^2``) or Gaussian of standard deviation
     ``scale``. Injected once, into ``gamma^0``, or also every round when ``every_round``.
+
+    Not accounted, by design: its scale is sized for the attacks, not for a budget (the accountant
+    reads Gaussian per-round descriptions only; :class:`NoiseFlow` is the accounted counterpart).
     """
 
     name: str

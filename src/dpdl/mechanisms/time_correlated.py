@@ -5,7 +5,8 @@ independent over steps, agents and coordinates: the noise ``C^-1 Z`` of eq. (5) 
 ``C = C_local (x) I_n``. No seed is shared, so the design is local (LDP); its privacy is the
 encoder's sensitivity under the participation scheme (:mod:`dpdl.factorization.mafalda`), not a
 per-step covariance, so it is a noise *source* for the engine and not a
-:class:`~dpdl.mechanisms.base.NoiseMechanism`. DP-D-SGD (``C_local = I``) and AntiPGD
+:class:`~dpdl.mechanisms.base.NoiseMechanism`: it has no per-round description
+(:class:`~dpdl.accounting.noise.GaussianNoise`) for the accountant to read. DP-D-SGD (``C_local = I``) and AntiPGD
 (``C_local = 1_{t >= s}``) are the same source with other encoders.
 """
 

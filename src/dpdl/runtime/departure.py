@@ -19,19 +19,20 @@ afresh (new keys), which the departed agents never hold. The second phase is cal
 the budget leaves: with per-step Mahalanobis sensitivity ``mu_1`` for ``t0`` rounds and ``mu_2``
 for ``T - t0``, the run is ``sqrt(t0 mu_1^2 + (T - t0) mu_2^2)``-GDP (Gaussian-DP composition,
 Dong, Roth and Su 2022, Corollary 3.3), so ``mu_2`` is chosen to spend exactly the rest of the
-target's GDP parameter. This covers agent-level privacy (the Gaussian-DP accountant);
-example-level two-phase accounting (composition of two subsampled Gaussians) is not implemented.
+target's GDP parameter. The accountant composes the phases (:mod:`dpdl.accounting.phases`); this
+covers agent-level privacy (the Gaussian-DP accountant); example-level two-phase accounting
+(composition of two subsampled Gaussians) is not implemented.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import networkx as nx
 
-from dpdl.accounting import AgentLevel, Calibration, PrivacyReport, account, gdp
+from dpdl.accounting import AgentLevel, Calibration, PrivacyReport, account
+from dpdl.accounting.phases import Phase, calibrate_last_phase, compose_phases, phases_mu_step
 from dpdl.errors import ConfigError, GraphError
 from dpdl.experiments.train import Job, TrainConfig, privacy_reports
 from dpdl.graphs import mixing_matrix
@@ -89,23 +90,8 @@ def second_phase(config: TrainConfig, first: Job, departed: list[int], start_rou
 def _remaining_budget(first: Job, config: TrainConfig, start_round: int) -> Calibration:
     """The per-step sensitivity that spends, over the rounds left, what the first phase left of the
     target's GDP parameter."""
-    total = gdp.mu_for_budget(config.eps, config.delta)
     spent = account(first.mechanism, first.mechanism.default_threat, first.neighbouring, max(start_round, 1), config.delta).mu_step
-    left = total**2 - start_round * spent**2
-    if left <= 0:
-        raise ConfigError(f"the first {start_round} rounds spent the whole budget eps={config.eps}")
-    rounds = config.steps - start_round
-    mu_step = math.sqrt(left / rounds)
-    while _composed_epsilon(start_round, spent, rounds, mu_step, config.delta) > config.eps:
-        mu_step *= 1.0 - 1e-12  # stay on the safe side of the target through the round trip
-    achieved = _composed_epsilon(start_round, spent, rounds, mu_step, config.delta)
-    return Calibration(config.eps, config.delta, rounds, first.neighbouring, "exact (second phase)", mu_step, achieved)
-
-
-def _composed_epsilon(first_rounds: int, first_mu: float, second_rounds: int, second_mu: float, delta: float) -> float:
-    if math.isinf(first_mu) or math.isinf(second_mu):
-        return math.inf
-    return gdp.epsilon(math.sqrt(first_rounds * first_mu**2 + second_rounds * second_mu**2), delta)
+    return calibrate_last_phase(config.eps, config.delta, [Phase(spent, start_round)], config.steps - start_round, first.neighbouring)
 
 
 def two_phase_reports(config: TrainConfig, first: Job, phase: SecondPhase) -> list[PrivacyReport]:
@@ -116,11 +102,9 @@ def two_phase_reports(config: TrainConfig, first: Job, phase: SecondPhase) -> li
         privacy_reports(first.mechanism, first.neighbouring, max(t0, 1), config.delta),
         privacy_reports(phase.job.mechanism, phase.job.neighbouring, rest, config.delta),
     ):
-        mu_before = before.mu_step if t0 else 0.0
-        epsilon = _composed_epsilon(t0, mu_before, rest, after.mu_step, config.delta)
-        effective = math.sqrt((t0 * mu_before**2 + rest * after.mu_step**2) / config.steps) if math.isfinite(epsilon) else math.inf
+        phases = [Phase(before.mu_step, t0), Phase(after.mu_step, rest)]
         reports.append(
-            PrivacyReport(epsilon, config.delta, config.steps, effective, after.threat, after.neighbouring, "gdp (two phases)",
+            PrivacyReport(compose_phases(phases, config.delta), config.delta, config.steps, phases_mu_step(phases), after.threat, after.neighbouring, "gdp (two phases)",
                           before.exact and after.exact, max(before.coalitions, after.coalitions))
         )
     return reports
