@@ -32,11 +32,11 @@ from typing import Any
 import numpy as np
 
 from dpdl.errors import FileFormatError
-from dpdl.experiments.results import json_safe
-from dpdl.experiments.train import Job, TrainConfig
-from dpdl.files import atomic_write
+from dpdl.files import atomic_write, json_safe
 from dpdl.runtime.handshake import design_digest
 from dpdl.simulation import ENGINE_VERSION
+from dpdl.spec.config import TrainConfig
+from dpdl.spec.job import Job
 
 __all__ = ["AgentState", "BatchState", "run_fingerprint", "save_checkpoint", "load_checkpoint"]
 

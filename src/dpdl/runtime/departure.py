@@ -33,9 +33,10 @@ import networkx as nx
 
 from dpdl.accounting import AgentLevel, Calibration, PrivacyReport, account, gdp
 from dpdl.errors import ConfigError, GraphError
-from dpdl.experiments.train import Job, TrainConfig, privacy_reports
 from dpdl.graphs import mixing_matrix
 from dpdl.mechanisms.registry import build_mechanism
+from dpdl.spec.config import TrainConfig
+from dpdl.spec.job import Job, privacy_reports
 
 __all__ = ["SecondPhase", "remaining_agents", "second_phase", "two_phase_reports"]
 

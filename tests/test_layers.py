@@ -1,0 +1,64 @@
+"""The house's layers import downwards only: the simulation, the runtime and the job spec import
+nothing from the experiments, and the job spec neither the simulation nor the runtime.
+
+Read from the source with :mod:`ast`, every module file, imports inside functions included (a lazy
+import still climbs a layer), so the check imports none of the modules it reads.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import dpdl
+
+PACKAGE = Path(dpdl.__file__).parent
+
+
+def imported_modules(source: str, package: str) -> set[str]:
+    """Every module the code ``source`` of a module of ``package`` imports, at any depth, relative
+    imports made absolute (``from x import y`` counts as ``x`` and ``x.y``: ``y`` may be a module)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def climbs(layer: str, above: tuple[str, ...]) -> list[str]:
+    """``module imports name`` for every import by a module of ``dpdl.<layer>`` of one of ``above``."""
+    found = []
+    for path in sorted((PACKAGE / layer).rglob("*.py")):
+        package = ".".join(path.relative_to(PACKAGE.parent).parts[:-1])
+        for name in sorted(imported_modules(path.read_text(), package)):
+            if any(name == top or name.startswith(f"{top}.") for top in above):
+                found.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    return found
+
+
+@pytest.mark.parametrize(
+    ("layer", "above"),
+    [
+        ("simulation", ("dpdl.experiments", "dpdl.runtime", "dpdl.cli")),
+        ("runtime", ("dpdl.experiments", "dpdl.cli")),
+        ("spec", ("dpdl.experiments", "dpdl.simulation", "dpdl.runtime", "dpdl.cli")),
+    ],
+)
+def test_no_layer_imports_a_layer_above_it(layer: str, above: tuple[str, ...]) -> None:
+    assert list((PACKAGE / layer).rglob("*.py"))
+    assert climbs(layer, above) == []
+
+
+def test_the_check_sees_imports_in_functions_and_relative_ones() -> None:
+    source = "import numpy\n\ndef f():\n    from dpdl.experiments import train\n    from ..runtime import agent\n    from . import job\n"
+    names = imported_modules(source, "dpdl.spec")
+    assert {"numpy", "dpdl.experiments.train", "dpdl.runtime.agent", "dpdl.spec.job"} <= names
