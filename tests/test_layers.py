@@ -50,7 +50,7 @@ def climbs(layer: str, above: tuple[str, ...]) -> list[str]:
     [
         ("simulation", ("dpdl.experiments", "dpdl.runtime", "dpdl.cli")),
         ("runtime", ("dpdl.experiments", "dpdl.cli")),
-        ("spec", ("dpdl.experiments", "dpdl.simulation", "dpdl.runtime", "dpdl.cli")),
+        ("jobspec", ("dpdl.experiments", "dpdl.simulation", "dpdl.runtime", "dpdl.cli")),
     ],
 )
 def test_no_layer_imports_a_layer_above_it(layer: str, above: tuple[str, ...]) -> None:
@@ -60,5 +60,5 @@ def test_no_layer_imports_a_layer_above_it(layer: str, above: tuple[str, ...]) -
 
 def test_the_check_sees_imports_in_functions_and_relative_ones() -> None:
     source = "import numpy\n\ndef f():\n    from dpdl.experiments import train\n    from ..runtime import agent\n    from . import job\n"
-    names = imported_modules(source, "dpdl.spec")
-    assert {"numpy", "dpdl.experiments.train", "dpdl.runtime.agent", "dpdl.spec.job"} <= names
+    names = imported_modules(source, "dpdl.jobspec")
+    assert {"numpy", "dpdl.experiments.train", "dpdl.runtime.agent", "dpdl.jobspec.job"} <= names

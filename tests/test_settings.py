@@ -1,4 +1,4 @@
-"""A run's settings are declared once (:mod:`dpdl.spec.config`, :mod:`dpdl.settings`): the command
+"""A run's settings are declared once (:mod:`dpdl.jobspec.config`, :mod:`dpdl.settings`): the command
 line's options are generated from them, parsed options become a :class:`TrainConfig` generically,
 and a ``TrainConfig`` built in Python is checked against the same declarations."""
 
@@ -11,7 +11,7 @@ import pytest
 from dpdl.cli import build_parser
 from dpdl.errors import ConfigError
 from dpdl.settings import DesignOptions, TaskOptions, TrackingOptions, from_options, leaves
-from dpdl.spec.config import DEFAULT_STEP_SIZES, TrainConfig
+from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
 from dpdl.choices import TASKS
 
 

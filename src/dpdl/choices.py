@@ -81,7 +81,7 @@ CALIBRATIONS = ("exact", "paper")
 #: The engines a training job can run: D-SGD, and gradient tracking (DSGT).
 ALGORITHMS = ("dsgd", "dsgt")
 
-#: Whose gradient is clipped: each agent's batch gradient, or each example's (:class:`dpdl.spec.engine.DSGDConfig`).
+#: Whose gradient is clipped: each agent's batch gradient, or each example's (:class:`dpdl.jobspec.engine.DSGDConfig`).
 CLIP_LEVELS = ("agent", "example")
 
 #: How a training step draws its batches (:class:`dpdl.simulation.sampling.UniformSampler`, ``PoissonSampler``,
@@ -91,7 +91,7 @@ SAMPLERS = ("uniform", "poisson", "cyclic")
 #: Noise gradient tracking can inject into its tracking variable (:func:`dpdl.mechanisms.lppa.build_injection`).
 INJECTIONS = ("none", "lppa", "dp")
 
-#: Step-size schedules (:class:`dpdl.spec.engine.StepSize`).
+#: Step-size schedules (:class:`dpdl.jobspec.engine.StepSize`).
 SCHEDULES = ("constant", "inv-sqrt")
 
 #: The convolutional image tasks among :data:`TASKS`.

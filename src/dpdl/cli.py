@@ -1,7 +1,7 @@
 """The ``dpdl`` command line: ``train``, ``run-agent``, ``run-local``, ``noise``, ``audit``, ``factorize``, ``reproduce``,
 ``demo``, ``data`` (``--help`` on each).
 
-The parser is built from :mod:`dpdl.choices` and the settings a run declares (:mod:`dpdl.spec.config`, whose
+The parser is built from :mod:`dpdl.choices` and the settings a run declares (:mod:`dpdl.jobspec.config`, whose
 fields give the train, run-agent and run-local options, and the graph, privacy and noise-design options of the
 other commands), which are light; each command imports its implementation when it runs, so ``dpdl --help`` and
 ``dpdl <command> --help`` do not import torch, scipy or networkx.
@@ -23,7 +23,7 @@ from dpdl import __version__
 from dpdl.choices import DEFAULT_TRIALS, MACS, MECHANISM_NAMES
 from dpdl.errors import DpdlError
 from dpdl.settings import DesignOptions, add_arguments, from_options, positive_int
-from dpdl.spec.config import TrainConfig
+from dpdl.jobspec.config import TrainConfig
 
 __all__ = ["main", "build_parser"]
 

@@ -4,7 +4,7 @@ API all read that one declaration.
 
 A settings class is a frozen dataclass whose fields are made by :func:`setting`, and whose
 ``__post_init__`` calls :func:`check_fields`. A field whose type is itself a settings class is a
-nested group of settings (:class:`~dpdl.spec.config.TrainConfig` holds :class:`TaskOptions`,
+nested group of settings (:class:`~dpdl.jobspec.config.TrainConfig` holds :class:`TaskOptions`,
 :class:`DesignOptions` and :class:`TrackingOptions`); its fields are options of the command line
 like the outer ones (``--partition``, not ``--task-options-partition``).
 

@@ -1,6 +1,6 @@
 """One training job: graph + mixing + task + calibrated mechanism + D-SGD, over one or more seeds.
 
-The job's spec and its construction live in the layer below (:mod:`dpdl.spec`), which the runtime
+The job's spec and its construction live in the layer below (:mod:`dpdl.jobspec`), which the runtime
 shares; :class:`TrainConfig`, :class:`Job`, :func:`build_job`, :func:`privacy_reports` and
 :data:`DEFAULT_STEP_SIZES` are re-exported here. This module runs the jobs in the simulation.
 
@@ -18,8 +18,8 @@ import numpy as np
 from dpdl.accounting import Calibration, PrivacyReport
 from dpdl.graphs import summarize
 from dpdl.simulation import run_dsgd, run_dsgt
-from dpdl.spec.config import DEFAULT_STEP_SIZES, TrainConfig
-from dpdl.spec.job import Job, build_job, privacy_reports
+from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
+from dpdl.jobspec.job import Job, build_job, privacy_reports
 from dpdl.tasks import Task
 
 __all__ = [

@@ -11,7 +11,7 @@ Round t of agent i (the row i of the simulation's vectorized step)::
     x_i <- W[i, i] y + sum_j W[i, j] y_j
 
 Every agent builds the graph, W, the calibration and the noise design from the public
-configuration (:func:`dpdl.spec.job.build_job`), checks with the others that they agree,
+configuration (:func:`dpdl.jobspec.job.build_job`), checks with the others that they agree,
 and agrees its seeds by key exchange (:mod:`dpdl.runtime.handshake`). The task is built from the
 same configuration, which stands for the agent's own data: it reads only its own rows.
 
@@ -53,8 +53,8 @@ from dpdl.runtime.departure import remaining_agents, second_phase, two_phase_rep
 from dpdl.runtime.handshake import handshake
 from dpdl.simulation.dsgd import agent_batches, local_gradients
 from dpdl.simulation.sampling import AgentBatches
-from dpdl.spec.config import TrainConfig
-from dpdl.spec.job import build_job
+from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.job import build_job
 
 __all__ = ["AgentOptions", "run_agent", "checkpoint_path", "final_model_path", "phase_path", "run_record_path"]
 

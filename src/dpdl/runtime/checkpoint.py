@@ -35,8 +35,8 @@ from dpdl.errors import FileFormatError
 from dpdl.files import atomic_write, json_safe
 from dpdl.runtime.handshake import design_digest
 from dpdl.simulation import ENGINE_VERSION
-from dpdl.spec.config import TrainConfig
-from dpdl.spec.job import Job
+from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.job import Job
 
 __all__ = ["AgentState", "BatchState", "run_fingerprint", "save_checkpoint", "load_checkpoint"]
 

@@ -1,7 +1,7 @@
 """Simulation: the vectorized D-SGD and gradient-tracking engines, their samplers and step sizes.
 
 The engines' configuration (:class:`DSGDConfig`, :class:`StepSize`) lives in the job spec below
-(:mod:`dpdl.spec.engine`), which builds it; it is re-exported here. The names are imported on first use (:mod:`dpdl.lazy`), so that :func:`clip_rows` or a step size
+(:mod:`dpdl.jobspec.engine`), which builds it; it is re-exported here. The names are imported on first use (:mod:`dpdl.lazy`), so that :func:`clip_rows` or a step size
 does not import the engines' dependencies (tqdm, the mechanisms, gradient tracking's graphs).
 """
 

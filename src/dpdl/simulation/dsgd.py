@@ -30,7 +30,7 @@ from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
 from dpdl.simulation.sampling import AgentBatches, CyclicSampler, PoissonSampler, Sampler, UniformSampler
-from dpdl.spec.engine import DSGDConfig, StepSize
+from dpdl.jobspec.engine import DSGDConfig, StepSize
 from dpdl.tasks.base import Batch, Task
 
 __all__ = [

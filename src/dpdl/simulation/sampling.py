@@ -32,7 +32,7 @@ import numpy as np
 from dpdl.choices import SAMPLERS
 from dpdl.errors import ConfigError
 from dpdl.seeding import purpose_rng
-from dpdl.spec.engine import poisson_rates
+from dpdl.jobspec.engine import poisson_rates
 from dpdl.tasks.base import Batch
 
 __all__ = ["UniformSampler", "PoissonSampler", "CyclicSampler", "AgentBatches", "Sampler", "SAMPLERS"]

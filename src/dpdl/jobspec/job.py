@@ -26,8 +26,8 @@ from dpdl.mechanisms import NoiseMechanism, NoNoise
 from dpdl.mechanisms.lppa import TrackingNoise, build_injection
 from dpdl.mechanisms.registry import build_mechanism
 from dpdl.seeding import purpose_seed
-from dpdl.spec.config import TrainConfig
-from dpdl.spec.engine import DSGDConfig, StepSize, poisson_rates
+from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.engine import DSGDConfig, StepSize, poisson_rates
 from dpdl.tasks import Task, build_task
 from dpdl.threats import Colluding, Eavesdropper
 

@@ -1,7 +1,7 @@
 """How an engine steps: step-size schedules, the D-SGD configuration and the Poisson sampling rates
 that example-level accounting reads.
 
-Shared by the job builder (:mod:`dpdl.spec.job`), the simulation's engines
+Shared by the job builder (:mod:`dpdl.jobspec.job`), the simulation's engines
 (:mod:`dpdl.simulation`, which re-exports :class:`StepSize` and :class:`DSGDConfig`) and the
 runtime's agents.
 """
@@ -69,7 +69,7 @@ class DSGDConfig:
 def poisson_rates(sizes: np.ndarray, batch_size: int) -> np.ndarray:
     """The rate ``q_i = batch_size / m_i`` at which each example of agent i joins its batch under
     Poisson sampling (:class:`dpdl.simulation.PoissonSampler`); the largest is the rate example-level
-    accounting assumes for every agent (:func:`dpdl.spec.job.neighbouring`)."""
+    accounting assumes for every agent (:func:`dpdl.jobspec.job.neighbouring`)."""
     sizes = np.asarray(sizes)
     if batch_size < 1:
         raise ConfigError(f"the batch size must be >= 1, got {batch_size}")
