@@ -8,11 +8,11 @@ import dataclasses
 
 import pytest
 
+from dpdl.choices import TASKS
 from dpdl.cli import build_parser
 from dpdl.errors import ConfigError
-from dpdl.settings import DesignOptions, TaskOptions, TrackingOptions, from_options, leaves
 from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
-from dpdl.choices import TASKS
+from dpdl.settings import DesignOptions, TaskOptions, TrackingOptions, from_options, leaves, to_options
 
 
 def _command(name: str):  # noqa: ANN202 (an argparse parser)
@@ -83,3 +83,11 @@ def test_seeds_given_as_a_list_are_stored_as_a_tuple() -> None:
 
 def test_every_task_has_a_default_step_size() -> None:
     assert tuple(DEFAULT_STEP_SIZES) == TASKS
+
+
+def test_to_options_gives_back_what_from_options_took() -> None:
+    args = build_parser().parse_args(["train", "--seed", "2", "5", "--distribution", "gaussian", "--decor-couple", "1"])
+    config = from_options(TrainConfig, args)
+    options = to_options(config)
+    assert options == {leaf.dest: vars(args)[leaf.dest] for leaf in leaves(TrainConfig)}
+    assert from_options(TrainConfig, options) == config

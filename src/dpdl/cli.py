@@ -22,7 +22,7 @@ from typing import NoReturn
 from dpdl import __version__
 from dpdl.choices import DEFAULT_TRIALS, MACS, MECHANISM_NAMES
 from dpdl.errors import DpdlError
-from dpdl.settings import DesignOptions, add_arguments, from_options, positive_int
+from dpdl.settings import DesignOptions, add_arguments, from_options, positive_int, to_options
 from dpdl.jobspec.config import TrainConfig
 
 __all__ = ["main", "build_parser"]
@@ -315,11 +315,11 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _write_options(args: argparse.Namespace, config: TrainConfig, folder: Path) -> None:
-    """``folder/config.toml``: every option of the run, with the step size and schedule the task
-    resolved, so ``dpdl train --config`` on it replays the run."""
+    """``folder/config.toml``: every option of the run, the settings as the run resolved them (the
+    task's step size and schedule filled in), so ``dpdl train --config`` on it replays the run."""
     from dpdl.experiments.replay import dump_options
 
-    values = {**vars(args), "lr": config.lr, "schedule": config.schedule}
+    values = {**vars(args), **to_options(config)}
     header = [f"dpdl train options of the run written to {folder} (dpdl {__version__}); replay it with",
               f"  dpdl train --config {folder / 'config.toml'} --out OTHER_FOLDER [--set KEY=VALUE ...]"]
     (folder / "config.toml").write_text(dump_options(args.parser, values, header))

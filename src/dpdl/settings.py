@@ -9,7 +9,8 @@ nested group of settings (:class:`~dpdl.jobspec.config.TrainConfig` holds :class
 like the outer ones (``--partition``, not ``--task-options-partition``).
 
 - :func:`add_arguments` adds an :mod:`argparse` option per field that has one;
-- :func:`from_options` builds the settings class back from the parsed options, generically;
+- :func:`from_options` builds the settings class back from the parsed options, generically, and
+  :func:`to_options` gives the options back from an instance;
 - :func:`check_fields` checks every field's type, choices and range, naming the field.
 
 The option classes of the layers below the job spec (tasks, mechanisms) are declared here, beside
@@ -29,7 +30,7 @@ import types
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from dpdl.choices import DECOR_SEARCHES, DISTRIBUTIONS, PARTITIONS
 from dpdl.errors import ConfigError
@@ -42,6 +43,7 @@ __all__ = [
     "leaves",
     "add_arguments",
     "from_options",
+    "to_options",
     "positive_int",
     "TaskOptions",
     "DesignOptions",
@@ -49,6 +51,8 @@ __all__ = [
 ]
 
 _KEY = "dpdl.setting"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -87,10 +91,9 @@ def setting(
 
 @dataclass(frozen=True)
 class Leaf:
-    """One command-line option of a settings class: the field (``path`` of field names from the
-    outer class) and its declaration; ``dest`` is the option's name in the parsed namespace."""
+    """One command-line option of a settings class: its field, the field's type and its
+    declaration; ``dest`` is the option's name in the parsed namespace."""
 
-    path: tuple[str, ...]
     field: dataclasses.Field
     hint: Any
     setting: Setting
@@ -132,18 +135,14 @@ def _optional(hint: Any) -> tuple[Any, bool]:
 
 def leaves(cls: type) -> Iterator[Leaf]:
     """Every command-line option of settings class ``cls``, nested groups flattened, in field order."""
-    yield from _leaves(cls, ())
-
-
-def _leaves(cls: type, path: tuple[str, ...]) -> Iterator[Leaf]:
     for field in dataclasses.fields(cls):
         hint = _hints(cls)[field.name]
         if dataclasses.is_dataclass(hint):
-            yield from _leaves(hint, (*path, field.name))
+            yield from leaves(hint)
             continue
         declared = _declared(field)
         if declared is not None and declared.cli:
-            yield Leaf((*path, field.name), field, hint, declared)
+            yield Leaf(field, hint, declared)
 
 
 def _type_error(name: str, wanted: str, value: Any) -> ConfigError:
@@ -240,7 +239,7 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, groups: tuple[str 
         target.add_argument(f"--{leaf.option}", **kwargs)
 
 
-def from_options(cls: type, values: Mapping[str, Any] | argparse.Namespace) -> Any:
+def from_options(cls: type[T], values: Mapping[str, Any] | argparse.Namespace) -> T:
     """An instance of settings class ``cls`` from parsed options (option ``dest`` -> value, or the
     namespace itself): every command-line setting from its option, the others at their defaults."""
     if isinstance(values, argparse.Namespace):
@@ -248,7 +247,21 @@ def from_options(cls: type, values: Mapping[str, Any] | argparse.Namespace) -> A
     return _build(cls, values)
 
 
-def _build(cls: type, values: Mapping[str, Any]) -> Any:
+def to_options(instance: Any) -> dict[str, Any]:
+    """The parsed options (option ``dest`` -> value) that :func:`from_options` turns into the
+    settings ``instance``, nested groups included; tuples as the lists argparse gives."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(instance):
+        value = getattr(instance, field.name)
+        declared = _declared(field)
+        if dataclasses.is_dataclass(value):
+            values.update(to_options(value))
+        elif declared is not None and declared.cli:
+            values[_dest(field, declared)] = list(value) if isinstance(value, tuple) else value
+    return values
+
+
+def _build(cls: type[T], values: Mapping[str, Any]) -> T:
     kwargs: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         hint = _hints(cls)[field.name]

@@ -12,22 +12,15 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from dpdl.accounting import (
-    AgentLevel,
-    Calibration,
-    ExampleLevel,
-    PrivacyReport,
-    account,
-    calibrate,
-)
+from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
 from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix
+from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.engine import DSGDConfig, StepSize, poisson_rates
 from dpdl.mechanisms import NoiseMechanism, NoNoise
 from dpdl.mechanisms.lppa import TrackingNoise, build_injection
 from dpdl.mechanisms.registry import build_mechanism
 from dpdl.seeding import purpose_seed
-from dpdl.jobspec.config import TrainConfig
-from dpdl.jobspec.engine import DSGDConfig, StepSize, poisson_rates
 from dpdl.tasks import Task, build_task
 from dpdl.threats import Colluding, Eavesdropper
 
