@@ -5,13 +5,15 @@ and a ``TrainConfig`` built in Python is checked against the same declarations."
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from dpdl.choices import TASKS
-from dpdl.cli import build_parser
+from dpdl.cli import _agent_options, build_parser
 from dpdl.errors import ConfigError
 from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
+from dpdl.runtime.options import AgentOptions
 from dpdl.settings import DesignOptions, TaskOptions, TrackingOptions, from_options, leaves, to_options
 
 
@@ -91,3 +93,21 @@ def test_to_options_gives_back_what_from_options_took() -> None:
     options = to_options(config)
     assert options == {leaf.dest: vars(args)[leaf.dest] for leaf in leaves(TrainConfig)}
     assert from_options(TrainConfig, options) == config
+
+
+@pytest.mark.parametrize("command", ["run-agent", "run-local"])
+def test_runtime_options_are_generated_from_agent_options(command: str, tmp_path) -> None:
+    args = build_parser().parse_args([command, "--workdir", str(tmp_path), "--key-seed", "4", "--resume", "--departed", "2", "3"])
+    options = _agent_options(args)
+    assert options == AgentOptions(tmp_path, key_seed=4, resume=True, departed=(2, 3))
+    assert {leaf.dest for leaf in leaves(AgentOptions)} <= set(vars(args))
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command])  # --workdir is required: AgentOptions.workdir has no default
+
+
+def test_agent_options_check_their_fields() -> None:
+    assert AgentOptions("run").workdir == Path("run")
+    with pytest.raises(ConfigError, match="mac"):
+        AgentOptions("run", mac="crc32")
+    with pytest.raises(ConfigError, match="checkpoint_every"):
+        AgentOptions("run", checkpoint_every=0)

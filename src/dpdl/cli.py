@@ -1,9 +1,10 @@
 """The ``dpdl`` command line: ``train``, ``run-agent``, ``run-local``, ``noise``, ``audit``, ``factorize``, ``reproduce``,
 ``demo``, ``data`` (``--help`` on each).
 
-The parser is built from :mod:`dpdl.choices` and the settings a run declares (:mod:`dpdl.jobspec.config`, whose
-fields give the train, run-agent and run-local options, and the graph, privacy and noise-design options of the
-other commands), which are light; each command imports its implementation when it runs, so ``dpdl --help`` and
+The parser is built from :mod:`dpdl.choices` and the settings a run declares, which are light: the fields of
+:class:`~dpdl.jobspec.config.TrainConfig` give the train, run-agent and run-local options (and the graph, privacy and
+noise-design options of the other commands), those of :class:`~dpdl.runtime.options.AgentOptions` the runtime options
+(:mod:`dpdl.settings`). Each command imports its implementation when it runs, so ``dpdl --help`` and
 ``dpdl <command> --help`` do not import torch, scipy or networkx.
 
 Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback.
@@ -20,10 +21,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from dpdl import __version__
-from dpdl.choices import DEFAULT_TRIALS, MACS, MECHANISM_NAMES
+from dpdl.choices import DEFAULT_TRIALS, MECHANISM_NAMES
 from dpdl.errors import DpdlError
-from dpdl.settings import DesignOptions, add_arguments, from_options, positive_int, to_options
 from dpdl.jobspec.config import TrainConfig
+from dpdl.runtime.options import AgentOptions
+from dpdl.settings import DesignOptions, add_arguments, from_options, positive_int, to_options
 
 __all__ = ["main", "build_parser"]
 
@@ -113,19 +115,10 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
-    """How runtime agents run: checkpoints, timeout, resume, departures, message authentication, progress."""
-    group = parser.add_argument_group("runtime")
-    group.add_argument("--workdir", type=Path, required=True, help="folder of the agents' checkpoints and final models")
-    group.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a neighbour before declaring it failed (default 60)")
-    group.add_argument("--checkpoint-every", type=positive_int, default=100, help="rounds between checkpoints (default 100)")
-    group.add_argument("--resume", action="store_true", help="resume from the latest round every agent saved")
-    group.add_argument("--departed", type=int, nargs="+", default=[], metavar="AGENT",
-                       help="agents that left for good: with --resume, the others continue as a second phase on the remaining "
-                       "graph, the noise design recomputed for it and both phases accounted together")
-    group.add_argument("--mac", choices=MACS, default="aes-gmac",
-                       help="message authentication per link: aes-gmac (fastest with AES instructions), poly1305 (fast without them) "
-                            "or hmac-sha256 (default aes-gmac)")
-    group.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    """How runtime agents run (:class:`AgentOptions`: checkpoints, timeout, resume, departures,
+    message authentication), and progress."""
+    sections = add_arguments(parser, AgentOptions)
+    sections["runtime"].add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def _run_agent_parser(sub: argparse._SubParsersAction) -> None:
@@ -325,13 +318,15 @@ def _write_options(args: argparse.Namespace, config: TrainConfig, folder: Path) 
     (folder / "config.toml").write_text(dump_options(args.parser, values, header))
 
 
-def _agent_options(args: argparse.Namespace):  # noqa: ANN202 (AgentOptions, imported lazily)
+def _agent_options(args: argparse.Namespace) -> AgentOptions:
+    """The runtime options of ``args``; the agents' key seed is the job's ``--key-seed``."""
+    from dataclasses import replace
+
     from dpdl.errors import ConfigError
-    from dpdl.runtime import AgentOptions
 
     if len(args.seed) != 1:
         raise ConfigError("the runtime runs one replicate: give one --seed")
-    return AgentOptions(args.workdir, args.key_seed, args.timeout, args.checkpoint_every, args.resume, args.mac, tuple(args.departed))
+    return replace(from_options(AgentOptions, args), key_seed=args.key_seed)
 
 
 def _run_agent(args: argparse.Namespace) -> int:

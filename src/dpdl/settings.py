@@ -26,10 +26,12 @@ import argparse
 import dataclasses
 import functools
 import numbers
+import os
 import types
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from dpdl.choices import DECOR_SEARCHES, DISTRIBUTIONS, PARTITIONS
@@ -62,7 +64,8 @@ class Setting:
     ``help``: the option's help text. ``option``: its long option without ``--`` (the field name
     with ``-`` for ``_`` unless given). ``cli``: False for a setting of the Python API alone, with
     no option. ``choices``: the values allowed. ``positive``: an integer >= 1. ``group``: the help
-    section of the option (``None``: the command's own options).
+    section of the option (``None``: the command's own options). ``metavar``: the option's value in
+    the help. A field without a default is a required option.
     """
 
     help: str
@@ -71,6 +74,7 @@ class Setting:
     choices: tuple[str, ...] | None = None
     positive: bool = False
     group: str | None = None
+    metavar: str | None = None
 
 
 def setting(
@@ -82,10 +86,11 @@ def setting(
     choices: tuple[str, ...] | None = None,
     positive: bool = False,
     group: str | None = None,
+    metavar: str | None = None,
     default_factory: Any = dataclasses.MISSING,
 ) -> Any:
     """A dataclass field declared with its :class:`Setting`; ``cli=False``: no command-line option."""
-    meta = Setting(help, option, cli, choices, positive, group)
+    meta = Setting(help, option, cli, choices, positive, group, metavar)
     return dataclasses.field(default=default, default_factory=default_factory, metadata={_KEY: meta})
 
 
@@ -166,6 +171,10 @@ def _check(name: str, hint: Any, meta: Setting | None, value: Any) -> Any:
         if not isinstance(value, base):
             raise _type_error(name, f"a {base.__name__}", value)
         return value
+    if base is Path:
+        if not isinstance(value, (str, os.PathLike)):
+            raise _type_error(name, "a path", value)
+        return value if isinstance(value, Path) else Path(value)
     if base is bool:
         if not isinstance(value, bool):
             raise _type_error(name, "true or false", value)
@@ -206,9 +215,12 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_arguments(parser: argparse.ArgumentParser, cls: type, groups: tuple[str | None, ...] | None = None) -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser, cls: type, groups: tuple[str | None, ...] | None = None
+) -> dict[str, argparse._ArgumentGroup]:
     """One option of ``parser`` per command-line setting of ``cls`` (or of those in ``groups``),
-    with the field's default, help, type, choices and range; each option's group is a help section."""
+    with the field's default, help, type, choices and range; each option's group is a help section.
+    Returns the sections by title, for a command to add its own options to."""
     sections: dict[str, argparse._ArgumentGroup] = {}
     for leaf in leaves(cls):
         meta = leaf.setting
@@ -221,6 +233,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, groups: tuple[str 
             target = sections[meta.group]
         base, _ = _optional(leaf.hint)
         kwargs: dict[str, Any] = {"dest": leaf.dest, "help": meta.help.replace("%", "%%")}  # argparse expands %-formats
+        if meta.metavar is not None:
+            kwargs["metavar"] = meta.metavar
         default = leaf.field.default
         if base is bool:
             kwargs["action"] = "store_true"
@@ -233,10 +247,14 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, groups: tuple[str 
                 kwargs["choices"] = meta.choices
             elif base is int:
                 kwargs["type"] = positive_int if meta.positive else int
-            elif base is float:
-                kwargs["type"] = float
-            kwargs["default"] = default
+            elif base in (float, Path):
+                kwargs["type"] = base
+            if default is dataclasses.MISSING and leaf.field.default_factory is dataclasses.MISSING:
+                kwargs["required"] = True
+            else:
+                kwargs["default"] = default
         target.add_argument(f"--{leaf.option}", **kwargs)
+    return sections
 
 
 def from_options(cls: type[T], values: Mapping[str, Any] | argparse.Namespace) -> T:

@@ -27,13 +27,7 @@ from dpdl.choices import (
     TASKS,
 )
 from dpdl.errors import ConfigError
-from dpdl.settings import (
-    DesignOptions,
-    TaskOptions,
-    TrackingOptions,
-    check_fields,
-    setting,
-)
+from dpdl.settings import DesignOptions, TaskOptions, TrackingOptions, check_fields, setting
 
 __all__ = ["TrainConfig", "DEFAULT_STEP_SIZES"]
 

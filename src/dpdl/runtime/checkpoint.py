@@ -33,10 +33,10 @@ import numpy as np
 
 from dpdl.errors import FileFormatError
 from dpdl.files import atomic_write, json_safe
-from dpdl.runtime.handshake import design_digest
-from dpdl.simulation import ENGINE_VERSION
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.job import Job
+from dpdl.runtime.handshake import design_digest
+from dpdl.simulation import ENGINE_VERSION
 
 __all__ = ["AgentState", "BatchState", "run_fingerprint", "save_checkpoint", "load_checkpoint"]
 

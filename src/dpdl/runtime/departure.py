@@ -34,9 +34,9 @@ import networkx as nx
 from dpdl.accounting import AgentLevel, Calibration, PrivacyReport, account, gdp
 from dpdl.errors import ConfigError, GraphError
 from dpdl.graphs import mixing_matrix
-from dpdl.mechanisms.registry import build_mechanism
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.job import Job, privacy_reports
+from dpdl.mechanisms.registry import build_mechanism
 
 __all__ = ["SecondPhase", "remaining_agents", "second_phase", "two_phase_reports"]
 
