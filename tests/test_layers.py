@@ -8,6 +8,7 @@ import still climbs a layer), so the check imports none of the modules it reads.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,19 @@ def test_the_check_sees_imports_in_functions_and_relative_ones() -> None:
     source = "import numpy\n\ndef f():\n    from dpdl.experiments import train\n    from ..runtime import agent\n    from . import job\n"
     names = imported_modules(source, "dpdl.jobspec")
     assert {"numpy", "dpdl.experiments.train", "dpdl.runtime.agent", "dpdl.jobspec.job"} <= names
+
+
+@pytest.mark.parametrize("module", ["settings.py", "jobspec/config.py", "jobspec/__init__.py", "runtime/options.py"])
+def test_the_declarations_the_parser_reads_are_light(module: str) -> None:
+    """The modules ``dpdl --help`` reads the settings from import the standard library and the
+    bottom of the house alone (``test_cli_startup`` checks the same by importing, for the libraries
+    it names)."""
+    path = PACKAGE / module
+    package = ".".join(path.relative_to(PACKAGE.parent).parts[:-1])
+    allowed = {"dpdl.choices", "dpdl.errors", "dpdl.settings"}
+    for name in imported_modules(path.read_text(), package):
+        top = name.split(".")[0]
+        if top == "dpdl":
+            assert name in allowed or name.rsplit(".", 1)[0] in allowed, f"{module} imports {name}"
+        else:
+            assert top in sys.stdlib_module_names or top == "__future__", f"{module} imports {name}"
