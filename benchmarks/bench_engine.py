@@ -46,9 +46,8 @@ from dpdl.accounting.neighbouring import AgentLevel
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.mechanisms.registry import build_mechanism
 from dpdl.mechanisms.base import NoiseMechanism
-from dpdl.simulation.dsgd import DSGDConfig, run_dsgd
+from dpdl.simulation.dsgd import DSGDConfig, StepSize, run_dsgd
 from dpdl.simulation.sampling import UniformSampler
-from dpdl.simulation.schedules import StepSize
 from dpdl.tasks.base import Task
 from dpdl.tasks.catalog import build_task
 

@@ -23,7 +23,9 @@ __all__ = [
     "MACS",
     "MECHANISM_NAMES",
     "MIXING_RULE_NAMES",
+    "INJECTIONS",
     "PARTITIONS",
+    "SAMPLERS",
     "REAL_GRAPHS",
     "SCHEDULES",
     "SYNTHETIC_GRAPHS",
@@ -79,10 +81,17 @@ CALIBRATIONS = ("exact", "paper")
 #: The engines a training job can run: D-SGD, and gradient tracking (DSGT).
 ALGORITHMS = ("dsgd", "dsgt")
 
-#: Whose gradient is clipped: each agent's batch gradient, or each example's (:class:`dpdl.simulation.DSGDConfig`).
+#: Whose gradient is clipped: each agent's batch gradient, or each example's (:class:`dpdl.jobspec.engine.DSGDConfig`).
 CLIP_LEVELS = ("agent", "example")
 
-#: Step-size schedules (:class:`dpdl.simulation.StepSize`).
+#: How a training step draws its batches (:class:`dpdl.simulation.sampling.UniformSampler`, ``PoissonSampler``,
+#: ``CyclicSampler``).
+SAMPLERS = ("uniform", "poisson", "cyclic")
+
+#: Noise gradient tracking can inject into its tracking variable (:func:`dpdl.mechanisms.lppa.build_injection`).
+INJECTIONS = ("none", "lppa", "dp")
+
+#: Step-size schedules (:class:`dpdl.jobspec.engine.StepSize`).
 SCHEDULES = ("constant", "inv-sqrt")
 
 #: The convolutional image tasks among :data:`TASKS`.

@@ -1,8 +1,11 @@
 """The ``dpdl`` command line: ``train``, ``run-agent``, ``run-local``, ``noise``, ``audit``, ``factorize``, ``reproduce``,
 ``demo``, ``data`` (``--help`` on each).
 
-The parser is built from :mod:`dpdl.choices` alone, and each command imports its implementation when it runs, so
-``dpdl --help`` and ``dpdl <command> --help`` do not import torch, scipy or networkx.
+The parser is built from :mod:`dpdl.choices` and the settings a run declares, which are light: the fields of
+:class:`~dpdl.jobspec.config.TrainConfig` give the train, run-agent and run-local options (and the graph, privacy and
+noise-design options of the other commands), those of :class:`~dpdl.runtime.options.AgentOptions` the runtime options
+(:mod:`dpdl.settings`). Each command imports its implementation when it runs, so ``dpdl --help`` and
+``dpdl <command> --help`` do not import torch, scipy or networkx.
 
 Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback.
 
@@ -23,24 +26,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from dpdl import __version__
-from dpdl.choices import (
-    ALGORITHMS,
-    CALIBRATIONS,
-    CLIP_LEVELS,
-    DECOR_SEARCHES,
-    DEFAULT_TRIALS,
-    DISTRIBUTIONS,
-    GRAPH_FILE_FORMATS,
-    MACS,
-    MECHANISM_NAMES,
-    MIXING_RULE_NAMES,
-    PARTITIONS,
-    REAL_GRAPHS,
-    SCHEDULES,
-    SYNTHETIC_GRAPHS,
-    TASKS,
-)
+from dpdl.choices import DEFAULT_TRIALS, MECHANISM_NAMES
 from dpdl.errors import DpdlError
+from dpdl.jobspec.config import TrainConfig
+from dpdl.runtime.options import AgentOptions
+from dpdl.settings import DesignOptions, add_arguments, from_options, positive_int, to_options
 
 __all__ = ["main", "build_parser"]
 
@@ -71,45 +61,14 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
 def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options that choose the communication graph and its mixing matrix."""
-    group = parser.add_argument_group("graph")
-    group.add_argument(
-        "--graph",
-        default="er",
-        help=f"topology: one of {', '.join(SYNTHETIC_GRAPHS)}; a real graph ({', '.join(REAL_GRAPHS)}); "
-        "or a graph file, file:PATH (format told by the extension .npz/.graphml/.gml, else by the content) or FORMAT:PATH, "
-        f"FORMAT one of: {'; '.join(f'{name}: {what}' for name, what in GRAPH_FILE_FORMATS.items())}. Default: er"
-        .replace("%", "%%"),  # argparse expands %-formats in help
-    )
-    group.add_argument("--n", type=_positive_int, default=20, help="number of agents for synthetic graphs (default 20)")
-    group.add_argument("--p", type=float, default=0.5, help="Erdos-Renyi edge probability (default 0.5)")
-    group.add_argument(
-        "--mixing", choices=list(MIXING_RULE_NAMES), default="metropolis-hastings", help="mixing rule (default metropolis-hastings)"
-    )
+    """Options that choose the communication graph and its mixing matrix (:class:`TrainConfig`'s)."""
+    add_arguments(parser, TrainConfig, groups=("graph",))
 
 
 def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options that set the privacy budget and how it is calibrated."""
-    group = parser.add_argument_group("privacy")
-    group.add_argument("--eps", type=float, default=10.0, help="target epsilon (default 10)")
-    group.add_argument("--delta", type=float, default=1e-5, help="target delta (default 1e-5)")
-    group.add_argument("--steps", type=_positive_int, default=5000, help="number of D-SGD steps T (default 5000)")
-    group.add_argument("--clip", type=float, default=0.1, help="clipping threshold C (default 0.1)")
-    group.add_argument(
-        "--calibration",
-        choices=CALIBRATIONS,
-        default="exact",
-        help="exact: Gaussian-DP accountant, never above the target; paper: the papers' closed form "
-        "[R^-1]_ii <= eps^2/(16 C^2 T log(1/delta)) (default exact)",
-    )
+    """Options that set the privacy budget and how it is calibrated (:class:`TrainConfig`'s)."""
+    add_arguments(parser, TrainConfig, groups=("privacy",))
 
 
 def add_output_arguments(parser: argparse.ArgumentParser, out: Path | None, out_help: str, json_help: str | None) -> None:
@@ -126,63 +85,13 @@ def add_graph_seed_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_design_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of the correlated-noise designs."""
-    group = parser.add_argument_group("noise design")
-    group.add_argument(
-        "--design-against",
-        default="eavesdropper",
-        help="threat DECOR is calibrated against: eavesdropper, honest-but-curious, colluding-<q> (default eavesdropper)",
-    )
-    group.add_argument("--decor-search", choices=DECOR_SEARCHES, default="trace",
-                       help="DECOR noise couple: trace (minimise Tr(W R W^T)) or appendix-d (DECOR's own search)")
-    group.add_argument("--decor-couple", type=int, default=None,
-                       help="with --decor-search appendix-d: the k-th couple of the search (0 = least private noise), "
-                       "as DECOR's Appendix D.2 tunes; default: the one of least Tr(W R W^T)")
-    group.add_argument("--groups", type=_positive_int, default=1, help="whisper-multiseed: number of disjoint seed groups m (default 1)")
-    group.add_argument("--q", type=int, default=1, help="whisper-multiseed: coalition size protected against (default 1)")
-
-
-def _design(args: argparse.Namespace):  # noqa: ANN202 (DesignOptions, imported lazily)
-    from dpdl.mechanisms.registry import DesignOptions
-
-    return DesignOptions(
-        threat=args.design_against, decor_search=args.decor_search, decor_couple=args.decor_couple, groups=args.groups, q=args.q
-    )
+    """Options of the correlated-noise designs (:class:`~dpdl.settings.DesignOptions`)."""
+    add_arguments(parser, DesignOptions)
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
-    """Everything that defines a training job (:class:`dpdl.experiments.train.TrainConfig`)."""
-    parser.add_argument("--task", choices=TASKS, default="logreg-a9a", help="learning task (default logreg-a9a)")
-    parser.add_argument("--mechanism", default="ldp", help=f"noise mechanism: none, {', '.join(MECHANISM_NAMES)} (default ldp)")
-    add_graph_arguments(parser)
-    add_budget_arguments(parser)
-    add_design_arguments(parser)
-    group = parser.add_argument_group("training")
-    group.add_argument("--clip-level", choices=CLIP_LEVELS, default="agent", help="agent: clip each agent's batch gradient; "
-                       "example: clip each example's gradient, Poisson batches, example-level PLD accounting (default agent)")
-    group.add_argument("--batch-size", type=_positive_int, default=128, help="batch size per agent (default 128)")
-    group.add_argument("--lr", type=float, default=None, help="step size eta (default: the task's, 0.1 for logreg-a9a)")
-    group.add_argument("--schedule", choices=SCHEDULES, default=None, help="step-size schedule (default: the task's)")
-    group.add_argument("--seed", type=int, nargs="+", default=[0], help="one or more seeds; each is a full replicate (default 0)")
-    group.add_argument("--eval-every", type=_positive_int, default=100, help="evaluate every k steps (default 100)")
-    group = parser.add_argument_group("data")
-    group.add_argument("--partition", choices=PARTITIONS, default="dirichlet", help="how data are split over agents (default dirichlet)")
-    group.add_argument("--alpha", type=float, default=10.0, help="Dirichlet concentration (default 10)")
-    group.add_argument("--labels-per-agent", type=_positive_int, default=1, help="classes per agent for labels-per-agent")
-    group.add_argument("--l2", type=float, default=1e-3, help="L2 regularisation of logistic regression (default 1e-3)")
-    group.add_argument("--dim", type=_positive_int, default=10, help="dimension of the least-squares task (default 10)")
-    group = parser.add_argument_group("gradient tracking")
-    group.add_argument("--algorithm", choices=ALGORITHMS, default="dsgd",
-                       help="dsgd, or dsgt: gradient tracking, with --mechanism none, lppa (LPPA's noise flow) or dp "
-                       "(i.i.d.) injected into the tracking variable, not calibrated to (eps, delta) (default dsgd)")
-    group.add_argument("--tracking-noise", type=float, default=0.025, help="dsgt: scale of the injected noise (default 0.025)")
-    group.add_argument("--distribution", choices=DISTRIBUTIONS, default="laplace", help="dsgt: the injected noise's distribution (default laplace)")
-    group.add_argument("--every-round", action="store_true", help="dsgt: inject every round, not only into the initial tracking variable")
-    group = parser.add_argument_group("secrets")
-    group.add_argument("--key-seed", type=int, default=None,
-                       help="derive the agents' X25519 keys from this number; every agent then draws its batches and noise "
-                       "from the seeds they agree on, so train and run-local/run-agent with the same key seed give the same "
-                       "models (a reproducibility check; a deployment leaves it out and draws fresh keys)")
+    """Everything that defines a training job: one option per setting of :class:`TrainConfig`."""
+    add_arguments(parser, TrainConfig)
 
 
 def add_options_file_arguments(parser: argparse.ArgumentParser) -> None:
@@ -213,19 +122,10 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
-    """How runtime agents run: checkpoints, timeout, resume, departures, message authentication, progress."""
-    group = parser.add_argument_group("runtime")
-    group.add_argument("--workdir", type=Path, required=True, help="folder of the agents' checkpoints and final models")
-    group.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a neighbour before declaring it failed (default 60)")
-    group.add_argument("--checkpoint-every", type=_positive_int, default=100, help="rounds between checkpoints (default 100)")
-    group.add_argument("--resume", action="store_true", help="resume from the latest round every agent saved")
-    group.add_argument("--departed", type=int, nargs="+", default=[], metavar="AGENT",
-                       help="agents that left for good: with --resume, the others continue as a second phase on the remaining "
-                       "graph, the noise design recomputed for it and both phases accounted together")
-    group.add_argument("--mac", choices=MACS, default="aes-gmac",
-                       help="message authentication per link: aes-gmac (fastest with AES instructions), poly1305 (fast without them) "
-                            "or hmac-sha256 (default aes-gmac)")
-    group.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    """How runtime agents run (:class:`AgentOptions`: checkpoints, timeout, resume, departures,
+    message authentication), and progress."""
+    sections = add_arguments(parser, AgentOptions)
+    sections["runtime"].add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def _run_agent_parser(sub: argparse._SubParsersAction) -> None:
@@ -288,7 +188,7 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
     add_graph_seed_argument(parser)
     add_budget_arguments(parser)
     group = parser.add_argument_group("attack")
-    group.add_argument("--attack-trials", type=_positive_int, default=DEFAULT_TRIALS,
+    group.add_argument("--attack-trials", type=positive_int, default=DEFAULT_TRIALS,
                        help="membership-test trials per hypothesis for the empirical lower bounds; the attacks' noise is "
                        f"seeded by --seed (default {DEFAULT_TRIALS})")
     add_output_arguments(parser, Path("results/audit"), "results/audit", "the audit")
@@ -306,9 +206,9 @@ def _factorize_parser(sub: argparse._SubParsersAction) -> None:
     add_graph_arguments(parser)
     add_graph_seed_argument(parser)
     group = parser.add_argument_group("participation and budget")
-    group.add_argument("--participations", type=_positive_int, default=20, help="k: passes over the data (default 20)")
-    group.add_argument("--batches", type=_positive_int, default=19, help="b: batches per pass, steps between participations (default 19)")
-    group.add_argument("--restart", type=_positive_int, default=None,
+    group.add_argument("--participations", type=positive_int, default=20, help="k: passes over the data (default 20)")
+    group.add_argument("--batches", type=positive_int, default=19, help="b: batches per pass, steps between participations (default 19)")
+    group.add_argument("--restart", type=positive_int, default=None,
                        help="restart the correlation every this many steps (a multiple of b dividing T = k b); default: never")
     group.add_argument("--eps", type=float, default=10.0, help="target epsilon for the noise multipliers (default 10)")
     group.add_argument("--delta", type=float, default=1e-6, help="target delta (default 1e-6)")
@@ -328,7 +228,7 @@ def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("name", nargs="?", help="reproduction name (see --list)")
     parser.add_argument("--list", action="store_true", help="list the reproductions and exit")
     parser.add_argument("--quick", action="store_true", help="fewer seeds and grid points (minutes)")
-    parser.add_argument("--workers", type=_positive_int, default=None, help="parallel processes (default: all cores)")
+    parser.add_argument("--workers", type=positive_int, default=None, help="parallel processes (default: all cores)")
     parser.add_argument("--parts", nargs="+", default=None, metavar="PART",
                         help="run only these parts of a figure that has parts (see --list), e.g. decor-fig1's logreg-a9a")
     add_output_arguments(parser, None, "results/<name>, or results/quick/<name>", None)
@@ -342,10 +242,10 @@ def _demo_parser(sub: argparse._SubParsersAction) -> None:
         description="Run every mechanism on the papers' a9a setting with the step size tuned over the papers' grid; "
         "prints a table and writes a figure.",
     )
-    parser.add_argument("--steps", type=_positive_int, default=5000, help="number of D-SGD steps (default 5000)")
+    parser.add_argument("--steps", type=positive_int, default=5000, help="number of D-SGD steps (default 5000)")
     parser.add_argument("--eps", type=float, default=10.0, help="target epsilon (default 10)")
     parser.add_argument("--seed", type=int, nargs="+", default=[0], help="seeds (default 0)")
-    parser.add_argument("--workers", type=_positive_int, default=None, help="parallel processes (default: all cores)")
+    parser.add_argument("--workers", type=positive_int, default=None, help="parallel processes (default: all cores)")
     add_output_arguments(parser, Path("results/demo"), "results/demo", None)
     parser.set_defaults(handler=_demo)
 
@@ -393,46 +293,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _train_config(args: argparse.Namespace):  # noqa: ANN202 (TrainConfig, imported lazily)
-    from dpdl.experiments.train import TrainConfig
-    from dpdl.mechanisms.lppa import TrackingOptions
-    from dpdl.tasks import TaskOptions
-
-    return TrainConfig(
-        task=args.task,
-        graph=args.graph,
-        n=args.n,
-        p=args.p,
-        mixing=args.mixing,
-        mechanism=args.mechanism,
-        eps=args.eps,
-        delta=args.delta,
-        steps=args.steps,
-        clip=args.clip,
-        clip_level=args.clip_level,
-        calibration=args.calibration,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        schedule=args.schedule,
-        eval_every=args.eval_every,
-        seeds=tuple(args.seed),
-        task_options=TaskOptions(
-            partition=args.partition, alpha=args.alpha, labels_per_agent=args.labels_per_agent, l2=args.l2, dim=args.dim
-        ),
-        design=_design(args),
-        key_seed=args.key_seed,
-        algorithm=args.algorithm,
-        tracking=TrackingOptions(args.tracking_noise, args.distribution, args.every_round),
-    )
-
-
 def _train(args: argparse.Namespace) -> int:
     import numpy as np
 
     from dpdl.experiments.results import json_safe, write_results
     from dpdl.experiments.train import run_training
 
-    result = run_training(_train_config(args), progress=not args.no_progress)
+    result = run_training(from_options(TrainConfig, args), progress=not args.no_progress)
     name = f"{args.task}-{args.mechanism}-{args.graph.replace(':', '_').replace('/', '_')}-eps{args.eps:g}-seed{'_'.join(map(str, args.seed))}"
     folder = args.out or Path("results") / "train" / name
     paths = write_results(result, folder)
@@ -451,24 +318,26 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_options(args: argparse.Namespace, config, folder: Path) -> None:  # noqa: ANN001 (TrainConfig, imported lazily)
-    """``folder/config.toml``: every option of the run, with the step size and schedule the task
-    resolved, so ``dpdl train --config`` on it replays the run."""
+def _write_options(args: argparse.Namespace, config: TrainConfig, folder: Path) -> None:
+    """``folder/config.toml``: every option of the run, the settings as the run resolved them (the
+    task's step size and schedule filled in), so ``dpdl train --config`` on it replays the run."""
     from dpdl.experiments.replay import dump_options
 
-    values = {**vars(args), "lr": config.lr, "schedule": config.schedule}
+    values = {**vars(args), **to_options(config)}
     header = [f"dpdl train options of the run written to {folder} (dpdl {__version__}); replay it with",
               f"  dpdl train --config {folder / 'config.toml'} --out OTHER_FOLDER [--set KEY=VALUE ...]"]
     (folder / "config.toml").write_text(dump_options(args.parser, values, header))
 
 
-def _agent_options(args: argparse.Namespace):  # noqa: ANN202 (AgentOptions, imported lazily)
+def _agent_options(args: argparse.Namespace) -> AgentOptions:
+    """The runtime options of ``args``; the agents' key seed is the job's ``--key-seed``."""
+    from dataclasses import replace
+
     from dpdl.errors import ConfigError
-    from dpdl.runtime import AgentOptions
 
     if len(args.seed) != 1:
         raise ConfigError("the runtime runs one replicate: give one --seed")
-    return AgentOptions(args.workdir, args.key_seed, args.timeout, args.checkpoint_every, args.resume, args.mac, tuple(args.departed))
+    return replace(from_options(AgentOptions, args), key_seed=args.key_seed)
 
 
 def _run_agent(args: argparse.Namespace) -> int:
@@ -479,7 +348,7 @@ def _run_agent(args: argparse.Namespace) -> int:
     options = _agent_options(args)
     rank = init_agent()
     agent = remaining_agents(args.n, options.departed)[rank]
-    run_agent(_train_config(args), args.seed[0], agent, options, progress=not args.no_progress)
+    run_agent(from_options(TrainConfig, args), args.seed[0], agent, options, progress=not args.no_progress)
     print(f"agent {agent} (rank {rank}): final model {final_model_path(args.workdir, agent)}", file=sys.stderr)
     return 0
 
@@ -491,7 +360,7 @@ def _run_local(args: argparse.Namespace) -> int:
     from dpdl.experiments.results import json_safe
     from dpdl.runtime import run_local
 
-    outcome = run_local(_train_config(args), args.seed[0], _agent_options(args), progress=not args.no_progress)
+    outcome = run_local(from_options(TrainConfig, args), args.seed[0], _agent_options(args), progress=not args.no_progress)
     if outcome.models is None:
         for agent, error in sorted(outcome.errors.items()):
             print(f"agent {agent}: {error.strip().splitlines()[-1]}", file=sys.stderr)
@@ -524,7 +393,7 @@ def _noise(args: argparse.Namespace) -> int:
     graph, weights = _graph_and_weights(args)
     threats = tuple(threat_by_name(t) for t in args.threat) if args.threat else DEFAULT_THREATS
     report = noise_report(
-        args.method, graph, weights, args.eps, args.delta, args.steps, args.clip, args.calibration, threats, _design(args)
+        args.method, graph, weights, args.eps, args.delta, args.steps, args.clip, args.calibration, threats, from_options(DesignOptions, args)
     )
     calibration = report.calibration
     print(f"{args.method} on {args.graph} (n={graph.number_of_nodes()}, {args.mixing} weights), "

@@ -3,17 +3,30 @@
 Checkpoints and cache entries are read back by later runs, so a run killed while writing one must
 leave either the previous file or the new one, never a torn mix: :func:`atomic_write` writes a
 temporary file in the same folder (same file system, so the rename is atomic), flushes it to disk
-and renames it over the target.
+and renames it over the target. :func:`json_safe` makes values writable as strict JSON.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_write", "file_sha256"]
+__all__ = ["atomic_write", "file_sha256", "json_safe"]
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as the strings ``"Infinity"`` / ``"NaN"`` (valid JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
 
 
 def atomic_write(path: Path, data: bytes) -> None:

@@ -6,6 +6,11 @@ read too), and each value's type comes from its option (a flag is a boolean, ``n
 ``type=float`` a number, ``choices`` a closed set). So an option added to ``dpdl train`` is in every
 file written from then on, and a file with a mistyped or stale key fails loudly instead of being
 half-applied.
+
+The options of a run's settings, and so their keys, types, choices and ranges here, are generated
+from the one declaration of those settings (:class:`dpdl.jobspec.config.TrainConfig`, through
+:func:`dpdl.settings.add_arguments`); the command's own options (``--json``, ``--save-models``, ...)
+are recorded beside them, from the parser alone.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Writing results: a training job's folder (config JSON, metrics CSV, final JSON, figure), rows as CSV,
-JSON with non-finite numbers.
+JSON with non-finite numbers (:func:`dpdl.files.json_safe`, re-exported here).
 
 The commands that write JSON or CSV alone (``dpdl noise``, ``audit``, ``factorize``) import this
 module too, so matplotlib is imported by :func:`write_results`, which draws the figure.
@@ -9,25 +9,15 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from dpdl.files import json_safe
 
 if TYPE_CHECKING:
     from dpdl.experiments.train import TrainResult
 
 __all__ = ["write_results", "write_rows", "json_safe"]
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with non-finite floats as the strings ``"Infinity"`` / ``"NaN"`` (valid JSON)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(item) for item in value]
-    return value
 
 
 def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:

@@ -31,10 +31,11 @@ import numpy as np
 from scipy import sparse
 
 from dpdl.accounting.calibration import Calibration
-from dpdl.choices import DISTRIBUTIONS
+from dpdl.choices import DISTRIBUTIONS, INJECTIONS
 from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook, SharedSecret
 from dpdl.mechanisms.zero_sum import matched_to_ldp
+from dpdl.settings import TrackingOptions
 from dpdl.threats import Eavesdropper
 
 __all__ = [
@@ -157,18 +158,6 @@ def dp_noise(n: int, scale: float, distribution: str = "laplace", every_round: b
 
 
 #: Noise injected into gradient tracking, by CLI name.
-INJECTIONS = ("none", "lppa", "dp")
-
-
-@dataclass(frozen=True)
-class TrackingOptions:
-    """The injected noise of a gradient-tracking job: its scale (Laplace scale or Gaussian standard
-    deviation, not calibrated to a budget: LPPA sizes it for the attacks), distribution, and
-    whether it is injected every round or once (Algorithm 1)."""
-
-    scale: float = 0.025
-    distribution: str = "laplace"
-    every_round: bool = False
 
 
 def build_injection(name: str, graph: nx.Graph, options: TrackingOptions) -> TrackingNoise | None:

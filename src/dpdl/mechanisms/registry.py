@@ -7,7 +7,6 @@ returns a mechanism whose guarantee against the threat it is designed for is the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
@@ -22,28 +21,10 @@ from dpdl.mechanisms.independent import CentralDP, LocalDP, NoNoise
 from dpdl.mechanisms.lppa import design_noise_flow
 from dpdl.mechanisms.whisper import MultiSeedWhisper, design_whisper, disjoint_groups
 from dpdl.mechanisms.zero_sum import design_zero_sum
+from dpdl.settings import DesignOptions
 from dpdl.threats import CentralObserver, Colluding, Eavesdropper, ThreatModel, threat_by_name
 
 __all__ = ["DesignOptions", "MECHANISMS", "build_mechanism", "DECOR_SEARCHES"]
-
-
-@dataclass(frozen=True)
-class DesignOptions:
-    """How designs with choices are made.
-
-    ``threat``: the adversary DECOR is calibrated against (eavesdropper by default, as in the
-    papers' experiments). ``decor_search``: ``trace`` (minimise Tr(W R W^T)) or ``appendix-d``
-    (DECOR's own search; the couple of least Tr(W R W^T) among its grid, or, with ``decor_couple``
-    = k, its k-th couple from the least private noise sigma_pair up, as DECOR's Appendix D.2 tunes
-    over them). ``groups`` and ``q``:
-    the seed groups (m disjoint groups) and coalition size of ``whisper-multiseed``.
-    """
-
-    threat: str = "eavesdropper"
-    decor_search: str = "trace"
-    decor_couple: int | None = None
-    groups: int = 1
-    q: int = 1
 
 
 Factory = Callable[[nx.Graph, np.ndarray, Calibration, DesignOptions], NoiseMechanism]

@@ -11,7 +11,8 @@ from dpdl.lazy import lazy_exports
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "agent": ("AgentOptions", "run_agent"),
+        "agent": ("run_agent",),
         "launch": ("LocalRun", "init_agent", "run_local"),
+        "options": ("AgentOptions",),
     },
 )

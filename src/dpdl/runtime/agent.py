@@ -11,7 +11,7 @@ Round t of agent i (the row i of the simulation's vectorized step)::
     x_i <- W[i, i] y + sum_j W[i, j] y_j
 
 Every agent builds the graph, W, the calibration and the noise design from the public
-configuration (:func:`dpdl.experiments.train.build_job`), checks with the others that they agree,
+configuration (:func:`dpdl.jobspec.job.build_job`), checks with the others that they agree,
 and agrees its seeds by key exchange (:mod:`dpdl.runtime.handshake`). The task is built from the
 same configuration, which stands for the agent's own data: it reads only its own rows.
 
@@ -36,7 +36,6 @@ import signal
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,50 +44,19 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from dpdl.errors import ConfigError, FileFormatError
-from dpdl.experiments.results import json_safe
-from dpdl.experiments.train import TrainConfig, build_job
+from dpdl.files import atomic_write, json_safe
+from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.job import build_job
 from dpdl.keys import AgentKey
-from dpdl.files import atomic_write
-from dpdl.runtime.channel import MACS, NeighbourChannel
+from dpdl.runtime.channel import NeighbourChannel
 from dpdl.runtime.checkpoint import AgentState, load_checkpoint, run_fingerprint, save_checkpoint
 from dpdl.runtime.departure import remaining_agents, second_phase, two_phase_reports
 from dpdl.runtime.handshake import handshake
+from dpdl.runtime.options import AgentOptions
 from dpdl.simulation.dsgd import agent_batches, local_gradients
 from dpdl.simulation.sampling import AgentBatches
 
 __all__ = ["AgentOptions", "run_agent", "checkpoint_path", "final_model_path", "phase_path", "run_record_path"]
-
-
-@dataclass(frozen=True)
-class AgentOptions:
-    """How an agent runs, apart from the training configuration every agent shares."""
-
-    #: Where agent i keeps ``agent<i>/``: its checkpoints and its final model.
-    workdir: Path
-    #: None: fresh X25519 keys from the operating system (a deployment). A number: keys derived
-    #: from it, so that ``dpdl train --key-seed`` reproduces the run (a check, never a deployment).
-    key_seed: int | None = None
-    #: Seconds to wait for a neighbour's message before declaring it failed.
-    timeout: float = 60.0
-    #: Rounds between checkpoints.
-    checkpoint_every: int = 100
-    #: Resume from the latest round every agent saved instead of starting afresh.
-    resume: bool = False
-    #: Message authentication (:data:`dpdl.runtime.channel.MACS`).
-    mac: str = "aes-gmac"
-    #: Agents that left for good: the others resume (``resume`` is required) as a second phase on
-    #: the remaining graph, with the noise design recomputed for it (:mod:`dpdl.runtime.departure`).
-    departed: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.timeout <= 0:
-            raise ConfigError(f"the timeout must be > 0 seconds, got {self.timeout}")
-        if self.mac not in MACS:
-            raise ConfigError(f"unknown message authentication {self.mac!r}; known: {', '.join(MACS)}")
-        if self.departed and not self.resume:
-            raise ConfigError("agents that left can only be dropped when the others resume from their checkpoints")
-        if self.checkpoint_every < 1:
-            raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
 
 
 def _agent_file(workdir: Path, agent: int, name: str) -> Path:

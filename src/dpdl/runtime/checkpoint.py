@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from dpdl.errors import FileFormatError
-from dpdl.experiments.results import json_safe
-from dpdl.experiments.train import Job, TrainConfig
-from dpdl.files import atomic_write
+from dpdl.files import atomic_write, json_safe
+from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.job import Job
 from dpdl.runtime.handshake import design_digest
 from dpdl.simulation import ENGINE_VERSION
 

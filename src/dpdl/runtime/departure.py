@@ -34,8 +34,9 @@ import networkx as nx
 from dpdl.accounting import AgentLevel, Calibration, PrivacyReport, account
 from dpdl.accounting.phases import Phase, calibrate_last_phase, compose_phases, phases_mu_step
 from dpdl.errors import ConfigError, GraphError
-from dpdl.experiments.train import Job, TrainConfig, privacy_reports
 from dpdl.graphs import mixing_matrix
+from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.job import Job, privacy_reports
 from dpdl.mechanisms.registry import build_mechanism
 
 __all__ = ["SecondPhase", "remaining_agents", "second_phase", "two_phase_reports"]

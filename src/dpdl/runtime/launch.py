@@ -23,7 +23,8 @@ import numpy as np
 import torch.distributed as dist
 
 from dpdl.errors import DpdlError
-from dpdl.experiments.train import TrainConfig, build_job, privacy_reports
+from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.job import build_job, privacy_reports
 from dpdl.processes import worker_context
 from dpdl.runtime.agent import AgentOptions, final_model_path, run_agent
 from dpdl.runtime.departure import remaining_agents

@@ -1,6 +1,7 @@
 """Simulation: the vectorized D-SGD and gradient-tracking engines, their samplers and step sizes.
 
-The names are imported on first use (:mod:`dpdl.lazy`), so that :func:`clip_rows` or a step size
+The engines' configuration (:class:`DSGDConfig`, :class:`StepSize`) lives in the job spec below
+(:mod:`dpdl.jobspec.engine`), which builds it; it is re-exported here. The names are imported on first use (:mod:`dpdl.lazy`), so that :func:`clip_rows` or a step size
 does not import the engines' dependencies (tqdm, the mechanisms, gradient tracking's graphs).
 """
 
@@ -18,9 +19,8 @@ ENGINE_VERSION = 2
 _exports, __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "dsgd": ("CLIP_LEVELS", "DSGDConfig", "DSGDResult", "clip_rows", "run_dsgd"),
+        "dsgd": ("CLIP_LEVELS", "DSGDConfig", "DSGDResult", "StepSize", "clip_rows", "run_dsgd"),
         "sampling": ("SAMPLERS", "CyclicSampler", "PoissonSampler", "UniformSampler"),
-        "schedules": ("SCHEDULES", "StepSize"),
         "tracking": ("run_dsgt",),
     },
 )

@@ -18,7 +18,6 @@ the seeds it holds (:meth:`~dpdl.mechanisms.base.NoiseMechanism.agent_noise`), a
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
@@ -30,13 +29,14 @@ from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
-from dpdl.simulation.sampling import SAMPLERS, AgentBatches, CyclicSampler, PoissonSampler, Sampler, UniformSampler
-from dpdl.simulation.schedules import StepSize
+from dpdl.simulation.sampling import AgentBatches, CyclicSampler, PoissonSampler, Sampler, UniformSampler
+from dpdl.jobspec.engine import DSGDConfig, StepSize
 from dpdl.tasks.base import Batch, Task
 
 __all__ = [
     "DSGDConfig",
     "DSGDResult",
+    "StepSize",
     "agent_batches",
     "clip_rows",
     "iterate",
@@ -51,35 +51,6 @@ def clip_rows(values: np.ndarray, threshold: float) -> np.ndarray:
     """Scale every row of ``values`` to L2 norm at most ``threshold`` (``min(1, C/||g||) g``)."""
     norms = np.linalg.norm(values, axis=1, keepdims=True)
     return values * np.minimum(1.0, threshold / np.maximum(norms, 1e-300))
-
-
-@dataclass(frozen=True)
-class DSGDConfig:
-    """How to run D-SGD: steps, step sizes, clipping, batches and evaluation cadence."""
-
-    steps: int
-    step_size: StepSize
-    clip: float | None = None
-    clip_level: str = "agent"
-    batch_size: int = 128
-    sampling: str = "uniform"
-    eval_every: int = 100
-    #: Batches per pass over the data for ``sampling="cyclic"`` (b of cyclic (k, b)-participation).
-    cycle: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.steps < 1:
-            raise ConfigError(f"the number of steps must be >= 1, got {self.steps}")
-        if self.clip is not None and not (math.isfinite(self.clip) and self.clip > 0):
-            raise ConfigError(f"the clipping threshold must be a finite number > 0, got {self.clip}")
-        if self.clip_level not in CLIP_LEVELS:
-            raise ConfigError(f"unknown clipping level {self.clip_level!r}; known: {', '.join(CLIP_LEVELS)}")
-        if self.sampling not in SAMPLERS:
-            raise ConfigError(f"unknown batch sampling {self.sampling!r}; known: {', '.join(SAMPLERS)}")
-        if (self.sampling == "cyclic") != (self.cycle is not None):
-            raise ConfigError("cyclic sampling needs the number of batches per cycle, and only it takes one")
-        if self.eval_every < 1:
-            raise ConfigError(f"eval_every must be >= 1, got {self.eval_every}")
 
 
 @dataclass

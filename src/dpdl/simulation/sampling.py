@@ -29,13 +29,14 @@ from typing import Any
 
 import numpy as np
 
+from dpdl.choices import SAMPLERS
 from dpdl.errors import ConfigError
 from dpdl.seeding import purpose_rng
+from dpdl.jobspec.engine import poisson_rates
 from dpdl.tasks.base import Batch
 
 __all__ = ["UniformSampler", "PoissonSampler", "CyclicSampler", "AgentBatches", "Sampler", "SAMPLERS"]
 
-SAMPLERS = ("uniform", "poisson", "cyclic")
 
 
 def _no_state(sampler: object, arrays: Mapping[str, np.ndarray]) -> None:
@@ -72,15 +73,8 @@ class PoissonSampler:
 
     def __init__(self, sizes: np.ndarray, batch_size: int) -> None:
         self.sizes = np.asarray(sizes)
-        if batch_size < 1:
-            raise ConfigError(f"the batch size must be >= 1, got {batch_size}")
-        if batch_size > self.sizes.min():
-            raise ConfigError(
-                f"Poisson sampling with expected batch {batch_size} needs every agent to hold at least that many "
-                f"examples; the smallest agent holds {self.sizes.min()}"
-            )
         self.batch_size = batch_size
-        self.rates = batch_size / self.sizes
+        self.rates = poisson_rates(self.sizes, batch_size)
         self.owner = np.repeat(np.arange(len(self.sizes)), self.sizes)
         self.row_rates = self.rates[self.owner]
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
-
 import torch
 from torch import nn
 from torch.nn import functional
@@ -17,6 +14,7 @@ from dpdl.data.housing import load_california_housing
 from dpdl.data.idx import load_idx_dataset
 from dpdl.errors import ConfigError
 from dpdl.seeding import purpose_rng
+from dpdl.settings import TaskOptions
 from dpdl.tasks import partition as partitions
 from dpdl.tasks.base import Task
 from dpdl.tasks.logistic import LogisticRegression
@@ -27,23 +25,6 @@ __all__ = ["TaskOptions", "TASKS", "build_task", "image_cnn", "lenet", "train_te
 
 #: Agent x test-example pairs per evaluation pass of the convolutional tasks (about 1 GB of activations).
 CNN_EVAL_CHUNK = 20_000
-
-
-@dataclass(frozen=True)
-class TaskOptions:
-    """Options of the named tasks (each task reads the ones it needs)."""
-
-    partition: str = "dirichlet"
-    alpha: float = 10.0
-    labels_per_agent: int = 1
-    test_fraction: float = 0.2
-    l2: float = 1e-3
-    dim: int = 10
-    hidden: int = 64
-    #: Examples each agent keeps, drawn at random from its part (image tasks); None: all of them.
-    examples_per_agent: int | None = None
-    #: Test examples evaluated, a fixed random subset (image tasks); None: the whole test split.
-    test_examples: int | None = None
 
 
 def train_test_split(n_examples: int, test_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

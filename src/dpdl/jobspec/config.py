@@ -1,0 +1,134 @@
+"""A training run's settings, declared once: :class:`TrainConfig`.
+
+Each field carries its default, help text, command-line option, choices and range
+(:func:`dpdl.settings.setting`); the ``dpdl train``, ``run-agent`` and ``run-local`` options are
+generated from them (:func:`dpdl.settings.add_arguments`), the parsed options become a
+``TrainConfig`` by :func:`dpdl.settings.from_options`, and a ``TrainConfig`` made in Python is
+checked against the same declarations. Light: this module imports the standard library,
+:mod:`dpdl.choices`, :mod:`dpdl.errors` and :mod:`dpdl.settings` only, so ``dpdl --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from dpdl.choices import (
+    ALGORITHMS,
+    CALIBRATIONS,
+    CLIP_LEVELS,
+    GRAPH_FILE_FORMATS,
+    INJECTIONS,
+    MECHANISM_NAMES,
+    MIXING_RULE_NAMES,
+    REAL_GRAPHS,
+    SCHEDULES,
+    SYNTHETIC_GRAPHS,
+    TASKS,
+)
+from dpdl.errors import ConfigError
+from dpdl.settings import DesignOptions, TaskOptions, TrackingOptions, check_fields, setting
+
+__all__ = ["TrainConfig", "DEFAULT_STEP_SIZES"]
+
+#: Step size and schedule used when the user gives none: the papers' choices where they state one
+#: (Whisper's quadratic: 1e-2 / sqrt(t)); for a9a the largest value of the papers' grid.
+DEFAULT_STEP_SIZES: dict[str, tuple[float, str]] = {
+    "quadratic": (1e-2, "inv-sqrt"),
+    "least-squares": (0.1, "constant"),
+    "logreg-a9a": (0.1, "constant"),
+    "mnist-mlp": (0.1, "constant"),
+    "housing-mlp": (0.05, "constant"),
+    "adult-mlp": (0.5, "constant"),
+    "mnist-cnn": (0.05, "constant"),
+    "fashion-cnn": (0.05, "constant"),
+    "mnist-lenet": (0.1, "constant"),
+    "fashion-lenet": (0.1, "constant"),
+}
+
+_GRAPH_HELP = (
+    f"topology: one of {', '.join(SYNTHETIC_GRAPHS)}; a real graph ({', '.join(REAL_GRAPHS)}); "
+    "or a graph file, file:PATH (format told by the extension .npz/.graphml/.gml, else by the content) or FORMAT:PATH, "
+    f"FORMAT one of: {'; '.join(f'{name}: {what}' for name, what in GRAPH_FILE_FORMATS.items())}. Default: er"
+)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a training job (the resolved form is saved with its results).
+
+    Every field is checked on construction (type, choices, range), with a :class:`ConfigError`
+    naming the field; :meth:`resolved` checks how the fields fit together."""
+
+    task: str = setting("logreg-a9a", "learning task (default logreg-a9a)", choices=TASKS)
+    graph: str = setting("er", _GRAPH_HELP, group="graph")
+    n: int = setting(20, "number of agents for synthetic graphs (default 20)", positive=True, group="graph")
+    p: float = setting(0.5, "Erdos-Renyi edge probability (default 0.5)", group="graph")
+    mixing: str = setting(
+        "metropolis-hastings", "mixing rule (default metropolis-hastings)", choices=MIXING_RULE_NAMES, group="graph"
+    )
+    mechanism: str = setting("ldp", f"noise mechanism: none, {', '.join(MECHANISM_NAMES)} (default ldp)")
+    eps: float = setting(10.0, "target epsilon (default 10)", group="privacy")
+    delta: float = setting(1e-5, "target delta (default 1e-5)", group="privacy")
+    steps: int = setting(5000, "number of D-SGD steps T (default 5000)", positive=True, group="privacy")
+    clip: float = setting(0.1, "clipping threshold C (default 0.1)", group="privacy")
+    clip_level: str = setting(
+        "agent",
+        "agent: clip each agent's batch gradient; example: clip each example's gradient, Poisson batches, "
+        "example-level PLD accounting (default agent)",
+        choices=CLIP_LEVELS,
+        group="training",
+    )
+    calibration: str = setting(
+        "exact",
+        "exact: Gaussian-DP accountant, never above the target; paper: the papers' closed form "
+        "[R^-1]_ii <= eps^2/(16 C^2 T log(1/delta)) (default exact)",
+        choices=CALIBRATIONS,
+        group="privacy",
+    )
+    batch_size: int = setting(128, "batch size per agent (default 128)", positive=True, group="training")
+    lr: float | None = setting(None, "step size eta (default: the task's, 0.1 for logreg-a9a)", group="training")
+    schedule: str | None = setting(None, "step-size schedule (default: the task's)", choices=SCHEDULES, group="training")
+    eval_every: int = setting(100, "evaluate every k steps (default 100)", positive=True, group="training")
+    seeds: tuple[int, ...] = setting(
+        (0,), "one or more seeds; each is a full replicate (default 0)", option="seed", group="training"
+    )
+    task_options: TaskOptions = setting(default_factory=TaskOptions)
+    design: DesignOptions = setting(default_factory=DesignOptions)
+    #: Draw batches and noise agent by agent, from the seeds agents with keys derived from this
+    #: number agree on: the models of a runtime run with the same key seed (:mod:`dpdl.runtime`).
+    key_seed: int | None = setting(
+        None,
+        "derive the agents' X25519 keys from this number; every agent then draws its batches and noise "
+        "from the seeds they agree on, so train and run-local/run-agent with the same key seed give the same "
+        "models (a reproducibility check; a deployment leaves it out and draws fresh keys)",
+        group="secrets",
+    )
+    #: ``"dsgd"``, or ``"dsgt"``: gradient tracking (LPPA eqs. (2)-(3)), whose ``mechanism`` is then
+    #: the noise injected into the tracking variable (none, lppa, dp; see ``tracking``), not
+    #: calibrated to (eps, delta): no privacy guarantee is reported (``dpdl audit`` attacks it).
+    algorithm: str = setting(
+        "dsgd",
+        "dsgd, or dsgt: gradient tracking, with --mechanism none, lppa (LPPA's noise flow) or dp "
+        "(i.i.d.) injected into the tracking variable, not calibrated to (eps, delta) (default dsgd)",
+        choices=ALGORITHMS,
+        group="gradient tracking",
+    )
+    tracking: TrackingOptions = setting(default_factory=TrackingOptions)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    def resolved(self) -> TrainConfig:
+        """Fill the task's default step size and schedule; check the options fit together."""
+        if not self.seeds:
+            raise ConfigError("give at least one seed")
+        if self.algorithm == "dsgt" and self.mechanism not in INJECTIONS:
+            raise ConfigError(f"gradient tracking injects {', '.join(INJECTIONS)} noise, not {self.mechanism!r}")
+        eta, schedule = DEFAULT_STEP_SIZES[self.task]
+        return replace(self, lr=self.lr if self.lr is not None else eta, schedule=self.schedule or schedule)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["seeds"] = list(self.seeds)
+        return data

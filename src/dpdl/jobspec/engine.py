@@ -1,0 +1,81 @@
+"""How an engine steps: step-size schedules, the D-SGD configuration and the Poisson sampling rates
+that example-level accounting reads.
+
+Shared by the job builder (:mod:`dpdl.jobspec.job`), the simulation's engines
+(:mod:`dpdl.simulation`, which re-exports :class:`StepSize` and :class:`DSGDConfig`) and the
+runtime's agents.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpdl.choices import CLIP_LEVELS, SAMPLERS, SCHEDULES
+from dpdl.errors import ConfigError
+
+__all__ = ["StepSize", "DSGDConfig", "poisson_rates"]
+
+
+@dataclass(frozen=True)
+class StepSize:
+    """``constant``: ``eta_t = eta``; ``inv-sqrt``: ``eta_t = eta / sqrt(t)`` (Whisper's quadratic task)."""
+
+    eta: float
+    schedule: str = "constant"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.eta) and self.eta > 0):
+            raise ConfigError(f"the step size must be a finite number > 0, got {self.eta}")
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"unknown step-size schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
+
+    def __call__(self, t: int) -> float:
+        """Step size at step ``t >= 1``."""
+        return self.eta if self.schedule == "constant" else self.eta / math.sqrt(t)
+
+
+@dataclass(frozen=True)
+class DSGDConfig:
+    """How to run D-SGD: steps, step sizes, clipping, batches and evaluation cadence."""
+
+    steps: int
+    step_size: StepSize
+    clip: float | None = None
+    clip_level: str = "agent"
+    batch_size: int = 128
+    sampling: str = "uniform"
+    eval_every: int = 100
+    #: Batches per pass over the data for ``sampling="cyclic"`` (b of cyclic (k, b)-participation).
+    cycle: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ConfigError(f"the number of steps must be >= 1, got {self.steps}")
+        if self.clip is not None and not (math.isfinite(self.clip) and self.clip > 0):
+            raise ConfigError(f"the clipping threshold must be a finite number > 0, got {self.clip}")
+        if self.clip_level not in CLIP_LEVELS:
+            raise ConfigError(f"unknown clipping level {self.clip_level!r}; known: {', '.join(CLIP_LEVELS)}")
+        if self.sampling not in SAMPLERS:
+            raise ConfigError(f"unknown batch sampling {self.sampling!r}; known: {', '.join(SAMPLERS)}")
+        if (self.sampling == "cyclic") != (self.cycle is not None):
+            raise ConfigError("cyclic sampling needs the number of batches per cycle, and only it takes one")
+        if self.eval_every < 1:
+            raise ConfigError(f"eval_every must be >= 1, got {self.eval_every}")
+
+
+def poisson_rates(sizes: np.ndarray, batch_size: int) -> np.ndarray:
+    """The rate ``q_i = batch_size / m_i`` at which each example of agent i joins its batch under
+    Poisson sampling (:class:`dpdl.simulation.PoissonSampler`); the largest is the rate example-level
+    accounting assumes for every agent (:func:`dpdl.jobspec.job.neighbouring`)."""
+    sizes = np.asarray(sizes)
+    if batch_size < 1:
+        raise ConfigError(f"the batch size must be >= 1, got {batch_size}")
+    if batch_size > sizes.min():
+        raise ConfigError(
+            f"Poisson sampling with expected batch {batch_size} needs every agent to hold at least that many "
+            f"examples; the smallest agent holds {sizes.min()}"
+        )
+    return batch_size / sizes

@@ -1,0 +1,95 @@
+"""A job built from its spec: graph, mixing matrix, task, calibration, mechanism and D-SGD
+configuration of one replicate, and the privacy it is accounted to give.
+
+What every agent of a deployment also computes from the public configuration
+(:mod:`dpdl.runtime`), and what the simulation runs (:mod:`dpdl.experiments.train`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
+from dpdl.errors import ConfigError
+from dpdl.graphs import build_graph, mixing_matrix
+from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.engine import DSGDConfig, StepSize, poisson_rates
+from dpdl.mechanisms import NoiseMechanism, NoNoise
+from dpdl.mechanisms.lppa import TrackingNoise, build_injection
+from dpdl.mechanisms.registry import build_mechanism
+from dpdl.seeding import purpose_seed
+from dpdl.tasks import Task, build_task
+from dpdl.threats import Colluding, Eavesdropper
+
+__all__ = ["Job", "build_job", "neighbouring", "privacy_reports"]
+
+
+def neighbouring(config: TrainConfig, task: Task) -> AgentLevel | ExampleLevel:
+    """What neighbouring datasets differ in under ``config``: one agent's data, or one example."""
+    if config.clip_level == "agent":
+        return AgentLevel(config.clip)
+    sizes = task.agent_sizes
+    if sizes is None:
+        raise ConfigError(f"task {config.task!r} has no examples: example-level privacy does not apply")
+    return ExampleLevel(config.clip, config.batch_size, float(poisson_rates(sizes, config.batch_size).max()))
+
+
+def privacy_reports(
+    mechanism: NoiseMechanism, neighbouring: AgentLevel | ExampleLevel, steps: int, delta: float
+) -> list[PrivacyReport]:
+    """The mechanism's guarantee against its own threat model first, then against the eavesdropper
+    and honest-but-curious agents (where those differ from it)."""
+    threats = [mechanism.default_threat]
+    threats += [t for t in (Eavesdropper(), Colluding(1)) if t != mechanism.default_threat and mechanism.n > 1]
+    return [account(mechanism, threat, neighbouring, steps, delta) for threat in threats]
+
+
+@dataclass
+class Job:
+    """One replicate of a configuration, built: what every agent of a deployment also computes
+    from the public configuration (:mod:`dpdl.runtime`). Under gradient tracking ``mechanism`` is
+    no noise and ``injection`` the noise of the tracking variable."""
+
+    graph: nx.Graph
+    weights: np.ndarray
+    task: Task
+    neighbouring: AgentLevel | ExampleLevel
+    calibration: Calibration | None
+    mechanism: NoiseMechanism
+    dsgd: DSGDConfig
+    injection: TrackingNoise | None = None
+
+    @property
+    def noise_seeds(self) -> NoiseMechanism:
+        """The structure of the seeds the agents agree on: the mechanism's, or the injection's."""
+        return self.injection.seed_structure() if self.injection is not None else self.mechanism
+
+
+def build_job(config: TrainConfig, seed: int) -> Job:
+    """Graph, mixing matrix, task, calibration and mechanism of replicate ``seed`` of ``config``
+    (which must be resolved)."""
+    graph = build_graph(config.graph, config.n, config.p, seed=purpose_seed(seed, "graph"))
+    weights = mixing_matrix(graph, config.mixing)
+    task = build_task(config.task, graph.number_of_nodes(), seed, config.task_options)
+    adjacent = neighbouring(config, task)
+    calibration, injection = None, None
+    if config.algorithm == "dsgt":
+        mechanism: NoiseMechanism = NoNoise(graph.number_of_nodes())
+        injection = build_injection(config.mechanism, graph, config.tracking)
+    else:
+        if config.mechanism != "none":
+            calibration = calibrate(config.eps, config.delta, config.steps, adjacent, config.calibration)
+        mechanism = build_mechanism(config.mechanism, graph, weights, calibration, config.design)
+    dsgd = DSGDConfig(
+        steps=config.steps,
+        step_size=StepSize(config.lr, config.schedule),
+        clip=config.clip,
+        clip_level=config.clip_level,
+        batch_size=config.batch_size,
+        sampling="poisson" if config.clip_level == "example" else "uniform",
+        eval_every=config.eval_every,
+    )
+    return Job(graph, weights, task, adjacent, calibration, mechanism, dsgd, injection)

@@ -1,0 +1,367 @@
+"""Settings: dataclass fields that carry their own help text, command-line option, choices and
+range, so that a run's settings are declared once and the command line, the checks and the Python
+API all read that one declaration.
+
+A settings class is a frozen dataclass whose fields are made by :func:`setting`, and whose
+``__post_init__`` calls :func:`check_fields`. A field whose type is itself a settings class is a
+nested group of settings (:class:`~dpdl.jobspec.config.TrainConfig` holds :class:`TaskOptions`,
+:class:`DesignOptions` and :class:`TrackingOptions`); its fields are options of the command line
+like the outer ones (``--partition``, not ``--task-options-partition``).
+
+- :func:`add_arguments` adds an :mod:`argparse` option per field that has one;
+- :func:`from_options` builds the settings class back from the parsed options, generically, and
+  :func:`to_options` gives the options back from an instance;
+- :func:`check_fields` checks every field's type, choices and range, naming the field.
+
+The option classes of the layers below the job spec (tasks, mechanisms) are declared here, beside
+:mod:`dpdl.choices`, and re-exported by their homes (:class:`dpdl.tasks.TaskOptions`,
+:class:`dpdl.mechanisms.registry.DesignOptions`, :class:`dpdl.mechanisms.lppa.TrackingOptions`):
+this module imports the standard library, :mod:`dpdl.choices` and :mod:`dpdl.errors` only, so the
+``dpdl`` parser is built from it without importing numpy, torch or networkx.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import numbers
+import os
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dpdl.choices import DECOR_SEARCHES, DISTRIBUTIONS, PARTITIONS
+from dpdl.errors import ConfigError
+
+__all__ = [
+    "Setting",
+    "Leaf",
+    "setting",
+    "check_fields",
+    "leaves",
+    "add_arguments",
+    "from_options",
+    "to_options",
+    "positive_int",
+    "TaskOptions",
+    "DesignOptions",
+    "TrackingOptions",
+]
+
+_KEY = "dpdl.setting"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a field declares besides its type and default.
+
+    ``help``: the option's help text. ``option``: its long option without ``--`` (the field name
+    with ``-`` for ``_`` unless given). ``cli``: False for a setting of the Python API alone, with
+    no option. ``choices``: the values allowed. ``positive``: an integer >= 1. ``group``: the help
+    section of the option (``None``: the command's own options). ``metavar``: the option's value in
+    the help. A field without a default is a required option.
+    """
+
+    help: str
+    option: str | None = None
+    cli: bool = True
+    choices: tuple[str, ...] | None = None
+    positive: bool = False
+    group: str | None = None
+    metavar: str | None = None
+
+
+def setting(
+    default: Any = dataclasses.MISSING,
+    help: str = "",  # noqa: A002 (argparse's name for it)
+    *,
+    option: str | None = None,
+    cli: bool = True,
+    choices: tuple[str, ...] | None = None,
+    positive: bool = False,
+    group: str | None = None,
+    metavar: str | None = None,
+    default_factory: Any = dataclasses.MISSING,
+) -> Any:
+    """A dataclass field declared with its :class:`Setting`; ``cli=False``: no command-line option."""
+    meta = Setting(help, option, cli, choices, positive, group, metavar)
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={_KEY: meta})
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One command-line option of a settings class: its field, the field's type and its
+    declaration; ``dest`` is the option's name in the parsed namespace."""
+
+    field: dataclasses.Field
+    hint: Any
+    setting: Setting
+
+    @property
+    def option(self) -> str:
+        return _option(self.field, self.setting)
+
+    @property
+    def dest(self) -> str:
+        return _dest(self.field, self.setting)
+
+
+def _option(field: dataclasses.Field, meta: Setting) -> str:
+    return meta.option or field.name.replace("_", "-")
+
+
+def _dest(field: dataclasses.Field, meta: Setting) -> str:
+    return _option(field, meta).replace("-", "_")
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _declared(field: dataclasses.Field) -> Setting | None:
+    return field.metadata.get(_KEY)
+
+
+def _optional(hint: Any) -> tuple[Any, bool]:
+    """``(T, True)`` for ``T | None``, else ``(hint, False)``."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return hint, False
+
+
+def leaves(cls: type) -> Iterator[Leaf]:
+    """Every command-line option of settings class ``cls``, nested groups flattened, in field order."""
+    for field in dataclasses.fields(cls):
+        hint = _hints(cls)[field.name]
+        if dataclasses.is_dataclass(hint):
+            yield from leaves(hint)
+            continue
+        declared = _declared(field)
+        if declared is not None and declared.cli:
+            yield Leaf(field, hint, declared)
+
+
+def _type_error(name: str, wanted: str, value: Any) -> ConfigError:
+    return ConfigError(f"{name}: expected {wanted}, got {value!r}")
+
+
+def _check(name: str, hint: Any, meta: Setting | None, value: Any) -> Any:
+    """``value`` of field ``name`` checked against its type and declaration; lists of a tuple
+    field become tuples."""
+    base, optional = _optional(hint)
+    if value is None:
+        if optional:
+            return None
+        raise _type_error(name, "a value", value)
+    if typing.get_origin(base) is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise _type_error(name, "a sequence", value)
+        item = typing.get_args(base)[0]
+        return tuple(_check(name, item, meta, v) for v in value)
+    if dataclasses.is_dataclass(base):
+        if not isinstance(value, base):
+            raise _type_error(name, f"a {base.__name__}", value)
+        return value
+    if base is Path:
+        if not isinstance(value, (str, os.PathLike)):
+            raise _type_error(name, "a path", value)
+        return value if isinstance(value, Path) else Path(value)
+    if base is bool:
+        if not isinstance(value, bool):
+            raise _type_error(name, "true or false", value)
+    elif base is int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise _type_error(name, "an integer", value)
+    elif base is float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise _type_error(name, "a number", value)
+    elif base is str and not isinstance(value, str):
+        raise _type_error(name, "a string", value)
+    if meta is not None:
+        if meta.choices is not None and value not in meta.choices:
+            raise _type_error(name, f"one of {', '.join(meta.choices)}", value)
+        if meta.positive and value < 1:
+            raise _type_error(name, "a positive integer", value)
+    return value
+
+
+def check_fields(instance: Any) -> None:
+    """Check every field of the frozen settings dataclass ``instance`` against its type, choices and
+    range (:class:`Setting`); raise :class:`ConfigError` naming the first field that fails. A tuple
+    field given as a list is stored as a tuple."""
+    cls = type(instance)
+    for field in dataclasses.fields(cls):
+        declared = _declared(field)
+        value = getattr(instance, field.name)
+        checked = _check(field.name, _hints(cls)[field.name], declared, value)
+        if checked is not value:
+            object.__setattr__(instance, field.name, checked)
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 from the command line."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def add_arguments(
+    parser: argparse.ArgumentParser, cls: type, groups: tuple[str | None, ...] | None = None
+) -> dict[str, argparse._ArgumentGroup]:
+    """One option of ``parser`` per command-line setting of ``cls`` (or of those in ``groups``),
+    with the field's default, help, type, choices and range; each option's group is a help section.
+    Returns the sections by title, for a command to add its own options to."""
+    sections: dict[str, argparse._ArgumentGroup] = {}
+    for leaf in leaves(cls):
+        meta = leaf.setting
+        if groups is not None and meta.group not in groups:
+            continue
+        target: Any = parser
+        if meta.group is not None:
+            if meta.group not in sections:
+                sections[meta.group] = parser.add_argument_group(meta.group)
+            target = sections[meta.group]
+        base, _ = _optional(leaf.hint)
+        kwargs: dict[str, Any] = {"dest": leaf.dest, "help": meta.help.replace("%", "%%")}  # argparse expands %-formats
+        if meta.metavar is not None:
+            kwargs["metavar"] = meta.metavar
+        default = leaf.field.default
+        if base is bool:
+            kwargs["action"] = "store_true"
+        else:
+            if typing.get_origin(base) is tuple:
+                base = typing.get_args(base)[0]
+                kwargs["nargs"] = "+"
+                default = list(leaf.field.default_factory() if default is dataclasses.MISSING else default)
+            if meta.choices is not None:
+                kwargs["choices"] = meta.choices
+            elif base is int:
+                kwargs["type"] = positive_int if meta.positive else int
+            elif base in (float, Path):
+                kwargs["type"] = base
+            if default is dataclasses.MISSING and leaf.field.default_factory is dataclasses.MISSING:
+                kwargs["required"] = True
+            else:
+                kwargs["default"] = default
+        target.add_argument(f"--{leaf.option}", **kwargs)
+    return sections
+
+
+def from_options(cls: type[T], values: Mapping[str, Any] | argparse.Namespace) -> T:
+    """An instance of settings class ``cls`` from parsed options (option ``dest`` -> value, or the
+    namespace itself): every command-line setting from its option, the others at their defaults."""
+    if isinstance(values, argparse.Namespace):
+        values = vars(values)
+    return _build(cls, values)
+
+
+def to_options(instance: Any) -> dict[str, Any]:
+    """The parsed options (option ``dest`` -> value) that :func:`from_options` turns into the
+    settings ``instance``, nested groups included; tuples as the lists argparse gives."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(instance):
+        value = getattr(instance, field.name)
+        declared = _declared(field)
+        if dataclasses.is_dataclass(value):
+            values.update(to_options(value))
+        elif declared is not None and declared.cli:
+            values[_dest(field, declared)] = list(value) if isinstance(value, tuple) else value
+    return values
+
+
+def _build(cls: type[T], values: Mapping[str, Any]) -> T:
+    kwargs: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        hint = _hints(cls)[field.name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[field.name] = _build(hint, values)
+            continue
+        declared = _declared(field)
+        if declared is not None and declared.cli:
+            kwargs[field.name] = values[_dest(field, declared)]
+    return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """Options of the named tasks (each task reads the ones it needs)."""
+
+    partition: str = setting("dirichlet", "how data are split over agents (default dirichlet)", choices=PARTITIONS, group="data")
+    alpha: float = setting(10.0, "Dirichlet concentration (default 10)", group="data")
+    labels_per_agent: int = setting(1, "classes per agent for labels-per-agent", positive=True, group="data")
+    test_fraction: float = setting(0.2, "share of the examples held out for testing", cli=False)
+    l2: float = setting(1e-3, "L2 regularisation of logistic regression (default 1e-3)", group="data")
+    dim: int = setting(10, "dimension of the least-squares task (default 10)", positive=True, group="data")
+    hidden: int = setting(64, "hidden units of the MLP tasks", cli=False)
+    #: Examples each agent keeps, drawn at random from its part (image tasks); None: all of them.
+    examples_per_agent: int | None = setting(None, "examples each agent keeps (image tasks); None: all", cli=False)
+    #: Test examples evaluated, a fixed random subset (image tasks); None: the whole test split.
+    test_examples: int | None = setting(None, "test examples evaluated (image tasks); None: the whole test split", cli=False)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class DesignOptions:
+    """How designs with choices are made.
+
+    ``threat``: the adversary DECOR is calibrated against (eavesdropper by default, as in the
+    papers' experiments). ``decor_search``: ``trace`` (minimise Tr(W R W^T)) or ``appendix-d``
+    (DECOR's own search; the couple of least Tr(W R W^T) among its grid, or, with ``decor_couple``
+    = k, its k-th couple from the least private noise sigma_pair up, as DECOR's Appendix D.2 tunes
+    over them). ``groups`` and ``q``:
+    the seed groups (m disjoint groups) and coalition size of ``whisper-multiseed``.
+    """
+
+    threat: str = setting(
+        "eavesdropper",
+        "threat DECOR is calibrated against: eavesdropper, honest-but-curious, colluding-<q> (default eavesdropper)",
+        option="design-against",
+        group="noise design",
+    )
+    decor_search: str = setting(
+        "trace",
+        "DECOR noise couple: trace (minimise Tr(W R W^T)) or appendix-d (DECOR's own search)",
+        choices=DECOR_SEARCHES,
+        group="noise design",
+    )
+    decor_couple: int | None = setting(
+        None,
+        "with --decor-search appendix-d: the k-th couple of the search (0 = least private noise), "
+        "as DECOR's Appendix D.2 tunes; default: the one of least Tr(W R W^T)",
+        group="noise design",
+    )
+    groups: int = setting(1, "whisper-multiseed: number of disjoint seed groups m (default 1)", positive=True, group="noise design")
+    q: int = setting(1, "whisper-multiseed: coalition size protected against (default 1)", group="noise design")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class TrackingOptions:
+    """The injected noise of a gradient-tracking job: its scale (Laplace scale or Gaussian standard
+    deviation, not calibrated to a budget: LPPA sizes it for the attacks), distribution, and
+    whether it is injected every round or once (Algorithm 1)."""
+
+    scale: float = setting(0.025, "dsgt: scale of the injected noise (default 0.025)", option="tracking-noise", group="gradient tracking")
+    distribution: str = setting(
+        "laplace", "dsgt: the injected noise's distribution (default laplace)", choices=DISTRIBUTIONS, group="gradient tracking"
+    )
+    every_round: bool = setting(
+        False, "dsgt: inject every round, not only into the initial tracking variable", group="gradient tracking"
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
