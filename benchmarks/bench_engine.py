@@ -47,7 +47,7 @@ from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.mechanisms.registry import build_mechanism
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.simulation.dsgd import DSGDConfig, StepSize, run_dsgd
-from dpdl.simulation.sampling import UniformSampler
+from dpdl.jobspec.sampling import UniformSampler
 from dpdl.tasks.base import Task
 from dpdl.tasks.catalog import build_task
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from dpdl.simulation.sampling import PoissonSampler, UniformSampler
+from dpdl.jobspec.sampling import PoissonSampler, UniformSampler
 from dpdl.tasks.catalog import build_task
 from dpdl.tasks.torch_model import TorchModelTask
 

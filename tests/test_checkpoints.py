@@ -20,7 +20,7 @@ from dpdl.runtime import AgentOptions, run_local
 from dpdl.runtime import checkpoint
 from dpdl.runtime.agent import checkpoint_path
 from dpdl.runtime.checkpoint import AgentState, load_checkpoint, run_fingerprint, save_checkpoint
-from dpdl.simulation.sampling import AgentBatches, CyclicSampler, PoissonSampler, UniformSampler
+from dpdl.jobspec.sampling import AgentBatches, CyclicSampler, PoissonSampler, UniformSampler
 
 SIZES = np.array([40, 55, 70])
 BUILDERS = {

@@ -16,7 +16,7 @@ from dpdl.mechanisms.registry import build_mechanism
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
 from dpdl.simulation import DSGDConfig, PoissonSampler, StepSize, UniformSampler, clip_rows, run_dsgd
-from dpdl.simulation.sampling import CyclicSampler
+from dpdl.jobspec.sampling import CyclicSampler
 from dpdl.tasks import LogisticRegression, whisper_quadratic
 
 

@@ -84,7 +84,7 @@ ALGORITHMS = ("dsgd", "dsgt")
 #: Whose gradient is clipped: each agent's batch gradient, or each example's (:class:`dpdl.jobspec.engine.DSGDConfig`).
 CLIP_LEVELS = ("agent", "example")
 
-#: How a training step draws its batches (:class:`dpdl.simulation.sampling.UniformSampler`, ``PoissonSampler``,
+#: How a training step draws its batches (:class:`dpdl.jobspec.sampling.UniformSampler`, ``PoissonSampler``,
 #: ``CyclicSampler``).
 SAMPLERS = ("uniform", "poisson", "cyclic")
 

@@ -20,12 +20,17 @@ def lazy_exports(
     package: str, exports: Mapping[str, tuple[str, ...]]
 ) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
     """``__all__``, ``__getattr__`` and ``__dir__`` of ``package``, which exports the names
-    ``exports[module]`` of each of its submodules ``module`` (relative, e.g. ``"catalog"``).
+    ``exports[module]`` of each of its submodules ``module`` (relative, e.g. ``"catalog"``), or of
+    a module of a lower layer that it re-exports (absolute, ``"dpdl...."``).
 
     A name is imported from its submodule on first access and then kept on the package, so later
     accesses are plain attribute lookups.
     """
-    where = {name: f"{package}.{module}" for module, names in exports.items() for name in names}
+    where = {
+        name: module if module.startswith("dpdl.") else f"{package}.{module}"
+        for module, names in exports.items()
+        for name in names
+    }
 
     def __getattr__(name: str) -> object:
         if name not in where:

@@ -4,5 +4,16 @@ engine steps (:mod:`~dpdl.jobspec.engine`), and the job built from a configurati
 
 It sits above the tasks, mechanisms and graphs and below the simulation, the runtime and the
 experiments, which all import it and none of which it imports. This ``__init__`` imports nothing, so
-importing :mod:`dpdl.jobspec.config` stays light.
+importing :mod:`dpdl.jobspec.config` stays light. The samplers (:mod:`~dpdl.jobspec.sampling`) and
+one agent's local step (:mod:`~dpdl.jobspec.step`) are here too: the simulation and the runtime
+take the same step.
 """
+
+#: Version of the numbers a seed produces: the samplers, the noise streams and the engines'
+#: arithmetic. Bump it in any change that moves seeded results (a different draw, another order of
+#: operations, a changed default), so that cached reproduction runs made before are recomputed
+#: (:mod:`dpdl.experiments.reproduce.runner`) and runtime checkpoints made before are refused
+#: (:mod:`dpdl.runtime.checkpoint`) instead of being mixed with new numbers.
+#: 2: singular designs (zero-sum noise, LPPA's flow) sample with their null directions exactly zero.
+ENGINE_VERSION = 2
+

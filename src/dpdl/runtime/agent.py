@@ -53,8 +53,8 @@ from dpdl.runtime.checkpoint import AgentState, load_checkpoint, run_fingerprint
 from dpdl.runtime.departure import remaining_agents, second_phase, two_phase_reports
 from dpdl.runtime.handshake import handshake
 from dpdl.runtime.options import AgentOptions
-from dpdl.simulation.dsgd import agent_batches, local_gradients
-from dpdl.simulation.sampling import AgentBatches
+from dpdl.jobspec.sampling import AgentBatches
+from dpdl.jobspec.step import agent_batches, local_gradients
 
 __all__ = ["AgentOptions", "run_agent", "checkpoint_path", "final_model_path", "phase_path", "run_record_path"]
 

@@ -36,14 +36,14 @@ from dpdl.files import atomic_write, json_safe
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.job import Job
 from dpdl.runtime.handshake import design_digest
-from dpdl.simulation import ENGINE_VERSION
+from dpdl.jobspec import ENGINE_VERSION
 
 __all__ = ["AgentState", "BatchState", "run_fingerprint", "save_checkpoint", "load_checkpoint"]
 
 #: Name and version of the layout above; a change of layout bumps the version.
 FORMAT, FORMAT_VERSION = "dpdl-agent-checkpoint", 1
 
-#: An agent's batch streams as :meth:`dpdl.simulation.sampling.AgentBatches.state` gives them.
+#: An agent's batch streams as :meth:`dpdl.jobspec.sampling.AgentBatches.state` gives them.
 BatchState = tuple[dict[str, Any], dict[str, np.ndarray]]
 
 

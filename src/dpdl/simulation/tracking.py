@@ -26,7 +26,8 @@ from dpdl.graphs import validate_mixing_matrix
 from dpdl.mechanisms.base import SeedBook
 from dpdl.mechanisms.lppa import TrackingNoise
 from dpdl.seeding import purpose_rng
-from dpdl.simulation.dsgd import DSGDConfig, DSGDResult, agent_batches, iterate, local_gradients, make_sampler
+from dpdl.jobspec.step import agent_batches, local_gradients, make_sampler
+from dpdl.simulation.dsgd import DSGDConfig, DSGDResult, iterate
 from dpdl.tasks.base import Task
 
 __all__ = ["run_dsgt"]

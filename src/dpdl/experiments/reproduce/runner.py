@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from dpdl.data.paths import data_roots, manifest
 from dpdl.files import atomic_write, file_sha256
 from dpdl.processes import worker_context
-from dpdl.simulation import ENGINE_VERSION
+from dpdl.jobspec import ENGINE_VERSION
 
 __all__ = ["CacheScan", "data_fingerprint", "job_key", "run_jobs", "scan_cache"]
 
