@@ -41,17 +41,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
+from _report import BENCHMARKS_FILE, markers, write_section  # benchmarks/_report.py
 from dpdl.accounting.calibration import calibrate
 from dpdl.accounting.neighbouring import AgentLevel
 from dpdl.graphs import build_graph, mixing_matrix
-from dpdl.mechanisms.registry import build_mechanism
-from dpdl.mechanisms.base import NoiseMechanism
-from dpdl.simulation.dsgd import DSGDConfig, StepSize, run_dsgd
 from dpdl.jobspec.sampling import UniformSampler
+from dpdl.mechanisms.base import NoiseMechanism
+from dpdl.mechanisms.registry import build_mechanism
+from dpdl.simulation.dsgd import DSGDConfig, StepSize, run_dsgd
 from dpdl.tasks.base import Task
 from dpdl.tasks.catalog import build_task
-
-from _report import BENCHMARKS_FILE, markers, write_section  # benchmarks/_report.py
 
 STEPS = 5000
 EVAL_EVERY = 1000
@@ -127,7 +126,12 @@ def build_setting(n: int) -> Setting:
 def engine_run(setting: Setting, steps: int, eval_every: int) -> Callable[[], object]:
     """One ``run_dsgd`` call on ``setting``, ready to be timed."""
     config = DSGDConfig(
-        steps=steps, step_size=StepSize(ETA), clip=CLIP, clip_level="agent", batch_size=BATCH, eval_every=eval_every
+        steps=steps,
+        step_size=StepSize(ETA),
+        clip=CLIP,
+        clip_level="agent",
+        batch_size=BATCH,
+        eval_every=eval_every,
     )
     return lambda: run_dsgd(setting.task, setting.weights, setting.mechanism, config, seed=SEED)
 
@@ -202,14 +206,21 @@ def measure(n: int) -> Figures:
             "sampling": sampling_loop(setting.task, COMPARE_STEPS, rng),
         },
     )
-    engine = times["engine"] - records(COMPARE_STEPS, COMPARE_STEPS) * times["evaluation"] - times["initial"]
-    per_step = [value / COMPARE_STEPS for value in (engine, times["bare"], times["noise"], times["sampling"])]
+    engine = (
+        times["engine"]
+        - records(COMPARE_STEPS, COMPARE_STEPS) * times["evaluation"]
+        - times["initial"]
+    )
+    per_step = [
+        value / COMPARE_STEPS
+        for value in (engine, times["bare"], times["noise"], times["sampling"])
+    ]
     return Figures(n, whole_run, repeats, times["evaluation"], times["initial"], *per_step)
 
 
 def machine_facts() -> str:
     """Date, CPU count, Python and numpy versions, and the load from other processes."""
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     return (
         f"{now}; CPUs (os.cpu_count()): {os.cpu_count()}; Python {platform.python_version()}; "
@@ -256,8 +267,13 @@ def targets(figures: list[Figures]) -> list[str]:
     """Whether the timing targets are met, one markdown bullet each."""
     by_n = {f.n: f for f in figures}
     verdict = {True: "met", False: "MISSED"}
-    lines = [f"- n = 20 whole run under 10 s: {verdict[by_n[20].whole_run < 10.0]} ({by_n[20].whole_run:.2f} s)."]
-    lines += [f"- n = {f.n} engine within 3x of bare: {verdict[f.ratio <= 3.0]} ({f.ratio:.2f}x)." for f in figures]
+    lines = [
+        f"- n = 20 whole run under 10 s: {verdict[by_n[20].whole_run < 10.0]} ({by_n[20].whole_run:.2f} s)."
+    ]
+    lines += [
+        f"- n = {f.n} engine within 3x of bare: {verdict[f.ratio <= 3.0]} ({f.ratio:.2f}x)."
+        for f in figures
+    ]
     return lines
 
 

@@ -26,11 +26,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from _report import markers, measured, write_section  # benchmarks/_report.py
 from dpdl.jobspec.sampling import PoissonSampler, UniformSampler
 from dpdl.tasks.catalog import build_task
 from dpdl.tasks.torch_model import TorchModelTask
-
-from _report import markers, measured, write_section  # benchmarks/_report.py
 
 BATCH, CLIP, REPEATS, CALLS = 64, 1.0, 3, 10
 
@@ -62,8 +61,13 @@ def measure(n: int) -> dict[str, float]:
     vmap = best_seconds(lambda: task.gradients(params, poisson, CLIP))
     task._linear_stack = stack
     batch = best_seconds(lambda: task.gradients(params, uniform, None))
-    return {"ghost": ghost, "vmap": vmap, "batch": batch, "error": float(np.abs(ghost_result - vmap_result).max()),
-            "scale": float(np.abs(vmap_result).max())}
+    return {
+        "ghost": ghost,
+        "vmap": vmap,
+        "batch": batch,
+        "error": float(np.abs(ghost_result - vmap_result).max()),
+        "scale": float(np.abs(vmap_result).max()),
+    }
 
 
 def main() -> None:
@@ -88,7 +92,12 @@ def main() -> None:
             f"{row['error']:.1e} (of values up to {row['scale']:.2g}) | {1e3 * row['batch']:.1f} |"
         )
     met = all(row["vmap"] / row["ghost"] >= 10 for row in rows.values())
-    lines += ["", f"Target: ghost norms at least 10x faster than vmap: {'met' if met else 'NOT met'}.", end, ""]
+    lines += [
+        "",
+        f"Target: ghost norms at least 10x faster than vmap: {'met' if met else 'NOT met'}.",
+        end,
+        "",
+    ]
     text = "\n".join(lines)
     print(text)
     write_section(text, start, end)

@@ -24,8 +24,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from _report import markers, measured, write_section  # benchmarks/_report.py
 
+from _report import markers, measured, write_section  # benchmarks/_report.py
 from dpdl.factorization.mafalda import (
     local_loss,
     optimize_local,
@@ -54,13 +54,23 @@ def main() -> None:
     for steps in STEPS:
         participation = Participation.cyclic(steps, steps // CYCLE, CYCLE)
         utility, eigen_seconds = timed(lambda: utility_gram(weights, steps))
-        general_seconds = timed(lambda: utility_gram([weights] * steps, steps))[1] if steps in GENERAL_STEPS else None
+        general_seconds = (
+            timed(lambda: utility_gram([weights] * steps, steps))[1]
+            if steps in GENERAL_STEPS
+            else None
+        )
         result, optimize_seconds = timed(lambda: optimize_local(utility, participation))
         identity = local_loss(utility, np.eye(steps), participation)
         rows.append((steps, eigen_seconds, general_seconds, optimize_seconds, result, identity))
     participation = Participation.cyclic(RESTART_STEPS, RESTART_STEPS // CYCLE, CYCLE)
-    block_utility, block_seconds = timed(lambda: utility_gram(weights, RESTART_STEPS, block=RESTART_BLOCK))
-    block, block_optimize = timed(lambda: optimize_local(block_utility, Participation.cyclic(RESTART_BLOCK, RESTART_BLOCK // CYCLE, CYCLE)))
+    block_utility, block_seconds = timed(
+        lambda: utility_gram(weights, RESTART_STEPS, block=RESTART_BLOCK)
+    )
+    block, block_optimize = timed(
+        lambda: optimize_local(
+            block_utility, Participation.cyclic(RESTART_BLOCK, RESTART_BLOCK // CYCLE, CYCLE)
+        )
+    )
     full_utility = utility_gram(weights, RESTART_STEPS)
     restart_loss = local_loss(full_utility, restarted(block.encoder, RESTART_STEPS), participation)
     restart_identity = local_loss(full_utility, np.eye(RESTART_STEPS), participation)

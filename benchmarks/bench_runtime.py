@@ -32,13 +32,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from _report import markers, measured, write_section  # benchmarks/_report.py
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.keys import AgentKey, mac_key, simulated_seed_book
 from dpdl.mechanisms.decor import Decor
 from dpdl.runtime.channel import MACS, NeighbourChannel, senders_of
 from dpdl.runtime.launch import agent_error_path, spawn_agents
-
-from _report import measured, markers, write_section  # benchmarks/_report.py
 
 N, WARMUP, REPEATS = 8, 3, 3
 ROUNDS = {10**5: 200, 10**6: 30}
@@ -55,8 +54,13 @@ def _agent(agent: int, graph_name: str, dim: int, rounds: int, mode: str, out: P
     pair = {j: keys[agent].pair_key(j, keys[j].public) for j in peers}
     mac = mode if mode in MACS else MACS[0]
     channel = NeighbourChannel(
-        agent, weights, {j: mac_key(pair[j], agent, j, bytes(32)) for j in peers}, {j: mac_key(pair[j], j, agent, bytes(32)) for j in peers},
-        dim, datetime.timedelta(seconds=120), mac,
+        agent,
+        weights,
+        {j: mac_key(pair[j], agent, j, bytes(32)) for j in peers},
+        {j: mac_key(pair[j], j, agent, bytes(32)) for j in peers},
+        dim,
+        datetime.timedelta(seconds=120),
+        mac,
     )
     mechanism = Decor(graph, 1.0, 1.0)
     seeds = simulated_seed_book(mechanism, 0).for_agent(mechanism, agent)
@@ -103,7 +107,9 @@ def rounds_per_second(graph: str, dim: int, mode: str) -> float:
             process.join()
         if any(process.exitcode for process in processes):
             errors = [agent_error_path(Path(folder), agent) for agent in range(N)]
-            raise RuntimeError(f"an agent failed: {[path.read_text() for path in errors if path.exists()]}")
+            raise RuntimeError(
+                f"an agent failed: {[path.read_text() for path in errors if path.exists()]}"
+            )
         timing = json.loads(out.read_text())
     return ROUNDS[dim] / timing["seconds"]
 
@@ -124,7 +130,9 @@ def main() -> None:
                     rates[mode] = max(rates[mode], rounds_per_second(graph, dim, mode))
             rows.append(
                 f"| {graph} | {dim:.0e} | {rates['bare']:.1f} | "
-                + " | ".join(f"{rates[mode]:.1f} | {rates['bare'] / rates[mode]:.2f}x" for mode in MODES[1:])
+                + " | ".join(
+                    f"{rates[mode]:.1f} | {rates['bare'] / rates[mode]:.2f}x" for mode in MODES[1:]
+                )
                 + " |"
             )
             print(rows[-1], flush=True)

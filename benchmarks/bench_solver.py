@@ -61,13 +61,12 @@ import networkx as nx
 import numpy as np
 from threadpoolctl import ThreadpoolController, threadpool_info, threadpool_limits
 
+from _report import BENCHMARKS_FILE, markers, write_section  # benchmarks/_report.py
 from dpdl.accounting import AgentLevel, calibrate
 from dpdl.accounting.calibration import Calibration
 from dpdl.graphs import complete, erdos_renyi, max_degree, metropolis_hastings
 from dpdl.solvers.coalition import solve_multiseed, solve_whisper_sdp
 from dpdl.solvers.whisper_dual import KERNEL_MARGIN, WhisperSolution, solve_whisper
-
-from _report import BENCHMARKS_FILE, markers, write_section  # benchmarks/_report.py
 
 EPS, DELTA, STEPS, CLIP = 10.0, 1e-5, 5000, 0.1
 EDGE_PROBABILITY = 0.5
@@ -186,7 +185,10 @@ class Results:
 def calibrations() -> dict[str, Calibration]:
     """The exact calibration (used throughout) and the papers' closed form, for comparison."""
     neighbouring = AgentLevel(CLIP)
-    return {method: calibrate(EPS, DELTA, STEPS, neighbouring, method=method) for method in ("exact", "paper")}
+    return {
+        method: calibrate(EPS, DELTA, STEPS, neighbouring, method=method)
+        for method in ("exact", "paper")
+    }
 
 
 def inverse_diagonal(covariance: np.ndarray) -> np.ndarray:
@@ -243,7 +245,9 @@ def limited(call: Callable[[], Any], limit: float) -> tuple[Any, float, str]:
     return value, seconds, ""
 
 
-def with_solver_split(call: Callable[[], np.ndarray]) -> Callable[[], tuple[np.ndarray, dict[str, float]]]:
+def with_solver_split(
+    call: Callable[[], np.ndarray],
+) -> Callable[[], tuple[np.ndarray, dict[str, float]]]:
     """``call`` (a CVXPY solve returning R), also returning CVXPY's compile time and Clarabel's
     solve time and iterations. It wraps ``cvxpy.Problem.solve``: run it in a child process."""
 
@@ -301,7 +305,9 @@ def time_dual_threads(
     return solution, best
 
 
-def time_dual(weights: np.ndarray, c: float, repeats: int) -> tuple[WhisperSolution, dict[str, float]]:
+def time_dual(
+    weights: np.ndarray, c: float, repeats: int
+) -> tuple[WhisperSolution, dict[str, float]]:
     """The dual's solution and its best wall clock under each BLAS thread setting of THREADS.
 
     The settings take turns within each repeat, so a burst of load elsewhere hits both alike.
@@ -320,8 +326,13 @@ def blas_interference(n: int, c: float) -> dict[str, float]:
     (eigh) and scipy (L-BFGS-B), which here load separate OpenBLAS libraries with their own threads."""
     _, weights = er_weights(n, EDGE_PROBABILITY)
     controller = ThreadpoolController()
-    blas = [lib for lib in controller.lib_controllers if lib.user_api == "blas" and lib.num_threads > 1]
-    settings: dict[str, Any] = {"default": None, "all BLAS 1 thread": [lib.filepath for lib in blas]}
+    blas = [
+        lib for lib in controller.lib_controllers if lib.user_api == "blas" and lib.num_threads > 1
+    ]
+    settings: dict[str, Any] = {
+        "default": None,
+        "all BLAS 1 thread": [lib.filepath for lib in blas],
+    }
     for lib in blas:
         settings[f"only {Path(lib.filepath).parent.name} 1 thread"] = [lib.filepath]
     best = dict.fromkeys(settings, math.inf)
@@ -349,7 +360,9 @@ def compare(n: int, c: float, multiseed: bool) -> Comparison:
     if multiseed:
         papers = cvxpy_outcome(weights, c, lambda: multiseed_covariance(weights, c))
     else:
-        papers = Outcome(note=f"skipped ({MULTISEED_SLOW_NOTE}; --multiseed-n30 tries it, {CVXPY_LIMIT:.0f} s limit)")
+        papers = Outcome(
+            note=f"skipped ({MULTISEED_SLOW_NOTE}; --multiseed-n30 tries it, {CVXPY_LIMIT:.0f} s limit)"
+        )
     return Comparison(n, dual, seconds, solution, sdp, papers)
 
 
@@ -359,7 +372,9 @@ def scale(n: int, p: float, c: float) -> Scale:
     repeats = REPEATS if n < 1000 else 1
     seconds, notes, solution = {}, {}, None
     for label, threads in THREADS.items():
-        value, _, note = limited(partial(time_dual_threads, weights, c, threads, repeats), DUAL_LIMIT)
+        value, _, note = limited(
+            partial(time_dual_threads, weights, c, threads, repeats), DUAL_LIMIT
+        )
         notes[label] = note
         if note:
             seconds[label] = math.nan
@@ -367,8 +382,12 @@ def scale(n: int, p: float, c: float) -> Scale:
             solution, seconds[label] = value
     edges = graph.number_of_edges()
     if solution is None:
-        return Scale(n, p, edges, Outcome(note="; ".join(notes.values())), seconds, notes, 0, math.nan)
-    outcome = assess(weights, solution.covariance, c, min(t for t in seconds.values() if not math.isnan(t)))
+        return Scale(
+            n, p, edges, Outcome(note="; ".join(notes.values())), seconds, notes, 0, math.nan
+        )
+    outcome = assess(
+        weights, solution.covariance, c, min(t for t in seconds.values() if not math.isnan(t))
+    )
     return Scale(n, p, edges, outcome, seconds, notes, solution.iterations, solution.gap)
 
 
@@ -399,7 +418,7 @@ def singular_violation(n: int, c: float) -> float:
 
 def machine_facts(load_at_start: tuple[float, ...]) -> str:
     """Date, CPUs, versions, BLAS, and the load average at the start and the end of the run."""
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     blas = ", ".join(
         f"{info.get('internal_api', '?')} {info.get('version', '?')} in {Path(info['filepath']).parent.name} "
         f"({info['num_threads']} thread{'s' * (info['num_threads'] != 1)} by default)"
@@ -444,8 +463,14 @@ def objectives_table(comparisons: list[Comparison]) -> list[str]:
     ]
     for cmp in comparisons:
         cells = [f"{cmp.dual.objective:.10g}"]
-        cells += [f"{o.objective:.10g}" if o.solved else o.note.split(" (")[0] for o in (cmp.sdp, cmp.multiseed)]
-        cells += [f"{cmp.relative_difference(o):+.2e}" if o.solved else "-" for o in (cmp.sdp, cmp.multiseed)]
+        cells += [
+            f"{o.objective:.10g}" if o.solved else o.note.split(" (")[0]
+            for o in (cmp.sdp, cmp.multiseed)
+        ]
+        cells += [
+            f"{cmp.relative_difference(o):+.2e}" if o.solved else "-"
+            for o in (cmp.sdp, cmp.multiseed)
+        ]
         cells.append(f"{cmp.dual_solution.gap:.1e}")
         lines.append(f"| {cmp.n} | " + " | ".join(cells) + " |")
     return lines
@@ -458,8 +483,13 @@ def violations_table(comparisons: list[Comparison]) -> list[str]:
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for cmp in comparisons:
-        cells = [f"{o.violation:+.2e}" if o.solved else "-" for o in (cmp.dual, cmp.sdp, cmp.multiseed)]
-        cells += [f"{cmp.feasible_difference(o):+.2e}" if o.solved else "-" for o in (cmp.sdp, cmp.multiseed)]
+        cells = [
+            f"{o.violation:+.2e}" if o.solved else "-" for o in (cmp.dual, cmp.sdp, cmp.multiseed)
+        ]
+        cells += [
+            f"{cmp.feasible_difference(o):+.2e}" if o.solved else "-"
+            for o in (cmp.sdp, cmp.multiseed)
+        ]
         lines.append(f"| {cmp.n} | " + " | ".join(cells) + " |")
     return lines
 
@@ -482,7 +512,9 @@ def speed_table(comparisons: list[Comparison]) -> list[str]:
     ]
     for cmp in comparisons:
         fastest = min(cmp.dual_seconds.values())
-        ratios = [f"{o.seconds / fastest:,.0f}x" if o.solved else "-" for o in (cmp.sdp, cmp.multiseed)]
+        ratios = [
+            f"{o.seconds / fastest:,.0f}x" if o.solved else "-" for o in (cmp.sdp, cmp.multiseed)
+        ]
         lines.append(
             f"| {cmp.n} | {cmp.dual_seconds['default']:.4f} | {cmp.dual_seconds['1 thread']:.4f} "
             f"| {cmp.dual_solution.iterations} | {_cvxpy_cell(cmp.sdp)} | {_cvxpy_cell(cmp.multiseed)} | "
@@ -540,7 +572,10 @@ def targets(comparisons: list[Comparison], scales: list[Scale], result: Singular
     verdict = {True: "met", False: "MISSED"}
     lines = []
     for cmp in comparisons:
-        for name, other in (("matrix-fractional SDP", cmp.sdp), ("papers' R formulation", cmp.multiseed)):
+        for name, other in (
+            ("matrix-fractional SDP", cmp.sdp),
+            ("papers' R formulation", cmp.multiseed),
+        ):
             if other.solved:
                 difference = abs(cmp.relative_difference(other))
                 lines.append(
@@ -549,7 +584,9 @@ def targets(comparisons: list[Comparison], scales: list[Scale], result: Singular
                 )
             else:
                 lines.append(f"- n = {cmp.n}, dual vs {name}: not compared, {other.note}.")
-    for label, outcome in [(f"n = {c.n}", c.dual) for c in comparisons] + [(f"n = {s.n}", s.outcome) for s in scales]:
+    for label, outcome in [(f"n = {c.n}", c.dual) for c in comparisons] + [
+        (f"n = {s.n}", s.outcome) for s in scales
+    ]:
         if outcome.solved:
             lines.append(
                 f"- {label}, dual violation <= {VIOLATION_TARGET:g}: "
@@ -568,13 +605,20 @@ def targets(comparisons: list[Comparison], scales: list[Scale], result: Singular
         for label in THREADS:
             took = s.notes[label] or f"{s.seconds[label]:.3f} s"
             met = not s.notes[label] and s.seconds[label] < SCALE_TARGETS[s.n]
-            lines.append(f"- n = {s.n} dual under {SCALE_TARGETS[s.n]:g} s (BLAS: {label}): {verdict[met]} ({took}).")
+            lines.append(
+                f"- n = {s.n} dual under {SCALE_TARGETS[s.n]:g} s (BLAS: {label}): {verdict[met]} ({took})."
+            )
     return lines
 
 
 def section(results: Results) -> str:
     """The markdown section this script owns, markers included."""
-    cals, comparisons, scales, result = results.calibrations, results.comparisons, results.scales, results.singular
+    cals, comparisons, scales, result = (
+        results.calibrations,
+        results.comparisons,
+        results.scales,
+        results.singular,
+    )
     c = cals["exact"].inverse_variance_bound
     lines = [
         START,
@@ -663,7 +707,15 @@ def main() -> None:
     result = singular(SINGULAR_N, c)
     print(f"BLAS threads at n = {INTERFERENCE_N} ...", flush=True)
     interference = blas_interference(INTERFERENCE_N, c)
-    results = Results(machine_facts(load_at_start), cals, comparisons, INTERFERENCE_N, interference, scales, result)
+    results = Results(
+        machine_facts(load_at_start),
+        cals,
+        comparisons,
+        INTERFERENCE_N,
+        interference,
+        scales,
+        result,
+    )
     text = section(results)
     print(text)
     write_section(text, START, END)

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from _report import measured, markers, write_section  # benchmarks/_report.py
+from _report import markers, measured, write_section  # benchmarks/_report.py
 
 #: Rounds of the fast commands; the slow ones (the previous way: 5-8 s a start) run in the first :data:`SLOW_ROUNDS`.
 ROUNDS, SLOW_ROUNDS = 20, 5
@@ -63,12 +63,32 @@ PREVIOUS_IMPORTS = (
 
 
 #: A real command that takes well under a second once its imports are done.
-NOISE = ["noise", "--method", "decor", "--graph", "ring", "--n", "6", "--eps", "10", "--delta", "1e-5", "--steps", "100", "--clip", "0.1"]
+NOISE = [
+    "noise",
+    "--method",
+    "decor",
+    "--graph",
+    "ring",
+    "--n",
+    "6",
+    "--eps",
+    "10",
+    "--delta",
+    "1e-5",
+    "--steps",
+    "100",
+    "--clip",
+    "0.1",
+]
 
 
 def previous(argv: list[str]) -> list[str]:
     """``dpdl ARGV`` after the previous parser's imports."""
-    return [sys.executable, "-c", f"import {', '.join(PREVIOUS_IMPORTS)}; from dpdl.cli import main; main({argv!r})"]
+    return [
+        sys.executable,
+        "-c",
+        f"import {', '.join(PREVIOUS_IMPORTS)}; from dpdl.cli import main; main({argv!r})",
+    ]
 
 
 #: Label -> (command, whether it is the previous way).
@@ -87,12 +107,17 @@ COMMANDS: dict[str, tuple[list[str], bool]] = {
 def wall(command: list[str], env: dict[str, str]) -> float:
     """Seconds from starting ``command`` to its exit (which must be 0)."""
     start = time.perf_counter()
-    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True
+    )
     return time.perf_counter() - start
 
 
 def main() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])),
+    }
     times: dict[str, list[float]] = {label: [] for label in COMMANDS}
     for round_ in range(ROUNDS):
         for label, (command, slow) in COMMANDS.items():
@@ -113,7 +138,9 @@ def main() -> None:
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for label, values in times.items():
-        lines.append(f"| `{label}` | {len(values)} | {best[label]:.3f} | {statistics.median(values):.3f} | {best[label] / numpy:.2f}x |")
+        lines.append(
+            f"| `{label}` | {len(values)} | {best[label]:.3f} | {statistics.median(values):.3f} | {best[label] / numpy:.2f}x |"
+        )
     for command in ("dpdl --help", "dpdl train --help", "dpdl noise"):
         old, new = times[f"{command}, previous imports"], times[command]
         lines.append(

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from _report import markers, measured, write_section  # benchmarks/_report.py
 from dpdl.accounting import AgentLevel, calibrate
 from dpdl.attacks import invert_gradient, membership_lower_bound
 from dpdl.graphs import build_graph, erdos_renyi, metropolis_hastings, mixing_matrix
@@ -33,8 +34,6 @@ from dpdl.simulation import DSGDConfig, StepSize, run_dsgd
 from dpdl.simulation.tracking import run_dsgt
 from dpdl.tasks import TaskOptions, build_task
 from dpdl.tasks.base import Batch
-
-from _report import measured, markers, write_section  # benchmarks/_report.py
 
 STEPS, REPEATS = 500, 3
 START, END = markers("bench_tracking")
@@ -70,12 +69,20 @@ def dlg() -> dict[str, float]:
     task = build_task("mnist-lenet", 5, 0, TaskOptions(partition="iid"))
     params = task.initial_params()
     rows = task.offsets[:-1]
-    gradient = task.gradients(np.tile(params, (5, 1)), Batch(rows[:, None], np.ones((5, 1))), None)[0]
-    noise = lppa_noise(erdos_renyi(5, 0.5, 0, directed=True), 0.025).sample(np.random.default_rng(0), task.dim)[0]
+    gradient = task.gradients(np.tile(params, (5, 1)), Batch(rows[:, None], np.ones((5, 1))), None)[
+        0
+    ]
+    noise = lppa_noise(erdos_renyi(5, 0.5, 0, directed=True), 0.025).sample(
+        np.random.default_rng(0), task.dim
+    )[0]
     truth = task.inputs[:1].numpy()
     return {
-        "DLG, exact gradient": best(1, lambda: invert_gradient(task, params, gradient, truth, 10, 300)),
-        "DLG, LPPA-noised gradient": best(1, lambda: invert_gradient(task, params, gradient + noise, truth, 10, 300)),
+        "DLG, exact gradient": best(
+            1, lambda: invert_gradient(task, params, gradient, truth, 10, 300)
+        ),
+        "DLG, LPPA-noised gradient": best(
+            1, lambda: invert_gradient(task, params, gradient + noise, truth, 10, 300)
+        ),
     }
 
 
@@ -86,7 +93,9 @@ def membership() -> dict[str, float]:
     out = {}
     for name in ("ldp", "decor"):
         mechanism = build_mechanism(name, graph, metropolis_hastings(graph), calibration)
-        out[f"membership test, {name}"] = best(REPEATS, lambda: membership_lower_bound(mechanism, 0.2, 100, 1e-5))
+        out[f"membership test, {name}"] = best(
+            REPEATS, lambda: membership_lower_bound(mechanism, 0.2, 100, 1e-5)
+        )
     return out
 
 
@@ -103,8 +112,14 @@ def main() -> None:
         "| --- |" + " --- |" * (len(per_step[20]) + 1),
     ]
     for n, row in per_step.items():
-        lines.append(f"| {n} | " + " | ".join(f"{1e3 * value:.2f} ms" for value in row.values()) + f" | {row['DSGT'] / row['D-SGD']:.2f}x |")
-    lines += ["", "| attack | seconds |", "| --- | --- |"] + [f"| {name} | {value:.2f} |" for name, value in attacks.items()]
+        lines.append(
+            f"| {n} | "
+            + " | ".join(f"{1e3 * value:.2f} ms" for value in row.values())
+            + f" | {row['DSGT'] / row['D-SGD']:.2f}x |"
+        )
+    lines += ["", "| attack | seconds |", "| --- | --- |"] + [
+        f"| {name} | {value:.2f} |" for name, value in attacks.items()
+    ]
     lines += [
         "",
         "DSGT computes one batch gradient per step like D-SGD and gossips twice (parameters and tracking "

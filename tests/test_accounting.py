@@ -12,8 +12,15 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from dpdl.accounting import AgentLevel, ExampleLevel, account, calibrate, epsilon_from_mu_step, noise_scale
-from dpdl.accounting import gdp
+from dpdl.accounting import (
+    AgentLevel,
+    ExampleLevel,
+    account,
+    calibrate,
+    epsilon_from_mu_step,
+    gdp,
+    noise_scale,
+)
 from dpdl.accounting.rdp_bound import paper_epsilon, paper_mu_step
 from dpdl.accounting.sensitivity import unit_sensitivities
 from dpdl.errors import PrivacyParameterError
@@ -27,13 +34,17 @@ DELTA = 1e-5
 
 
 def _pld_epsilon_of_gaussian(noise_multiplier: float, steps: int, delta: float) -> float:
-    event = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(noise_multiplier), steps)
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.GaussianDpEvent(noise_multiplier), steps
+    )
     accountant = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
     return accountant.compose(event).get_epsilon(delta)
 
 
 def _rdp_epsilon_of_gaussian(noise_multiplier: float, steps: int, delta: float) -> float:
-    event = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(noise_multiplier), steps)
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.GaussianDpEvent(noise_multiplier), steps
+    )
     return dp_accounting.rdp.RdpAccountant().compose(event).get_epsilon(delta)
 
 
@@ -84,8 +95,12 @@ def test_exact_calibration_agrees_with_dp_accounting(eps: float) -> None:
 def test_ldp_accountant_equals_dp_accounting_for_the_same_gaussian() -> None:
     sigma, clip, steps = 3.0, 0.1, 2000
     report = account(sigma**2 * np.eye(5), Eavesdropper(), AgentLevel(clip), steps, DELTA)
-    assert report.epsilon == pytest.approx(_pld_epsilon_of_gaussian(sigma / (2 * clip), steps, DELTA), rel=0.01)
-    assert report.epsilon == pytest.approx(dp_accounting.get_epsilon_gaussian(sigma / (2 * clip) / math.sqrt(steps), DELTA), rel=1e-6)
+    assert report.epsilon == pytest.approx(
+        _pld_epsilon_of_gaussian(sigma / (2 * clip), steps, DELTA), rel=0.01
+    )
+    assert report.epsilon == pytest.approx(
+        dp_accounting.get_epsilon_gaussian(sigma / (2 * clip) / math.sqrt(steps), DELTA), rel=1e-6
+    )
 
 
 def test_paper_closed_form_needs_more_noise_and_overshoots_at_large_eps() -> None:
@@ -96,7 +111,9 @@ def test_paper_closed_form_needs_more_noise_and_overshoots_at_large_eps() -> Non
         exact = calibrate(eps, DELTA, steps, AgentLevel(clip))
         paper = calibrate(eps, DELTA, steps, AgentLevel(clip), method="paper")
         ratios[eps] = (exact.mu_step / paper.mu_step) ** 2  # variance ratio paper / exact
-        assert paper.inverse_variance_bound == pytest.approx(eps**2 / (16 * clip**2 * steps * math.log(1 / DELTA)))
+        assert paper.inverse_variance_bound == pytest.approx(
+            eps**2 / (16 * clip**2 * steps * math.log(1 / DELTA))
+        )
     assert ratios[3.0] == pytest.approx(2.6, abs=0.05)
     assert ratios[10.0] == pytest.approx(1.8, abs=0.05)
     assert ratios[20.0] == pytest.approx(1.4, abs=0.05)
@@ -110,8 +127,14 @@ def test_paper_closed_form_needs_more_noise_and_overshoots_at_large_eps() -> Non
 def test_paper_rdp_bound_is_an_upper_bound_and_consistent_with_its_calibration() -> None:
     for mu_step in (1e-3, 1e-2, 5e-2):
         for steps in (10, 5000):
-            assert paper_epsilon(mu_step, steps, DELTA) >= gdp.epsilon(math.sqrt(steps) * mu_step, DELTA)
-    for eps in (1.0, 5.0, 11.0):  # eps <= log(1/delta): the bound at the paper's calibration is <= eps
+            assert paper_epsilon(mu_step, steps, DELTA) >= gdp.epsilon(
+                math.sqrt(steps) * mu_step, DELTA
+            )
+    for eps in (
+        1.0,
+        5.0,
+        11.0,
+    ):  # eps <= log(1/delta): the bound at the paper's calibration is <= eps
         assert paper_epsilon(paper_mu_step(eps, DELTA, 5000), 5000, DELTA) <= eps
 
 
@@ -119,7 +142,11 @@ def test_sensitivity_closed_forms() -> None:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((6, 6))
     covariance = a @ a.T + 0.5 * np.eye(6)
-    np.testing.assert_allclose(unit_sensitivities(covariance, np.eye(6)), np.sqrt(np.diag(np.linalg.inv(covariance))), rtol=1e-9)
+    np.testing.assert_allclose(
+        unit_sensitivities(covariance, np.eye(6)),
+        np.sqrt(np.diag(np.linalg.inv(covariance))),
+        rtol=1e-9,
+    )
     n, sigma = 8, 2.0
     central = unit_sensitivities(sigma**2 * np.eye(n), CentralObserver().view(n))
     np.testing.assert_allclose(central, 1.0 / (sigma * math.sqrt(n)), rtol=1e-12)
@@ -133,7 +160,9 @@ def test_singular_covariance_gives_infinite_epsilon() -> None:
     assert "no guarantee" in str(report)
     assert math.isinf(account(np.zeros((4, 4)), Eavesdropper(), AgentLevel(0.1), 10, DELTA).epsilon)
     # Adding independent noise makes it invertible again: finite epsilon.
-    assert math.isfinite(account(zero_sum + 0.1 * np.eye(10), Eavesdropper(), AgentLevel(0.1), 100, DELTA).epsilon)
+    assert math.isfinite(
+        account(zero_sum + 0.1 * np.eye(10), Eavesdropper(), AgentLevel(0.1), 100, DELTA).epsilon
+    )
 
 
 def test_mahalanobis_sensitivity_matches_monte_carlo_privacy_loss() -> None:
@@ -186,9 +215,15 @@ def test_example_level_calibration_with_pld_never_overshoots() -> None:
     event = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(multiplier)), steps
     )
-    assert dp_accounting.rdp.RdpAccountant().compose(event).get_epsilon(DELTA) >= calibration.achieved_epsilon
+    assert (
+        dp_accounting.rdp.RdpAccountant().compose(event).get_epsilon(DELTA)
+        >= calibration.achieved_epsilon
+    )
     # Subsampling amplifies: the same per-step sensitivity without sampling costs much more.
-    assert gdp.epsilon(math.sqrt(steps) * calibration.mu_step, DELTA) > 3 * calibration.achieved_epsilon
+    assert (
+        gdp.epsilon(math.sqrt(steps) * calibration.mu_step, DELTA)
+        > 3 * calibration.achieved_epsilon
+    )
 
 
 def test_example_level_paper_calibration_is_the_subsampled_rdp_and_needs_more_noise() -> None:
@@ -199,14 +234,21 @@ def test_example_level_paper_calibration_is_the_subsampled_rdp_and_needs_more_no
 
     def rdp(mu_step: float) -> float:  # independent: dp_accounting's RDP accountant, built here
         event = dp_accounting.SelfComposedDpEvent(
-            dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0 / mu_step)), steps
+            dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0 / mu_step)),
+            steps,
         )
         return dp_accounting.rdp.RdpAccountant().compose(event).get_epsilon(DELTA)
 
-    assert rdp(paper.mu_step) <= eps < rdp(paper.mu_step * 1.01)  # the largest mu_step RDP allows, to 1e-3
-    assert paper.mu_step < exact.mu_step  # RDP is looser than the PLD: more noise for the same promise
+    assert (
+        rdp(paper.mu_step) <= eps < rdp(paper.mu_step * 1.01)
+    )  # the largest mu_step RDP allows, to 1e-3
+    assert (
+        paper.mu_step < exact.mu_step
+    )  # RDP is looser than the PLD: more noise for the same promise
     assert paper.achieved_epsilon < eps and not paper.overshoots  # its exact (PLD) epsilon
-    assert epsilon_from_mu_step(paper.mu_step, steps, DELTA, neighbouring, "paper-rdp") == pytest.approx(rdp(paper.mu_step))
+    assert epsilon_from_mu_step(
+        paper.mu_step, steps, DELTA, neighbouring, "paper-rdp"
+    ) == pytest.approx(rdp(paper.mu_step))
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,13 @@ from torch import nn
 from torch.nn import functional
 
 from dpdl.accounting import AgentLevel, account, calibrate
-from dpdl.attacks import clopper_pearson_upper, invert_gradient, membership_lower_bound, sum_attack, sum_attack_error
+from dpdl.attacks import (
+    clopper_pearson_upper,
+    invert_gradient,
+    membership_lower_bound,
+    sum_attack,
+    sum_attack_error,
+)
 from dpdl.data.idx import load_idx_dataset
 from dpdl.errors import ConfigError
 from dpdl.experiments.audit import run_audit, write_audit
@@ -34,21 +40,29 @@ def graph():
 
 
 def test_clopper_pearson_matches_its_closed_form_at_zero_and_all_errors() -> None:
-    np.testing.assert_allclose(clopper_pearson_upper(0, 1000, 0.05), 1 - 0.05 ** (1 / 1000), rtol=1e-10)
+    np.testing.assert_allclose(
+        clopper_pearson_upper(0, 1000, 0.05), 1 - 0.05 ** (1 / 1000), rtol=1e-10
+    )
     assert clopper_pearson_upper(1000, 1000, 0.05) == 1.0
     assert 0.1 < clopper_pearson_upper(100, 1000, 0.05) < 0.12
 
 
 @pytest.mark.parametrize("eps", [1.0, 10.0])
 @pytest.mark.parametrize("name", ["ldp", "decor", "whisper"])
-def test_membership_lower_bound_stays_below_the_accountant_and_has_power(graph, name: str, eps: float) -> None:
+def test_membership_lower_bound_stays_below_the_accountant_and_has_power(
+    graph, name: str, eps: float
+) -> None:
     calibration = calibrate(eps, DELTA, STEPS, AgentLevel(CLIP), "exact")
     mechanism = build_mechanism(name, graph, metropolis_hastings(graph), calibration)
     upper = account(mechanism, Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA).epsilon
-    lower = membership_lower_bound(mechanism, AgentLevel(CLIP).sensitivity, STEPS, DELTA, trials=20_000, seed=2)
+    lower = membership_lower_bound(
+        mechanism, AgentLevel(CLIP).sensitivity, STEPS, DELTA, trials=20_000, seed=2
+    )
     assert not lower.noise_free
     assert lower.epsilon <= upper
-    if eps == 10.0:  # with 10^4 trials to count errors, the test can show a large epsilon, not a small one
+    if (
+        eps == 10.0
+    ):  # with 10^4 trials to count errors, the test can show a large epsilon, not a small one
         assert lower.epsilon >= 0.3 * upper
 
 
@@ -64,7 +78,12 @@ def test_membership_test_exposes_a_mechanism_quieter_than_it_claims(graph) -> No
     honest = build_mechanism("ldp", graph, metropolis_hastings(graph), calibration)
     quiet = Quiet(8, float(np.sqrt(honest.private_variances[0])))
     upper = account(quiet, Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA).epsilon
-    assert membership_lower_bound(quiet, AgentLevel(CLIP).sensitivity, STEPS, DELTA, trials=5000).epsilon > upper
+    assert (
+        membership_lower_bound(
+            quiet, AgentLevel(CLIP).sensitivity, STEPS, DELTA, trials=5000
+        ).epsilon
+        > upper
+    )
 
 
 def test_what_a_coalition_cannot_subtract_has_the_accountants_covariance(graph) -> None:
@@ -72,7 +91,11 @@ def test_what_a_coalition_cannot_subtract_has_the_accountants_covariance(graph) 
     for name in ("decor", "whisper", "lppa"):
         mechanism = build_mechanism(name, graph, metropolis_hastings(graph), calibration)
         for coalition in ((), (2,), (0, 5)):
-            np.testing.assert_allclose(mechanism.unknown_to(coalition).covariance(), mechanism.unknown_covariance(coalition), atol=1e-12)
+            np.testing.assert_allclose(
+                mechanism.unknown_to(coalition).covariance(),
+                mechanism.unknown_covariance(coalition),
+                atol=1e-12,
+            )
 
 
 def test_a_curious_agent_attacks_through_the_seeds_it_holds(graph) -> None:
@@ -81,7 +104,9 @@ def test_a_curious_agent_attacks_through_the_seeds_it_holds(graph) -> None:
     calibration = calibrate(10.0, DELTA, STEPS, AgentLevel(CLIP), "exact")
     decor = build_mechanism("decor", graph, metropolis_hastings(graph), calibration)
     upper = account(decor, Colluding(1), AgentLevel(CLIP), STEPS, DELTA).epsilon
-    lower = membership_lower_bound(decor, AgentLevel(CLIP).sensitivity, STEPS, DELTA, trials=20_000, threat=Colluding(1))
+    lower = membership_lower_bound(
+        decor, AgentLevel(CLIP).sensitivity, STEPS, DELTA, trials=20_000, threat=Colluding(1)
+    )
     assert len(lower.coalition) == 1 and lower.agent not in lower.coalition
     assert 0.3 * upper <= lower.epsilon <= upper
 
@@ -92,7 +117,9 @@ def test_singular_noise_is_separated_without_error(graph) -> None:
     for noise in (flow, NoNoise(8), lppa_noise(graph, 0.025, "laplace", every_round=True)):
         result = membership_lower_bound(noise, 0.2, STEPS, DELTA, trials=1000)
         assert result.noise_free and result.epsilon == math.inf
-    laplace_dp = membership_lower_bound(dp_noise(8, 0.5, "laplace", every_round=True), 0.2, STEPS, DELTA, trials=5000)
+    laplace_dp = membership_lower_bound(
+        dp_noise(8, 0.5, "laplace", every_round=True), 0.2, STEPS, DELTA, trials=5000
+    )
     assert not laplace_dp.noise_free and 0 < laplace_dp.epsilon < math.inf
 
 
@@ -117,9 +144,13 @@ def test_sum_attack_recovers_the_aggregate_exactly_under_zero_sum_noise(graph) -
     assert abs(ldp_error - 2.0 * math.sqrt(8)) < 0.15 * 2.0 * math.sqrt(8)
 
 
-def test_audit_puts_lppa_at_infinity_and_every_lower_bound_under_its_upper_bound(graph, tmp_path: Path) -> None:
+def test_audit_puts_lppa_at_infinity_and_every_lower_bound_under_its_upper_bound(
+    graph, tmp_path: Path
+) -> None:
     weights = metropolis_hastings(graph)
-    reports = run_audit(graph, weights, 10.0, DELTA, STEPS, CLIP, attack_trials=2000, progress=False)
+    reports = run_audit(
+        graph, weights, 10.0, DELTA, STEPS, CLIP, attack_trials=2000, progress=False
+    )
     by_name = {report.method: report for report in reports}
     assert {"none", "ldp", "decor", "whisper", "zero-sum", "lppa"} <= set(by_name)
     for name in ("none", "zero-sum", "lppa"):
@@ -135,9 +166,15 @@ def test_audit_puts_lppa_at_infinity_and_every_lower_bound_under_its_upper_bound
                 checked += 1
     assert checked >= 12
     # CDP's noise hides one agent in the average, not in its own messages
-    assert by_name["cdp"].epsilon_lower_bound["eavesdropper"] > by_name["cdp"].epsilon_lower_bound["central"]
+    assert (
+        by_name["cdp"].epsilon_lower_bound["eavesdropper"]
+        > by_name["cdp"].epsilon_lower_bound["central"]
+    )
     write_audit(reports, tmp_path)
-    assert "Lower bound above upper bound (a bug in one of them): none." in (tmp_path / "REPORT.md").read_text()
+    assert (
+        "Lower bound above upper bound (a bug in one of them): none."
+        in (tmp_path / "REPORT.md").read_text()
+    )
     rows = json.loads((tmp_path / "audit.json").read_text())
     assert rows[-1]["method"] == "lppa" and rows[-1]["attack"]["eavesdropper"]["noise_free"] is True
 
@@ -148,13 +185,24 @@ def _digits_task() -> TorchModelTask:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.Sigmoid(), nn.Linear(32, 10))
     loss = lambda outputs, targets: functional.cross_entropy(outputs, targets, reduction="none")  # noqa: E731
-    return TorchModelTask("digits", model, loss, inputs, labels[:40], [np.arange(20), np.arange(20, 40)], inputs[:4], labels[:4])
+    return TorchModelTask(
+        "digits",
+        model,
+        loss,
+        inputs,
+        labels[:40],
+        [np.arange(20), np.arange(20, 40)],
+        inputs[:4],
+        labels[:4],
+    )
 
 
 def test_dlg_recovers_a_digit_from_its_gradient_and_not_from_lppa_noise(graph) -> None:
     task = _digits_task()
     params = task.initial_params()
-    gradient = task.gradients(np.tile(params, (2, 1)), Batch(np.array([[3], [23]]), np.ones((2, 1))), None)[0]
+    gradient = task.gradients(
+        np.tile(params, (2, 1)), Batch(np.array([[3], [23]]), np.ones((2, 1))), None
+    )[0]
     truth = task.inputs[3:4].numpy()
     exact = invert_gradient(task, params, gradient, truth, 10, iterations=200)
     assert exact.mse < 1e-4 and exact.labels[0] == int(task.targets[3])

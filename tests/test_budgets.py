@@ -15,8 +15,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from dpdl.accounting import AgentLevel, ExampleLevel, account, calibrate, noise_scale
-from dpdl.accounting import gdp
+from dpdl.accounting import AgentLevel, ExampleLevel, account, calibrate, gdp, noise_scale
 from dpdl.factorization.mafalda import local_sensitivity, noise_multiplier
 from dpdl.factorization.participation import Participation
 from dpdl.graphs import erdos_renyi, metropolis_hastings
@@ -47,7 +46,11 @@ def test_the_float_delta_does_overshoot_without_the_margin() -> None:
     """Why the margin exists: the float delta says "within" where 60 digits say "above"."""
     eps, target = 0.05, 1e-10
     mu = gdp.mu_for_budget(eps, target)
-    above = [m for m in (mu * (1 + k * 1e-13) for k in range(1, 400)) if gdp.delta(eps, m) <= target < true_delta(eps, m)]
+    above = [
+        m
+        for m in (mu * (1 + k * 1e-13) for k in range(1, 400))
+        if gdp.delta(eps, m) <= target < true_delta(eps, m)
+    ]
     assert above  # floats the bare bisection on gdp.delta could have returned
     assert not any(gdp.within(eps, m, target) for m in above)
 
@@ -61,8 +64,12 @@ def test_mu_for_budget_and_epsilon_are_safe_and_tight_in_60_digits() -> None:
         mu = gdp.mu_for_budget(eps, target)
         assert true_delta(eps, mu) <= target, (eps, target)
         assert true_delta(eps, mu * (1 + 1e-9)) > target, (eps, target)  # the margin is tiny
-        reported = gdp.epsilon(mu, target)  # may exceed eps by 1e-13: the float delta is not monotone
-        assert true_delta(reported, mu) <= target  # reported >= the true eps of mu (delta decreases in eps)
+        reported = gdp.epsilon(
+            mu, target
+        )  # may exceed eps by 1e-13: the float delta is not monotone
+        assert (
+            true_delta(reported, mu) <= target
+        )  # reported >= the true eps of mu (delta decreases in eps)
         assert true_delta(reported * (1 - 1e-9), mu) > target, (eps, target)
 
 
@@ -125,10 +132,16 @@ def test_registry_designs_never_exceed_the_budget(design: str) -> None:
             continue
         assert report.epsilon <= eps, (design, eps, target)
         assert report.epsilon >= eps * (1 - 1e-6)  # and calibrated, not merely safe
-        assert true_delta(eps, mp.sqrt(STEPS) * mp.mpf(report.mu_step)) <= target, (design, eps, target)
+        assert true_delta(eps, mp.sqrt(STEPS) * mp.mpf(report.mu_step)) <= target, (
+            design,
+            eps,
+            target,
+        )
 
 
-@pytest.mark.parametrize("encoder", [np.eye(20), np.tril(np.ones((20, 20)))], ids=["dp-dsgd", "antipgd"])
+@pytest.mark.parametrize(
+    "encoder", [np.eye(20), np.tril(np.ones((20, 20)))], ids=["dp-dsgd", "antipgd"]
+)
 def test_factorization_noise_multiplier_never_exceeds_the_budget(encoder: np.ndarray) -> None:
     """MAFALDA-SGD's sigma (Theorem 8): ``mu = Delta sens / sigma`` meets every budget of the grid
     in 60 digits, and the accountant's eps of it is at most the target."""
@@ -163,7 +176,9 @@ def exact_worst_sensitivity(mechanism: NoiseMechanism, threat: ThreatModel) -> m
     worst = mp.mpf(0)
     for coalition in threat.coalitions(mechanism.n):
         honest = [i for i in range(mechanism.n) if i not in coalition]
-        unknown = mp.matrix(mechanism.unknown_covariance(coalition)[np.ix_(honest, honest)].tolist())
+        unknown = mp.matrix(
+            mechanism.unknown_covariance(coalition)[np.ix_(honest, honest)].tolist()
+        )
         view = mp.matrix(threat.view(len(honest)).tolist())
         inverse = (view * unknown * view.T) ** -1
         for i in range(len(honest)):
@@ -174,19 +189,25 @@ def exact_worst_sensitivity(mechanism: NoiseMechanism, threat: ThreatModel) -> m
 
 @pytest.mark.parametrize("scale", [1e-30, 1.0, 1e30])
 @pytest.mark.parametrize("threat", THREATS, ids=str)
-def test_an_unprotected_direction_is_infinite_for_every_threat_at_every_scale(threat: ThreatModel, scale: float) -> None:
+def test_an_unprotected_direction_is_infinite_for_every_threat_at_every_scale(
+    threat: ThreatModel, scale: float
+) -> None:
     """Pairwise-cancelling noise alone (``R = sigma^2 L``, zero noise along the sum of the honest
     agents' gradients): eps = inf for every view and coalition, whatever the noise scale (the
     central observer's 1 x 1 ``1^T R 1 / n^2`` is rounding noise, once read as a huge finite mu)."""
     report = account(Decor(SMALL, 0.0, math.sqrt(scale)), threat, AgentLevel(CLIP), STEPS, 1e-5)
     assert math.isinf(report.mu_step) and math.isinf(report.epsilon)
     if threat.coalition_count(SMALL.number_of_nodes()) == 1:  # the same, from the bare covariance
-        assert math.isinf(account(scale * laplacian(SMALL), threat, AgentLevel(CLIP), STEPS, 1e-5).epsilon)
+        assert math.isinf(
+            account(scale * laplacian(SMALL), threat, AgentLevel(CLIP), STEPS, 1e-5).epsilon
+        )
 
 
 @pytest.mark.parametrize("relative", [1e-6, 1e-8])
 @pytest.mark.parametrize("threat", THREATS, ids=str)
-def test_a_tiny_genuine_private_variance_keeps_an_accurate_finite_value(threat: ThreatModel, relative: float) -> None:
+def test_a_tiny_genuine_private_variance_keeps_an_accurate_finite_value(
+    threat: ThreatModel, relative: float
+) -> None:
     """The same noise plus private variance ``relative`` times the largest pairwise variance: finite,
     at every scale, and equal to the 60-digit Mahalanobis norm (the condition number is 1/relative,
     so double precision keeps about 16 + log10(relative) digits)."""
@@ -213,4 +234,3 @@ def test_zero_noise_on_one_agent_is_infinite_where_its_message_is_seen() -> None
     mechanism = NoiseMechanism(6, variances + 1e-6 * variances.max())  # a genuine private variance
     report = account(mechanism, Eavesdropper(), AgentLevel(0.5), STEPS, 1e-5)
     assert report.mu_step == pytest.approx(2 * 0.5 / math.sqrt(5e-6), rel=1e-12)
-

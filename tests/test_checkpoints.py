@@ -16,11 +16,10 @@ import pytest
 from dpdl.errors import FileFormatError
 from dpdl.experiments.train import TrainConfig, build_job
 from dpdl.files import atomic_write
-from dpdl.runtime import AgentOptions, run_local
-from dpdl.runtime import checkpoint
+from dpdl.jobspec.sampling import AgentBatches, CyclicSampler, PoissonSampler, UniformSampler
+from dpdl.runtime import AgentOptions, checkpoint, run_local
 from dpdl.runtime.agent import checkpoint_path
 from dpdl.runtime.checkpoint import AgentState, load_checkpoint, run_fingerprint, save_checkpoint
-from dpdl.jobspec.sampling import AgentBatches, CyclicSampler, PoissonSampler, UniformSampler
 
 SIZES = np.array([40, 55, 70])
 BUILDERS = {
@@ -42,11 +41,15 @@ class _Marker:
 
 @pytest.mark.parametrize("sampler", list(BUILDERS))
 @pytest.mark.parametrize("drawn", [0, 6])
-def test_a_batch_stream_resumes_from_its_checkpoint_exactly(tmp_path: Path, sampler: str, drawn: int) -> None:
+def test_a_batch_stream_resumes_from_its_checkpoint_exactly(
+    tmp_path: Path, sampler: str, drawn: int
+) -> None:
     batches = AgentBatches(SIZES, BUILDERS[sampler], 5, [1, 2])
     for _ in range(drawn):
         batches.sample()
-    save_checkpoint(tmp_path / "c.ckpt", [AgentState(drawn, np.arange(3.0), batches.state())], "run", 1)
+    save_checkpoint(
+        tmp_path / "c.ckpt", [AgentState(drawn, np.arange(3.0), batches.state())], "run", 1
+    )
     [state] = load_checkpoint(tmp_path / "c.ckpt", "run", 1)
     assert state.round == drawn and np.array_equal(state.params, np.arange(3.0))
     resumed = AgentBatches(SIZES, BUILDERS[sampler], 5, [1, 2])
@@ -69,20 +72,31 @@ def test_a_batch_state_of_other_batches_is_refused() -> None:
     with pytest.raises(ValueError, match="agents"):
         AgentBatches(SIZES, BUILDERS["cyclic"], 5, [2]).set_state(generators, arrays)
     with pytest.raises(ValueError, match="not a PCG64 state"):
-        AgentBatches(SIZES, BUILDERS["cyclic"], 5, [1]).set_state({"1": {**generators["1"], "state": 3}}, arrays)
+        AgentBatches(SIZES, BUILDERS["cyclic"], 5, [1]).set_state(
+            {"1": {**generators["1"], "state": 3}}, arrays
+        )
     with pytest.raises(ValueError, match=r"indices lie in \[0, 55\)"):
-        AgentBatches(SIZES, BUILDERS["cyclic"], 5, [1]).set_state(generators, {**arrays, "1/indices": arrays["1/indices"] + 50})
-    other = AgentBatches(SIZES, BUILDERS["cyclic"], 5, [2])  # 70 examples in batches of 18, agent 1's 55 in 14
+        AgentBatches(SIZES, BUILDERS["cyclic"], 5, [1]).set_state(
+            generators, {**arrays, "1/indices": arrays["1/indices"] + 50}
+        )
+    other = AgentBatches(
+        SIZES, BUILDERS["cyclic"], 5, [2]
+    )  # 70 examples in batches of 18, agent 1's 55 in 14
     other.sample()
     generators, arrays = other.state()
-    relabelled = {"1": generators["2"]}, {"1/" + name.partition("/")[2]: array for name, array in arrays.items()}
+    relabelled = (
+        {"1": generators["2"]},
+        {"1/" + name.partition("/")[2]: array for name, array in arrays.items()},
+    )
     with pytest.raises(ValueError, match=r"shape \(4, 1, 14\)"):
         AgentBatches(SIZES, BUILDERS["cyclic"], 5, [1]).set_state(*relabelled)
 
 
 def _good_checkpoint(path: Path) -> None:
     batches = AgentBatches(SIZES, BUILDERS["uniform"], 5, [1])
-    save_checkpoint(path, [AgentState(t, np.full(4, float(t)), batches.state()) for t in (10, 20)], "run", 1)
+    save_checkpoint(
+        path, [AgentState(t, np.full(4, float(t)), batches.state()) for t in (10, 20)], "run", 1
+    )
 
 
 def _npz(**arrays: np.ndarray) -> bytes:
@@ -107,7 +121,9 @@ def _npz(**arrays: np.ndarray) -> bytes:
         ("older-engine", "engine version"),
     ],
 )
-def test_a_checkpoint_that_is_not_this_runs_is_refused_naming_the_file(tmp_path: Path, monkeypatch, damage: str, words: str) -> None:
+def test_a_checkpoint_that_is_not_this_runs_is_refused_naming_the_file(
+    tmp_path: Path, monkeypatch, damage: str, words: str
+) -> None:
     path = tmp_path / "agent1" / "periodic.ckpt"
     _good_checkpoint(path)
     whole = path.read_bytes()
@@ -149,10 +165,14 @@ def test_a_checkpoint_that_is_not_this_runs_is_refused_naming_the_file(tmp_path:
 
 
 def test_the_run_fingerprint_names_the_configuration_seed_and_design() -> None:
-    config = TrainConfig(task="least-squares", graph="ring", n=4, mechanism="decor", eps=5.0, steps=20).resolved()
+    config = TrainConfig(
+        task="least-squares", graph="ring", n=4, mechanism="decor", eps=5.0, steps=20
+    ).resolved()
     job = build_job(config, 0)
     same = run_fingerprint(config, 0, job)
-    assert run_fingerprint(replace(config, seeds=(0, 1, 2)), 0, build_job(config, 0)) == same  # the seed run, not the list
+    assert (
+        run_fingerprint(replace(config, seeds=(0, 1, 2)), 0, build_job(config, 0)) == same
+    )  # the seed run, not the list
     assert run_fingerprint(config, 1, build_job(config, 1)) != same
     other = replace(config, eps=6.0)
     assert run_fingerprint(other, 0, build_job(other, 0)) != same
@@ -166,7 +186,16 @@ def test_a_crafted_pickle_where_a_checkpoint_is_expected_runs_no_code(tmp_path: 
     pickle.loads(pickle.dumps(_Marker(live)))  # what unpickling this payload does
     assert live.exists()
     marker = tmp_path / "code-ran"
-    config = TrainConfig(task="logreg-a9a", graph="ring", n=4, mechanism="decor", eps=5.0, steps=20, eval_every=20, key_seed=3)
+    config = TrainConfig(
+        task="logreg-a9a",
+        graph="ring",
+        n=4,
+        mechanism="decor",
+        eps=5.0,
+        steps=20,
+        eval_every=20,
+        key_seed=3,
+    )
     options = AgentOptions(tmp_path / "run", key_seed=3, timeout=30.0, checkpoint_every=10)
     for agent in range(4):
         path = checkpoint_path(options.workdir, agent, "periodic")
@@ -175,12 +204,24 @@ def test_a_crafted_pickle_where_a_checkpoint_is_expected_runs_no_code(tmp_path: 
     outcome = run_local(config, 0, replace(options, resume=True))
     assert set(outcome.errors) == {0, 1, 2, 3} and outcome.models is None
     for agent, error in outcome.errors.items():
-        assert f"{checkpoint_path(options.workdir, agent, 'periodic')} is not a readable checkpoint" in error
+        assert (
+            f"{checkpoint_path(options.workdir, agent, 'periodic')} is not a readable checkpoint"
+            in error
+        )
     assert not marker.exists()
 
 
 def test_resuming_with_another_configuration_is_refused(tmp_path: Path) -> None:
-    config = TrainConfig(task="least-squares", graph="ring", n=4, mechanism="decor", eps=5.0, steps=20, eval_every=20, key_seed=3)
+    config = TrainConfig(
+        task="least-squares",
+        graph="ring",
+        n=4,
+        mechanism="decor",
+        eps=5.0,
+        steps=20,
+        eval_every=20,
+        key_seed=3,
+    )
     options = AgentOptions(tmp_path, key_seed=3, timeout=30.0, checkpoint_every=10)
     assert run_local(config, 0, options).errors == {}
     outcome = run_local(replace(config, eps=6.0), 0, replace(options, resume=True))
@@ -213,16 +254,31 @@ def test_the_package_unpickles_nothing() -> None:
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
-            if any(name.split(".")[0] in ("pickle", "cPickle", "dill", "joblib", "shelve", "cloudpickle") for name in names):
+            if any(
+                name.split(".")[0]
+                in ("pickle", "cPickle", "dill", "joblib", "shelve", "cloudpickle")
+                for name in names
+            ):
                 offenders.append(f"{source}:{node.lineno} imports {names}")
-            if isinstance(node, ast.Attribute) and node.attr == "load" and isinstance(node.value, ast.Name) and node.value.id == "torch":
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "load"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "torch"
+            ):
                 offenders.append(f"{source}:{node.lineno} torch.load")
-            if isinstance(node, ast.keyword) and node.arg == "allow_pickle" and not (isinstance(node.value, ast.Constant) and node.value.value is False):
+            if (
+                isinstance(node, ast.keyword)
+                and node.arg == "allow_pickle"
+                and not (isinstance(node.value, ast.Constant) and node.value.value is False)
+            ):
                 offenders.append(f"{source}:{node.lineno} allow_pickle other than False")
     assert offenders == []
 
 
-def test_a_checksummed_state_that_does_not_fit_the_run_is_refused_naming_the_file(tmp_path: Path) -> None:
+def test_a_checksummed_state_that_does_not_fit_the_run_is_refused_naming_the_file(
+    tmp_path: Path,
+) -> None:
     """The checksum says a file is whole, not that its contents fit: the agent checks the
     parameters' shape and that its batch streams accept the state (numpy's own range checks included)."""
     from dpdl.runtime.agent import _restore
@@ -231,7 +287,15 @@ def test_a_checksummed_state_that_does_not_fit_the_run_is_refused_naming_the_fil
     generators, arrays = batches.state()
     out_of_range = {"1": {**generators["1"], "state": {**generators["1"]["state"], "state": -5}}}
     path = tmp_path / "periodic.ckpt"
-    save_checkpoint(path, [AgentState(10, np.zeros(4), (out_of_range, arrays)), AgentState(20, np.zeros(4), batches.state())], "run", 1)
+    save_checkpoint(
+        path,
+        [
+            AgentState(10, np.zeros(4), (out_of_range, arrays)),
+            AgentState(20, np.zeros(4), batches.state()),
+        ],
+        "run",
+        1,
+    )
     bad, good = load_checkpoint(path, "run", 1)
     with pytest.raises(FileFormatError, match=f"{path}: the batch streams of round 10 do not fit"):
         _restore(path, bad, (4,), AgentBatches(SIZES, BUILDERS["uniform"], 5, [1]))

@@ -45,11 +45,16 @@ ERROR_CASES: dict[str, tuple[list[str], str]] = {
     "torus-prime-n": (["--graph", "torus", "--n", "7"], "torus"),
     "unknown-real-graph": (["--graph", "no-such-graph"], "unknown"),
     "negative-seed": (["--seed", "-1"], "seed"),
-    "tracking-with-a-calibrated-design": (["--algorithm", "dsgt", "--mechanism", "whisper"], "gradient tracking"),
-    "tracking-noise-zero": (["--algorithm", "dsgt", "--mechanism", "lppa", "--tracking-noise", "0"], "scale"),
+    "tracking-with-a-calibrated-design": (
+        ["--algorithm", "dsgt", "--mechanism", "whisper"],
+        "gradient tracking",
+    ),
+    "tracking-noise-zero": (
+        ["--algorithm", "dsgt", "--mechanism", "lppa", "--tracking-noise", "0"],
+        "scale",
+    ),
     "negative-key-seed": (["--key-seed", "-2"], "key seed"),
 }
-
 
 
 def train_args(name: str, out: Path, disconnected: Path) -> list[str]:
@@ -131,12 +136,32 @@ def test_no_command_is_a_usage_error(run_main):
     "args, usage, words",
     [
         (["--help"], "usage: dpdl", ["train", "demo"]),
-        (["train", "--help"], "usage: dpdl train", ["--eps", "--delta", "--graph", "--mechanism", "--out"]),
+        (
+            ["train", "--help"],
+            "usage: dpdl train",
+            ["--eps", "--delta", "--graph", "--mechanism", "--out"],
+        ),
         (["demo", "--help"], "usage: dpdl demo", ["--steps", "--eps", "--out"]),
-        (["reproduce", "--help"], "usage: dpdl reproduce", ["--list", "--quick", "--parts", "--workers"]),
-        (["factorize", "--help"], "usage: dpdl factorize", ["--participations", "--batches", "--restart", "--eps", "--out"]),
-        (["run-agent", "--help"], "usage: dpdl run-agent", ["--workdir", "--timeout", "--resume", "--departed", "--mac", "--key-seed"]),
-        (["run-local", "--help"], "usage: dpdl run-local", ["--workdir", "--checkpoint-every", "--algorithm", "--json"]),
+        (
+            ["reproduce", "--help"],
+            "usage: dpdl reproduce",
+            ["--list", "--quick", "--parts", "--workers"],
+        ),
+        (
+            ["factorize", "--help"],
+            "usage: dpdl factorize",
+            ["--participations", "--batches", "--restart", "--eps", "--out"],
+        ),
+        (
+            ["run-agent", "--help"],
+            "usage: dpdl run-agent",
+            ["--workdir", "--timeout", "--resume", "--departed", "--mac", "--key-seed"],
+        ),
+        (
+            ["run-local", "--help"],
+            "usage: dpdl run-local",
+            ["--workdir", "--checkpoint-every", "--algorithm", "--json"],
+        ),
     ],
 )
 def test_help(run_main, args, usage, words):
@@ -149,23 +174,57 @@ def test_help(run_main, args, usage, words):
 
 @pytest.mark.parametrize(
     "args, keyword",
-    [(["--restart", "7"], "restart"), (["--eps", "0"], "epsilon"), (["--graph", "edgelist:/nonexistent"], "not found")],
+    [
+        (["--restart", "7"], "restart"),
+        (["--eps", "0"], "epsilon"),
+        (["--graph", "edgelist:/nonexistent"], "not found"),
+    ],
 )
 def test_bad_factorize_requests_give_one_error_line(run_main, tmp_path, args, keyword):
-    result = run_main(["factorize", "--graph", "florentine", "--participations", "2", "--batches", "5", *args, "--out", str(tmp_path / "f")])
+    result = run_main(
+        [
+            "factorize",
+            "--graph",
+            "florentine",
+            "--participations",
+            "2",
+            "--batches",
+            "5",
+            *args,
+            "--out",
+            str(tmp_path / "f"),
+        ]
+    )
     assert_one_line_error(result, keyword)
 
 
 def test_factorize_reports_the_encoders_and_saves_mafaldas(run_main, tmp_path):
     """k = 4 passes: independent noise has sensitivity sqrt(4) = 2, MAFALDA's encoder 1 and a lower loss;
     the saved encoder is the lower-triangular one that was reported."""
-    result = run_main(["factorize", "--graph", "florentine", "--participations", "4", "--batches", "5", "--out", str(tmp_path), "--json"])
+    result = run_main(
+        [
+            "factorize",
+            "--graph",
+            "florentine",
+            "--participations",
+            "4",
+            "--batches",
+            "5",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ]
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     rows = {row["method"]: row for row in summary["rows"]}
-    assert rows["dp-dsgd"]["sensitivity"] == pytest.approx(2.0) and rows["mafalda"]["sensitivity"] == pytest.approx(1.0)
+    assert rows["dp-dsgd"]["sensitivity"] == pytest.approx(2.0) and rows["mafalda"][
+        "sensitivity"
+    ] == pytest.approx(1.0)
     assert rows["mafalda"]["loss_ratio_to_dp_dsgd"] < 1.0 < rows["antipgd"]["loss_ratio_to_dp_dsgd"]
-    assert rows["mafalda"]["sigma_per_unit_sensitivity"] == pytest.approx(rows["dp-dsgd"]["sigma_per_unit_sensitivity"] / 2)
+    assert rows["mafalda"]["sigma_per_unit_sensitivity"] == pytest.approx(
+        rows["dp-dsgd"]["sigma_per_unit_sensitivity"] / 2
+    )
     encoder = np.load(tmp_path / "encoder.npy")
     assert encoder.shape == (20, 20) and not np.triu(encoder, 1).any()
 
@@ -193,13 +252,21 @@ def processes(tmp_path_factory) -> tuple[Path, dict[str, Result]]:
     disconnected.write_text(DISCONNECTED_EDGES)
     commands = {
         "help": _dpdl_command() + ["--help"],
-        "unknown-task": [sys.executable, "-m", "dpdl.cli", *train_args("unknown-task", root, disconnected)],
-        "disconnected-edgelist": _dpdl_command() + train_args("disconnected-edgelist", root, disconnected),
+        "unknown-task": [
+            sys.executable,
+            "-m",
+            "dpdl.cli",
+            *train_args("unknown-task", root, disconnected),
+        ],
+        "disconnected-edgelist": _dpdl_command()
+        + train_args("disconnected-edgelist", root, disconnected),
         "smoke": [sys.executable, "-m", "dpdl.cli", *SMOKE_ARGS, "--out", str(root / "run")],
     }
     env = {**os.environ, "MPLBACKEND": "Agg"}
     started = {
-        name: subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        name: subprocess.Popen(
+            command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for name, command in commands.items()
     }
     results: dict[str, Result] = {}

@@ -19,7 +19,18 @@ from dpdl.graphs.mixing import MIXING_RULES
 from dpdl.mechanisms.registry import MECHANISMS
 
 #: Libraries (and submodules) the help must not import: each costs 0.1-1.5 s here.
-HEAVY = ("torch", "cvxpy", "dp_accounting", "sklearn", "matplotlib", "scipy", "scipy.optimize", "networkx", "cryptography", "tqdm")
+HEAVY = (
+    "torch",
+    "cvxpy",
+    "dp_accounting",
+    "sklearn",
+    "matplotlib",
+    "scipy",
+    "scipy.optimize",
+    "networkx",
+    "cryptography",
+    "tqdm",
+)
 
 HELP_SCRIPT = """
 import json, sys
@@ -34,7 +45,9 @@ print(json.dumps(sorted(name for name in {heavy!r} if name in sys.modules)))
 
 def test_help_imports_no_heavy_library():
     script = HELP_SCRIPT.format(heavy=HEAVY)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
     assert json.loads(result.stdout) == []
 
 
@@ -46,9 +59,15 @@ def test_registries_offer_the_choices():
 
 @pytest.mark.parametrize(
     ("module", "missing", "extra"),
-    [("dpdl.solvers.coalition", "cvxpy", "solvers"), ("dpdl.keys", "cryptography", "runtime"), ("dpdl.runtime.channel", "cryptography", "runtime")],
+    [
+        ("dpdl.solvers.coalition", "cvxpy", "solvers"),
+        ("dpdl.keys", "cryptography", "runtime"),
+        ("dpdl.runtime.channel", "cryptography", "runtime"),
+    ],
 )
-def test_a_missing_optional_dependency_names_the_extra_that_installs_it(module: str, missing: str, extra: str) -> None:
+def test_a_missing_optional_dependency_names_the_extra_that_installs_it(
+    module: str, missing: str, extra: str
+) -> None:
     # A fresh interpreter in which the optional library cannot be imported (None in sys.modules).
     code = (
         f"import sys; sys.modules[{missing!r}] = None\n"
@@ -60,7 +79,9 @@ def test_a_missing_optional_dependency_names_the_extra_that_installs_it(module: 
         "else:\n"
         "    print('imported')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert f"pip install 'dpdl[{extra}]'" in out and missing in out
 
 

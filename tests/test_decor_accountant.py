@@ -40,7 +40,11 @@ GRAPHS = {
     "er12": erdos_renyi(12, 0.4, 3),
     "er10-sparse": erdos_renyi(10, 0.3, 5),
 }
-THREATS = {"eavesdropper": (Eavesdropper(), 0), "hbc": (Colluding(1), 1), "colluding2": (Colluding(2), 2)}
+THREATS = {
+    "eavesdropper": (Eavesdropper(), 0),
+    "hbc": (Colluding(1), 1),
+    "colluding2": (Colluding(2), 2),
+}
 NOISE = [(0.7, 2.0), (1.5, 0.3)]  # (sigma_cdp, sigma_cor)
 
 
@@ -50,10 +54,16 @@ NOISE = [(0.7, 2.0), (1.5, 0.3)]  # (sigma_cdp, sigma_cor)
 def laplacian_without(graph: nx.Graph, removed: tuple[int, ...]) -> np.ndarray:
     remaining = graph.copy()
     remaining.remove_nodes_from(removed)
-    return nx.laplacian_matrix(remaining, nodelist=sorted(remaining.nodes), weight=None).toarray().astype(float)
+    return (
+        nx.laplacian_matrix(remaining, nodelist=sorted(remaining.nodes), weight=None)
+        .toarray()
+        .astype(float)
+    )
 
 
-def decor_algorithm_3(graph: nx.Graph, clip: float, sigma_cdp: float, sigma_cor: float, q: int) -> float:
+def decor_algorithm_3(
+    graph: nx.Graph, clip: float, sigma_cdp: float, sigma_cor: float, q: int
+) -> float:
     """DECOR Algorithm 3 (Algorithm 2 for q = 0 and q = 1): the per-step SecRDP epsilon."""
     n = graph.number_of_nodes()
     worst = 0.0
@@ -73,10 +83,14 @@ def algebraic_connectivity_after_deleting(graph: nx.Graph, q: int) -> float:
     )
 
 
-def theorem_6_bound(graph: nx.Graph, clip: float, sigma_cdp: float, sigma_cor: float, q: int) -> float:
+def theorem_6_bound(
+    graph: nx.Graph, clip: float, sigma_cdp: float, sigma_cor: float, q: int
+) -> float:
     m = graph.number_of_nodes() - q
     a_q = algebraic_connectivity_after_deleting(graph, q)
-    return 2 * clip**2 * (1 / (m * sigma_cdp**2) + (1 - 1 / m) / (sigma_cdp**2 + a_q * sigma_cor**2))
+    return (
+        2 * clip**2 * (1 / (m * sigma_cdp**2) + (1 - 1 / m) / (sigma_cdp**2 + a_q * sigma_cor**2))
+    )
 
 
 def gdp_delta(eps: float, mu: float) -> float:
@@ -84,7 +98,9 @@ def gdp_delta(eps: float, mu: float) -> float:
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
-    return brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, 10 * mu * mu + 100, xtol=1e-13, rtol=1e-14)
+    return brentq(
+        lambda e: gdp_delta(e, mu) - delta, 0.0, 10 * mu * mu + 100, xtol=1e-13, rtol=1e-14
+    )
 
 
 def gdp_mu(eps: float, delta: float) -> float:
@@ -101,7 +117,9 @@ def trace_wrw(weights: np.ndarray, covariance: np.ndarray) -> float:
 @pytest.mark.parametrize("noise", NOISE, ids=["cor-heavy", "cdp-heavy"])
 @pytest.mark.parametrize("threat_name", list(THREATS))
 @pytest.mark.parametrize("graph_name", list(GRAPHS))
-def test_per_step_rdp_equals_decor_algorithm_3(graph_name: str, threat_name: str, noise: tuple[float, float]) -> None:
+def test_per_step_rdp_equals_decor_algorithm_3(
+    graph_name: str, threat_name: str, noise: tuple[float, float]
+) -> None:
     graph, (threat, q) = GRAPHS[graph_name], THREATS[threat_name]
     clip, (sigma_cdp, sigma_cor) = 0.3, noise
     report = account(Decor(graph, sigma_cdp, sigma_cor), threat, AgentLevel(clip), 1, DELTA)
@@ -118,18 +136,30 @@ def test_paper_rdp_accountant_composes_decor_per_step_rdp(threat_name: str) -> N
     graph, (threat, q) = GRAPHS["torus16"], THREATS[threat_name]
     clip, sigma_cdp, sigma_cor, steps = 0.3, 5.0, 8.0, 200
     per_step = decor_algorithm_3(graph, clip, sigma_cdp, sigma_cor, q)
-    report = account(Decor(graph, sigma_cdp, sigma_cor), threat, AgentLevel(clip), steps, DELTA, accountant="paper-rdp")
+    report = account(
+        Decor(graph, sigma_cdp, sigma_cor),
+        threat,
+        AgentLevel(clip),
+        steps,
+        DELTA,
+        accountant="paper-rdp",
+    )
     expected = steps * per_step + 2 * math.sqrt(steps * per_step * math.log(1 / DELTA))
     assert report.epsilon == pytest.approx(expected, rel=1e-9)
     # the exact GDP accountant of the same noise: sqrt(T) mu_step-GDP, tighter than the RDP bound
     exact = account(Decor(graph, sigma_cdp, sigma_cor), threat, AgentLevel(clip), steps, DELTA)
-    assert exact.epsilon == pytest.approx(gdp_epsilon(math.sqrt(2 * steps * per_step), DELTA), rel=1e-7)
+    assert exact.epsilon == pytest.approx(
+        gdp_epsilon(math.sqrt(2 * steps * per_step), DELTA), rel=1e-7
+    )
     assert exact.epsilon < report.epsilon
 
 
 def test_honest_but_curious_is_weaker_than_eavesdropper_and_colluding_weaker_still() -> None:
     for graph in GRAPHS.values():
-        mus = [account(Decor(graph, 0.7, 2.0), t, AgentLevel(0.3), 1, DELTA).mu_step for t, _ in THREATS.values()]
+        mus = [
+            account(Decor(graph, 0.7, 2.0), t, AgentLevel(0.3), 1, DELTA).mu_step
+            for t, _ in THREATS.values()
+        ]
         assert mus[0] < mus[1] <= mus[2]
 
 
@@ -139,17 +169,28 @@ def test_honest_but_curious_is_weaker_than_eavesdropper_and_colluding_weaker_sti
 @pytest.mark.parametrize("noise", NOISE, ids=["cor-heavy", "cdp-heavy"])
 @pytest.mark.parametrize("q", [0, 1, 2])
 @pytest.mark.parametrize("graph_name", list(GRAPHS))
-def test_theorem_closed_form_is_an_upper_bound(graph_name: str, q: int, noise: tuple[float, float]) -> None:
+def test_theorem_closed_form_is_an_upper_bound(
+    graph_name: str, q: int, noise: tuple[float, float]
+) -> None:
     graph, clip, (sigma_cdp, sigma_cor) = GRAPHS[graph_name], 0.3, noise
     threat = THREATS[["eavesdropper", "hbc", "colluding2"][q]][0]
-    exact = account(Decor(graph, sigma_cdp, sigma_cor), threat, AgentLevel(clip), 1, DELTA).mu_step ** 2 / 2
+    exact = (
+        account(Decor(graph, sigma_cdp, sigma_cor), threat, AgentLevel(clip), 1, DELTA).mu_step ** 2
+        / 2
+    )
     assert theorem_6_bound(graph, clip, sigma_cdp, sigma_cor, q) >= exact * (1 - 1e-12)
 
 
 def test_theorem_1_is_strictly_loose_on_the_ring() -> None:
     # e_i - 1/n projects on every nonzero Laplacian eigenvector of the ring, not only on a(G)'s.
     graph, clip, sigma_cdp, sigma_cor = GRAPHS["ring16"], 0.3, 0.7, 2.0
-    exact = account(Decor(graph, sigma_cdp, sigma_cor), Eavesdropper(), AgentLevel(clip), 1, DELTA).mu_step ** 2 / 2
+    exact = (
+        account(
+            Decor(graph, sigma_cdp, sigma_cor), Eavesdropper(), AgentLevel(clip), 1, DELTA
+        ).mu_step
+        ** 2
+        / 2
+    )
     assert theorem_6_bound(graph, clip, sigma_cdp, sigma_cor, 0) > 1.5 * exact
 
 
@@ -161,9 +202,14 @@ def test_theorem_1_is_exact_on_the_complete_graph(n: int, q: int) -> None:
     K_(n-q), hence a_q = n - q."""
     graph, clip, sigma_cdp, sigma_cor = complete(n), 0.3, 0.7, 2.0
     threat = THREATS[["eavesdropper", "hbc", "colluding2"][q]][0]
-    exact = account(Decor(graph, sigma_cdp, sigma_cor), threat, AgentLevel(clip), 1, DELTA).mu_step ** 2 / 2
+    exact = (
+        account(Decor(graph, sigma_cdp, sigma_cor), threat, AgentLevel(clip), 1, DELTA).mu_step ** 2
+        / 2
+    )
     m = n - q
-    closed = 2 * clip**2 * (1 / (m * sigma_cdp**2) + (1 - 1 / m) / (sigma_cdp**2 + m * sigma_cor**2))
+    closed = (
+        2 * clip**2 * (1 / (m * sigma_cdp**2) + (1 - 1 / m) / (sigma_cdp**2 + m * sigma_cor**2))
+    )
     assert algebraic_connectivity_after_deleting(graph, q) == pytest.approx(m, rel=1e-12)
     assert exact == pytest.approx(closed, rel=1e-10)
     assert theorem_6_bound(graph, clip, sigma_cdp, sigma_cor, q) == pytest.approx(exact, rel=1e-10)
@@ -173,7 +219,9 @@ def test_theorem_1_is_exact_on_the_complete_graph(n: int, q: int) -> None:
 
 
 @pytest.mark.parametrize("threat", [Eavesdropper(), Colluding(1), CentralObserver()], ids=str)
-@pytest.mark.parametrize("make", [lambda g: ZeroSum(g, 3.0), lambda g: Decor(g, 0.0, 3.0)], ids=["zero-sum", "decor0"])
+@pytest.mark.parametrize(
+    "make", [lambda g: ZeroSum(g, 3.0), lambda g: Decor(g, 0.0, 3.0)], ids=["zero-sum", "decor0"]
+)
 @pytest.mark.parametrize("graph_name", ["ring16", "er12"])
 def test_zero_sum_noise_gives_infinite_epsilon(graph_name: str, make, threat) -> None:
     # 1^T v = 0: the sum (or the average) of the messages reveals the sum of the gradients.
@@ -212,7 +260,10 @@ def test_exact_calibration_needs_less_noise_than_the_papers_closed_form(eps: flo
     variance_ratio = (mu_exact / mu_paper) ** 2
     for design in (lambda cal: design_decor(ER20, W20, cal), lambda cal: design_whisper(W20, cal)):
         exact_noise, paper_noise = design(exact_cal), design(paper_cal)
-        exact_trace, paper_trace = trace_wrw(W20, exact_noise.covariance()), trace_wrw(W20, paper_noise.covariance())
+        exact_trace, paper_trace = (
+            trace_wrw(W20, exact_noise.covariance()),
+            trace_wrw(W20, paper_noise.covariance()),
+        )
         assert exact_trace < paper_trace
         # both programs are homogeneous: the optimal noise scales as 1 / mu_step^2
         assert paper_trace / exact_trace == pytest.approx(variance_ratio, rel=1e-4)
@@ -244,7 +295,12 @@ def test_papers_closed_form_overshoots_at_eps_40() -> None:
     assert account(whisper_paper, Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA).epsilon > eps
     exact_cal = calibrate(eps, DELTA, STEPS, AgentLevel(CLIP))
     assert not exact_cal.overshoots
-    assert account(design_whisper(W20, exact_cal), Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA).epsilon <= eps
+    assert (
+        account(
+            design_whisper(W20, exact_cal), Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA
+        ).epsilon
+        <= eps
+    )
 
 
 # -- the registry's designs meet their budgets -------------------------------------------------------
@@ -255,7 +311,9 @@ W12 = metropolis_hastings(ER12)
 
 def _independent_mu_step(name: str, covariance: np.ndarray, clip: float) -> float:
     n = covariance.shape[0]
-    if name == "cdp":  # central observer sees the average: sensitivity (2C/n) over std sqrt(1^T R 1)/n
+    if (
+        name == "cdp"
+    ):  # central observer sees the average: sensitivity (2C/n) over std sqrt(1^T R 1)/n
         return 2 * clip / math.sqrt(float(np.ones(n) @ covariance @ np.ones(n)))
     return 2 * clip * math.sqrt(float(np.max(np.diag(np.linalg.inv(covariance)))))
 
@@ -269,18 +327,26 @@ def test_registry_designs_meet_their_budget_without_overshooting(name: str, eps:
     report = account(mechanism, mechanism.default_threat, AgentLevel(clip), steps, DELTA)
     assert 0.999 * eps <= report.epsilon <= eps
     assert report.mu_step <= calibration.mu_step
-    assert report.mu_step == pytest.approx(_independent_mu_step(name, mechanism.covariance(), clip), rel=1e-9)
-    assert report.epsilon == pytest.approx(gdp_epsilon(math.sqrt(steps) * report.mu_step, DELTA), rel=1e-7)
+    assert report.mu_step == pytest.approx(
+        _independent_mu_step(name, mechanism.covariance(), clip), rel=1e-9
+    )
+    assert report.epsilon == pytest.approx(
+        gdp_epsilon(math.sqrt(steps) * report.mu_step, DELTA), rel=1e-7
+    )
 
 
 def test_decor_designed_against_honest_but_curious_meets_that_budget() -> None:
     clip, steps, eps = 0.5, 1000, 4.0
     calibration = calibrate(eps, DELTA, steps, AgentLevel(clip))
-    mechanism = build_mechanism("decor", ER12, W12, calibration, DesignOptions(threat="honest-but-curious"))
+    mechanism = build_mechanism(
+        "decor", ER12, W12, calibration, DesignOptions(threat="honest-but-curious")
+    )
     assert mechanism.default_threat == Colluding(1)
     report = account(mechanism, Colluding(1), AgentLevel(clip), steps, DELTA)
     assert 0.999 * eps <= report.epsilon <= eps
     per_step = decor_algorithm_3(ER12, clip, mechanism.sigma_pair, mechanism.sigma_cor, 1)
     assert report.mu_step**2 / 2 == pytest.approx(per_step, rel=1e-9)
     # the eavesdropper, who knows fewer secrets, gets strictly less
-    assert account(mechanism, Eavesdropper(), AgentLevel(clip), steps, DELTA).epsilon < report.epsilon
+    assert (
+        account(mechanism, Eavesdropper(), AgentLevel(clip), steps, DELTA).epsilon < report.epsilon
+    )

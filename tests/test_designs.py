@@ -37,7 +37,9 @@ def test_whisper_beats_decor_beats_ldp_at_the_same_achieved_epsilon() -> None:
             traces = {}
             for name in ("ldp", "decor", "whisper"):
                 mechanism = build_mechanism(name, graph, weights, calibration)
-                achieved = account(mechanism, Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA).epsilon
+                achieved = account(
+                    mechanism, Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA
+                ).epsilon
                 assert eps * (1 - 1e-6) <= achieved <= eps, (name, p, eps, achieved)
                 traces[name] = _trace(weights, mechanism.covariance())
             assert traces["whisper"] <= traces["decor"] * (1 + 1e-6), (p, eps, traces)
@@ -88,9 +90,13 @@ def test_multiseed_program_recovers_its_special_cases() -> None:
     one_group_eavesdropper = solve_multiseed(weights, disjoint_groups(n, 1), 0, c).objective
     assert one_group_eavesdropper == pytest.approx(whisper, rel=1e-5)
     # One seed known to all: a single curious agent knows the correlated part, only LDP remains.
-    assert solve_multiseed(weights, disjoint_groups(n, 1), 1, c).objective == pytest.approx(ldp, rel=1e-5)
+    assert solve_multiseed(weights, disjoint_groups(n, 1), 1, c).objective == pytest.approx(
+        ldp, rel=1e-5
+    )
     # One seed per agent and full collusion: LDP.
-    assert solve_multiseed(weights, disjoint_groups(n, n), n - 1, c).objective == pytest.approx(ldp, rel=1e-5)
+    assert solve_multiseed(weights, disjoint_groups(n, n), n - 1, c).objective == pytest.approx(
+        ldp, rel=1e-5
+    )
     # Restricting correlation to groups costs utility against the eavesdropper: between Whisper and LDP.
     two_groups = solve_multiseed(weights, disjoint_groups(n, 2), 0, c).objective
     assert whisper * (1 - 1e-6) <= two_groups <= ldp * (1 + 1e-6)
@@ -103,22 +109,42 @@ def test_multiseed_mechanism_meets_its_budget_against_curious_agents() -> None:
     graph = erdos_renyi(7, 0.6, seed=3)
     weights = metropolis_hastings(graph)
     calibration = calibrate(5.0, DELTA, 100, AgentLevel(CLIP))
-    mechanism = build_mechanism("whisper-multiseed", graph, weights, calibration, DesignOptions(groups=7, q=1))
+    mechanism = build_mechanism(
+        "whisper-multiseed", graph, weights, calibration, DesignOptions(groups=7, q=1)
+    )
     assert mechanism.default_threat == Colluding(1)
     report = account(mechanism, Colluding(1), AgentLevel(CLIP), 100, DELTA)
     assert 5.0 * (1 - 1e-5) <= report.epsilon <= 5.0
 
 
 def _dpdl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dpdl.cli", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "dpdl.cli", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_noise_command_with_paper_calibration_uses_the_papers_constraint(tmp_path) -> None:
     graph = erdos_renyi(15, 0.4, seed=5)
     path = tmp_path / "g.txt"
     path.write_text("# test graph\n" + "\n".join(f"{u} {v}" for u, v in graph.edges()) + "\n")
-    result = _dpdl("noise", "--method", "whisper", "--graph", f"edgelist:{path}", "--eps", "10", "--delta", "1e-5",
-                   "--steps", "5000", "--clip", "0.1", "--calibration", "paper", "--json")
+    result = _dpdl(
+        "noise",
+        "--method",
+        "whisper",
+        "--graph",
+        f"edgelist:{path}",
+        "--eps",
+        "10",
+        "--delta",
+        "1e-5",
+        "--steps",
+        "5000",
+        "--clip",
+        "0.1",
+        "--calibration",
+        "paper",
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     for key in ("method", "trace_WRW", "sigma_mix2", "epsilon", "solve_seconds"):
@@ -132,7 +158,20 @@ def test_noise_command_with_paper_calibration_uses_the_papers_constraint(tmp_pat
 
 
 def test_noise_command_reports_overshoot_and_infinite_epsilon() -> None:
-    overshoot = _dpdl("noise", "--method", "ldp", "--graph", "ring", "--n", "8", "--eps", "40", "--calibration", "paper", "--json")
+    overshoot = _dpdl(
+        "noise",
+        "--method",
+        "ldp",
+        "--graph",
+        "ring",
+        "--n",
+        "8",
+        "--eps",
+        "40",
+        "--calibration",
+        "paper",
+        "--json",
+    )
     assert overshoot.returncode == 0, overshoot.stderr
     assert "overshoots" in overshoot.stderr
     report = json.loads(overshoot.stdout.strip().splitlines()[-1])
@@ -159,7 +198,9 @@ def test_decor_appendix_d_search_meets_the_budget_and_trace_design_is_no_worse()
         achieved = account(mechanism, Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA).epsilon
         assert 10.0 * (1 - 1e-6) <= achieved <= 10.0
     best = min(_trace(weights, m.covariance()) for m in couples)
-    assert _trace(weights, design_decor(graph, weights, calibration).covariance()) <= best * (1 + 1e-9)
+    assert _trace(weights, design_decor(graph, weights, calibration).covariance()) <= best * (
+        1 + 1e-9
+    )
 
 
 def test_decor_couple_option_picks_the_appendix_d_couple_and_rejects_a_missing_one() -> None:
@@ -173,7 +214,19 @@ def test_decor_couple_option_picks_the_appendix_d_couple_and_rejects_a_missing_o
     calibration = calibrate(10.0, DELTA, STEPS, AgentLevel(CLIP))
     couples = appendix_d_couples(graph, calibration)
     for k, couple in enumerate(couples):
-        built = build_mechanism("decor", graph, weights, calibration, DesignOptions(decor_search="appendix-d", decor_couple=k))
+        built = build_mechanism(
+            "decor",
+            graph,
+            weights,
+            calibration,
+            DesignOptions(decor_search="appendix-d", decor_couple=k),
+        )
         assert (built.sigma_pair, built.sigma_cor) == (couple.sigma_pair, couple.sigma_cor)
     with pytest.raises(ConfigError, match="couple 3"):
-        build_mechanism("decor", graph, weights, calibration, DesignOptions(decor_search="appendix-d", decor_couple=3))
+        build_mechanism(
+            "decor",
+            graph,
+            weights,
+            calibration,
+            DesignOptions(decor_search="appendix-d", decor_couple=3),
+        )

@@ -11,16 +11,25 @@ from scipy.special import expit
 from dpdl.accounting import AgentLevel, calibrate
 from dpdl.errors import ConfigError
 from dpdl.graphs import erdos_renyi, metropolis_hastings, ring
+from dpdl.jobspec.sampling import CyclicSampler
 from dpdl.mechanisms import LocalDP, NoNoise
 from dpdl.mechanisms.registry import build_mechanism
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
-from dpdl.simulation import DSGDConfig, PoissonSampler, StepSize, UniformSampler, clip_rows, run_dsgd
-from dpdl.jobspec.sampling import CyclicSampler
+from dpdl.simulation import (
+    DSGDConfig,
+    PoissonSampler,
+    StepSize,
+    UniformSampler,
+    clip_rows,
+    run_dsgd,
+)
 from dpdl.tasks import LogisticRegression, whisper_quadratic
 
 
-def _small_logistic(n: int = 4, m: int = 30, d: int = 5, seed: int = 0, l2: float = 1e-2) -> LogisticRegression:
+def _small_logistic(
+    n: int = 4, m: int = 30, d: int = 5, seed: int = 0, l2: float = 1e-2
+) -> LogisticRegression:
     rng = np.random.default_rng(seed)
     features = rng.standard_normal((n * m, d))
     labels = np.where(rng.random(n * m) < 0.5, -1.0, 1.0)
@@ -47,7 +56,9 @@ def test_engine_matches_a_per_agent_reference_implementation() -> None:
     n, d = task.n_agents, task.dim
     weights = metropolis_hastings(ring(n))
     mechanism = LocalDP(n, sigma=0.3)
-    config = DSGDConfig(steps=3, step_size=StepSize(0.5, "inv-sqrt"), clip=0.2, batch_size=8, eval_every=1)
+    config = DSGDConfig(
+        steps=3, step_size=StepSize(0.5, "inv-sqrt"), clip=0.2, batch_size=8, eval_every=1
+    )
     result = run_dsgd(task, weights, mechanism, config, seed=11)
 
     sampler = UniformSampler(task.agent_sizes, 8)
@@ -97,7 +108,9 @@ def test_logistic_gradient_matches_finite_differences() -> None:
         return float(np.mean(np.logaddexp(0.0, -task.labels[rows] * (task.features[rows] @ x))))
 
     for i in range(2):
-        numeric = [(loss(i, params[i] + h) - loss(i, params[i] - h)) / 2e-6 for h in np.eye(3) * 1e-6]
+        numeric = [
+            (loss(i, params[i] + h) - loss(i, params[i] - h)) / 2e-6 for h in np.eye(3) * 1e-6
+        ]
         np.testing.assert_allclose(gradient[i], numeric, rtol=1e-6, atol=1e-9)
 
 
@@ -118,7 +131,9 @@ def test_the_first_record_holds_every_agents_metrics_at_the_initial_point() -> N
     those of all n rows, consensus distance 0 included."""
     task = _small_logistic()
     config = DSGDConfig(steps=2, step_size=StepSize(0.1), clip=0.1, batch_size=4, eval_every=2)
-    result = run_dsgd(task, metropolis_hastings(ring(task.n_agents)), NoNoise(task.n_agents), config)
+    result = run_dsgd(
+        task, metropolis_hastings(ring(task.n_agents)), NoNoise(task.n_agents), config
+    )
     expected = task.evaluate(np.tile(task.initial_params(), (task.n_agents, 1)))
     assert result.history[0] == pytest.approx({"step": 0.0, **expected}, rel=1e-12, abs=1e-15)
     assert result.history[0]["consensus_distance"] == 0.0
@@ -149,7 +164,9 @@ def test_ldp_noise_has_the_calibrated_covariance() -> None:
     graph = ring(5)
     calibration = calibrate(5.0, 1e-5, 100, AgentLevel(0.1))
     mechanism = build_mechanism("ldp", graph, metropolis_hastings(graph), calibration)
-    samples = mechanism.sample(np.random.default_rng(0), 40_000)  # 40k draws of the (5,) noise vector
+    samples = mechanism.sample(
+        np.random.default_rng(0), 40_000
+    )  # 40k draws of the (5,) noise vector
     empirical = samples @ samples.T / samples.shape[1]
     # Entries of a Wishart estimate have std about sigma^2 sqrt(2/m) on the diagonal: 6 std margin.
     tolerance = 6 * mechanism.sigma**2 * np.sqrt(2 / samples.shape[1])
@@ -183,7 +200,9 @@ def test_uniform_sampler_stays_within_each_agents_rows() -> None:
     sizes = np.array([3, 7, 1])
     batch = UniformSampler(sizes, 64).sample(np.random.default_rng(0))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    assert (batch.indices >= starts[:, None]).all() and (batch.indices < (starts + sizes)[:, None]).all()
+    assert (batch.indices >= starts[:, None]).all() and (
+        batch.indices < (starts + sizes)[:, None]
+    ).all()
     assert set(np.unique(batch.indices[1])) == set(range(3, 10))
 
 
@@ -194,7 +213,9 @@ def test_cyclic_sampler_uses_every_example_once_per_cycle_in_a_fixed_order() -> 
     batches = [sampler.sample(rng) for _ in range(12)]
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     for cycle in range(3):
-        seen = np.concatenate([b.indices[b.weights > 0] for b in batches[4 * cycle : 4 * cycle + 4]])
+        seen = np.concatenate(
+            [b.indices[b.weights > 0] for b in batches[4 * cycle : 4 * cycle + 4]]
+        )
         assert sorted(seen) == list(range(sizes.sum()))  # each example exactly once per cycle
         for b in range(4):  # the same batches in the same order every cycle
             np.testing.assert_array_equal(batches[4 * cycle + b].indices, batches[b].indices)
@@ -214,11 +235,15 @@ def test_time_correlated_noise_has_the_covariance_of_its_encoder() -> None:
     rng = np.random.default_rng(1)
     encoder = np.tril(rng.random((5, 5))) + np.eye(5)
     noise = LocalCorrelatedNoise(3, encoder, 0.7)
-    draws = np.stack(list(itertools.islice(noise.noise_stream(np.random.default_rng(2), 40_000), 5)))  # (T, n, dim)
+    draws = np.stack(
+        list(itertools.islice(noise.noise_stream(np.random.default_rng(2), 40_000), 5))
+    )  # (T, n, dim)
     inverse = np.linalg.inv(encoder)
     expected = 0.49 * inverse @ inverse.T
     for agent in range(3):
-        np.testing.assert_allclose(np.cov(draws[:, agent, :]), expected, atol=0.02 * np.abs(expected).max())
+        np.testing.assert_allclose(
+            np.cov(draws[:, agent, :]), expected, atol=0.02 * np.abs(expected).max()
+        )
     assert abs(np.corrcoef(draws[2, 0], draws[2, 1])[0, 1]) < 0.02
     stream = noise.noise_stream(rng, 2)
     for _ in range(5):
@@ -237,9 +262,21 @@ def test_engine_rejects_inconsistent_inputs() -> None:
     with pytest.raises(ConfigError):
         run_dsgd(task, np.eye(task.n_agents), NoNoise(3), config)
     with pytest.raises(ConfigError):
-        run_dsgd(whisper_quadratic(4), np.eye(4), NoNoise(4), DSGDConfig(1, StepSize(0.1), clip=1.0, clip_level="example"))
-    for bad in ({"steps": 0}, {"clip": 0.0}, {"clip_level": "layer"}, {"sampling": "shuffle"}, {"eval_every": 0},
-                {"sampling": "cyclic"}, {"cycle": 4}):
+        run_dsgd(
+            whisper_quadratic(4),
+            np.eye(4),
+            NoNoise(4),
+            DSGDConfig(1, StepSize(0.1), clip=1.0, clip_level="example"),
+        )
+    for bad in (
+        {"steps": 0},
+        {"clip": 0.0},
+        {"clip_level": "layer"},
+        {"sampling": "shuffle"},
+        {"eval_every": 0},
+        {"sampling": "cyclic"},
+        {"cycle": 4},
+    ):
         with pytest.raises(ConfigError):
             DSGDConfig(**{"steps": 1, "step_size": StepSize(0.1), **bad})
     for eta in (0.0, -1.0, float("nan")):

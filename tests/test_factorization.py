@@ -30,8 +30,15 @@ from dpdl.factorization import (
     zip_dl,
 )
 from dpdl.factorization.algorithms import local_encoder
-from dpdl.factorization.mafalda import local_loss, local_sensitivity, noise_multiplier, optimize_local, restarted, utility_gram
 from dpdl.factorization.generalized_sensitivity import pattern_sensitivity
+from dpdl.factorization.mafalda import (
+    local_loss,
+    local_sensitivity,
+    noise_multiplier,
+    optimize_local,
+    restarted,
+    utility_gram,
+)
 from dpdl.factorization.workload import gossip_blocks, muffliato_workload
 from dpdl.graphs import erdos_renyi, metropolis_hastings, ring
 from dpdl.mechanisms.decor import Decor
@@ -64,16 +71,22 @@ def test_workload_reproduces_the_message_recursion() -> None:
             model = sequence[t] @ message
         stacked = gossip_workload(weights, steps) @ updates.reshape(steps * n, 3)
         np.testing.assert_allclose(stacked, np.concatenate(messages), atol=1e-12)
-        np.testing.assert_allclose((gossip_blocks(weights, steps) @ stacked)[-n:], model, atol=1e-12)
+        np.testing.assert_allclose(
+            (gossip_blocks(weights, steps) @ stacked)[-n:], model, atol=1e-12
+        )
 
 
 def test_muffliato_with_one_round_is_the_gossip_workload() -> None:
-    np.testing.assert_array_equal(muffliato_workload(WEIGHTS, STEPS, 1), gossip_workload(WEIGHTS, STEPS))
+    np.testing.assert_array_equal(
+        muffliato_workload(WEIGHTS, STEPS, 1), gossip_workload(WEIGHTS, STEPS)
+    )
     assert muffliato_workload(WEIGHTS, STEPS, 3).shape == (3 * STEPS * 6, STEPS * 6)
 
 
 def mafalda_encoder(steps: int) -> np.ndarray:
-    return optimize_local(utility_gram(WEIGHTS, steps), Participation.cyclic(steps, 2, steps // 2)).encoder
+    return optimize_local(
+        utility_gram(WEIGHTS, steps), Participation.cyclic(steps, 2, steps // 2)
+    ).encoder
 
 
 ALGORITHMS = {
@@ -82,9 +95,13 @@ ALGORITHMS = {
     "muffliato-k2": lambda: muffliato(WEIGHTS, STEPS, 2),
     "mafalda": lambda: mf_dsgd(WEIGHTS, STEPS, local_encoder(mafalda_encoder(STEPS), 6)),
     "decor": lambda: from_mechanism(Decor(GRAPH, 0.7, 1.5), WEIGHTS, STEPS),
-    "whisper": lambda: from_mechanism(Whisper.from_covariance(np.eye(6) + np.ones((6, 6))), WEIGHTS, STEPS),
+    "whisper": lambda: from_mechanism(
+        Whisper.from_covariance(np.eye(6) + np.ones((6, 6))), WEIGHTS, STEPS
+    ),
     "zip-dl": lambda: zip_dl(WEIGHTS, STEPS),
-    "time-varying": lambda: dp_dsgd([metropolis_hastings(erdos_renyi(6, 0.5, seed=s)) for s in range(STEPS)], STEPS),
+    "time-varying": lambda: dp_dsgd(
+        [metropolis_hastings(erdos_renyi(6, 0.5, seed=s)) for s in range(STEPS)], STEPS
+    ),
 }
 TRUST_MODELS = [LDP(), SecLDP((0,)), SecLDP((1, 4)), PNDP((0,)), PNDP((2, 5))]
 
@@ -97,8 +114,12 @@ def test_attacker_knowledge_factorizes(name: str, trust) -> None:
     assert knowledge.encoder is not None
     np.testing.assert_allclose(knowledge.decoder @ knowledge.encoder, knowledge.workload, atol=1e-9)
     attackers = list(trust.attackers)
-    assert not knowledge.workload.reshape(-1, STEPS, 6)[:, :, attackers].any()  # known gradients removed
-    assert not knowledge.protected[attackers].any() and knowledge.protected.sum() == 6 - len(attackers)
+    assert not knowledge.workload.reshape(-1, STEPS, 6)[
+        :, :, attackers
+    ].any()  # known gradients removed
+    assert not knowledge.protected[attackers].any() and knowledge.protected.sum() == 6 - len(
+        attackers
+    )
 
 
 @pytest.mark.parametrize("name", ["dp-dsgd", "antipgd", "mafalda", "decor", "whisper"])
@@ -124,11 +145,21 @@ def test_square_invertible_decoder_gives_the_centralised_sensitivity(seed: int) 
     steps = 6
     local = np.tril(rng.standard_normal((steps, steps))) + 3 * np.eye(steps)  # mixed signs in C^T C
     knowledge = attacker_knowledge(mf_dsgd(WEIGHTS, steps, local_encoder(local, 6)), LDP())
-    assert np.linalg.matrix_rank(knowledge.decoder) == knowledge.decoder.shape[0] == knowledge.decoder.shape[1]
-    for participation in (Participation.every_step(steps), Participation.cyclic(steps, 2, 3), Participation.cyclic(steps, 3, 2)):
+    assert (
+        np.linalg.matrix_rank(knowledge.decoder)
+        == knowledge.decoder.shape[0]
+        == knowledge.decoder.shape[1]
+    )
+    for participation in (
+        Participation.every_step(steps),
+        Participation.cyclic(steps, 2, 3),
+        Participation.cyclic(steps, 3, 2),
+    ):
         for method in ("exact", "bound"):
             np.testing.assert_allclose(
-                agent_sensitivities(knowledge, participation, method), local_sensitivity(local, participation, method), rtol=1e-7
+                agent_sensitivities(knowledge, participation, method),
+                local_sensitivity(local, participation, method),
+                rtol=1e-7,
             )
 
 
@@ -136,16 +167,29 @@ def test_square_invertible_decoder_gives_the_centralised_sensitivity(seed: int) 
 def test_per_step_covariance_gives_the_covariance_accountants_epsilon(mechanism: str) -> None:
     """A per-step covariance accounted as a factorization equals the covariance accountant, against
     the eavesdropper (LDP) and against each honest-but-curious agent (SecLDP with one attacker)."""
-    design = Decor(GRAPH, 0.7, 1.5) if mechanism == "decor" else Whisper.from_covariance(np.eye(6) + np.ones((6, 6)))
+    design = (
+        Decor(GRAPH, 0.7, 1.5)
+        if mechanism == "decor"
+        else Whisper.from_covariance(np.eye(6) + np.ones((6, 6)))
+    )
     algorithm = from_mechanism(design, WEIGHTS, STEPS)
     neighbouring = AgentLevel(0.3)
     every = Participation.every_step(STEPS)
-    eps, mu = knowledge_epsilon(attacker_knowledge(algorithm, LDP()), every, neighbouring.sensitivity, 1e-5)
+    eps, mu = knowledge_epsilon(
+        attacker_knowledge(algorithm, LDP()), every, neighbouring.sensitivity, 1e-5
+    )
     report = account(design, Eavesdropper(), neighbouring, STEPS, 1e-5)
     assert mu == pytest.approx(report.mu, rel=1e-9)
     assert eps == pytest.approx(report.epsilon, rel=1e-9)
-    worst = max(knowledge_epsilon(attacker_knowledge(algorithm, SecLDP((a,))), every, neighbouring.sensitivity, 1e-5)[1] for a in range(6))
-    assert worst == pytest.approx(account(design, Colluding(1), neighbouring, STEPS, 1e-5).mu, rel=1e-9)
+    worst = max(
+        knowledge_epsilon(
+            attacker_knowledge(algorithm, SecLDP((a,))), every, neighbouring.sensitivity, 1e-5
+        )[1]
+        for a in range(6)
+    )
+    assert worst == pytest.approx(
+        account(design, Colluding(1), neighbouring, STEPS, 1e-5).mu, rel=1e-9
+    )
 
 
 def test_exact_pattern_sensitivity_is_attained_and_below_the_bound() -> None:
@@ -222,9 +266,14 @@ def test_utility_gram_routes_agree_with_the_commutation_matrix() -> None:
             commutation[t * n + i, i * steps + t] = 1.0  # K^(T,n): node-major -> time-major
     for weights in (WEIGHTS, [random_gossip(n, rng) for _ in range(steps)]):
         full = gossip_blocks(weights, steps) @ gossip_workload(weights, steps) @ commutation
-        expected = sum(full[:, i * steps : (i + 1) * steps].T @ full[:, i * steps : (i + 1) * steps] for i in range(n))
+        expected = sum(
+            full[:, i * steps : (i + 1) * steps].T @ full[:, i * steps : (i + 1) * steps]
+            for i in range(n)
+        )
         np.testing.assert_allclose(utility_gram(weights, steps), expected, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(utility_gram(WEIGHTS, steps), utility_gram([WEIGHTS] * steps, steps), rtol=1e-12)
+    np.testing.assert_allclose(
+        utility_gram(WEIGHTS, steps), utility_gram([WEIGHTS] * steps, steps), rtol=1e-12
+    )
 
 
 def test_mafalda_factorization_matches_a_convex_solver_and_beats_the_baselines() -> None:
@@ -242,16 +291,26 @@ def test_mafalda_factorization_matches_a_convex_solver_and_beats_the_baselines()
     gram = cp.Variable((steps, steps), PSD=True)
     root = np.linalg.cholesky(utility + 1e-12 * np.eye(steps))
     constraints = [sum(gram[t, t] for t in pattern) == 1 for pattern in participation.patterns]
-    constraints += [gram[s, t] == 0 for pattern in participation.patterns for s in pattern for t in pattern if s < t]
+    constraints += [
+        gram[s, t] == 0
+        for pattern in participation.patterns
+        for s in pattern
+        for t in pattern
+        if s < t
+    ]
     problem = cp.Problem(cp.Minimize(cp.matrix_frac(root, gram)), constraints)
     problem.solve()
     assert result.loss == pytest.approx(problem.value, rel=1e-4)
-    assert result.loss == pytest.approx(local_loss(utility, result.encoder, participation), rel=1e-9)
+    assert result.loss == pytest.approx(
+        local_loss(utility, result.encoder, participation), rel=1e-9
+    )
     assert result.loss < local_loss(utility, np.eye(steps), participation)
     assert result.loss < local_loss(utility, np.tril(np.ones((steps, steps))), participation)
 
 
-@pytest.mark.parametrize("encoder", [np.eye(40), np.tril(np.ones((40, 40)))], ids=["dp-dsgd", "antipgd"])
+@pytest.mark.parametrize(
+    "encoder", [np.eye(40), np.tril(np.ones((40, 40)))], ids=["dp-dsgd", "antipgd"]
+)
 def test_noise_multiplier_never_overshoots_the_budget(encoder: np.ndarray) -> None:
     """The reported epsilon, from the accountant on ``row * sens / sigma``, stays within every
     target: ``sigma = sens / mu`` alone can come back one ulp above mu (seen: 50.00000000000001
@@ -262,7 +321,9 @@ def test_noise_multiplier_never_overshoots_the_budget(encoder: np.ndarray) -> No
     for eps, row in zip(rng.uniform(0.5, 60.0, 300), rng.uniform(1e-3, 1.0, 300)):
         sigma = noise_multiplier(encoder, participation, row, eps, 1e-6)
         assert gdp.epsilon(row * sensitivity / sigma, 1e-6) <= eps
-        assert gdp.epsilon(row * sensitivity / (sigma * (1 - 1e-9)), 1e-6) > eps - 1e-6 * eps  # and no looser than that
+        assert (
+            gdp.epsilon(row * sensitivity / (sigma * (1 - 1e-9)), 1e-6) > eps - 1e-6 * eps
+        )  # and no looser than that
 
 
 def test_bad_inputs_are_named() -> None:
@@ -279,9 +340,16 @@ def test_bad_inputs_are_named() -> None:
     with pytest.raises(ConfigError, match="attacking agents must be"):
         attacker_knowledge(dp_dsgd(WEIGHTS, STEPS), SecLDP((7,)))
     with pytest.raises(ConfigError, match="covers 3 steps"):
-        agent_sensitivities(attacker_knowledge(dp_dsgd(WEIGHTS, STEPS), LDP()), Participation.every_step(3))
+        agent_sensitivities(
+            attacker_knowledge(dp_dsgd(WEIGHTS, STEPS), LDP()), Participation.every_step(3)
+        )
     with pytest.raises(ConfigError, match="per-row sensitivity"):
-        knowledge_epsilon(attacker_knowledge(dp_dsgd(WEIGHTS, STEPS), LDP()), Participation.every_step(STEPS), 0.0, 1e-5)
+        knowledge_epsilon(
+            attacker_knowledge(dp_dsgd(WEIGHTS, STEPS), LDP()),
+            Participation.every_step(STEPS),
+            0.0,
+            1e-5,
+        )
 
 
 def test_correlation_restarts_factorize_blocks_at_the_predicted_cost() -> None:
@@ -292,14 +360,24 @@ def test_correlation_restarts_factorize_blocks_at_the_predicted_cost() -> None:
     participation = Participation.cyclic(steps, steps // b, b)
     utility = utility_gram(WEIGHTS, steps)
     block_utility = utility_gram(WEIGHTS, steps, block=block)
-    np.testing.assert_allclose(block_utility, sum(utility[o : o + block, o : o + block] for o in range(0, steps, block)), rtol=1e-12)
-    np.testing.assert_allclose(block_utility, utility_gram([WEIGHTS] * steps, steps, block=block), rtol=1e-10)
+    np.testing.assert_allclose(
+        block_utility,
+        sum(utility[o : o + block, o : o + block] for o in range(0, steps, block)),
+        rtol=1e-12,
+    )
+    np.testing.assert_allclose(
+        block_utility, utility_gram([WEIGHTS] * steps, steps, block=block), rtol=1e-10
+    )
     result = optimize_local(block_utility, Participation.cyclic(block, block // b, b))
     encoder = restarted(result.encoder, steps)
     assert local_sensitivity(encoder, participation) ** 2 == pytest.approx(steps / block)
     loss = local_loss(utility, encoder, participation)
     assert loss == pytest.approx(steps / block * result.loss, rel=1e-9)
-    assert optimize_local(utility, participation).loss < loss < local_loss(utility, np.eye(steps), participation)
+    assert (
+        optimize_local(utility, participation).loss
+        < loss
+        < local_loss(utility, np.eye(steps), participation)
+    )
     with pytest.raises(ConfigError, match="whole number of blocks"):
         utility_gram(WEIGHTS, steps, block=7)
 

@@ -24,7 +24,7 @@ class _Handler(BaseHTTPRequestHandler):
     """Serves ``server.files``; a path in ``server.drops`` sends its headers and half its bytes,
     then closes the connection, that many times; every request is counted in ``server.requests``."""
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         server = self.server
         server.requests.append(self.path)
         body = server.files.get(self.path)
@@ -51,7 +51,9 @@ def server():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     httpd.files, httpd.drops, httpd.requests = {}, {}, []
     httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     yield httpd
     httpd.shutdown()
@@ -66,7 +68,13 @@ def _leftovers(folder: Path) -> list[str]:
 def test_a_good_file_is_verified_and_renamed_into_place_with_progress(server, tmp_path) -> None:
     server.files["/data.bin"] = PAYLOAD
     seen: list[tuple[int, int | None]] = []
-    path = download(f"{server.url}/data.bin", tmp_path / "set" / "data.bin", SHA, len(PAYLOAD), progress=lambda d, t: seen.append((d, t)))
+    path = download(
+        f"{server.url}/data.bin",
+        tmp_path / "set" / "data.bin",
+        SHA,
+        len(PAYLOAD),
+        progress=lambda d, t: seen.append((d, t)),
+    )
     assert path.read_bytes() == PAYLOAD
     assert _leftovers(tmp_path / "set") == ["data.bin"]  # no temporary file left
     assert seen[-1] == (len(PAYLOAD), len(PAYLOAD)) and len(seen) >= 1
@@ -77,7 +85,10 @@ def test_a_corrupted_file_is_a_checksum_error_and_leaves_nothing(server, tmp_pat
     corrupted = bytearray(PAYLOAD)
     corrupted[1000] ^= 1
     server.files["/data.bin"] = bytes(corrupted)
-    with pytest.raises(DataError, match=f"sha256 {hashlib.sha256(corrupted).hexdigest()} is not the published {SHA}; nothing was kept"):
+    with pytest.raises(
+        DataError,
+        match=f"sha256 {hashlib.sha256(corrupted).hexdigest()} is not the published {SHA}; nothing was kept",
+    ):
         download(f"{server.url}/data.bin", tmp_path / "data.bin", SHA, len(PAYLOAD), backoff=0.0)
     assert _leftovers(tmp_path) == []
     assert len(server.requests) == 1  # a wrong file is not downloaded again
@@ -87,17 +98,36 @@ def test_a_dropped_connection_is_retried(server, tmp_path, caplog) -> None:
     server.files["/data.bin"] = PAYLOAD
     server.drops["/data.bin"] = 2
     with caplog.at_level(logging.WARNING, logger="dpdl.data.fetch"):
-        path = download(f"{server.url}/data.bin", tmp_path / "data.bin", SHA, len(PAYLOAD), retries=3, backoff=0.0)
+        path = download(
+            f"{server.url}/data.bin",
+            tmp_path / "data.bin",
+            SHA,
+            len(PAYLOAD),
+            retries=3,
+            backoff=0.0,
+        )
     assert path.read_bytes() == PAYLOAD and _leftovers(tmp_path) == ["data.bin"]
     assert server.requests == ["/data.bin"] * 3
     assert sum("retrying" in record.getMessage() for record in caplog.records) == 2
 
 
-def test_a_connection_that_keeps_dropping_is_a_clear_error_and_leaves_nothing(server, tmp_path) -> None:
+def test_a_connection_that_keeps_dropping_is_a_clear_error_and_leaves_nothing(
+    server, tmp_path
+) -> None:
     server.files["/data.bin"] = PAYLOAD
     server.drops["/data.bin"] = 10
-    with pytest.raises(DataError, match=r"failed 3 times; last: .*(stopped after 524288 of 1048576 bytes|IncompleteRead)"):
-        download(f"{server.url}/data.bin", tmp_path / "data.bin", SHA, len(PAYLOAD), retries=3, backoff=0.0)
+    with pytest.raises(
+        DataError,
+        match=r"failed 3 times; last: .*(stopped after 524288 of 1048576 bytes|IncompleteRead)",
+    ):
+        download(
+            f"{server.url}/data.bin",
+            tmp_path / "data.bin",
+            SHA,
+            len(PAYLOAD),
+            retries=3,
+            backoff=0.0,
+        )
     assert server.requests == ["/data.bin"] * 3
     assert _leftovers(tmp_path) == []
 
@@ -120,12 +150,27 @@ def test_a_refused_connection_is_retried_then_reported(tmp_path) -> None:
 def _toy_manifest(url: str) -> dict:
     second = b"second file\n"
     return {
-        "toy": {"title": "toy", "licence": "none", "citation": "none", "files": [
-            {"path": "toy/a.bin", "url": f"{url}/a.bin", "sha256": SHA, "size": len(PAYLOAD)},
-            {"path": "toy/b.txt", "url": f"{url}/b.txt", "sha256": hashlib.sha256(second).hexdigest(), "size": len(second)},
-        ]},
-        "handmade": {"title": "handmade", "licence": "none", "citation": "none", "manual": "copy it to <dest>/hand/c.txt.",
-                     "files": [{"path": "hand/c.txt", "url": None, "sha256": "ab" * 32, "size": 1}]},
+        "toy": {
+            "title": "toy",
+            "licence": "none",
+            "citation": "none",
+            "files": [
+                {"path": "toy/a.bin", "url": f"{url}/a.bin", "sha256": SHA, "size": len(PAYLOAD)},
+                {
+                    "path": "toy/b.txt",
+                    "url": f"{url}/b.txt",
+                    "sha256": hashlib.sha256(second).hexdigest(),
+                    "size": len(second),
+                },
+            ],
+        },
+        "handmade": {
+            "title": "handmade",
+            "licence": "none",
+            "citation": "none",
+            "manual": "copy it to <dest>/hand/c.txt.",
+            "files": [{"path": "hand/c.txt", "url": None, "sha256": "ab" * 32, "size": 1}],
+        },
     }, second
 
 
@@ -133,8 +178,17 @@ def test_fetch_writes_the_data_layout_and_keeps_verified_files(server, tmp_path)
     datasets, second = _toy_manifest(server.url)
     server.files.update({"/a.bin": PAYLOAD, "/b.txt": second})
     started: list[str] = []
-    paths = fetch("toy", tmp_path, datasets=datasets, progress=lambda relative: started.append(relative) or None, backoff=0.0)
-    assert paths == [tmp_path / "toy" / "a.bin", tmp_path / "toy" / "b.txt"] and started == ["toy/a.bin", "toy/b.txt"]
+    paths = fetch(
+        "toy",
+        tmp_path,
+        datasets=datasets,
+        progress=lambda relative: started.append(relative) or None,
+        backoff=0.0,
+    )
+    assert paths == [tmp_path / "toy" / "a.bin", tmp_path / "toy" / "b.txt"] and started == [
+        "toy/a.bin",
+        "toy/b.txt",
+    ]
     assert paths[1].read_bytes() == second
     (tmp_path / "toy" / "b.txt").write_bytes(b"damaged")
     fetch("toy", tmp_path, datasets=datasets, backoff=0.0)
@@ -144,7 +198,10 @@ def test_fetch_writes_the_data_layout_and_keeps_verified_files(server, tmp_path)
 
 def test_fetch_of_a_data_set_without_a_verifiable_original_says_where_and_what(tmp_path) -> None:
     datasets, _ = _toy_manifest("http://127.0.0.1:9")
-    with pytest.raises(DataError, match=f"handmade cannot be fetched: copy it to {tmp_path}/hand/c.txt. Expected: hand/c.txt sha256 {'ab' * 32}"):
+    with pytest.raises(
+        DataError,
+        match=f"handmade cannot be fetched: copy it to {tmp_path}/hand/c.txt. Expected: hand/c.txt sha256 {'ab' * 32}",
+    ):
         fetch("handmade", tmp_path, datasets=datasets)
     with pytest.raises(DataError, match="unknown data set 'nope'; known: toy, handmade"):
         fetch("nope", tmp_path, datasets=datasets)
@@ -158,13 +215,18 @@ def test_cli_fetch_and_list(server, tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("DPDL_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("DPDL_CACHE_DIR", str(tmp_path / "cache"))
     assert main(["data", "fetch", "toy", "--no-progress"]) == 0
-    assert (tmp_path / "cache" / "toy" / "a.bin").read_bytes() == PAYLOAD  # the default destination: the cache
+    assert (
+        tmp_path / "cache" / "toy" / "a.bin"
+    ).read_bytes() == PAYLOAD  # the default destination: the cache
     assert main(["data", "fetch", "toy", "--dest", str(tmp_path), "--no-progress"]) == 0
     capsys.readouterr()
     (tmp_path / "toy" / "b.txt").write_bytes(b"damaged")
     assert main(["data", "list"]) == 0
     out = capsys.readouterr().out
-    assert f"  {'toy/a.bin':<45} {len(PAYLOAD):>10} bytes  sha256 ok  (DPDL_DATA_DIR: {tmp_path / 'toy' / 'a.bin'})" in out
+    assert (
+        f"  {'toy/a.bin':<45} {len(PAYLOAD):>10} bytes  sha256 ok  (DPDL_DATA_DIR: {tmp_path / 'toy' / 'a.bin'})"
+        in out
+    )
     assert "toy/b.txt" in out and "sha256 differs from the published file" in out
     assert "handmade: handmade [missing; get it with 'dpdl data fetch handmade']" in out
     assert main(["data", "fetch", "handmade"]) == 2

@@ -54,11 +54,22 @@ def adjacency() -> np.ndarray:
 
 def write(fmt: str, folder, name: str | None = None):
     """The graph in format ``fmt``, written by the format's usual writer."""
-    path = folder / (name or {"decentralizepy": "graph.txt", "npz": "graph.npz", "sparse-npz": "sparse.npz",
-                              "graphml": "graph.graphml", "gml": "graph.gml", "edgelist": "edges.txt"}[fmt])
+    path = folder / (
+        name
+        or {
+            "decentralizepy": "graph.txt",
+            "npz": "graph.npz",
+            "sparse-npz": "sparse.npz",
+            "graphml": "graph.graphml",
+            "gml": "graph.gml",
+            "edgelist": "edges.txt",
+        }[fmt]
+    )
     if fmt == "edgelist":
         path.write_text("# u v\n" + "".join(f"{u} {v}\n" for u, v in EDGES))
-    elif fmt == "decentralizepy":  # as decentralizepy's Graph.write_graph_to_file: n, then every edge both ways
+    elif (
+        fmt == "decentralizepy"
+    ):  # as decentralizepy's Graph.write_graph_to_file: n, then every edge both ways
         graph = nx.convert_node_labels_to_integers(labelled())
         lines = [f"{u} {v}\n" for u in graph for v in graph[u]]
         path.write_text(f"{graph.number_of_nodes()}\n" + "".join(lines))
@@ -91,8 +102,13 @@ def test_every_format_gives_the_edge_lists_graph(tmp_path, reference, fmt):
 
 @pytest.mark.parametrize(
     "fmt, name, detected",
-    [("npz", "adjacency.bin", "npz"), ("graphml", "graph.xml", "graphml"), ("gml", "graph.txt", "gml"),
-     ("decentralizepy", "graph.edges", "decentralizepy"), ("edgelist", "graph.edges", "edgelist")],
+    [
+        ("npz", "adjacency.bin", "npz"),
+        ("graphml", "graph.xml", "graphml"),
+        ("gml", "graph.txt", "gml"),
+        ("decentralizepy", "graph.edges", "decentralizepy"),
+        ("edgelist", "graph.edges", "edgelist"),
+    ],
 )
 def test_format_told_by_content_without_a_known_extension(tmp_path, reference, fmt, name, detected):
     path = write(fmt, tmp_path)
@@ -138,27 +154,109 @@ def _savez(path, **arrays):
 
 # name -> (spec prefix, file name, writer, words the error must contain)
 BAD_FILES = {
-    "binary-as-edgelist": ("edgelist", "image.png", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff"), ["not a text edge list"]),
-    "binary-as-file": ("file", "image.png", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff"), ["not text", "0x89"]),
-    "bad-gzip-edgelist": ("edgelist", "edges.txt.gz", lambda p: p.write_bytes(b"not gzip"), ["gzip"]),
-    "graphml-does-not-parse": ("graphml", "graph.graphml", lambda p: p.write_text("<graphml><graph>"), ["not valid GraphML"]),
-    "graphml-by-extension": ("file", "graph.graphml", lambda p: p.write_text("0 1\n1 2\n"), ["not valid GraphML"]),
-    "gml-does-not-parse": ("gml", "graph.gml", lambda p: p.write_text("graph [ node [ id 0 ]"), ["not valid GML"]),
-    "npz-without-the-key": ("npz", "graph.npz", lambda p: _savez(p, weights=np.eye(3)), ["no array 'adjacency'", "weights"]),
-    "npz-not-square": ("npz", "graph.npz", lambda p: _savez(p, adjacency=np.ones((3, 4))), ["square", "(3, 4)"]),
-    "npz-not-symmetric": ("npz", "graph.npz", lambda p: _savez(p, adjacency=np.triu(np.ones((3, 3)))), ["symmetric", "(1, 0)"]),
-    "sparse-not-symmetric": ("npz", "graph.npz", lambda p: scipy.sparse.save_npz(p, scipy.sparse.csr_matrix(np.triu(np.ones((3, 3))))),
-                             ["symmetric"]),
-    "npz-not-finite": ("npz", "graph.npz", lambda p: _savez(p, adjacency=np.full((2, 2), np.nan)), ["finite"]),
+    "binary-as-edgelist": (
+        "edgelist",
+        "image.png",
+        lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff"),
+        ["not a text edge list"],
+    ),
+    "binary-as-file": (
+        "file",
+        "image.png",
+        lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff"),
+        ["not text", "0x89"],
+    ),
+    "bad-gzip-edgelist": (
+        "edgelist",
+        "edges.txt.gz",
+        lambda p: p.write_bytes(b"not gzip"),
+        ["gzip"],
+    ),
+    "graphml-does-not-parse": (
+        "graphml",
+        "graph.graphml",
+        lambda p: p.write_text("<graphml><graph>"),
+        ["not valid GraphML"],
+    ),
+    "graphml-by-extension": (
+        "file",
+        "graph.graphml",
+        lambda p: p.write_text("0 1\n1 2\n"),
+        ["not valid GraphML"],
+    ),
+    "gml-does-not-parse": (
+        "gml",
+        "graph.gml",
+        lambda p: p.write_text("graph [ node [ id 0 ]"),
+        ["not valid GML"],
+    ),
+    "npz-without-the-key": (
+        "npz",
+        "graph.npz",
+        lambda p: _savez(p, weights=np.eye(3)),
+        ["no array 'adjacency'", "weights"],
+    ),
+    "npz-not-square": (
+        "npz",
+        "graph.npz",
+        lambda p: _savez(p, adjacency=np.ones((3, 4))),
+        ["square", "(3, 4)"],
+    ),
+    "npz-not-symmetric": (
+        "npz",
+        "graph.npz",
+        lambda p: _savez(p, adjacency=np.triu(np.ones((3, 3)))),
+        ["symmetric", "(1, 0)"],
+    ),
+    "sparse-not-symmetric": (
+        "npz",
+        "graph.npz",
+        lambda p: scipy.sparse.save_npz(p, scipy.sparse.csr_matrix(np.triu(np.ones((3, 3))))),
+        ["symmetric"],
+    ),
+    "npz-not-finite": (
+        "npz",
+        "graph.npz",
+        lambda p: _savez(p, adjacency=np.full((2, 2), np.nan)),
+        ["finite"],
+    ),
     "npz-object-array": ("npz", "graph.npz", _object_npz, ["pickle"]),
-    "npz-a-text-file": ("npz", "graph.npz", lambda p: p.write_text("0 1\n"), ["not a numpy .npz archive"]),
-    "npz-a-single-npy": ("npz", "graph.npy", lambda p: np.save(p, np.eye(2)), ["not an .npz archive"]),
-    "decentralizepy-id-beyond-the-count": ("decentralizepy", "graph.txt", lambda p: p.write_text("3\n0 1\n1 3\n"),
-                                           ["line 3", "node id 3", "3 nodes"]),
-    "decentralizepy-no-count": ("decentralizepy", "graph.txt", lambda p: p.write_text("0 1\n1 2\n"), ["node count"]),
-    "directed-one-way": ("graphml", "graph.graphml", lambda p: nx.write_graphml(nx.DiGraph([(0, 1), (1, 2), (2, 0)]), p),
-                         ["directed", "no reverse"]),
-    "edgelist-given-a-decentralizepy-file": ("edgelist", "graph.txt", lambda p: p.write_text("3\n0 1\n1 2\n"), ["decentralizepy:PATH"]),
+    "npz-a-text-file": (
+        "npz",
+        "graph.npz",
+        lambda p: p.write_text("0 1\n"),
+        ["not a numpy .npz archive"],
+    ),
+    "npz-a-single-npy": (
+        "npz",
+        "graph.npy",
+        lambda p: np.save(p, np.eye(2)),
+        ["not an .npz archive"],
+    ),
+    "decentralizepy-id-beyond-the-count": (
+        "decentralizepy",
+        "graph.txt",
+        lambda p: p.write_text("3\n0 1\n1 3\n"),
+        ["line 3", "node id 3", "3 nodes"],
+    ),
+    "decentralizepy-no-count": (
+        "decentralizepy",
+        "graph.txt",
+        lambda p: p.write_text("0 1\n1 2\n"),
+        ["node count"],
+    ),
+    "directed-one-way": (
+        "graphml",
+        "graph.graphml",
+        lambda p: nx.write_graphml(nx.DiGraph([(0, 1), (1, 2), (2, 0)]), p),
+        ["directed", "no reverse"],
+    ),
+    "edgelist-given-a-decentralizepy-file": (
+        "edgelist",
+        "graph.txt",
+        lambda p: p.write_text("3\n0 1\n1 2\n"),
+        ["decentralizepy:PATH"],
+    ),
 }
 
 
@@ -176,12 +274,19 @@ def test_wrong_file_gives_one_error_naming_it_and_the_formats(tmp_path, name):
 
 
 def test_cli_reads_a_graph_file_and_reports_a_bad_one_in_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # main() installs its own
+    monkeypatch.setattr(
+        warnings, "formatwarning", warnings.formatwarning
+    )  # main() installs its own
     good = write("graphml", tmp_path)
-    assert main(["noise", "--method", "ldp", "--graph", f"file:{good}", "--steps", "10", "--json"]) == 0
+    assert (
+        main(["noise", "--method", "ldp", "--graph", f"file:{good}", "--steps", "10", "--json"])
+        == 0
+    )
     assert "(n=5," in capsys.readouterr().err
     bad = tmp_path / "bad.graphml"
     bad.write_text("<graphml")
     assert main(["noise", "--method", "ldp", "--graph", f"file:{bad}", "--steps", "10"]) == 2
     err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1 and err.startswith("dpdl: error:") and "not valid GraphML" in err
+    assert (
+        len(err.splitlines()) == 1 and err.startswith("dpdl: error:") and "not valid GraphML" in err
+    )

@@ -63,7 +63,9 @@ def assert_doubly_stochastic_on(weights: np.ndarray, graph: nx.Graph) -> None:
     assert (weights >= -ATOL).all()
     np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-9)
     np.testing.assert_allclose(weights.sum(axis=0), 1.0, atol=1e-9)
-    assert not (np.abs(weights) > ATOL)[~support_mask(graph)].any(), "weight outside edges + diagonal"
+    assert not (np.abs(weights) > ATOL)[~support_mask(graph)].any(), (
+        "weight outside edges + diagonal"
+    )
 
 
 # --------------------------------------------------------------------------- Erdos-Renyi
@@ -242,7 +244,9 @@ def test_metropolis_hastings_formula_on_er_graph():
     for i in graph.nodes:
         for j in graph.nodes:
             if i != j:
-                want = 1 / (1 + max(graph.degree(i), graph.degree(j))) if graph.has_edge(i, j) else 0.0
+                want = (
+                    1 / (1 + max(graph.degree(i), graph.degree(j))) if graph.has_edge(i, j) else 0.0
+                )
                 assert weights[i, j] == pytest.approx(want, abs=1e-12)
         off = sum(1 / (1 + max(graph.degree(i), graph.degree(j))) for j in graph[i])
         assert weights[i, i] == pytest.approx(1 - off, abs=1e-12)
@@ -420,7 +424,9 @@ def test_algebraic_connectivity_complete(n):
 
 @pytest.mark.parametrize("n", [4, 7, 12])
 def test_algebraic_connectivity_ring(n):
-    assert algebraic_connectivity(ring(n)) == pytest.approx(2 - 2 * math.cos(2 * math.pi / n), abs=1e-9)
+    assert algebraic_connectivity(ring(n)) == pytest.approx(
+        2 - 2 * math.cos(2 * math.pi / n), abs=1e-9
+    )
 
 
 def test_algebraic_connectivity_matches_networkx_and_is_zero_when_disconnected():
@@ -496,13 +502,20 @@ def _fingerprint(graph: nx.Graph) -> str:
 def test_networkx_graphs_are_the_ones_read_from_csv_before(name):
     graph = build_graph(name)
     assert _fingerprint(graph) == NETWORKX_FINGERPRINTS[name]
-    assert not any(data for _, _, data in graph.edges(data=True))  # no weights to enter weighted matrices
+    assert not any(
+        data for _, _, data in graph.edges(data=True)
+    )  # no weights to enter weighted matrices
 
 
 @pytest.mark.full_data
 @pytest.mark.parametrize(
-    "name, file", [("florentine", "florentine_families"), ("karate", "karate_club"), ("davis", "davis_southern_women"),
-                   ("les-miserables", "les_miserables")],
+    "name, file",
+    [
+        ("florentine", "florentine_families"),
+        ("karate", "karate_club"),
+        ("davis", "davis_southern_women"),
+        ("les-miserables", "les_miserables"),
+    ],
 )
 def test_networkx_graphs_equal_the_csv_exports(name, file):
     """Where the old layout's CSV exports are at hand (networkx_graphs/ in DPDL_DATA_DIR), build the
@@ -547,8 +560,18 @@ def test_every_facebook_ego_network_is_a_connected_part_of_the_combined_graph():
     """(nodes, edges) of each ego network's largest component, as dpdl read them from the ego files
     when this test was written; fewer nodes than the ego has friends in the combined graph (alters
     without a friend among the others, and smaller components, are left out)."""
-    sizes = {0: (324, 2514), 107: (1034, 26749), 348: (224, 3192), 414: (148, 1692), 686: (168, 1656), 698: (40, 220),
-             1684: (775, 14006), 1912: (744, 30023), 3437: (532, 4812), 3980: (44, 138)}
+    sizes = {
+        0: (324, 2514),
+        107: (1034, 26749),
+        348: (224, 3192),
+        414: (148, 1692),
+        686: (168, 1656),
+        698: (40, 220),
+        1684: (775, 14006),
+        1912: (744, 30023),
+        3437: (532, 4812),
+        3980: (44, 138),
+    }
     combined = build_graph("facebook")
     for ego, (nodes, edges) in sizes.items():
         graph = build_graph(f"facebook-ego-{ego}")
@@ -559,7 +582,10 @@ def test_every_facebook_ego_network_is_a_connected_part_of_the_combined_graph():
 def test_a_missing_ego_network_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("DPDL_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("DPDL_CACHE_DIR", str(tmp_path / "cache"))
-    with pytest.raises(DataError, match=r"data set 'facebook_ego' not found: no facebook/ego/107.edges or facebook/ego/107.edges.gz .*'dpdl data fetch facebook_ego'"):
+    with pytest.raises(
+        DataError,
+        match=r"data set 'facebook_ego' not found: no facebook/ego/107.edges or facebook/ego/107.edges.gz .*'dpdl data fetch facebook_ego'",
+    ):
         build_graph("facebook-ego-107")
 
 
@@ -574,9 +600,7 @@ def test_gnutella_largest_component():
 
 def test_read_edgelist_relabels_and_skips_comments(tmp_path):
     path = tmp_path / "edges.txt"
-    path.write_text(
-        "# a comment\n% another comment\n\n30 5\n10 30 0.5\n20 10\n7 7\n10 20\n"
-    )
+    path.write_text("# a comment\n% another comment\n\n30 5\n10 30 0.5\n20 10\n7 7\n10 20\n")
     graph = read_edgelist(path)
     # the path 5 - 30 - 10 - 20; the self-loop 7-7 is dropped (with it node 7), the repeated 10-20
     # is one edge. Ids 5, 10, 20, 30 -> 0, 1, 2, 3 in numeric order (string order would differ).

@@ -71,7 +71,9 @@ def test_the_check_sees_imports_in_functions_and_relative_ones() -> None:
     assert {"numpy", "dpdl.experiments.train", "dpdl.runtime.agent", "dpdl.jobspec.job"} <= names
 
 
-@pytest.mark.parametrize("module", ["settings.py", "jobspec/config.py", "jobspec/__init__.py", "runtime/options.py"])
+@pytest.mark.parametrize(
+    "module", ["settings.py", "jobspec/config.py", "jobspec/__init__.py", "runtime/options.py"]
+)
 def test_the_declarations_the_parser_reads_are_light(module: str) -> None:
     """The modules ``dpdl --help`` reads the settings from import the standard library and the
     bottom of the house alone (``test_cli_startup`` checks the same by importing, for the libraries
@@ -89,7 +91,9 @@ def test_the_declarations_the_parser_reads_are_light(module: str) -> None:
 
 def test_every_top_level_module_has_a_layer() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (layers,) = [contract["layers"] for contract in config["contracts"] if contract["type"] == "layers"]
+    (layers,) = [
+        contract["layers"] for contract in config["contracts"] if contract["type"] == "layers"
+    ]
     placed = {name.strip("() ") for layer in layers for name in re.split(r"[|:]", layer)}
     modules = {f"dpdl.{path.stem}" for path in PACKAGE.glob("*.py") if path.stem != "__init__"}
     modules |= {f"dpdl.{path.parent.name}" for path in PACKAGE.glob("*/__init__.py")}

@@ -23,7 +23,14 @@ from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
 from scipy.stats import norm
 
 import dpdl.accounting
-from dpdl.accounting import AgentLevel, ExampleLevel, account, calibrate, noise_scale, step_sensitivity
+from dpdl.accounting import (
+    AgentLevel,
+    ExampleLevel,
+    account,
+    calibrate,
+    noise_scale,
+    step_sensitivity,
+)
 from dpdl.accounting.calibration import safe_scale
 from dpdl.accounting.noise import GaussianNoise, SharedSecret
 from dpdl.accounting.phases import Phase, calibrate_last_phase, compose_phases, phases_mu_step
@@ -65,7 +72,9 @@ def test_the_accounting_layer_imports_no_mechanism_runtime_simulation_or_experim
     upward = [
         f"{path.relative_to(root)}:{line} imports {module}"
         for path in files
-        for line, module in _imported_modules(path, ".".join(["dpdl", *path.parent.relative_to(root.parent).parts]))
+        for line, module in _imported_modules(
+            path, ".".join(["dpdl", *path.parent.relative_to(root.parent).parts])
+        )
         if module.startswith(FORBIDDEN)
     ]
     assert upward == []
@@ -73,9 +82,13 @@ def test_the_accounting_layer_imports_no_mechanism_runtime_simulation_or_experim
 
 def test_the_import_walk_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
     source = tmp_path / "module.py"
-    source.write_text("def f():\n    import dpdl.runtime.agent\n    from ..mechanisms import base\n")
+    source.write_text(
+        "def f():\n    import dpdl.runtime.agent\n    from ..mechanisms import base\n"
+    )
     assert [m for _, m in _imported_modules(source, "dpdl.accounting")] == [
-        "dpdl.runtime.agent", "dpdl.mechanisms", "dpdl.mechanisms.base"
+        "dpdl.runtime.agent",
+        "dpdl.mechanisms",
+        "dpdl.mechanisms.base",
     ]
 
 
@@ -88,22 +101,39 @@ def graph():
 
 
 @pytest.mark.parametrize("name", ["ldp", "cdp", "decor", "zero-sum", "lppa"])
-@pytest.mark.parametrize("threat", [Eavesdropper(), Colluding(1), Colluding(2), CentralObserver()], ids=str)
+@pytest.mark.parametrize(
+    "threat", [Eavesdropper(), Colluding(1), Colluding(2), CentralObserver()], ids=str
+)
 def test_a_mechanism_and_its_description_account_identically(graph, name: str, threat) -> None:
-    mechanism = build_mechanism(name, graph, metropolis_hastings(graph), calibrate(3.0, DELTA, 100, AgentLevel(CLIP)))
+    mechanism = build_mechanism(
+        name, graph, metropolis_hastings(graph), calibrate(3.0, DELTA, 100, AgentLevel(CLIP))
+    )
     assert isinstance(mechanism.noise, GaussianNoise)
-    assert account(mechanism.noise, threat, AgentLevel(CLIP), 100, DELTA) == account(mechanism, threat, AgentLevel(CLIP), 100, DELTA)
+    assert account(mechanism.noise, threat, AgentLevel(CLIP), 100, DELTA) == account(
+        mechanism, threat, AgentLevel(CLIP), 100, DELTA
+    )
     np.testing.assert_array_equal(mechanism.noise.covariance(), mechanism.covariance())
     for coalition in [(), (0,), (1, 5)]:
-        np.testing.assert_array_equal(mechanism.noise.unknown_covariance(coalition), mechanism.unknown_covariance(coalition))
-        np.testing.assert_array_equal(mechanism.noise.unknown_to(coalition).covariance(), mechanism.unknown_to(coalition).covariance())
+        np.testing.assert_array_equal(
+            mechanism.noise.unknown_covariance(coalition), mechanism.unknown_covariance(coalition)
+        )
+        np.testing.assert_array_equal(
+            mechanism.noise.unknown_to(coalition).covariance(),
+            mechanism.unknown_to(coalition).covariance(),
+        )
 
 
 def test_decor_written_as_plain_data_is_accounted_like_the_mechanism(graph) -> None:
     edges = sorted((min(u, v), max(u, v)) for u, v in graph.edges())
-    plain = GaussianNoise(8, np.full(8, 0.3**2), tuple(SharedSecret(e, 1.7 * np.array([[1.0], [-1.0]])) for e in edges))
+    plain = GaussianNoise(
+        8,
+        np.full(8, 0.3**2),
+        tuple(SharedSecret(e, 1.7 * np.array([[1.0], [-1.0]])) for e in edges),
+    )
     for threat in [Eavesdropper(), Colluding(1), Colluding(3)]:
-        assert step_sensitivity(plain, threat, AgentLevel(CLIP)) == step_sensitivity(Decor(graph, 0.3, 1.7), threat, AgentLevel(CLIP))
+        assert step_sensitivity(plain, threat, AgentLevel(CLIP)) == step_sensitivity(
+            Decor(graph, 0.3, 1.7), threat, AgentLevel(CLIP)
+        )
     # what coalition {0} cannot see: the others' private parts, and the edges not touching agent 0
     hidden = plain.unknown_covariance((0,))
     assert (hidden[0] == 0).all() and (hidden[:, 0] == 0).all()
@@ -131,14 +161,24 @@ def test_calibration_sizes_a_description_as_it_sizes_the_mechanism() -> None:
     sigma = noise_scale(LocalDP(5, 1.0), Eavesdropper(), calibration)
     assert noise_scale(GaussianNoise(5, 1.0), Eavesdropper(), calibration) == sigma
     assert safe_scale(lambda s: GaussianNoise(5, s**2), Eavesdropper(), calibration, sigma) == sigma
-    assert account(GaussianNoise(5, 1.0).scaled(sigma), Eavesdropper(), AgentLevel(CLIP), 200, DELTA).epsilon <= 2.0
+    assert (
+        account(
+            GaussianNoise(5, 1.0).scaled(sigma), Eavesdropper(), AgentLevel(CLIP), 200, DELTA
+        ).epsilon
+        <= 2.0
+    )
 
 
 def test_the_base_mechanism_holds_its_description() -> None:
     mechanism = NoiseMechanism(3, [1.0, 2.0, 0.5], [SharedSecret((0, 2), np.array([[1.0], [2.0]]))])
     assert mechanism.n == mechanism.noise.n == 3 and mechanism.secrets is mechanism.noise.secrets
-    assert mechanism.secrets_of(2) == mechanism.noise.secrets_of(2) == [0] and mechanism.secrets_of(1) == []
-    np.testing.assert_array_equal(mechanism.scaled(3.0).covariance(), mechanism.noise.scaled(3.0).covariance())
+    assert (
+        mechanism.secrets_of(2) == mechanism.noise.secrets_of(2) == [0]
+        and mechanism.secrets_of(1) == []
+    )
+    np.testing.assert_array_equal(
+        mechanism.scaled(3.0).covariance(), mechanism.noise.scaled(3.0).covariance()
+    )
 
 
 # -- composition across phases ----------------------------------------------------------------------
@@ -159,18 +199,30 @@ OLD_COMPOSED = [
 
 
 @pytest.mark.parametrize("phases, old", OLD_COMPOSED)
-def test_composed_phases_give_the_old_departure_numbers_and_the_closed_form(phases, old: float) -> None:
+def test_composed_phases_give_the_old_departure_numbers_and_the_closed_form(
+    phases, old: float
+) -> None:
     t0, mu1, t1, mu2, delta = phases
     epsilon = compose_phases([Phase(mu1, t0), Phase(mu2, t1)], delta)
     assert epsilon == old
-    assert gdp_delta(epsilon, math.sqrt(t0 * mu1**2 + t1 * mu2**2)) == pytest.approx(delta, rel=1e-6)
+    assert gdp_delta(epsilon, math.sqrt(t0 * mu1**2 + t1 * mu2**2)) == pytest.approx(
+        delta, rel=1e-6
+    )
 
 
-@pytest.mark.parametrize("phases", [[Phase(0.01, 45), Phase(0.02, 75)], [Phase(0.3, 10), Phase(0.1, 5), Phase(0.2, 7)]])
+@pytest.mark.parametrize(
+    "phases", [[Phase(0.01, 45), Phase(0.02, 75)], [Phase(0.3, 10), Phase(0.1, 5), Phase(0.2, 7)]]
+)
 def test_composed_phases_agree_with_dp_accountings_pld(phases: list[Phase]) -> None:
-    pld = from_gaussian_mechanism(1.0 / phases[0].mu_step, value_discretization_interval=1e-4).self_compose(phases[0].steps)
+    pld = from_gaussian_mechanism(
+        1.0 / phases[0].mu_step, value_discretization_interval=1e-4
+    ).self_compose(phases[0].steps)
     for phase in phases[1:]:
-        pld = pld.compose(from_gaussian_mechanism(1.0 / phase.mu_step, value_discretization_interval=1e-4).self_compose(phase.steps))
+        pld = pld.compose(
+            from_gaussian_mechanism(
+                1.0 / phase.mu_step, value_discretization_interval=1e-4
+            ).self_compose(phase.steps)
+        )
     exact = compose_phases(phases, DELTA)
     # the PLD is pessimistic by its discretisation: above the exact value, and close to it
     assert exact <= pld.get_epsilon_for_delta(DELTA) <= exact * (1 + 2e-3)
@@ -179,8 +231,12 @@ def test_composed_phases_agree_with_dp_accountings_pld(phases: list[Phase]) -> N
 def test_an_unprotected_phase_voids_the_run_unless_it_released_nothing() -> None:
     assert compose_phases([Phase(math.inf, 3), Phase(0.1, 10)], DELTA) == math.inf
     assert phases_mu_step([Phase(math.inf, 3), Phase(0.1, 10)]) == math.inf
-    assert compose_phases([Phase(math.inf, 0), Phase(0.1, 10)], DELTA) == compose_phases([Phase(0.1, 10)], DELTA)
-    assert phases_mu_step([Phase(0.2, 10), Phase(0.1, 30)]) == math.sqrt((10 * 0.2**2 + 30 * 0.1**2) / 40)
+    assert compose_phases([Phase(math.inf, 0), Phase(0.1, 10)], DELTA) == compose_phases(
+        [Phase(0.1, 10)], DELTA
+    )
+    assert phases_mu_step([Phase(0.2, 10), Phase(0.1, 30)]) == math.sqrt(
+        (10 * 0.2**2 + 30 * 0.1**2) / 40
+    )
 
 
 #: (first phase's mu_step, its steps, steps left, eps, delta) -> (mu_step, achieved epsilon) of the
@@ -198,7 +254,10 @@ def test_the_last_phase_spends_what_is_left_as_before_and_never_more(inputs, old
     calibration = calibrate_last_phase(eps, delta, [Phase(spent, t0)], rest, AgentLevel(CLIP))
     assert (calibration.mu_step, calibration.achieved_epsilon) == old
     assert calibration.steps == rest and calibration.achieved_epsilon <= eps
-    assert compose_phases([Phase(spent, t0), Phase(calibration.mu_step, rest)], delta) == calibration.achieved_epsilon
+    assert (
+        compose_phases([Phase(spent, t0), Phase(calibration.mu_step, rest)], delta)
+        == calibration.achieved_epsilon
+    )
 
 
 def test_a_spent_budget_or_an_example_level_relation_leaves_no_last_phase() -> None:
@@ -207,6 +266,8 @@ def test_a_spent_budget_or_an_example_level_relation_leaves_no_last_phase() -> N
     with pytest.raises(ConfigError, match="spent the whole budget"):
         calibrate_last_phase(3.0, 1e-3, [Phase(math.inf, 1)], 10, AgentLevel(CLIP))
     # a departure before any round: an unprotected first design released nothing (the old code looped here)
-    assert calibrate_last_phase(3.0, 1e-3, [Phase(math.inf, 0)], 10, AgentLevel(CLIP)) == calibrate_last_phase(3.0, 1e-3, [], 10, AgentLevel(CLIP))
+    assert calibrate_last_phase(
+        3.0, 1e-3, [Phase(math.inf, 0)], 10, AgentLevel(CLIP)
+    ) == calibrate_last_phase(3.0, 1e-3, [], 10, AgentLevel(CLIP))
     with pytest.raises(ConfigError, match="agent-level"):
         calibrate_last_phase(3.0, 1e-3, [Phase(0.01, 9)], 1, ExampleLevel(CLIP, 64, 0.1))

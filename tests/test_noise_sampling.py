@@ -70,7 +70,10 @@ def embed(block: np.ndarray, group: tuple[int, ...], n: int) -> np.ndarray:
 
 ER8 = erdos_renyi(8, 0.4, 1)
 RING8 = ring(8)
-MS_GROUPS = [(0, 1, 2, 3, 4), (3, 4, 5, 6, 7)]  # two overlapping seed groups (CorN-DSGD allows overlap)
+MS_GROUPS = [
+    (0, 1, 2, 3, 4),
+    (3, 4, 5, 6, 7),
+]  # two overlapping seed groups (CorN-DSGD allows overlap)
 MS_BLOCKS = [random_psd(5, 2, 11), random_psd(5, 3, 12)]  # PSD, rank-deficient
 MS_SIGMA_MIX2 = 0.3
 WHISPER_R = random_pd(8, 5)
@@ -107,7 +110,9 @@ CASES = cases()
 # -- the statistical check ------------------------------------------------------------------------
 
 
-def assert_covariance(draws: np.ndarray, expected: np.ndarray, false_alarm: float = FALSE_ALARM) -> None:
+def assert_covariance(
+    draws: np.ndarray, expected: np.ndarray, false_alarm: float = FALSE_ALARM
+) -> None:
     """Exact chi-square tests of ``draws`` (m, n) i.i.d. N(0, expected) on the projections
     e_a and e_a +/- e_b, Bonferroni-corrected to family-wise rate ``false_alarm``."""
     m, n = draws.shape
@@ -122,16 +127,22 @@ def assert_covariance(draws: np.ndarray, expected: np.ndarray, false_alarm: floa
     for u in directions:
         variance = float(u @ expected @ u)
         statistic = float(np.sum((draws @ u) ** 2))
-        if variance <= 1e-12 * scale:  # a direction with no noise must carry none (e.g. 1 for zero-sum)
+        if (
+            variance <= 1e-12 * scale
+        ):  # a direction with no noise must carry none (e.g. 1 for zero-sum)
             if statistic > 1e-18 * m * scale:
                 failures.append((u, variance, statistic / m))
             continue
         if not low <= statistic / variance <= high:
             failures.append((u, variance, statistic / m))
-    assert not failures, f"{len(failures)} projections off (u, expected var, sample var): {failures[:3]}"
+    assert not failures, (
+        f"{len(failures)} projections off (u, expected var, sample var): {failures[:3]}"
+    )
 
 
-def agent_draws(mechanism: NoiseMechanism, run_seed: int = RUN_SEED, steps: int = STEPS) -> np.ndarray:
+def agent_draws(
+    mechanism: NoiseMechanism, run_seed: int = RUN_SEED, steps: int = STEPS
+) -> np.ndarray:
     """(steps * DIM, n) noise vectors, each agent computing its own row from its own seeds only."""
     book = SeedBook.for_run(run_seed, mechanism.n, len(mechanism.secrets))
     own = [book.for_agent(mechanism, i) for i in range(mechanism.n)]
@@ -149,8 +160,12 @@ def agent_draws(mechanism: NoiseMechanism, run_seed: int = RUN_SEED, steps: int 
 def test_covariance_is_the_papers_formula(name: str) -> None:
     mechanism, expected = CASES[name]
     covariance = mechanism.covariance()
-    np.testing.assert_allclose(covariance, expected, rtol=1e-10, atol=1e-12 * np.abs(expected).max())
-    np.testing.assert_allclose(covariance, covariance.T, rtol=0, atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_allclose(
+        covariance, expected, rtol=1e-10, atol=1e-12 * np.abs(expected).max()
+    )
+    np.testing.assert_allclose(
+        covariance, covariance.T, rtol=0, atol=1e-12 * np.abs(expected).max()
+    )
     assert np.linalg.eigvalsh(covariance)[0] >= -1e-10 * np.abs(expected).max()
 
 
@@ -158,7 +173,9 @@ def test_designed_whisper_is_private_noise_plus_psd_correlated_part() -> None:
     mechanism, solver_covariance = _whisper_designed()
     covariance = mechanism.covariance()
     # design_whisper rescales the solver's R by a factor within 1e-9 of 1 (safe_scale steps of 1e-12)
-    np.testing.assert_allclose(covariance, solver_covariance, rtol=1e-8, atol=1e-10 * np.abs(covariance).max())
+    np.testing.assert_allclose(
+        covariance, solver_covariance, rtol=1e-8, atol=1e-10 * np.abs(covariance).max()
+    )
     sigma_mix2 = float(np.linalg.eigvalsh(covariance)[0])
     assert sigma_mix2 > 0  # CorN-DSGD guideline (G1): R > 0
     np.testing.assert_allclose(mechanism.private_variances, sigma_mix2, rtol=1e-9)
@@ -188,11 +205,15 @@ def test_vectorized_sampler_draws_a_coalitions_view_with_its_members_exactly_sil
     view, rng = mechanism.unknown_to(coalition), np.random.default_rng(8)
     draws = np.concatenate([view.sample(rng, DIM).T for _ in range(STEPS)], axis=0)
     assert np.all(draws[:, coalition] == 0.0)
-    assert_covariance(draws[:, honest], mechanism.unknown_covariance(coalition)[np.ix_(honest, honest)])
+    assert_covariance(
+        draws[:, honest], mechanism.unknown_covariance(coalition)[np.ix_(honest, honest)]
+    )
 
 
 @pytest.mark.parametrize(("n", "by_root"), [(8, True), (120, False)])
-def test_vectorized_sampler_draws_the_cheaper_way_with_the_same_covariance(n: int, by_root: bool) -> None:
+def test_vectorized_sampler_draws_the_cheaper_way_with_the_same_covariance(
+    n: int, by_root: bool
+) -> None:
     """DECOR on a ring has as many secrets as agents: a square root of R (n normals and n^2
     multiply-adds a coordinate) is cheaper for 8 agents, the seeds (2n normals) for 120."""
     graph = ring(n)
@@ -237,12 +258,19 @@ def _rounding_bound(graph: nx.Graph, sigma_cor: float, private: np.ndarray) -> n
 
 
 @pytest.mark.parametrize("graph", [ER8, RING8], ids=["er8", "ring8"])
-@pytest.mark.parametrize("make", [lambda g: ZeroSum(g, 1.3), lambda g: Decor(g, 0.0, 1.3)], ids=["zero-sum", "decor0"])
+@pytest.mark.parametrize(
+    "make", [lambda g: ZeroSum(g, 1.3), lambda g: Decor(g, 0.0, 1.3)], ids=["zero-sum", "decor0"]
+)
 def test_pairwise_terms_cancel_in_the_sum_of_agents_noise(graph: nx.Graph, make) -> None:
     mechanism = make(graph)
     book = SeedBook.for_run(RUN_SEED, mechanism.n, len(mechanism.secrets))
     for step in range(3):
-        noise = np.stack([mechanism.agent_noise(i, book.for_agent(mechanism, i), step, DIM) for i in range(mechanism.n)])
+        noise = np.stack(
+            [
+                mechanism.agent_noise(i, book.for_agent(mechanism, i), step, DIM)
+                for i in range(mechanism.n)
+            ]
+        )
         assert noise.std() > 1.0  # each agent's noise is large (variance 1.69 deg(i))
         total = np.array([math.fsum(noise[:, c]) for c in range(DIM)])
         bound = _rounding_bound(graph, 1.3, np.zeros_like(noise))
@@ -251,14 +279,18 @@ def test_pairwise_terms_cancel_in_the_sum_of_agents_noise(graph: nx.Graph, make)
         assert np.all(np.abs(total) <= bound), np.abs(total).max()
 
 
-@pytest.mark.parametrize("make", [lambda g: ZeroSum(g, 1.3), lambda g: Decor(g, 0.0, 1.3)], ids=["zero-sum", "decor0"])
+@pytest.mark.parametrize(
+    "make", [lambda g: ZeroSum(g, 1.3), lambda g: Decor(g, 0.0, 1.3)], ids=["zero-sum", "decor0"]
+)
 def test_pairwise_terms_cancel_exactly_when_each_agent_holds_one_edge(make) -> None:
     """On a perfect matching no agent accumulates: v_ij and v_ji are exact negatives, bit for bit."""
     matching = nx.Graph([(0, 1), (2, 3), (4, 5)])
     mechanism = make(matching)
     book = SeedBook.for_run(RUN_SEED, 6, len(mechanism.secrets))
     for step in range(3):
-        noise = np.stack([mechanism.agent_noise(i, book.for_agent(mechanism, i), step, DIM) for i in range(6)])
+        noise = np.stack(
+            [mechanism.agent_noise(i, book.for_agent(mechanism, i), step, DIM) for i in range(6)]
+        )
         for u, v in matching.edges:
             np.testing.assert_array_equal(noise[u], -noise[v])
         assert all(math.fsum(noise[:, c]) == 0.0 for c in range(DIM))
@@ -274,12 +306,18 @@ def test_with_private_noise_the_sum_is_the_sum_of_private_parts(graph: nx.Graph)
     book = SeedBook.for_run(RUN_SEED, decor.n, len(decor.secrets))
     ldp_book = SeedBook.for_run(RUN_SEED, ldp.n, 0)
     for step in range(3):
-        noise = np.stack([decor.agent_noise(i, book.for_agent(decor, i), step, DIM) for i in range(decor.n)])
-        private = np.stack([ldp.agent_noise(i, ldp_book.for_agent(ldp, i), step, DIM) for i in range(ldp.n)])
+        noise = np.stack(
+            [decor.agent_noise(i, book.for_agent(decor, i), step, DIM) for i in range(decor.n)]
+        )
+        private = np.stack(
+            [ldp.agent_noise(i, ldp_book.for_agent(ldp, i), step, DIM) for i in range(ldp.n)]
+        )
         total = np.array([math.fsum(noise[:, c]) for c in range(DIM)])
         private_total = np.array([math.fsum(private[:, c]) for c in range(DIM)])
         bound = _rounding_bound(graph, sigma_cor, private)
-        assert np.all(np.abs(total - private_total) <= bound + 2 * UNIT_ROUNDOFF * np.abs(private_total))
+        assert np.all(
+            np.abs(total - private_total) <= bound + 2 * UNIT_ROUNDOFF * np.abs(private_total)
+        )
         assert np.abs(noise - private).std() > 1.0  # the correlated terms are there, and large
 
 
@@ -318,7 +356,9 @@ def test_multiseed_agent_holds_the_seeds_of_its_groups() -> None:
     book = SeedBook.for_run(RUN_SEED, 8, len(mechanism.secrets))
     for i in range(8):
         own = book.for_agent(mechanism, i)
-        assert {mechanism.secrets[k].holders for k in own.secrets} == {g for g in MS_GROUPS if i in g}
+        assert {mechanism.secrets[k].holders for k in own.secrets} == {
+            g for g in MS_GROUPS if i in g
+        }
         _assert_book_is_necessary_and_sufficient(mechanism, book, i)
 
 
@@ -331,17 +371,25 @@ def test_ldp_agent_holds_only_its_private_seed() -> None:
         _assert_book_is_necessary_and_sufficient(mechanism, book, i)
 
 
-def _assert_book_is_necessary_and_sufficient(mechanism: NoiseMechanism, book: SeedBook, agent: int) -> None:
+def _assert_book_is_necessary_and_sufficient(
+    mechanism: NoiseMechanism, book: SeedBook, agent: int
+) -> None:
     own = book.for_agent(mechanism, agent)
     # sufficient: the agent's noise from its own seeds is the same as from the whole run's book
-    np.testing.assert_array_equal(mechanism.agent_noise(agent, own, 3, 50), mechanism.agent_noise(agent, book, 3, 50))
+    np.testing.assert_array_equal(
+        mechanism.agent_noise(agent, own, 3, 50), mechanism.agent_noise(agent, book, 3, 50)
+    )
     # necessary: without any one of its seeds the agent cannot compute its noise
     for key in own.private:
-        reduced = SeedBook(own.seed, {k: v for k, v in own.private.items() if k != key}, dict(own.secrets))
+        reduced = SeedBook(
+            own.seed, {k: v for k, v in own.private.items() if k != key}, dict(own.secrets)
+        )
         with pytest.raises(KeyError):
             mechanism.agent_noise(agent, reduced, 3, 50)
     for key in own.secrets:
-        reduced = SeedBook(own.seed, dict(own.private), {k: v for k, v in own.secrets.items() if k != key})
+        reduced = SeedBook(
+            own.seed, dict(own.private), {k: v for k, v in own.secrets.items() if k != key}
+        )
         with pytest.raises(KeyError):
             mechanism.agent_noise(agent, reduced, 3, 50)
 
@@ -357,8 +405,12 @@ def test_agent_noise_is_a_deterministic_function_of_seed_and_step(name: str) -> 
     other_run = SeedBook.for_run(RUN_SEED + 1, mechanism.n, len(mechanism.secrets))
     for i in range(mechanism.n):
         first = mechanism.agent_noise(i, book.for_agent(mechanism, i), 5, 100)
-        np.testing.assert_array_equal(first, mechanism.agent_noise(i, book.for_agent(mechanism, i), 5, 100))
-        np.testing.assert_array_equal(first, mechanism.agent_noise(i, again.for_agent(mechanism, i), 5, 100))
+        np.testing.assert_array_equal(
+            first, mechanism.agent_noise(i, book.for_agent(mechanism, i), 5, 100)
+        )
+        np.testing.assert_array_equal(
+            first, mechanism.agent_noise(i, again.for_agent(mechanism, i), 5, 100)
+        )
         # continuous draws: a coincidence in any coordinate has probability 0
         assert np.all(first != mechanism.agent_noise(i, book.for_agent(mechanism, i), 6, 100))
         assert np.all(first != mechanism.agent_noise(i, other_run.for_agent(mechanism, i), 5, 100))
@@ -385,18 +437,29 @@ def _assert_members_zero(unknown: np.ndarray, coalition: tuple[int, ...]) -> Non
 
 
 @pytest.mark.parametrize("graph", [ER8, RING8], ids=["er8", "ring8"])
-def test_decor_unknown_covariance_is_the_laplacian_of_the_graph_without_the_coalition(graph: nx.Graph) -> None:
+def test_decor_unknown_covariance_is_the_laplacian_of_the_graph_without_the_coalition(
+    graph: nx.Graph,
+) -> None:
     sigma_pair, sigma_cor = 0.6, 1.1
     mechanism = Decor(graph, sigma_pair, sigma_cor)
     n = mechanism.n
-    np.testing.assert_allclose(mechanism.unknown_covariance(()), sigma_pair**2 * np.eye(n) + sigma_cor**2 * nx_laplacian(graph))
+    np.testing.assert_allclose(
+        mechanism.unknown_covariance(()),
+        sigma_pair**2 * np.eye(n) + sigma_cor**2 * nx_laplacian(graph),
+    )
     for coalition in _coalitions(n):
         honest = [i for i in range(n) if i not in coalition]
         remaining = graph.copy()
-        remaining.remove_nodes_from(coalition)  # DECOR Theorem 6: G_H, the subgraph on honest agents
-        expected = sigma_pair**2 * np.eye(len(honest)) + sigma_cor**2 * nx_laplacian(remaining, honest)
+        remaining.remove_nodes_from(
+            coalition
+        )  # DECOR Theorem 6: G_H, the subgraph on honest agents
+        expected = sigma_pair**2 * np.eye(len(honest)) + sigma_cor**2 * nx_laplacian(
+            remaining, honest
+        )
         unknown = mechanism.unknown_covariance(coalition)
-        np.testing.assert_allclose(unknown[np.ix_(honest, honest)], expected, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(
+            unknown[np.ix_(honest, honest)], expected, rtol=1e-12, atol=1e-14
+        )
         _assert_members_zero(unknown, coalition)
 
 
@@ -407,18 +470,27 @@ def test_zero_sum_unknown_covariance_is_singular_on_every_remaining_component() 
         remaining = ER8.copy()
         remaining.remove_nodes_from(coalition)
         unknown = mechanism.unknown_covariance(coalition)
-        np.testing.assert_allclose(unknown[np.ix_(honest, honest)], 0.81 * nx_laplacian(remaining, honest), atol=1e-14)
+        np.testing.assert_allclose(
+            unknown[np.ix_(honest, honest)], 0.81 * nx_laplacian(remaining, honest), atol=1e-14
+        )
         _assert_members_zero(unknown, coalition)
 
 
 def test_whisper_any_coalition_knows_the_global_seed_and_leaves_only_private_noise() -> None:
     mechanism = Whisper.from_covariance(WHISPER_R)
-    sigma_mix2 = float(np.linalg.eigvalsh(WHISPER_R)[0])  # the split Whisper documents: lambda_min(R)
+    sigma_mix2 = float(
+        np.linalg.eigvalsh(WHISPER_R)[0]
+    )  # the split Whisper documents: lambda_min(R)
     np.testing.assert_allclose(mechanism.unknown_covariance(()), WHISPER_R, rtol=1e-10, atol=1e-12)
     for coalition in _coalitions(8):
         honest = [i for i in range(8) if i not in coalition]
         unknown = mechanism.unknown_covariance(coalition)
-        np.testing.assert_allclose(unknown[np.ix_(honest, honest)], sigma_mix2 * np.eye(len(honest)), rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(
+            unknown[np.ix_(honest, honest)],
+            sigma_mix2 * np.eye(len(honest)),
+            rtol=1e-10,
+            atol=1e-14,
+        )
         _assert_members_zero(unknown, coalition)
 
 
@@ -432,5 +504,10 @@ def test_multiseed_unknown_covariance_keeps_the_seeds_no_member_holds() -> None:
             if not set(group) & set(coalition):
                 expected = expected + embed(block, group, 8)
         unknown = mechanism.unknown_covariance(coalition)
-        np.testing.assert_allclose(unknown[np.ix_(honest, honest)], expected[np.ix_(honest, honest)], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            unknown[np.ix_(honest, honest)],
+            expected[np.ix_(honest, honest)],
+            rtol=1e-10,
+            atol=1e-12,
+        )
         _assert_members_zero(unknown, coalition)

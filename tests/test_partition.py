@@ -47,7 +47,9 @@ def assert_exact_cover(parts: list[np.ndarray], n_examples: int, n_agents: int) 
 
 
 @pytest.mark.parametrize("name", PARTITIONERS)
-@pytest.mark.parametrize("n_agents", [10, 13, 20])  # labels-per-agent needs n_agents * k >= 10 classes
+@pytest.mark.parametrize(
+    "n_agents", [10, 13, 20]
+)  # labels-per-agent needs n_agents * k >= 10 classes
 def test_parts_are_disjoint_cover_and_non_empty(name, n_agents):
     parts = PARTITIONERS[name](n_agents, 0)
     assert_exact_cover(parts, len(LABELS), n_agents)
@@ -99,7 +101,7 @@ def test_labels_per_agent_splits_each_class_evenly_among_its_holders():
     for c in range(N_CLASSES):
         counts = [int((LABELS[part] == c).sum()) for part in parts]
         holders = [count for count in counts if count > 0]
-        assert sum(holders) == int((LABELS == c).sum())
+        assert sum(holders) == int((c == LABELS).sum())
         assert max(holders) - min(holders) <= 1
 
 
@@ -110,7 +112,9 @@ def label_distribution(labels: np.ndarray) -> np.ndarray:
 def mean_total_variation(parts: list[np.ndarray], labels: np.ndarray) -> float:
     """Mean over agents of TV(agent's label distribution, global label distribution)."""
     overall = label_distribution(labels)
-    return float(np.mean([0.5 * np.abs(label_distribution(labels[p]) - overall).sum() for p in parts]))
+    return float(
+        np.mean([0.5 * np.abs(label_distribution(labels[p]) - overall).sum() for p in parts])
+    )
 
 
 def test_dirichlet_alpha_controls_label_skew():
@@ -148,7 +152,9 @@ def test_quantity_skew_beta_controls_size_spread():
     # labels stay iid: the biggest agent's label mix is close to the global one
     parts = quantity_skew(len(LABELS), 10, 0.3, rng(7))
     biggest = max(parts, key=len)
-    np.testing.assert_allclose(label_distribution(LABELS[biggest]), label_distribution(LABELS), atol=0.03)
+    np.testing.assert_allclose(
+        label_distribution(LABELS[biggest]), label_distribution(LABELS), atol=0.03
+    )
 
 
 # --------------------------------------------------------------------------- invalid arguments

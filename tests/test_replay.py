@@ -16,7 +16,20 @@ from dpdl.cli import build_parser, main
 from dpdl.errors import ConfigError
 from dpdl.experiments.replay import NOT_RECORDED, dump_options, load_options, option_actions
 
-RUN = ["train", "--task", "quadratic", "--graph", "ring", "--n", "4", "--steps", "20", "--eval-every", "5", "--no-progress"]
+RUN = [
+    "train",
+    "--task",
+    "quadratic",
+    "--graph",
+    "ring",
+    "--n",
+    "4",
+    "--steps",
+    "20",
+    "--eval-every",
+    "5",
+    "--no-progress",
+]
 
 
 def _train_parser() -> argparse.ArgumentParser:
@@ -39,7 +52,10 @@ def runs(tmp_path_factory):
     with warnings.catch_warnings(), pytest.MonkeyPatch.context() as patch:
         patch.setattr(warnings, "formatwarning", warnings.formatwarning)  # main() installs its own
         assert main([*RUN, "--out", str(root / "a")]) == 0
-        assert main(["train", "--config", str(root / "a" / "config.toml"), "--out", str(root / "b")]) == 0
+        assert (
+            main(["train", "--config", str(root / "a" / "config.toml"), "--out", str(root / "b")])
+            == 0
+        )
     return root
 
 
@@ -53,7 +69,18 @@ def test_replay_gives_the_same_numbers_bit_for_bit(runs):
 
 
 def test_set_seed_changes_the_seed_and_nothing_else(runs, capsys):
-    code, err = _main(["train", "--config", str(runs / "a" / "config.toml"), "--set", "seed=[1]", "--out", str(runs / "c")], capsys)
+    code, err = _main(
+        [
+            "train",
+            "--config",
+            str(runs / "a" / "config.toml"),
+            "--set",
+            "seed=[1]",
+            "--out",
+            str(runs / "c"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     original = tomllib.loads((runs / "a" / "config.toml").read_text())
     changed = tomllib.loads((runs / "c" / "config.toml").read_text())
@@ -67,7 +94,12 @@ def test_file_records_every_option_of_the_parser(runs):
     text = (runs / "a" / "config.toml").read_text()
     written = set(tomllib.loads(text))
     unset = {"decor-couple", "key-seed"}  # default None: named in a comment, not written
-    options = {s.removeprefix("--") for a in _train_parser()._actions for s in a.option_strings if s.startswith("--")}
+    options = {
+        s.removeprefix("--")
+        for a in _train_parser()._actions
+        for s in a.option_strings
+        if s.startswith("--")
+    }
     assert written | unset == options - {"help", *NOT_RECORDED}
     assert all(key in text.split("\n\n")[0] for key in unset)
 
@@ -75,20 +107,40 @@ def test_file_records_every_option_of_the_parser(runs):
 def test_round_trip_of_every_value_type(tmp_path):
     """Lists, flags, floats, strings with a colon, choices: what is written is read back as parsed."""
     parser = _train_parser()
-    args = parser.parse_args(["--seed", "3", "1", "--every-round", "--graph", "edgelist:edges.txt", "--lr", "0.0123456789",
-                              "--key-seed", "7", "--mixing", "max-degree", "--eps", "2.5"])
+    args = parser.parse_args(
+        [
+            "--seed",
+            "3",
+            "1",
+            "--every-round",
+            "--graph",
+            "edgelist:edges.txt",
+            "--lr",
+            "0.0123456789",
+            "--key-seed",
+            "7",
+            "--mixing",
+            "max-degree",
+            "--eps",
+            "2.5",
+        ]
+    )
     path = tmp_path / "config.toml"
     path.write_text(dump_options(parser, vars(args)))
     loaded = load_options(parser, path)
     recorded = {action.dest for action in option_actions(parser).values()}
-    assert loaded == {dest: value for dest, value in vars(args).items() if dest in recorded and value is not None}
+    assert loaded == {
+        dest: value for dest, value in vars(args).items() if dest in recorded and value is not None
+    }
     assert loaded["seed"] == [3, 1] and loaded["every_round"] is True and loaded["key_seed"] == 7
 
 
 def test_command_line_overrides_the_file_and_set_overrides_one_key(runs):
     config = str(runs / "a" / "config.toml")
     parser = build_parser()
-    args = parser.parse_args(["train", "--steps", "7", "--config", config, "--set", "eps=3", "--set", "batch_size=16"])
+    args = parser.parse_args(
+        ["train", "--steps", "7", "--config", config, "--set", "eps=3", "--set", "batch_size=16"]
+    )
     assert args.steps == 7  # given on the command line, before --config or after it
     assert args.eps == 3.0 and isinstance(args.eps, float)  # a TOML integer for a float option
     assert args.batch_size == 16  # '_' spelling accepted
@@ -96,13 +148,19 @@ def test_command_line_overrides_the_file_and_set_overrides_one_key(runs):
     args = parser.parse_args(["train", "--config", config, "--set", "eps=3", "--eps", "4"])
     assert args.eps == 4.0
     args = parser.parse_args(["train", "--set", "graph=edgelist:edges.txt", "--set", "seed=5"])
-    assert args.graph == "edgelist:edges.txt" and args.seed == [5]  # not TOML: a plain string; a scalar for a list
+    assert args.graph == "edgelist:edges.txt" and args.seed == [
+        5
+    ]  # not TOML: a plain string; a scalar for a list
 
 
 @pytest.mark.parametrize(
     "text, sets, words",
     [
-        ('task = "quadratic"\n\nbatchsize = 3\n', [], ["config.toml:3", "unknown option 'batchsize'", "batch-size"]),
+        (
+            'task = "quadratic"\n\nbatchsize = 3\n',
+            [],
+            ["config.toml:3", "unknown option 'batchsize'", "batch-size"],
+        ),
         ('steps = "20"\n', [], ["config.toml:1", "steps", "an integer"]),
         ("eps = true\n", [], ["eps", "a number"]),
         ("seed = [0, 1.5]\n", [], ["seed", "a list, each item an integer"]),
@@ -120,7 +178,17 @@ def test_command_line_overrides_the_file_and_set_overrides_one_key(runs):
 def test_bad_options_file_gives_one_error_line(tmp_path, capsys, text, sets, words):
     path = tmp_path / "config.toml"
     path.write_text(text)
-    code, err = _main(["train", "--config", str(path), *[f"--set={s}" for s in sets], "--out", str(tmp_path / "out")], capsys)
+    code, err = _main(
+        [
+            "train",
+            "--config",
+            str(path),
+            *[f"--set={s}" for s in sets],
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capsys,
+    )
     assert code == 2 and len(err.splitlines()) == 1 and err.startswith("dpdl: error:"), err
     assert all(word in err for word in words), err
     assert not (tmp_path / "out").exists()
@@ -138,5 +206,15 @@ def test_unreadable_options_files(tmp_path):
 
 def test_train_help_documents_config_set_and_graph_files():
     help_text = _train_parser().format_help()  # what `dpdl train --help` prints
-    for word in ("--config FILE", "--set KEY=VALUE", "config.toml", "file:PATH", "edgelist", "decentralizepy", "npz", "graphml", "gml"):
+    for word in (
+        "--config FILE",
+        "--set KEY=VALUE",
+        "config.toml",
+        "file:PATH",
+        "edgelist",
+        "decentralizepy",
+        "npz",
+        "graphml",
+        "gml",
+    ):
         assert word in help_text, word

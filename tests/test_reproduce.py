@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce
-from dpdl.experiments.reproduce import runner
+from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce, runner
 from dpdl.experiments.reproduce.runner import job_key, run_jobs, scan_cache
 
 
@@ -25,7 +24,9 @@ def _pid(job: dict) -> dict:
     return {"pid": os.getpid()}
 
 
-def test_run_jobs_replaces_its_workers_after_a_bounded_number_of_jobs(tmp_path, monkeypatch) -> None:
+def test_run_jobs_replaces_its_workers_after_a_bounded_number_of_jobs(
+    tmp_path, monkeypatch
+) -> None:
     """Every job runs (no deadlock when workers are replaced), in fresh pools of at most
     workers x MAX_JOBS_PER_WORKER jobs each."""
     monkeypatch.setattr(runner, "MAX_JOBS_PER_WORKER", 2)
@@ -64,32 +65,45 @@ def test_run_jobs_caches_results_and_never_recomputes_a_finished_job(counted) ->
     second = run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
     assert [row["value"] for row in second] == [0, 1, 4, 9, 16]
     assert _calls(calls) == {3: 1, 4: 1}  # the three finished jobs came from the cache
-    assert run_jobs(jobs, _counted_square, cache, workers=2, progress=False) == second and not _calls(calls)
-    assert len(list(cache.glob("*.json"))) == 5 and not list(cache.glob(".*"))  # no temporary file left
+    assert run_jobs(
+        jobs, _counted_square, cache, workers=2, progress=False
+    ) == second and not _calls(calls)
+    assert len(list(cache.glob("*.json"))) == 5 and not list(
+        cache.glob(".*")
+    )  # no temporary file left
 
 
-def test_entries_of_an_older_engine_or_other_data_are_stale_and_rerun_exactly(counted, monkeypatch, caplog) -> None:
+def test_entries_of_an_older_engine_or_other_data_are_stale_and_rerun_exactly(
+    counted, monkeypatch, caplog
+) -> None:
     jobs, calls, cache = counted
     run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
-    assert _calls(calls) == {x: 1 for x in range(5)}
+    assert _calls(calls) == dict.fromkeys(range(5), 1)
     monkeypatch.setattr(runner, "ENGINE_VERSION", runner.ENGINE_VERSION - 1)
-    run_jobs([jobs[1], jobs[3]], _counted_square, cache, workers=2, progress=False)  # entries of 1 and 3 now from the older engine
+    run_jobs(
+        [jobs[1], jobs[3]], _counted_square, cache, workers=2, progress=False
+    )  # entries of 1 and 3 now from the older engine
     assert _calls(calls) == {1: 1, 3: 1}
     monkeypatch.undo()
     assert len(scan_cache(jobs, cache).stale) == 2
     with caplog.at_level(logging.WARNING, logger=runner.__name__):
         rows = run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
     assert _calls(calls) == {1: 1, 3: 1} and [row["value"] for row in rows] == [0, 1, 4, 9, 16]
-    assert "(rerun: 2 stale, 0 unusable)" in caplog.text and f"{cache / job_key(jobs[3])}.json: stale" in caplog.text
+    assert (
+        "(rerun: 2 stale, 0 unusable)" in caplog.text
+        and f"{cache / job_key(jobs[3])}.json: stale" in caplog.text
+    )
     # the data files are part of the key: other data, every entry stale
     monkeypatch.setattr(runner, "data_fingerprint", lambda: "0" * 64)
     run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
-    assert _calls(calls) == {x: 1 for x in range(5)}
+    assert _calls(calls) == dict.fromkeys(range(5), 1)
     monkeypatch.undo()
     # an entry of the layout before this one (the row alone) cannot say what made it: stale
     legacy = cache / f"{job_key(jobs[0])}.json"
     legacy.write_text(json.dumps({**jobs[0], "value": 0}))
-    assert dict(scan_cache(jobs, cache).stale)[legacy].startswith("written before cache entries recorded")
+    assert dict(scan_cache(jobs, cache).stale)[legacy].startswith(
+        "written before cache entries recorded"
+    )
 
 
 def test_torn_edited_or_foreign_cache_files_are_detected_logged_and_rerun(counted, caplog) -> None:
@@ -101,15 +115,23 @@ def test_torn_edited_or_foreign_cache_files_are_detected_logged_and_rerun(counte
     text = path[0].read_text()
     path[0].write_text(text[: len(text) // 2])  # torn
     path[1].write_text("")  # empty
-    path[2].write_text(path[2].read_text().replace('"value": 4', '"value": 7'))  # edited, its checksum kept
+    path[2].write_text(
+        path[2].read_text().replace('"value": 4', '"value": 7')
+    )  # edited, its checksum kept
     path[3].write_text("[9, 9]")  # wrong type
     path[4].write_text(path[5].read_text())  # another job's entry, whole
     assert '"value": 7' in path[2].read_text()
     with caplog.at_level(logging.WARNING, logger=runner.__name__):
         rows = run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
     assert [row["value"] for row in rows] == [0, 1, 4, 9, 16, 25]
-    assert _calls(calls) == {x: 1 for x in range(5)}  # job 5 untouched: not rerun
-    for x, why in [(0, "not JSON"), (1, "not JSON"), (2, "fails its checksum"), (3, "a JSON list"), (4, "the entry of another job")]:
+    assert _calls(calls) == dict.fromkeys(range(5), 1)  # job 5 untouched: not rerun
+    for x, why in [
+        (0, "not JSON"),
+        (1, "not JSON"),
+        (2, "fails its checksum"),
+        (3, "a JSON list"),
+        (4, "the entry of another job"),
+    ]:
         assert f"{path[x]}: unusable cache entry ({why}" in caplog.text
     assert "(rerun: 0 stale, 5 unusable)" in caplog.text
     assert not scan_cache(jobs, cache).pending  # all rewritten whole
@@ -137,9 +159,15 @@ def test_the_data_fingerprint_follows_the_data_files_contents(tmp_path, monkeypa
 
 @pytest.mark.parametrize(
     ("name", "figure", "claims"),
-    [("whisper-variance", "trace_WRW.png", 5), ("whisper-seeds", "objective_vs_seeds.png", 3), ("mafalda-pndp", "pndp_by_distance.png", 1)],
+    [
+        ("whisper-variance", "trace_WRW.png", 5),
+        ("whisper-seeds", "objective_vs_seeds.png", 3),
+        ("mafalda-pndp", "pndp_by_distance.png", 1),
+    ],
 )
-def test_quick_reproductions_write_figures_and_confirm_the_claims(tmp_path, name: str, figure: str, claims: int) -> None:
+def test_quick_reproductions_write_figures_and_confirm_the_claims(
+    tmp_path, name: str, figure: str, claims: int
+) -> None:
     assert name in REPRODUCTIONS
     report = reproduce(name, tmp_path, quick=True, workers=2, progress=False)
     text = report.read_text()
@@ -153,12 +181,26 @@ def test_quick_reproductions_write_figures_and_confirm_the_claims(tmp_path, name
     ("name", "figures", "holding"),
     [
         ("whisper-quadratic", ["optimality_gap.png"], ["every run is (eps, delta)-DP"]),
-        ("whisper-logreg", ["test_loss.png"], ["every run is (eps, delta)-DP", "both correlation-based approaches"]),
-        ("corn-mnist", ["test_accuracy.png"], ["every run is (eps, delta)-DP", "both correlation-based approaches"]),
-        ("decor-fig1", ["least_squares.png", "logreg_a9a.png", "mnist.png"], ["every run is (eps, delta)-DP", "considerably surpasses LDP"]),
+        (
+            "whisper-logreg",
+            ["test_loss.png"],
+            ["every run is (eps, delta)-DP", "both correlation-based approaches"],
+        ),
+        (
+            "corn-mnist",
+            ["test_accuracy.png"],
+            ["every run is (eps, delta)-DP", "both correlation-based approaches"],
+        ),
+        (
+            "decor-fig1",
+            ["least_squares.png", "logreg_a9a.png", "mnist.png"],
+            ["every run is (eps, delta)-DP", "considerably surpasses LDP"],
+        ),
     ],
 )
-def test_quick_learning_reproductions_tune_train_and_report(tmp_path, name: str, figures: list[str], holding: list[str]) -> None:
+def test_quick_learning_reproductions_tune_train_and_report(
+    tmp_path, name: str, figures: list[str], holding: list[str]
+) -> None:
     """The smoke test of each learning figure's --quick setting: both stages run, the figures and
     the report are written, and the claims that hold by a wide margin even in the quick setting
     (every run within budget; correlated noise beats LDP) are confirmed."""
@@ -167,7 +209,11 @@ def test_quick_learning_reproductions_tune_train_and_report(tmp_path, name: str,
         assert (tmp_path / figure).stat().st_size > 10_000
     rows = (tmp_path / "runs.csv").read_text().splitlines()
     assert len(rows) - 1 == len(set(rows[1:])) > 10  # tuning and final runs, none twice
-    claims = [line for line in report.splitlines() if line.startswith("| ") and line.endswith(("| yes |", "| **no** |"))]
+    claims = [
+        line
+        for line in report.splitlines()
+        if line.startswith("| ") and line.endswith(("| yes |", "| **no** |"))
+    ]
     assert len(claims) >= 4
     for text in holding:
         matching = [line for line in claims if text in line]
@@ -178,17 +224,27 @@ def test_quick_mafalda_housing_trains_every_method_within_budget(tmp_path) -> No
     """The --quick setting of mafalda-housing: every method runs at every eps, every private run
     meets its budget under the factorization accountant, and MAFALDA's optimised encoder needs a
     smaller noise multiplier than independent noise (sensitivity 1 against sqrt(k))."""
-    report = reproduce("mafalda-housing", tmp_path, quick=True, workers=2, progress=False).read_text()
+    report = reproduce(
+        "mafalda-housing", tmp_path, quick=True, workers=2, progress=False
+    ).read_text()
     assert (tmp_path / "test_loss.png").stat().st_size > 10_000
     with (tmp_path / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert {(row["method"], float(row["eps"])) for row in rows if row["method"] != "none"} == {
         (method, eps) for method in ("dp-dsgd", "antipgd", "mafalda") for eps in (2.0, 10.0, 50.0)
     }
-    assert all(float(row["epsilon"]) <= float(row["eps"]) for row in rows if row["method"] != "none")
+    assert all(
+        float(row["epsilon"]) <= float(row["eps"]) for row in rows if row["method"] != "none"
+    )
     sigma = {(row["method"], float(row["eps"])): float(row["sigma"]) for row in rows}
-    assert all(sigma[("mafalda", eps)] < sigma[("dp-dsgd", eps)] < sigma[("antipgd", eps)] for eps in (2.0, 10.0, 50.0))
-    assert "under LDP (matrix-factorization accounting) | epsilon <= target in 9/9 runs | yes |" in report
+    assert all(
+        sigma[("mafalda", eps)] < sigma[("dp-dsgd", eps)] < sigma[("antipgd", eps)]
+        for eps in (2.0, 10.0, 50.0)
+    )
+    assert (
+        "under LDP (matrix-factorization accounting) | epsilon <= target in 9/9 runs | yes |"
+        in report
+    )
 
 
 def test_quick_lppa_trains_attacks_and_reports(tmp_path) -> None:
@@ -201,16 +257,27 @@ def test_quick_lppa_trains_attacks_and_reports(tmp_path) -> None:
     with (tmp_path / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert {(row["kind"], row["task"], row["method"]) for row in rows} == {
-        (kind, task, method) for kind in ("train", "dlg") for task in ("adult-mlp", "mnist-lenet") for method in ("dsgt", "dp", "lppa")
+        (kind, task, method)
+        for kind in ("train", "dlg")
+        for task in ("adult-mlp", "mnist-lenet")
+        for method in ("dsgt", "dp", "lppa")
     }
-    for claim in ("LPPA's accuracy equals noise-free DSGT's", "DLG reconstructs the sender's data from plain DSGT"):
-        assert any(line.startswith("| Table") and claim in line and line.endswith("| yes |") for line in report.splitlines()), report
+    for claim in (
+        "LPPA's accuracy equals noise-free DSGT's",
+        "DLG reconstructs the sender's data from plain DSGT",
+    ):
+        assert any(
+            line.startswith("| Table") and claim in line and line.endswith("| yes |")
+            for line in report.splitlines()
+        ), report
 
 
 def test_quick_mafalda_images_trains_every_method_within_budget(tmp_path) -> None:
     """The --quick setting of mafalda-images: MAFALDA's CNN on non-iid MNIST, every method at every
     eps within its budget under the factorization accountant, and the figure written."""
-    report = reproduce("mafalda-images", tmp_path, quick=True, workers=2, progress=False).read_text()
+    report = reproduce(
+        "mafalda-images", tmp_path, quick=True, workers=2, progress=False
+    ).read_text()
     assert (tmp_path / "test_accuracy.png").stat().st_size > 10_000
     with (tmp_path / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))
@@ -218,7 +285,10 @@ def test_quick_mafalda_images_trains_every_method_within_budget(tmp_path) -> Non
         (method, eps) for method in ("dp-dsgd", "antipgd", "mafalda") for eps in (2.0, 10.0)
     }
     assert all(0.0 <= float(row["test_accuracy"]) <= 1.0 for row in rows)
-    assert "under LDP (matrix-factorization accounting) | epsilon <= target in 6/6 runs | yes |" in report
+    assert (
+        "under LDP (matrix-factorization accounting) | epsilon <= target in 6/6 runs | yes |"
+        in report
+    )
 
 
 def test_decor_fig1_says_where_decor_stays_far_from_cdp_and_why(tmp_path) -> None:
@@ -232,8 +302,14 @@ def test_decor_fig1_says_where_decor_stays_far_from_cdp_and_why(tmp_path) -> Non
     def row(job: dict) -> dict:
         value = accuracy[job["method"]]
         value = value[job["graph"]] if isinstance(value, dict) else value
-        return {**job, "test_accuracy": value + 0.001 * job["seed"], "consensus_distance": 5.0 if job["graph"] == "ring" else 0.0,
-                "epsilon": job["eps"], "exact_epsilon_of_calibration": job["eps"], "trace_WRW": 1.0}
+        return {
+            **job,
+            "test_accuracy": value + 0.001 * job["seed"],
+            "consensus_distance": 5.0 if job["graph"] == "ring" else 0.0,
+            "epsilon": job["eps"],
+            "exact_epsilon_of_calibration": job["eps"],
+            "trace_WRW": 1.0,
+        }
 
     parts = ("mnist-mlp",)
     rows = [row(job) for job in decor_fig1.jobs(True, parts=parts)]

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
 
@@ -75,7 +74,11 @@ def test_message_tags_bind_payload_round_and_key(mac: str) -> None:
     key, payload = b"k" * 32, np.arange(5.0)
     tag = message_tag(mac, key, 1, 2, 7, payload)
     assert len(tag) == 32 and tag == message_tag(mac, key, 1, 2, 7, payload)
-    changed = [message_tag(mac, key, 1, 2, 8, payload), message_tag(mac, key, 1, 2, 7, payload + 1e-12), message_tag(mac, b"j" * 32, 1, 2, 7, payload)]
+    changed = [
+        message_tag(mac, key, 1, 2, 8, payload),
+        message_tag(mac, key, 1, 2, 7, payload + 1e-12),
+        message_tag(mac, b"j" * 32, 1, 2, 7, payload),
+    ]
     if mac == "hmac-sha256":  # GMAC and Poly1305 bind the direction through the key alone
         changed.append(message_tag(mac, key, 2, 1, 7, payload))
     assert all(other != tag for other in changed)
@@ -92,7 +95,14 @@ def test_poly1305_one_time_key_is_rfc_8439s_and_the_tag_the_aeads() -> None:
     payload = np.arange(6.0)  # 48 bytes: a whole number of 16-byte blocks
     aead = ChaCha20Poly1305(b"k" * 32).encrypt((7).to_bytes(12, "little"), b"", payload.tobytes())
     lengths = np.array([48, 0], dtype="<u8")  # the AEAD's tag covers AD | pad | lengths
-    tag = message_tag("poly1305", b"k" * 32, 1, 2, 7, np.concatenate([payload.view(np.uint8), lengths.view(np.uint8)]))
+    tag = message_tag(
+        "poly1305",
+        b"k" * 32,
+        1,
+        2,
+        7,
+        np.concatenate([payload.view(np.uint8), lengths.view(np.uint8)]),
+    )
     assert tag[:16] == aead and tag[16:] == bytes(16)
 
 
@@ -104,13 +114,19 @@ def test_gmac_tag_is_aes_gcms_on_the_nist_test_vector() -> None:
 
 
 def test_the_simulated_seed_book_gives_every_secret_its_own_seed() -> None:
-    config = TrainConfig(task="least-squares", graph="ring", n=6, mechanism="decor", steps=10, eps=5.0).resolved()
+    config = TrainConfig(
+        task="least-squares", graph="ring", n=6, mechanism="decor", steps=10, eps=5.0
+    ).resolved()
     mechanism = build_job(config, 0).mechanism
     book = simulated_seed_book(mechanism, KEY_SEED)
-    entropies = [s.entropy for s in book.secrets.values()] + [s.entropy for s in book.private.values()]
+    entropies = [s.entropy for s in book.secrets.values()] + [
+        s.entropy for s in book.private.values()
+    ]
     assert len(book.secrets) == 6 and len(set(entropies)) == len(entropies)
     assert simulated_seed_book(mechanism, KEY_SEED).secrets[0].entropy == book.secrets[0].entropy
-    assert simulated_seed_book(mechanism, KEY_SEED + 1).secrets[0].entropy != book.secrets[0].entropy
+    assert (
+        simulated_seed_book(mechanism, KEY_SEED + 1).secrets[0].entropy != book.secrets[0].entropy
+    )
 
 
 # -- equality with the simulation --------------------------------------------------------------
@@ -128,7 +144,18 @@ def test_the_simulated_seed_book_gives_every_secret_its_own_seed() -> None:
 def test_the_processes_reach_the_models_of_dpdl_train(
     tmp_path: Path, n: int, graph: str, mechanism: str, design: DesignOptions, mac: str
 ) -> None:
-    config = TrainConfig(task="logreg-a9a", graph=graph, n=n, p=0.5, mechanism=mechanism, eps=5.0, steps=200, eval_every=200, design=design, key_seed=KEY_SEED)
+    config = TrainConfig(
+        task="logreg-a9a",
+        graph=graph,
+        n=n,
+        p=0.5,
+        mechanism=mechanism,
+        eps=5.0,
+        steps=200,
+        eval_every=200,
+        design=design,
+        key_seed=KEY_SEED,
+    )
     simulated = run_training(config).runs[0]
     outcome = run_local(config, 0, AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=60.0, mac=mac))
     assert outcome.errors == {}
@@ -141,23 +168,50 @@ def test_the_processes_reach_the_models_of_dpdl_train(
 
 
 @pytest.mark.parametrize(
-    ("n", "graph", "injection", "every_round"), [(4, "ring", "lppa", False), (8, "er", "lppa", True), (8, "er", "dp", True), (4, "ring", "none", False)]
+    ("n", "graph", "injection", "every_round"),
+    [
+        (4, "ring", "lppa", False),
+        (8, "er", "lppa", True),
+        (8, "er", "dp", True),
+        (4, "ring", "none", False),
+    ],
 )
-def test_gradient_tracking_processes_reach_the_models_of_dpdl_train(tmp_path: Path, n: int, graph: str, injection: str, every_round: bool) -> None:
+def test_gradient_tracking_processes_reach_the_models_of_dpdl_train(
+    tmp_path: Path, n: int, graph: str, injection: str, every_round: bool
+) -> None:
     config = TrainConfig(
-        task="logreg-a9a", graph=graph, n=n, p=0.5, algorithm="dsgt", mechanism=injection, steps=200, eval_every=200,
-        tracking=TrackingOptions(0.05, "laplace", every_round), key_seed=KEY_SEED,
+        task="logreg-a9a",
+        graph=graph,
+        n=n,
+        p=0.5,
+        algorithm="dsgt",
+        mechanism=injection,
+        steps=200,
+        eval_every=200,
+        tracking=TrackingOptions(0.05, "laplace", every_round),
+        key_seed=KEY_SEED,
     )
     simulated = run_training(config).runs[0]
     outcome = run_local(config, 0, AgentOptions(tmp_path, key_seed=KEY_SEED))
     assert outcome.errors == {} and outcome.privacy == []
     np.testing.assert_allclose(outcome.models, simulated.models, rtol=1e-9, atol=1e-11)
     other = run_training(replace(config, key_seed=KEY_SEED + 1)).runs[0]
-    assert (np.abs(other.models - simulated.models).max() > 1e-9) == (injection != "none")  # LPPA once: a small trace
+    assert (np.abs(other.models - simulated.models).max() > 1e-9) == (
+        injection != "none"
+    )  # LPPA once: a small trace
 
 
 def test_fresh_keys_draw_other_noise_than_the_key_seed(tmp_path: Path) -> None:
-    config = TrainConfig(task="least-squares", graph="ring", n=4, mechanism="decor", eps=5.0, steps=50, eval_every=50, key_seed=KEY_SEED)
+    config = TrainConfig(
+        task="least-squares",
+        graph="ring",
+        n=4,
+        mechanism="decor",
+        eps=5.0,
+        steps=50,
+        eval_every=50,
+        key_seed=KEY_SEED,
+    )
     fresh = run_local(config, 0, AgentOptions(tmp_path, key_seed=None))
     assert fresh.models is not None
     assert np.abs(fresh.models - run_training(config).runs[0].models).max() > 1e-3
@@ -173,17 +227,23 @@ def _victim_or_forger(agent: int, attack: str, mac: str, workdir: Path) -> None:
     dim = 6
     if agent == 0:
         links = ({1: mac_key(pair, 0, 1, SESSION)}, {1: mac_key(pair, 1, 0, SESSION)})
-        channel = NeighbourChannel(0, np.full((2, 2), 0.5), *links, dim, datetime.timedelta(seconds=20), mac)
+        channel = NeighbourChannel(
+            0, np.full((2, 2), 0.5), *links, dim, datetime.timedelta(seconds=20), mac
+        )
         for round_ in (1, 2):
             channel.exchange(round_, np.ones(dim))
             (workdir / f"accepted{round_}").touch()
         return
     import torch.distributed as dist
 
-    def send(round_: int, payload: torch.Tensor, key: bytes, tagged: torch.Tensor | None = None) -> None:
+    def send(
+        round_: int, payload: torch.Tensor, key: bytes, tagged: torch.Tensor | None = None
+    ) -> None:
         tag = message_tag(mac, key, 1, 0, round_, (payload if tagged is None else tagged).numpy())
         header = np.frombuffer(round_.to_bytes(8, "little", signed=True) + tag, dtype=np.float64)
-        dist.send(torch.cat([torch.from_numpy(header.copy()), payload]), 0)  # agent 0 is agent 1's only receiver
+        dist.send(
+            torch.cat([torch.from_numpy(header.copy()), payload]), 0
+        )  # agent 0 is agent 1's only receiver
         dist.recv(torch.empty(5 + dim, dtype=torch.float64), 0)
 
     honest = torch.full((dim,), 2.0, dtype=torch.float64)
@@ -212,7 +272,9 @@ def _victim_or_forger(agent: int, attack: str, mac: str, workdir: Path) -> None:
         ("reflected", "failed authentication"),
     ],
 )
-def test_a_forged_or_replayed_message_is_rejected(tmp_path: Path, attack: str, words: str, mac: str) -> None:
+def test_a_forged_or_replayed_message_is_rejected(
+    tmp_path: Path, attack: str, words: str, mac: str
+) -> None:
     _join(spawn_agents(2, tmp_path, _victim_or_forger, attack, mac, tmp_path))
     assert (tmp_path / "accepted1").exists(), "the honest first round must pass"
     assert not (tmp_path / "accepted2").exists()
@@ -224,16 +286,23 @@ def _disagreeing_agent(agent: int, config: TrainConfig, options: AgentOptions) -
 
 
 def test_agents_that_computed_another_design_refuse_to_start(tmp_path: Path) -> None:
-    config = TrainConfig(task="least-squares", graph="ring", n=4, mechanism="whisper", eps=5.0, steps=20)
+    config = TrainConfig(
+        task="least-squares", graph="ring", n=4, mechanism="whisper", eps=5.0, steps=20
+    )
     _join(spawn_agents(4, tmp_path, _disagreeing_agent, config, AgentOptions(tmp_path)))
-    assert "another mixing matrix or noise covariance than agents [3]" in agent_error_path(tmp_path, 0).read_text()
+    assert (
+        "another mixing matrix or noise covariance than agents [3]"
+        in agent_error_path(tmp_path, 0).read_text()
+    )
     assert not list(tmp_path.glob("agent*/final.npy"))
 
 
 # -- faults ------------------------------------------------------------------------------------
 
 
-def _dying_agent(agent: int, config: TrainConfig, options: AgentOptions, victim: int, round_: int, how: str) -> None:
+def _dying_agent(
+    agent: int, config: TrainConfig, options: AgentOptions, victim: int, round_: int, how: str
+) -> None:
     def on_round(t: int) -> None:
         if agent == victim and t == round_:
             if how == "killed":
@@ -243,31 +312,71 @@ def _dying_agent(agent: int, config: TrainConfig, options: AgentOptions, victim:
     run_agent(config, 0, agent, options, on_round=on_round)
 
 
-def test_a_killed_agent_stops_its_neighbours_and_a_restart_finishes_the_same_run(tmp_path: Path) -> None:
-    config = TrainConfig(task="logreg-a9a", graph="ring", n=6, mechanism="decor", eps=5.0, steps=150, eval_every=150, key_seed=KEY_SEED)
+def test_a_killed_agent_stops_its_neighbours_and_a_restart_finishes_the_same_run(
+    tmp_path: Path,
+) -> None:
+    config = TrainConfig(
+        task="logreg-a9a",
+        graph="ring",
+        n=6,
+        mechanism="decor",
+        eps=5.0,
+        steps=150,
+        eval_every=150,
+        key_seed=KEY_SEED,
+    )
     options = AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=30.0, checkpoint_every=20)
     _join(spawn_agents(6, tmp_path, _dying_agent, config, options, 2, 57, "killed"))
-    errors = {a: agent_error_path(tmp_path, a).read_text() for a in range(6) if agent_error_path(tmp_path, a).is_file()}
+    errors = {
+        a: agent_error_path(tmp_path, a).read_text()
+        for a in range(6)
+        if agent_error_path(tmp_path, a).is_file()
+    }
     assert set(errors) == {0, 1, 3, 4, 5}
-    assert "agent 2 closed its connection (it died?) at round 58" in errors[1] and "agent 2 closed" in errors[3]
-    assert checkpoint_path(tmp_path, 1, "last").is_file() and not checkpoint_path(tmp_path, 2, "last").is_file()
+    assert (
+        "agent 2 closed its connection (it died?) at round 58" in errors[1]
+        and "agent 2 closed" in errors[3]
+    )
+    assert (
+        checkpoint_path(tmp_path, 1, "last").is_file()
+        and not checkpoint_path(tmp_path, 2, "last").is_file()
+    )
 
     resumed = run_local(config, 0, replace(options, resume=True))
     assert resumed.errors == {}
     # the latest round all saved: agent 2's last periodic checkpoint (the others saved rounds 52-57 on the way out)
-    assert {json.loads(run_record_path(tmp_path, a).read_text())["started_at_round"] for a in range(6)} == {40}
-    np.testing.assert_allclose(resumed.models, run_training(config).runs[0].models, rtol=1e-9, atol=1e-11)
+    assert {
+        json.loads(run_record_path(tmp_path, a).read_text())["started_at_round"] for a in range(6)
+    } == {40}
+    np.testing.assert_allclose(
+        resumed.models, run_training(config).runs[0].models, rtol=1e-9, atol=1e-11
+    )
 
 
 def test_a_silent_agent_times_out_with_its_name_and_round(tmp_path: Path) -> None:
-    config = TrainConfig(task="least-squares", graph="ring", n=4, mechanism="ldp", eps=5.0, steps=30, key_seed=KEY_SEED)
+    config = TrainConfig(
+        task="least-squares",
+        graph="ring",
+        n=4,
+        mechanism="ldp",
+        eps=5.0,
+        steps=30,
+        key_seed=KEY_SEED,
+    )
     options = AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=4.0, checkpoint_every=10)
     _join(spawn_agents(4, tmp_path, _dying_agent, config, options, 1, 12, "silent"))
-    assert "agent 1 did not answer at round 13 (seen by agent 0)" in agent_error_path(tmp_path, 0).read_text()
+    assert (
+        "agent 1 did not answer at round 13 (seen by agent 0)"
+        in agent_error_path(tmp_path, 0).read_text()
+    )
     resumed = run_local(config, 0, replace(options, resume=True, timeout=30.0))
     # every agent saved its last rounds on the way out, so the run resumes from the last one completed everywhere
-    assert {json.loads(run_record_path(tmp_path, a).read_text())["started_at_round"] for a in range(4)} == {12}
-    np.testing.assert_allclose(resumed.models, run_training(config).runs[0].models, rtol=1e-9, atol=1e-11)
+    assert {
+        json.loads(run_record_path(tmp_path, a).read_text())["started_at_round"] for a in range(4)
+    } == {12}
+    np.testing.assert_allclose(
+        resumed.models, run_training(config).runs[0].models, rtol=1e-9, atol=1e-11
+    )
 
 
 def test_bad_runtime_options_are_refused(tmp_path: Path) -> None:
@@ -280,8 +389,20 @@ def test_bad_runtime_options_are_refused(tmp_path: Path) -> None:
 # -- departures --------------------------------------------------------------------------------
 
 
-def test_after_an_agent_leaves_the_others_finish_with_the_design_recomputed_and_the_budget_kept(tmp_path: Path) -> None:
-    config = TrainConfig(task="logreg-a9a", graph="er", n=6, p=0.6, mechanism="whisper", eps=5.0, steps=120, eval_every=120, key_seed=KEY_SEED)
+def test_after_an_agent_leaves_the_others_finish_with_the_design_recomputed_and_the_budget_kept(
+    tmp_path: Path,
+) -> None:
+    config = TrainConfig(
+        task="logreg-a9a",
+        graph="er",
+        n=6,
+        p=0.6,
+        mechanism="whisper",
+        eps=5.0,
+        steps=120,
+        eval_every=120,
+        key_seed=KEY_SEED,
+    )
     options = AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=30.0, checkpoint_every=20)
     _join(spawn_agents(6, tmp_path, _dying_agent, config, options, 2, 45, "killed"))
     left = run_local(config, 0, replace(options, resume=True, departed=(2,)))
@@ -289,7 +410,10 @@ def test_after_an_agent_leaves_the_others_finish_with_the_design_recomputed_and_
     assert left.models is not None and np.isfinite(left.models).all()
     # the others saved their last rounds on the way out: the second phase starts after the last round all completed
     assert json.loads(phase_path(tmp_path, 0).read_text())["after_round"] == 45
-    assert {json.loads(run_record_path(tmp_path, a).read_text())["started_at_round"] for a in left.agents} == {45}
+    assert {
+        json.loads(run_record_path(tmp_path, a).read_text())["started_at_round"]
+        for a in left.agents
+    } == {45}
 
     first = build_job(config.resolved(), 0)
     phase = second_phase(config.resolved(), first, [2], 45)
@@ -298,10 +422,15 @@ def test_after_an_agent_leaves_the_others_finish_with_the_design_recomputed_and_
     # the design is solved again for W', and does at least as well as the old covariance rescaled to the same budget
     reused = Whisper.from_covariance(first.mechanism.covariance()[np.ix_(keep, keep)])
     reused = reused.scaled(noise_scale(reused, Eavesdropper(), phase.job.calibration))
-    assert phase.job.mechanism.variance_after_mixing(phase.job.weights) <= reused.variance_after_mixing(phase.job.weights) * (1 + 1e-6)
+    assert phase.job.mechanism.variance_after_mixing(
+        phase.job.weights
+    ) <= reused.variance_after_mixing(phase.job.weights) * (1 + 1e-6)
     # the departed agent never holds the second phase's seeds
     before = {s.entropy for s in simulated_seed_book(first.mechanism, KEY_SEED).secrets.values()}
-    after = {s.entropy for s in simulated_seed_book(phase.job.mechanism, KEY_SEED, epoch=1).secrets.values()}
+    after = {
+        s.entropy
+        for s in simulated_seed_book(phase.job.mechanism, KEY_SEED, epoch=1).secrets.values()
+    }
     assert before.isdisjoint(after)
 
     # both phases together spend the budget, no more: checked against dp_accounting's PLD of the two Gaussian phases
@@ -310,35 +439,78 @@ def test_after_an_agent_leaves_the_others_finish_with_the_design_recomputed_and_
     mu1 = account(first.mechanism, Eavesdropper(), first.neighbouring, 45, config.delta).mu_step
     mu2 = step_sensitivity(phase.job.mechanism, Eavesdropper(), first.neighbouring)
     pld = from_gaussian_mechanism(1.0 / mu1, value_discretization_interval=1e-4).self_compose(45)
-    pld = pld.compose(from_gaussian_mechanism(1.0 / mu2, value_discretization_interval=1e-4).self_compose(config.steps - 45))
+    pld = pld.compose(
+        from_gaussian_mechanism(1.0 / mu2, value_discretization_interval=1e-4).self_compose(
+            config.steps - 45
+        )
+    )
     assert pld.get_epsilon_for_delta(config.delta) == pytest.approx(report["epsilon"], rel=2e-3)
 
 
 #: (calibration, departure round) -> the second phase's (mu_step, achieved eps) and the two-phase
 #: reports' (threat, eps, mu_step), as departure.py composed them before the accountant did.
 OLD_DEPARTURES = [
-    ("exact", "eavesdropper", 45, (0.10235490655392805, 4.999999999999998),
-     [("eavesdropper", 4.999999999999998, 0.10235490655392805), ("honest-but-curious", 5.873816437017992, 0.11741075815135467)]),
-    ("exact", "eavesdropper", 0, (0.10235490655392805, 4.999999999999998),
-     [("eavesdropper", 4.999999999999998, 0.10235490655392805), ("honest-but-curious", 5.983000275046075, 0.1192561643932722)]),
-    ("paper", "honest-but-curious", 30, (0.06617885021155655, 1.9999999999999964),
-     [("honest-but-curious", 1.9999999999999964, 0.056075183560658735), ("eavesdropper", 1.7405455359723738, 0.04950131489139168)]),
+    (
+        "exact",
+        "eavesdropper",
+        45,
+        (0.10235490655392805, 4.999999999999998),
+        [
+            ("eavesdropper", 4.999999999999998, 0.10235490655392805),
+            ("honest-but-curious", 5.873816437017992, 0.11741075815135467),
+        ],
+    ),
+    (
+        "exact",
+        "eavesdropper",
+        0,
+        (0.10235490655392805, 4.999999999999998),
+        [
+            ("eavesdropper", 4.999999999999998, 0.10235490655392805),
+            ("honest-but-curious", 5.983000275046075, 0.1192561643932722),
+        ],
+    ),
+    (
+        "paper",
+        "honest-but-curious",
+        30,
+        (0.06617885021155655, 1.9999999999999964),
+        [
+            ("honest-but-curious", 1.9999999999999964, 0.056075183560658735),
+            ("eavesdropper", 1.7405455359723738, 0.04950131489139168),
+        ],
+    ),
 ]
 
 
 @pytest.mark.parametrize("calibration, threat, t0, budget, reports", OLD_DEPARTURES)
-def test_a_departures_two_phase_accounting_keeps_its_numbers(calibration: str, threat: str, t0: int, budget, reports) -> None:
+def test_a_departures_two_phase_accounting_keeps_its_numbers(
+    calibration: str, threat: str, t0: int, budget, reports
+) -> None:
     eps, steps = (5.0, 120) if calibration == "exact" else (2.0, 80)
-    config = TrainConfig(task="least-squares", graph="er", n=6, p=0.6, mechanism="decor", eps=eps, steps=steps,
-                         calibration=calibration, design=DesignOptions(threat=threat)).resolved()
+    config = TrainConfig(
+        task="least-squares",
+        graph="er",
+        n=6,
+        p=0.6,
+        mechanism="decor",
+        eps=eps,
+        steps=steps,
+        calibration=calibration,
+        design=DesignOptions(threat=threat),
+    ).resolved()
     first = build_job(config, 0)
     phase = second_phase(config, first, [2], t0)
     assert (phase.job.calibration.mu_step, phase.job.calibration.achieved_epsilon) == budget
-    assert [(r.threat, r.epsilon, r.mu_step) for r in two_phase_reports(config, first, phase)] == reports
+    assert [
+        (r.threat, r.epsilon, r.mu_step) for r in two_phase_reports(config, first, phase)
+    ] == reports
 
 
 def test_a_departure_that_disconnects_the_graph_is_refused() -> None:
-    config = TrainConfig(task="least-squares", graph="star", n=5, mechanism="decor", eps=5.0, steps=20).resolved()
+    config = TrainConfig(
+        task="least-squares", graph="star", n=5, mechanism="decor", eps=5.0, steps=20
+    ).resolved()
     with pytest.raises(GraphError, match=r"without agents \[0\] is disconnected"):
         second_phase(config, build_job(config, 0), [0], 10)
     with pytest.raises(ConfigError, match="resume"):
@@ -346,11 +518,44 @@ def test_a_departure_that_disconnects_the_graph_is_refused() -> None:
 
 
 def test_torchrun_launches_run_agent_and_reaches_the_models_of_dpdl_train(tmp_path: Path) -> None:
-    options = ["--task", "least-squares", "--graph", "ring", "--n", "4", "--mechanism", "decor", "--eps", "5", "--steps", "60", "--key-seed", "3"]
+    options = [
+        "--task",
+        "least-squares",
+        "--graph",
+        "ring",
+        "--n",
+        "4",
+        "--mechanism",
+        "decor",
+        "--eps",
+        "5",
+        "--steps",
+        "60",
+        "--key-seed",
+        "3",
+    ]
     torchrun = Path(sys.executable).with_name("torchrun")
-    command = [str(torchrun), "--standalone", "--nproc-per-node", "4", "-m", "dpdl.cli", "--", "run-agent", *options, "--workdir", str(tmp_path / "run"), "--no-progress"]
+    command = [
+        str(torchrun),
+        "--standalone",
+        "--nproc-per-node",
+        "4",
+        "-m",
+        "dpdl.cli",
+        "--",
+        "run-agent",
+        *options,
+        "--workdir",
+        str(tmp_path / "run"),
+        "--no-progress",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     models = np.stack([np.load(tmp_path / "run" / f"agent{a}" / "final.npy") for a in range(4)])
-    assert main(["train", *options, "--out", str(tmp_path / "sim"), "--save-models", "--no-progress"]) == 0
-    np.testing.assert_allclose(models, np.load(tmp_path / "sim" / "models-seed0.npy"), rtol=1e-9, atol=1e-12)
+    assert (
+        main(["train", *options, "--out", str(tmp_path / "sim"), "--save-models", "--no-progress"])
+        == 0
+    )
+    np.testing.assert_allclose(
+        models, np.load(tmp_path / "sim" / "models-seed0.npy"), rtol=1e-9, atol=1e-12
+    )

@@ -14,7 +14,14 @@ from dpdl.cli import _agent_options, build_parser
 from dpdl.errors import ConfigError
 from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
 from dpdl.runtime.options import AgentOptions
-from dpdl.settings import DesignOptions, TaskOptions, TrackingOptions, from_options, leaves, to_options
+from dpdl.settings import (
+    DesignOptions,
+    TaskOptions,
+    TrackingOptions,
+    from_options,
+    leaves,
+    to_options,
+)
 
 
 def _command(name: str):  # noqa: ANN202 (an argparse parser)
@@ -39,8 +46,23 @@ def test_default_options_give_the_default_config() -> None:
 
 def test_options_reach_the_nested_settings() -> None:
     args = build_parser().parse_args(
-        ["train", "--seed", "3", "4", "--partition", "iid", "--design-against", "colluding-2", "--tracking-noise", "0.5",
-         "--every-round", "--dim", "7", "--lr", "0.3"]
+        [
+            "train",
+            "--seed",
+            "3",
+            "4",
+            "--partition",
+            "iid",
+            "--design-against",
+            "colluding-2",
+            "--tracking-noise",
+            "0.5",
+            "--every-round",
+            "--dim",
+            "7",
+            "--lr",
+            "0.3",
+        ]
     )
     config = from_options(TrainConfig, args)
     assert config.seeds == (3, 4) and config.lr == 0.3
@@ -88,7 +110,9 @@ def test_every_task_has_a_default_step_size() -> None:
 
 
 def test_to_options_gives_back_what_from_options_took() -> None:
-    args = build_parser().parse_args(["train", "--seed", "2", "5", "--distribution", "gaussian", "--decor-couple", "1"])
+    args = build_parser().parse_args(
+        ["train", "--seed", "2", "5", "--distribution", "gaussian", "--decor-couple", "1"]
+    )
     config = from_options(TrainConfig, args)
     options = to_options(config)
     assert options == {leaf.dest: vars(args)[leaf.dest] for leaf in leaves(TrainConfig)}
@@ -97,12 +121,16 @@ def test_to_options_gives_back_what_from_options_took() -> None:
 
 @pytest.mark.parametrize("command", ["run-agent", "run-local"])
 def test_runtime_options_are_generated_from_agent_options(command: str, tmp_path) -> None:
-    args = build_parser().parse_args([command, "--workdir", str(tmp_path), "--key-seed", "4", "--resume", "--departed", "2", "3"])
+    args = build_parser().parse_args(
+        [command, "--workdir", str(tmp_path), "--key-seed", "4", "--resume", "--departed", "2", "3"]
+    )
     options = _agent_options(args)
     assert options == AgentOptions(tmp_path, key_seed=4, resume=True, departed=(2, 3))
     assert {leaf.dest for leaf in leaves(AgentOptions)} <= set(vars(args))
     with pytest.raises(SystemExit):
-        build_parser().parse_args([command])  # --workdir is required: AgentOptions.workdir has no default
+        build_parser().parse_args(
+            [command]
+        )  # --workdir is required: AgentOptions.workdir has no default
 
 
 def test_agent_options_check_their_fields() -> None:

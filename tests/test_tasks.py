@@ -27,10 +27,14 @@ def test_a9a_bundled_copy_has_the_published_shape_and_labels() -> None:
 
 def test_quadratic_optimum_matches_a_numerical_minimiser() -> None:
     task = whisper_quadratic(20)
-    numerical = minimize(lambda x: task.objective(x[None, :])[0], np.zeros(2), method="BFGS", options={"gtol": 1e-10})
+    numerical = minimize(
+        lambda x: task.objective(x[None, :])[0], np.zeros(2), method="BFGS", options={"gtol": 1e-10}
+    )
     np.testing.assert_allclose(task.optimum, numerical.x, atol=1e-4)
     assert task.optimal_value <= numerical.fun + 1e-9
-    stationarity = task.gradients(np.repeat(task.optimum[None, :], 20, axis=0), None, None).mean(axis=0)
+    stationarity = task.gradients(np.repeat(task.optimum[None, :], 20, axis=0), None, None).mean(
+        axis=0
+    )
     np.testing.assert_allclose(stationarity, 0.0, atol=1e-9)
     # Eq. (11) before rotation: agent 1's minimiser is (-1, 0) with value 0; agent 20's is (20, 0).
     np.testing.assert_allclose(task.centers[0], [-1.0, 0.0])
@@ -43,9 +47,14 @@ def test_quadratic_optimum_matches_a_numerical_minimiser() -> None:
 def test_least_squares_matches_decor_definition() -> None:
     n, d = 8, 4
     task = decor_least_squares(n, d, purpose_rng(3, "least-squares targets"))
-    targets = purpose_rng(3, "least-squares targets").standard_normal((n, d)) / np.arange(1, n + 1)[:, None]
+    targets = (
+        purpose_rng(3, "least-squares targets").standard_normal((n, d))
+        / np.arange(1, n + 1)[:, None]
+    )
     x = np.random.default_rng(0).standard_normal((1, d))
-    explicit = np.mean([0.5 * np.sum(((i + 1) / np.sqrt(n) * x[0] - targets[i]) ** 2) for i in range(n)])
+    explicit = np.mean(
+        [0.5 * np.sum(((i + 1) / np.sqrt(n) * x[0] - targets[i]) ** 2) for i in range(n)]
+    )
     assert task.objective(x)[0] == pytest.approx(explicit, rel=1e-12)
     grads = task.gradients(np.repeat(x, n, axis=0), None, None)
     for i in range(n):
@@ -65,12 +74,23 @@ def test_logreg_task_uses_a_deterministic_split_and_partition() -> None:
 
 def test_noise_free_dsgd_on_a9a_matches_centralized_sklearn_within_two_percent() -> None:
     """The issue's acceptance check: D-SGD without noise vs a central fit on the same split."""
-    config = TrainConfig(task="logreg-a9a", graph="er", n=20, p=0.5, mechanism="none", steps=5000, clip=0.1, eval_every=5000)
+    config = TrainConfig(
+        task="logreg-a9a",
+        graph="er",
+        n=20,
+        p=0.5,
+        mechanism="none",
+        steps=5000,
+        clip=0.1,
+        eval_every=5000,
+    )
     result = run_training(config)
     features, labels = load_a9a()
     train, test = train_test_split(len(labels), 0.2, purpose_rng(0, "train/test split"))
     l2 = TaskOptions().l2
-    reference = SklearnLogisticRegression(C=1.0 / (l2 * len(train)), fit_intercept=False, tol=1e-8, max_iter=2000)
+    reference = SklearnLogisticRegression(
+        C=1.0 / (l2 * len(train)), fit_intercept=False, tol=1e-8, max_iter=2000
+    )
     reference.fit(features[train], labels[train])
     margins = labels[test] * (features[test] @ reference.coef_[0])
     reference_loss = float(np.mean(np.logaddexp(0.0, -margins)))
@@ -81,8 +101,12 @@ def test_noise_free_dsgd_on_a9a_matches_centralized_sklearn_within_two_percent()
 @pytest.mark.full_data
 def test_housing_has_the_published_rows_and_means() -> None:
     features, values = load_california_housing()
-    assert features.shape == (20640, 8) and values.mean() == pytest.approx(206855.8, abs=0.1)  # the data set's documented mean
-    assert features[:, 7].mean() == pytest.approx(3.870671, abs=1e-6)  # median income, as scikit-learn documents it
+    assert features.shape == (20640, 8) and values.mean() == pytest.approx(
+        206855.8, abs=0.1
+    )  # the data set's documented mean
+    assert features[:, 7].mean() == pytest.approx(
+        3.870671, abs=1e-6
+    )  # median income, as scikit-learn documents it
 
 
 def test_housing_task_standardises_on_the_training_split() -> None:
@@ -92,11 +116,20 @@ def test_housing_task_standardises_on_the_training_split() -> None:
     inputs, targets = task.inputs.numpy(), task.targets.numpy()
     np.testing.assert_allclose(inputs.mean(axis=0), 0.0, atol=1e-5)
     np.testing.assert_allclose(inputs.std(axis=0), 1.0, atol=1e-4)
-    assert targets.mean() == pytest.approx(0.0, abs=1e-5) and targets.std() == pytest.approx(1.0, abs=1e-4)
-    metrics = task.evaluate(np.zeros((10, task.dim)))  # predicting the training mean, 0 once standardised
+    assert targets.mean() == pytest.approx(0.0, abs=1e-5) and targets.std() == pytest.approx(
+        1.0, abs=1e-4
+    )
+    metrics = task.evaluate(
+        np.zeros((10, task.dim))
+    )  # predicting the training mean, 0 once standardised
     test_targets = task.test_targets.numpy()
-    assert metrics["test_loss"] == pytest.approx(float(np.mean(test_targets**2)), rel=1e-5) and "test_accuracy" not in metrics
-    assert metrics["test_loss"] == pytest.approx(1.0, abs=0.15)  # the test split's variance, in training units
+    assert (
+        metrics["test_loss"] == pytest.approx(float(np.mean(test_targets**2)), rel=1e-5)
+        and "test_accuracy" not in metrics
+    )
+    assert metrics["test_loss"] == pytest.approx(
+        1.0, abs=0.15
+    )  # the test split's variance, in training units
 
 
 def test_unknown_task_and_bad_split_are_rejected() -> None:
@@ -111,7 +144,9 @@ def test_adult_has_the_uci_rows_and_standardised_one_hot_features() -> None:
     train_features, train_labels = load_adult("train")
     test_features, test_labels = load_adult("test")
     assert train_features.shape == (32561, 108) and test_features.shape == (16281, 108)
-    assert train_labels.sum() == 7841 and test_labels.sum() == 3846  # >50K, as UCI's adult.names counts them
+    assert (
+        train_labels.sum() == 7841 and test_labels.sum() == 3846
+    )  # >50K, as UCI's adult.names counts them
     np.testing.assert_allclose(train_features[:, :6].mean(axis=0), 0.0, atol=1e-5)
     np.testing.assert_allclose(train_features[:, 6:].sum(axis=1), 8.0)  # one category per attribute
 

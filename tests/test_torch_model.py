@@ -19,13 +19,25 @@ def _pair(seed: int = 0) -> tuple[LogisticRegression, TorchModelTask]:
     features = rng.standard_normal((n * m, d))
     labels = np.where(rng.random(n * m) < 0.4, -1.0, 1.0)
     parts = np.array_split(rng.permutation(n * m), n)
-    numpy_task = LogisticRegression("np", features, labels, parts, features[:30], labels[:30], l2=0.0)
+    numpy_task = LogisticRegression(
+        "np", features, labels, parts, features[:30], labels[:30], l2=0.0
+    )
     model = nn.Sequential(nn.Linear(d, 1, bias=False), nn.Flatten(0))
 
     def logistic(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return functional.softplus(-targets * outputs)
 
-    torch_task = TorchModelTask("torch", model, logistic, features, labels, parts, features[:30], labels[:30], classification=False)
+    torch_task = TorchModelTask(
+        "torch",
+        model,
+        logistic,
+        features,
+        labels,
+        parts,
+        features[:30],
+        labels[:30],
+        classification=False,
+    )
     return numpy_task, torch_task
 
 
@@ -33,7 +45,12 @@ def test_batched_gradients_match_numpy_logistic_regression() -> None:
     numpy_task, torch_task = _pair()
     params = np.random.default_rng(1).standard_normal((3, 6))
     batch = UniformSampler(numpy_task.agent_sizes, 16).sample(np.random.default_rng(2))
-    np.testing.assert_allclose(torch_task.gradients(params, batch, None), numpy_task.gradients(params, batch, None), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        torch_task.gradients(params, batch, None),
+        numpy_task.gradients(params, batch, None),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_per_example_clipped_gradients_match_numpy_logistic_regression() -> None:
@@ -41,7 +58,9 @@ def test_per_example_clipped_gradients_match_numpy_logistic_regression() -> None
     params = 3 * np.random.default_rng(5).standard_normal((3, 6))
     batch = PoissonSampler(numpy_task.agent_sizes, 8).sample(np.random.default_rng(6))
     expected = numpy_task.gradients(params, batch, 0.3)
-    np.testing.assert_allclose(torch_task.gradients(params, batch, 0.3), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        torch_task.gradients(params, batch, 0.3), expected, rtol=1e-5, atol=1e-6
+    )
     unclipped = numpy_task.gradients(params, batch, None)
     assert not np.allclose(expected, unclipped)  # the clip is active on this instance
 
@@ -49,7 +68,11 @@ def test_per_example_clipped_gradients_match_numpy_logistic_regression() -> None
 def test_evaluation_matches_numpy_test_loss() -> None:
     numpy_task, torch_task = _pair(seed=7)
     params = np.random.default_rng(8).standard_normal((3, 6))
-    assert np.isclose(torch_task.evaluate(params)["test_loss"], numpy_task.evaluate(params)["test_loss"], rtol=1e-5)
+    assert np.isclose(
+        torch_task.evaluate(params)["test_loss"],
+        numpy_task.evaluate(params)["test_loss"],
+        rtol=1e-5,
+    )
     assert torch_task.initial_params().shape == (6,)
 
 
@@ -59,7 +82,9 @@ def _image_task(seed: int, model: nn.Module) -> TorchModelTask:
     images = rng.standard_normal((n * m, 1, 3, 4)).astype(np.float32)
     labels = rng.integers(0, 3, n * m)
     parts = np.array_split(rng.permutation(n * m), n)
-    return TorchModelTask("images", model, _cross_entropy, images, labels, parts, images[:20], labels[:20])
+    return TorchModelTask(
+        "images", model, _cross_entropy, images, labels, parts, images[:20], labels[:20]
+    )
 
 
 def _cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -70,7 +95,14 @@ def test_ghost_norm_gradients_equal_per_example_vmap_gradients() -> None:
     """The linear-stack path (ghost norms) against torch.func's per-example gradients, on a deeper
     network with a flatten and two activations, where the clip binds for some examples only."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 8), nn.Tanh(), nn.Linear(8, 5, bias=False), nn.ReLU(), nn.Linear(5, 3))
+    model = nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(12, 8),
+        nn.Tanh(),
+        nn.Linear(8, 5, bias=False),
+        nn.ReLU(),
+        nn.Linear(5, 3),
+    )
     task = _image_task(1, model)
     assert task._linear_stack is not None
     params = task.initial_params() + 0.5 * np.random.default_rng(2).standard_normal((4, task.dim))
@@ -81,10 +113,19 @@ def test_ghost_norm_gradients_equal_per_example_vmap_gradients() -> None:
     task._linear_stack = LinearStack(model)
     stack = LinearStack(model)  # without a clip, the stack gives the weighted batch gradient
     flat = torch.as_tensor(params, dtype=torch.float32)
-    inputs, targets = task.inputs[torch.as_tensor(batch.indices)], task.targets[torch.as_tensor(batch.indices)]
+    inputs, targets = (
+        task.inputs[torch.as_tensor(batch.indices)],
+        task.targets[torch.as_tensor(batch.indices)],
+    )
     weights = torch.as_tensor(batch.weights, dtype=torch.float32)
-    batch_gradient = stack.clipped_gradients(flat, inputs, targets, weights, _cross_entropy, None).double().numpy()
-    np.testing.assert_allclose(batch_gradient, task.gradients(params, batch, None), rtol=1e-5, atol=1e-6)
+    batch_gradient = (
+        stack.clipped_gradients(flat, inputs, targets, weights, _cross_entropy, None)
+        .double()
+        .numpy()
+    )
+    np.testing.assert_allclose(
+        batch_gradient, task.gradients(params, batch, None), rtol=1e-5, atol=1e-6
+    )
     unclipped = task.gradients(params, batch, None)
     clipped = task.gradients(params, batch, 0.5)
     assert not np.allclose(clipped, unclipped)
@@ -98,4 +139,6 @@ def test_models_with_other_layers_keep_the_vmap_path() -> None:
     params = np.tile(task.initial_params(), (4, 1))
     batch = PoissonSampler(task.agent_sizes, 6).sample(np.random.default_rng(6))
     norms = np.linalg.norm(task.gradients(params, batch, 0.1), axis=1)
-    assert np.all(norms <= 0.1 * batch.weights.sum(axis=1) + 1e-6)  # a weighted sum of clipped gradients
+    assert np.all(
+        norms <= 0.1 * batch.weights.sum(axis=1) + 1e-6
+    )  # a weighted sum of clipped gradients

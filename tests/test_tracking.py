@@ -38,7 +38,9 @@ def test_flow_arcs_take_both_directions_of_an_undirected_edge(directed: nx.DiGra
 
 
 @pytest.mark.parametrize("distribution", ["laplace", "gaussian"])
-def test_lppa_injections_sum_to_zero_and_dp_noise_does_not(directed: nx.DiGraph, distribution: str) -> None:
+def test_lppa_injections_sum_to_zero_and_dp_noise_does_not(
+    directed: nx.DiGraph, distribution: str
+) -> None:
     rng = np.random.default_rng(0)
     lppa = lppa_noise(directed, 0.3, distribution).sample(rng, 1000)
     assert np.abs(lppa.sum(axis=0)).max() < 1e-12 * np.abs(lppa).max() * 10
@@ -53,7 +55,9 @@ def test_injection_covariance_matches_its_samples(directed: nx.DiGraph, distribu
     samples = noise.sample(np.random.default_rng(1), 200_000)
     empirical = samples @ samples.T / samples.shape[1]
     np.testing.assert_allclose(empirical, noise.covariance(), atol=0.03 * noise.covariance().max())
-    assert np.linalg.eigvalsh(noise.covariance())[0] < 1e-12  # singular along 1: a directed Laplacian
+    assert (
+        np.linalg.eigvalsh(noise.covariance())[0] < 1e-12
+    )  # singular along 1: a directed Laplacian
     np.testing.assert_allclose(noise.covariance() @ np.ones(8), 0.0, atol=1e-12)
 
 
@@ -66,14 +70,22 @@ def test_dsgt_matches_a_per_agent_reference_of_eqs_2_and_3(directed: nx.DiGraph)
     gamma = [task.gradients(np.array(theta), None, None)[i] for i in range(8)]
     for _ in range(25):
         new = [sum(weights[i, j] * theta[j] for j in range(8)) - 0.05 * gamma[i] for i in range(8)]
-        old_grads, new_grads = task.gradients(np.array(theta), None, None), task.gradients(np.array(new), None, None)
-        gamma = [sum(weights[i, j] * gamma[j] for j in range(8)) + new_grads[i] - old_grads[i] for i in range(8)]
+        old_grads, new_grads = (
+            task.gradients(np.array(theta), None, None),
+            task.gradients(np.array(new), None, None),
+        )
+        gamma = [
+            sum(weights[i, j] * gamma[j] for j in range(8)) + new_grads[i] - old_grads[i]
+            for i in range(8)
+        ]
         theta = new
     np.testing.assert_allclose(result.params, np.array(theta), rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("every_round", [False, True])
-def test_lppa_reaches_the_noise_free_dsgt_model_and_dp_does_not(directed: nx.DiGraph, every_round: bool) -> None:
+def test_lppa_reaches_the_noise_free_dsgt_model_and_dp_does_not(
+    directed: nx.DiGraph, every_round: bool
+) -> None:
     """Theorem 1 on a strongly convex task: the noise differences cancel in the network sum, so LPPA
     ends at noise-free DSGT's model (the exact optimum); i.i.d. noise of the same scale does not."""
     task = decor_least_squares(8, 3, np.random.default_rng(0))
@@ -81,12 +93,17 @@ def test_lppa_reaches_the_noise_free_dsgt_model_and_dp_does_not(directed: nx.DiG
     config = DSGDConfig(steps=3000, step_size=StepSize(0.05), eval_every=3000)
     plain = run_dsgt(task, weights, config).params
     np.testing.assert_allclose(plain, np.tile(task.optimum, (8, 1)), atol=1e-10)
-    lppa = run_dsgt(task, weights, config, lppa_noise(directed, 1.0, every_round=every_round), seed=4).params
+    lppa = run_dsgt(
+        task, weights, config, lppa_noise(directed, 1.0, every_round=every_round), seed=4
+    ).params
     dp = run_dsgt(task, weights, config, dp_noise(8, 1.0, every_round=every_round), seed=4).params
     if every_round:
         # fresh zero-sum noise every round keeps the models near, not at, the optimum; the network
         # average stays unbiased, while DP noise moves it
-        assert np.abs(lppa.mean(axis=0) - task.optimum).max() < 0.2 * np.abs(dp.mean(axis=0) - task.optimum).max()
+        assert (
+            np.abs(lppa.mean(axis=0) - task.optimum).max()
+            < 0.2 * np.abs(dp.mean(axis=0) - task.optimum).max()
+        )
     else:
         np.testing.assert_allclose(lppa, plain, atol=1e-10)
         assert np.abs(dp - plain).max() > 1e-2
@@ -116,4 +133,6 @@ def test_gaussian_noise_flow_gives_no_privacy_against_the_eavesdropper_or_a_neig
     assert account(ldp, Eavesdropper(), AgentLevel(0.1), 100, 1e-5).epsilon <= 10.0
     for threat in (Eavesdropper(), Colluding(1)):
         assert account(flow, threat, AgentLevel(0.1), 100, 1e-5).epsilon == math.inf
-    np.testing.assert_allclose(flow.covariance(), lppa_noise(graph, flow.sigma, "gaussian").covariance(), atol=1e-12)
+    np.testing.assert_allclose(
+        flow.covariance(), lppa_noise(graph, flow.sigma, "gaussian").covariance(), atol=1e-12
+    )

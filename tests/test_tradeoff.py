@@ -11,19 +11,60 @@ import pytest
 from dpdl.experiments.reproduce import tradeoff
 from dpdl.experiments.reproduce.tradeoff import Panel, Point, Study, Training
 
-LOSS = Training("quadratic", 10, (0.1, 0.01), (1.0, 10.0), "optimality_gap", decor_couples=(None, 0), tune_seeds=2, seeds=5)
-ACCURACY = Training("quadratic", 10, (0.1, 0.01), (1.0,), "test_accuracy", lower_is_better=False, tune_seeds=2, seeds=5)
+LOSS = Training(
+    "quadratic",
+    10,
+    (0.1, 0.01),
+    (1.0, 10.0),
+    "optimality_gap",
+    decor_couples=(None, 0),
+    tune_seeds=2,
+    seeds=5,
+)
+ACCURACY = Training(
+    "quadratic",
+    10,
+    (0.1, 0.01),
+    (1.0,),
+    "test_accuracy",
+    lower_is_better=False,
+    tune_seeds=2,
+    seeds=5,
+)
 
 
 def _study(training: Training = LOSS) -> Study:
-    ring = Panel("ring", training, "eps", (3.0, 10.0), {"graph": "ring", "n": 8}, ("ldp", "decor", "cdp"), "eps", {"cdp": "complete"})
-    torus = Panel("torus", training, "eps", (3.0, 10.0), {"graph": "torus", "n": 8}, ("ldp", "decor", "cdp"), "eps", {"cdp": "complete"})
+    ring = Panel(
+        "ring",
+        training,
+        "eps",
+        (3.0, 10.0),
+        {"graph": "ring", "n": 8},
+        ("ldp", "decor", "cdp"),
+        "eps",
+        {"cdp": "complete"},
+    )
+    torus = Panel(
+        "torus",
+        training,
+        "eps",
+        (3.0, 10.0),
+        {"graph": "torus", "n": 8},
+        ("ldp", "decor", "cdp"),
+        "eps",
+        {"cdp": "complete"},
+    )
     return Study((ring, torus))
 
 
 def _metric(job: dict) -> float:
     """A made-up outcome: best at lr 0.01, clip 10, DECOR's couple 0; seeds add 0.001 each."""
-    value = 1.0 + (job["lr"] == 0.1) + 2 * (job["clip"] == 1.0) + 0.5 * (job["decor_couple"] is None and job["method"] == "decor")
+    value = (
+        1.0
+        + (job["lr"] == 0.1)
+        + 2 * (job["clip"] == 1.0)
+        + 0.5 * (job["decor_couple"] is None and job["method"] == "decor")
+    )
     return value + 0.001 * job["seed"]
 
 
@@ -31,7 +72,9 @@ def test_tuning_grid_covers_every_point_once_and_shares_the_centralised_baseline
     jobs = tradeoff.tuning_jobs(_study())
     keys = {tuple(sorted(job.items(), key=str)) for job in jobs}
     assert len(keys) == len(jobs)
-    per_calibration = 2 * 2 * (4 + 8) + 2 * 4  # eps x topologies x (ldp + decor grids) + cdp once per eps
+    per_calibration = (
+        2 * 2 * (4 + 8) + 2 * 4
+    )  # eps x topologies x (ldp + decor grids) + cdp once per eps
     assert len(jobs) == 2 * 2 * per_calibration  # calibrations x tuning seeds
     assert {job["graph"] for job in jobs if job["method"] == "cdp"} == {"complete"}
     assert {job["decor_couple"] for job in jobs if job["method"] == "decor"} == {None, 0}
@@ -49,7 +92,9 @@ def test_final_stage_runs_the_best_point_on_the_remaining_seeds() -> None:
     summary = tradeoff.summarise(study, rows)
     point = summary[("ring", 3.0, "decor", "exact")]
     assert point.values == pytest.approx(tuple(1.0 + 0.001 * seed for seed in range(5)))
-    assert (point.low, point.high, point.mean) == pytest.approx((1.001, 1.003, 1.002))  # quartiles and mean
+    assert (point.low, point.high, point.mean) == pytest.approx(
+        (1.001, 1.003, 1.002)
+    )  # quartiles and mean
     assert point.hyperparameters == {"lr": 0.01, "clip": 10.0, "decor_couple": 0}
 
 
@@ -64,18 +109,37 @@ def test_a_diverged_run_is_the_worst_and_higher_is_better_for_accuracy() -> None
     finals = tradeoff.final_jobs(study, rows)
     assert {job["lr"] for job in finals if job["method"] == "ldp"} == {0.01}
     assert {job["lr"] for job in finals if job["method"] != "ldp"} == {0.1}
-    assert tradeoff.better(0.9, 0.5, lower_is_better=False) and not tradeoff.better(math.nan, 0.5, lower_is_better=True)
+    assert tradeoff.better(0.9, 0.5, lower_is_better=False) and not tradeoff.better(
+        math.nan, 0.5, lower_is_better=True
+    )
 
 
 def test_run_job_trains_one_seed_and_reports_its_privacy() -> None:
     jobs = tradeoff.tuning_jobs(_study())
-    exact = next(job for job in jobs if job["calibration"] == "exact" and job["method"] == "decor" and job["decor_couple"] == 0)
+    exact = next(
+        job
+        for job in jobs
+        if job["calibration"] == "exact" and job["method"] == "decor" and job["decor_couple"] == 0
+    )
     row = tradeoff.run_job({**exact, "steps": 50})
-    assert exact["eps"] * (1 - 1e-6) <= row["epsilon"] <= exact["eps"]  # calibrated exactly, never above
-    assert row["threat"] == "eavesdropper" and math.isfinite(row["optimality_gap"]) and row["trace_WRW"] > 0
-    paper = next(job for job in jobs if job["calibration"] == "paper" and job["method"] == "ldp" and job["eps"] == 3.0)
+    assert (
+        exact["eps"] * (1 - 1e-6) <= row["epsilon"] <= exact["eps"]
+    )  # calibrated exactly, never above
+    assert (
+        row["threat"] == "eavesdropper"
+        and math.isfinite(row["optimality_gap"])
+        and row["trace_WRW"] > 0
+    )
+    paper = next(
+        job
+        for job in jobs
+        if job["calibration"] == "paper" and job["method"] == "ldp" and job["eps"] == 3.0
+    )
     row = tradeoff.run_job({**paper, "steps": 50})
-    assert row["epsilon"] == pytest.approx(row["exact_epsilon_of_calibration"]) and row["epsilon"] < 3.0
+    assert (
+        row["epsilon"] == pytest.approx(row["exact_epsilon_of_calibration"])
+        and row["epsilon"] < 3.0
+    )
 
 
 def test_tuning_at_one_setting_reuses_its_choice_across_the_sweep() -> None:
@@ -94,7 +158,11 @@ def test_tuning_at_one_setting_reuses_its_choice_across_the_sweep() -> None:
     assert {job["seed"] for job in finals if job["eps"] == 10.0} == {2, 3, 4}
     rows += [{**job, "optimality_gap": metric(job)} for job in finals]
     summary = tradeoff.summarise(study, rows)
-    assert summary[("torus", 3.0, "ldp", "paper")].hyperparameters == {"lr": 0.01, "clip": 10.0, "decor_couple": None}
+    assert summary[("torus", 3.0, "ldp", "paper")].hyperparameters == {
+        "lr": 0.01,
+        "clip": 10.0,
+        "decor_couple": None,
+    }
     assert summary[("torus", 3.0, "ldp", "paper")].mean == pytest.approx(3.002)
 
 
@@ -116,13 +184,21 @@ def test_significantly_better_is_scipys_two_sided_paired_t_test_at_95_percent() 
             other = base + rng.normal(rng.uniform(-0.004, 0.004), 0.002, size=seeds)
             a, b = _point(list(other)), _point(list(base))
             test = ttest_rel(other, base)
-            assert tradeoff.significantly_better(a, b, lower_is_better=False) == (test.pvalue < 0.05 and test.statistic > 0)
-            assert tradeoff.significantly_better(a, b, lower_is_better=True) == (test.pvalue < 0.05 and test.statistic < 0)
+            assert tradeoff.significantly_better(a, b, lower_is_better=False) == (
+                test.pvalue < 0.05 and test.statistic > 0
+            )
+            assert tradeoff.significantly_better(a, b, lower_is_better=True) == (
+                test.pvalue < 0.05 and test.statistic < 0
+            )
             decided.add(bool(test.pvalue < 0.05 and test.statistic > 0))
-            if 2.0 < test.statistic < quantile * 0.999:  # what the old rule (2 standard errors) called significant
+            if (
+                2.0 < test.statistic < quantile * 0.999
+            ):  # what the old rule (2 standard errors) called significant
                 assert not tradeoff.significantly_better(a, b, lower_is_better=False)
                 between += 1
-        assert decided == {True, False} and between > 0  # the draws cover both answers and the old rule's gap
+        assert (
+            decided == {True, False} and between > 0
+        )  # the draws cover both answers and the old rule's gap
     assert "two-sided Student t test" in tradeoff.SIGNIFICANCE and "95%" in tradeoff.SIGNIFICANCE
 
 
@@ -134,17 +210,34 @@ def test_every_report_using_the_test_states_it_under_its_claims_table(tmp_path) 
     from dpdl.experiments.reproduce import REPRODUCTIONS, corn_tradeoff
     from dpdl.experiments.reproduce.report import Claim, write_report
 
-    users = [name for name, module in REPRODUCTIONS.items()
-             if "significantly_better" in inspect.getsource(module)
-             or getattr(module, "analyse", None).__module__ == corn_tradeoff.__name__]
+    users = [
+        name
+        for name, module in REPRODUCTIONS.items()
+        if "significantly_better" in inspect.getsource(module)
+        or getattr(module, "analyse", None).__module__ == corn_tradeoff.__name__
+    ]
     assert set(users) >= {"decor-fig1", "whisper-quadratic", "whisper-logreg", "corn-mnist"}
     for name in users:
         assert REPRODUCTIONS[name].SIGNIFICANCE == tradeoff.SIGNIFICANCE
-    lines = write_report(tmp_path / "REPORT.md", "t", "intro", [Claim("(a)", "p", "m", True)], [], [], tradeoff.SIGNIFICANCE).read_text().splitlines()
+    lines = (
+        write_report(
+            tmp_path / "REPORT.md",
+            "t",
+            "intro",
+            [Claim("(a)", "p", "m", True)],
+            [],
+            [],
+            tradeoff.SIGNIFICANCE,
+        )
+        .read_text()
+        .splitlines()
+    )
     row = lines.index("| (a) | p | m | yes |")
     assert lines[row + 1 : row + 3] == ["", tradeoff.SIGNIFICANCE]
-    assert tradeoff.SIGNIFICANCE not in write_report(tmp_path / "other.md", "t", "intro", [], [], []).read_text()
-
+    assert (
+        tradeoff.SIGNIFICANCE
+        not in write_report(tmp_path / "other.md", "t", "intro", [], [], []).read_text()
+    )
 
     # The complete graph at eps = 3 (DECOR Fig. 1, MNIST): 0.03 points apart, seeds disagree on the sign.
     paper, exact = _point([0.913, 0.912, 0.911, 0.910]), _point([0.914, 0.911, 0.910, 0.910])

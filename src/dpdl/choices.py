@@ -20,13 +20,13 @@ __all__ = [
     "DISTRIBUTIONS",
     "GRAPH_FILE_FORMATS",
     "IMAGE_TASKS",
+    "INJECTIONS",
     "MACS",
     "MECHANISM_NAMES",
     "MIXING_RULE_NAMES",
-    "INJECTIONS",
     "PARTITIONS",
-    "SAMPLERS",
     "REAL_GRAPHS",
+    "SAMPLERS",
     "SCHEDULES",
     "SYNTHETIC_GRAPHS",
     "TASKS",
@@ -98,7 +98,15 @@ SCHEDULES = ("constant", "inv-sqrt")
 IMAGE_TASKS = ("mnist-cnn", "fashion-cnn", "mnist-lenet", "fashion-lenet")
 
 #: Learning tasks by CLI name (:func:`dpdl.tasks.build_task`).
-TASKS = ("quadratic", "least-squares", "logreg-a9a", "mnist-mlp", "housing-mlp", "adult-mlp", *IMAGE_TASKS)
+TASKS = (
+    "quadratic",
+    "least-squares",
+    "logreg-a9a",
+    "mnist-mlp",
+    "housing-mlp",
+    "adult-mlp",
+    *IMAGE_TASKS,
+)
 
 #: How a task's data are split over agents (:mod:`dpdl.tasks.partition`).
 PARTITIONS = ("iid", "dirichlet", "quantity-skew", "labels-per-agent")

@@ -32,7 +32,7 @@ from dpdl.jobspec.config import TrainConfig
 from dpdl.runtime.options import AgentOptions
 from dpdl.settings import DesignOptions, add_arguments, from_options, positive_int, to_options
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,12 +71,18 @@ def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser, TrainConfig, groups=("privacy",))
 
 
-def add_output_arguments(parser: argparse.ArgumentParser, out: Path | None, out_help: str, json_help: str | None) -> None:
+def add_output_arguments(
+    parser: argparse.ArgumentParser, out: Path | None, out_help: str, json_help: str | None
+) -> None:
     """``--out`` (results folder), ``--json`` (when the command has a JSON result) and ``--no-progress``."""
     group = parser.add_argument_group("output")
     group.add_argument("--out", type=Path, default=out, help=f"results folder (default {out_help})")
     if json_help:
-        group.add_argument("--json", action="store_true", help=f"print {json_help} as one JSON object on the last line")
+        group.add_argument(
+            "--json",
+            action="store_true",
+            help=f"print {json_help} as one JSON object on the last line",
+        )
     group.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -98,13 +104,22 @@ def add_options_file_arguments(parser: argparse.ArgumentParser) -> None:
     """``--config FILE`` and ``--set KEY=VALUE``: take the options from a TOML file, as a run writes
     them (:mod:`dpdl.experiments.replay`); :class:`_Parser` reads them."""
     group = parser.add_argument_group("options file (replay a run)")
-    group.add_argument("--config", type=Path, metavar="FILE",
-                       help="take every option from this TOML file, the config.toml each run writes in its results folder "
-                       "(keys: the long options, as batch-size or batch_size); an option also given on the command line "
-                       "overrides the file's")
-    group.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override one option of the file (or of the defaults), e.g. --set seed=[1] --set graph=ring: "
-                       "VALUE is a TOML literal (3, 0.5, [1, 2], true, \"text\"), or else a plain string; repeatable")
+    group.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="take every option from this TOML file, the config.toml each run writes in its results folder "
+        "(keys: the long options, as batch-size or batch_size); an option also given on the command line "
+        "overrides the file's",
+    )
+    group.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one option of the file (or of the defaults), e.g. --set seed=[1] --set graph=ring: "
+        'VALUE is a TOML literal (3, 0.5, [1, 2], true, "text"), or else a plain string; repeatable',
+    )
 
 
 def _train_parser(sub: argparse._SubParsersAction) -> None:
@@ -116,7 +131,11 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_training_arguments(parser)
     add_output_arguments(parser, None, "results/train/<job name>", "the final metrics")
-    parser.add_argument("--save-models", action="store_true", help="also write every agent's final model, models-seed<s>.npy")
+    parser.add_argument(
+        "--save-models",
+        action="store_true",
+        help="also write every agent's final model, models-seed<s>.npy",
+    )
     add_options_file_arguments(parser)
     parser.set_defaults(handler=_train, parser=parser)
 
@@ -125,7 +144,9 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     """How runtime agents run (:class:`AgentOptions`: checkpoints, timeout, resume, departures,
     message authentication), and progress."""
     sections = add_arguments(parser, AgentOptions)
-    sections["runtime"].add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    sections["runtime"].add_argument(
+        "--no-progress", action="store_true", help="hide the progress bar"
+    )
 
 
 def _run_agent_parser(sub: argparse._SubParsersAction) -> None:
@@ -152,7 +173,11 @@ def _run_local_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_training_arguments(parser)
     add_agent_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print the final metrics as one JSON object on the last line")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the final metrics as one JSON object on the last line",
+    )
     parser.set_defaults(handler=_run_local)
 
 
@@ -163,14 +188,22 @@ def _noise_parser(sub: argparse._SubParsersAction) -> None:
         description="Calibrate a noise design to (eps, delta) over T steps on a graph; print the variance left after "
         "mixing, Tr(W R W^T), and the exact epsilon against each threat model (Infinity where none holds).",
     )
-    parser.add_argument("--method", required=True, help=f"noise design: {', '.join(MECHANISM_NAMES)}")
+    parser.add_argument(
+        "--method", required=True, help=f"noise design: {', '.join(MECHANISM_NAMES)}"
+    )
     add_graph_arguments(parser)
     add_graph_seed_argument(parser)
     add_budget_arguments(parser)
     add_design_arguments(parser)
-    parser.add_argument("--threat", nargs="+", default=None,
-                        help="threats to account against (default: eavesdropper honest-but-curious colluding-2 central)")
-    parser.add_argument("--json", action="store_true", help="print the report as one JSON object on the last line")
+    parser.add_argument(
+        "--threat",
+        nargs="+",
+        default=None,
+        help="threats to account against (default: eavesdropper honest-but-curious colluding-2 central)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the report as one JSON object on the last line"
+    )
     parser.set_defaults(handler=_noise)
 
 
@@ -188,9 +221,13 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
     add_graph_seed_argument(parser)
     add_budget_arguments(parser)
     group = parser.add_argument_group("attack")
-    group.add_argument("--attack-trials", type=positive_int, default=DEFAULT_TRIALS,
-                       help="membership-test trials per hypothesis for the empirical lower bounds; the attacks' noise is "
-                       f"seeded by --seed (default {DEFAULT_TRIALS})")
+    group.add_argument(
+        "--attack-trials",
+        type=positive_int,
+        default=DEFAULT_TRIALS,
+        help="membership-test trials per hypothesis for the empirical lower bounds; the attacks' noise is "
+        f"seeded by --seed (default {DEFAULT_TRIALS})",
+    )
     add_output_arguments(parser, Path("results/audit"), "results/audit", "the audit")
     parser.set_defaults(handler=_audit)
 
@@ -206,15 +243,41 @@ def _factorize_parser(sub: argparse._SubParsersAction) -> None:
     add_graph_arguments(parser)
     add_graph_seed_argument(parser)
     group = parser.add_argument_group("participation and budget")
-    group.add_argument("--participations", type=positive_int, default=20, help="k: passes over the data (default 20)")
-    group.add_argument("--batches", type=positive_int, default=19, help="b: batches per pass, steps between participations (default 19)")
-    group.add_argument("--restart", type=positive_int, default=None,
-                       help="restart the correlation every this many steps (a multiple of b dividing T = k b); default: never")
-    group.add_argument("--eps", type=float, default=10.0, help="target epsilon for the noise multipliers (default 10)")
+    group.add_argument(
+        "--participations",
+        type=positive_int,
+        default=20,
+        help="k: passes over the data (default 20)",
+    )
+    group.add_argument(
+        "--batches",
+        type=positive_int,
+        default=19,
+        help="b: batches per pass, steps between participations (default 19)",
+    )
+    group.add_argument(
+        "--restart",
+        type=positive_int,
+        default=None,
+        help="restart the correlation every this many steps (a multiple of b dividing T = k b); default: never",
+    )
+    group.add_argument(
+        "--eps",
+        type=float,
+        default=10.0,
+        help="target epsilon for the noise multipliers (default 10)",
+    )
     group.add_argument("--delta", type=float, default=1e-6, help="target delta (default 1e-6)")
     group = parser.add_argument_group("output")
-    group.add_argument("--out", type=Path, default=None, help="results folder (default results/factorize/<graph>-k<k>-b<b>)")
-    group.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
+    group.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results folder (default results/factorize/<graph>-k<k>-b<b>)",
+    )
+    group.add_argument(
+        "--json", action="store_true", help="print the result as one JSON object on the last line"
+    )
     parser.set_defaults(handler=_factorize)
 
 
@@ -227,10 +290,19 @@ def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("name", nargs="?", help="reproduction name (see --list)")
     parser.add_argument("--list", action="store_true", help="list the reproductions and exit")
-    parser.add_argument("--quick", action="store_true", help="fewer seeds and grid points (minutes)")
-    parser.add_argument("--workers", type=positive_int, default=None, help="parallel processes (default: all cores)")
-    parser.add_argument("--parts", nargs="+", default=None, metavar="PART",
-                        help="run only these parts of a figure that has parts (see --list), e.g. decor-fig1's logreg-a9a")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer seeds and grid points (minutes)"
+    )
+    parser.add_argument(
+        "--workers", type=positive_int, default=None, help="parallel processes (default: all cores)"
+    )
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        default=None,
+        metavar="PART",
+        help="run only these parts of a figure that has parts (see --list), e.g. decor-fig1's logreg-a9a",
+    )
     add_output_arguments(parser, None, "results/<name>, or results/quick/<name>", None)
     parser.set_defaults(handler=_reproduce)
 
@@ -242,10 +314,14 @@ def _demo_parser(sub: argparse._SubParsersAction) -> None:
         description="Run every mechanism on the papers' a9a setting with the step size tuned over the papers' grid; "
         "prints a table and writes a figure.",
     )
-    parser.add_argument("--steps", type=positive_int, default=5000, help="number of D-SGD steps (default 5000)")
+    parser.add_argument(
+        "--steps", type=positive_int, default=5000, help="number of D-SGD steps (default 5000)"
+    )
     parser.add_argument("--eps", type=float, default=10.0, help="target epsilon (default 10)")
     parser.add_argument("--seed", type=int, nargs="+", default=[0], help="seeds (default 0)")
-    parser.add_argument("--workers", type=positive_int, default=None, help="parallel processes (default: all cores)")
+    parser.add_argument(
+        "--workers", type=positive_int, default=None, help="parallel processes (default: all cores)"
+    )
     add_output_arguments(parser, Path("results/demo"), "results/demo", None)
     parser.set_defaults(handler=_demo)
 
@@ -258,29 +334,53 @@ def _data_parser(sub: argparse._SubParsersAction) -> None:
         "default the platform's, ~/.cache/dpdl on Linux). 'list' shows each file's place, size and whether its sha256 "
         "is the published one; 'fetch NAME' downloads a data set, verified, into the cache (or --dest).",
     )
-    actions = parser.add_subparsers(title="actions", dest="action", required=True, parser_class=_Parser)
-    listing = actions.add_parser("list", help="each data set's files: where they are, their size, whether the checksums match")
+    actions = parser.add_subparsers(
+        title="actions", dest="action", required=True, parser_class=_Parser
+    )
+    listing = actions.add_parser(
+        "list",
+        help="each data set's files: where they are, their size, whether the checksums match",
+    )
     listing.set_defaults(handler=_data_list)
-    fetching = actions.add_parser("fetch", help="download a data set and check it against the published sha256",
-                                  description="Download data set NAME file by file, each checked against the sha256 in dpdl's "
-                                  "manifest before it is put in place (a wrong file is deleted); files already there and "
-                                  "correct are kept.")
+    fetching = actions.add_parser(
+        "fetch",
+        help="download a data set and check it against the published sha256",
+        description="Download data set NAME file by file, each checked against the sha256 in dpdl's "
+        "manifest before it is put in place (a wrong file is deleted); files already there and "
+        "correct are kept.",
+    )
     fetching.add_argument("name", help="data set, as 'dpdl data list' names it")
-    fetching.add_argument("--dest", type=Path, default=None,
-                          help="data folder to write into (default: the user cache folder, where dpdl looks after DPDL_DATA_DIR)")
+    fetching.add_argument(
+        "--dest",
+        type=Path,
+        default=None,
+        help="data folder to write into (default: the user cache folder, where dpdl looks after DPDL_DATA_DIR)",
+    )
     fetching.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     fetching.set_defaults(handler=_data_fetch)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``dpdl`` argument parser with all subcommands."""
-    parser = _Parser(prog="dpdl", description="Differentially private decentralized learning with correlated noise.")
+    parser = _Parser(
+        prog="dpdl",
+        description="Differentially private decentralized learning with correlated noise.",
+    )
     parser.add_argument("--version", action="version", version=f"dpdl {__version__}")
     loudness = parser.add_mutually_exclusive_group()
-    loudness.add_argument("-v", "--verbose", action="count", default=0,
-                          help="show what dpdl is doing: INFO records with -v, DEBUG with -vv (default: warnings and errors)")
-    loudness.add_argument("-q", "--quiet", action="store_true", help="show errors only (no warnings)")
-    sub = parser.add_subparsers(title="commands", dest="command", required=True, parser_class=_Parser)
+    loudness.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="show what dpdl is doing: INFO records with -v, DEBUG with -vv (default: warnings and errors)",
+    )
+    loudness.add_argument(
+        "-q", "--quiet", action="store_true", help="show errors only (no warnings)"
+    )
+    sub = parser.add_subparsers(
+        title="commands", dest="command", required=True, parser_class=_Parser
+    )
     _train_parser(sub)
     _run_agent_parser(sub)
     _run_local_parser(sub)
@@ -324,8 +424,10 @@ def _write_options(args: argparse.Namespace, config: TrainConfig, folder: Path) 
     from dpdl.experiments.replay import dump_options
 
     values = {**vars(args), **to_options(config)}
-    header = [f"dpdl train options of the run written to {folder} (dpdl {__version__}); replay it with",
-              f"  dpdl train --config {folder / 'config.toml'} --out OTHER_FOLDER [--set KEY=VALUE ...]"]
+    header = [
+        f"dpdl train options of the run written to {folder} (dpdl {__version__}); replay it with",
+        f"  dpdl train --config {folder / 'config.toml'} --out OTHER_FOLDER [--set KEY=VALUE ...]",
+    ]
     (folder / "config.toml").write_text(dump_options(args.parser, values, header))
 
 
@@ -348,8 +450,13 @@ def _run_agent(args: argparse.Namespace) -> int:
     options = _agent_options(args)
     rank = init_agent()
     agent = remaining_agents(args.n, options.departed)[rank]
-    run_agent(from_options(TrainConfig, args), args.seed[0], agent, options, progress=not args.no_progress)
-    print(f"agent {agent} (rank {rank}): final model {final_model_path(args.workdir, agent)}", file=sys.stderr)
+    run_agent(
+        from_options(TrainConfig, args), args.seed[0], agent, options, progress=not args.no_progress
+    )
+    print(
+        f"agent {agent} (rank {rank}): final model {final_model_path(args.workdir, agent)}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -360,16 +467,28 @@ def _run_local(args: argparse.Namespace) -> int:
     from dpdl.experiments.results import json_safe
     from dpdl.runtime import run_local
 
-    outcome = run_local(from_options(TrainConfig, args), args.seed[0], _agent_options(args), progress=not args.no_progress)
+    outcome = run_local(
+        from_options(TrainConfig, args),
+        args.seed[0],
+        _agent_options(args),
+        progress=not args.no_progress,
+    )
     if outcome.models is None:
         for agent, error in sorted(outcome.errors.items()):
             print(f"agent {agent}: {error.strip().splitlines()[-1]}", file=sys.stderr)
-        raise PeerFailure(f"{len(outcome.errors)} of {len(outcome.agents)} agents stopped; rerun with --resume to continue from the checkpoints", min(outcome.errors), 0)
+        raise PeerFailure(
+            f"{len(outcome.errors)} of {len(outcome.agents)} agents stopped; rerun with --resume to continue from the checkpoints",
+            min(outcome.errors),
+            0,
+        )
     np.save(args.workdir / "models.npy", outcome.models)
     final = {"agents": outcome.agents, **outcome.metrics, "privacy": outcome.privacy}
     (args.workdir / "final.json").write_text(json.dumps(json_safe(final), indent=2) + "\n")
     for report in outcome.privacy:
-        print(f"privacy: eps={report['epsilon']:.4g} at delta={report['delta']:g}; {report['threat']}; accountant {report['accountant']}", file=sys.stderr)
+        print(
+            f"privacy: eps={report['epsilon']:.4g} at delta={report['delta']:g}; {report['threat']}; accountant {report['accountant']}",
+            file=sys.stderr,
+        )
     for name, value in outcome.metrics.items():
         print(f"{name}: {value:.6g}", file=sys.stderr)
     print(f"results: {args.workdir}", file=sys.stderr)
@@ -393,18 +512,44 @@ def _noise(args: argparse.Namespace) -> int:
     graph, weights = _graph_and_weights(args)
     threats = tuple(threat_by_name(t) for t in args.threat) if args.threat else DEFAULT_THREATS
     report = noise_report(
-        args.method, graph, weights, args.eps, args.delta, args.steps, args.clip, args.calibration, threats, from_options(DesignOptions, args)
+        args.method,
+        graph,
+        weights,
+        args.eps,
+        args.delta,
+        args.steps,
+        args.clip,
+        args.calibration,
+        threats,
+        from_options(DesignOptions, args),
     )
     calibration = report.calibration
-    print(f"{args.method} on {args.graph} (n={graph.number_of_nodes()}, {args.mixing} weights), "
-          f"target eps={args.eps:g} delta={args.delta:g} T={args.steps} C={args.clip:g}, calibration {args.calibration}", file=sys.stderr)
+    print(
+        f"{args.method} on {args.graph} (n={graph.number_of_nodes()}, {args.mixing} weights), "
+        f"target eps={args.eps:g} delta={args.delta:g} T={args.steps} C={args.clip:g}, calibration {args.calibration}",
+        file=sys.stderr,
+    )
     if calibration.overshoots:
-        logger.warning("the papers' closed form overshoots the target: exact eps=%.4g > %g", calibration.achieved_epsilon, args.eps)
-    print(f"Tr(W R W^T) = {report.trace_wrw:.6g}   (design took {report.solve_seconds:.3g} s)", file=sys.stderr)
+        logger.warning(
+            "the papers' closed form overshoots the target: exact eps=%.4g > %g",
+            calibration.achieved_epsilon,
+            args.eps,
+        )
+    print(
+        f"Tr(W R W^T) = {report.trace_wrw:.6g}   (design took {report.solve_seconds:.3g} s)",
+        file=sys.stderr,
+    )
     for threat, eps in report.epsilon.items():
         count = report.coalitions[threat]
-        bound = " (upper bound: full collusion)" if not report.epsilon_exact[threat] else (f" (worst of {count} coalitions)" if count > 1 else "")
-        print(f"  eps against {threat:<20} {eps:.6g}{bound}   [papers' RDP bound: {report.epsilon_paper_rdp[threat]:.6g}]", file=sys.stderr)
+        bound = (
+            " (upper bound: full collusion)"
+            if not report.epsilon_exact[threat]
+            else (f" (worst of {count} coalitions)" if count > 1 else "")
+        )
+        print(
+            f"  eps against {threat:<20} {eps:.6g}{bound}   [papers' RDP bound: {report.epsilon_paper_rdp[threat]:.6g}]",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(json_safe(report.as_dict())))
     return 0
@@ -415,11 +560,23 @@ def _audit(args: argparse.Namespace) -> int:
     from dpdl.experiments.results import json_safe
 
     graph, weights = _graph_and_weights(args)
-    reports = run_audit(graph, weights, args.eps, args.delta, args.steps, args.clip, args.calibration,
-                        attack_trials=args.attack_trials, seed=args.seed, progress=not args.no_progress)
+    reports = run_audit(
+        graph,
+        weights,
+        args.eps,
+        args.delta,
+        args.steps,
+        args.clip,
+        args.calibration,
+        attack_trials=args.attack_trials,
+        seed=args.seed,
+        progress=not args.no_progress,
+    )
     table = format_audit(reports)
-    print(f"audit: {args.graph} (n={graph.number_of_nodes()}), eps={args.eps:g}, delta={args.delta:g}, T={args.steps}, C={args.clip:g}, "
-          f"calibration {args.calibration}; exact GDP epsilon per threat (each design calibrated against its own threat)")
+    print(
+        f"audit: {args.graph} (n={graph.number_of_nodes()}), eps={args.eps:g}, delta={args.delta:g}, T={args.steps}, C={args.clip:g}, "
+        f"calibration {args.calibration}; exact GDP epsilon per threat (each design calibrated against its own threat)"
+    )
     print(table)
     write_audit(reports, args.out)
     print(f"\nresults: {args.out}")
@@ -432,13 +589,21 @@ def _factorize(args: argparse.Namespace) -> int:
     from dpdl.experiments.factorize import factorize, write_factorize
 
     graph, weights = _graph_and_weights(args)
-    result = factorize(weights, args.participations, args.batches, args.eps, args.delta, args.restart)
-    name = f"{args.graph.replace(':', '_').replace('/', '_')}-k{args.participations}-b{args.batches}"
-    table, summary, folder = write_factorize(result, args.out or Path("results") / "factorize" / name)
-    print(f"{args.graph} (n={graph.number_of_nodes()}), T={result.steps} (k={args.participations}, b={args.batches})"
-          + (f", restarts every {args.restart}" if args.restart else "")
-          + f"; L-BFGS {result.iterations} iterations in {result.seconds:.2f} s{'' if result.converged else ' (not converged)'}; "
-          f"sigma for (eps={args.eps:g}, delta={args.delta:g}) under LDP")
+    result = factorize(
+        weights, args.participations, args.batches, args.eps, args.delta, args.restart
+    )
+    name = (
+        f"{args.graph.replace(':', '_').replace('/', '_')}-k{args.participations}-b{args.batches}"
+    )
+    table, summary, folder = write_factorize(
+        result, args.out or Path("results") / "factorize" / name
+    )
+    print(
+        f"{args.graph} (n={graph.number_of_nodes()}), T={result.steps} (k={args.participations}, b={args.batches})"
+        + (f", restarts every {args.restart}" if args.restart else "")
+        + f"; L-BFGS {result.iterations} iterations in {result.seconds:.2f} s{'' if result.converged else ' (not converged)'}; "
+        f"sigma for (eps={args.eps:g}, delta={args.delta:g}) under LDP"
+    )
     print(table)
     print(f"\nresults: {folder}")
     if args.json:
@@ -454,8 +619,12 @@ def _reproduce(args: argparse.Namespace) -> int:
             parts = f" (parts: {', '.join(module.PARTS)})" if hasattr(module, "PARTS") else ""
             print(f"{name:<20} {(module.__doc__ or '').strip().splitlines()[0]}{parts}")
         return 0
-    out = args.out or (Path("results") / "quick" / args.name if args.quick else Path("results") / args.name)
-    report = reproduce(args.name, out, args.quick, args.workers, progress=not args.no_progress, parts=args.parts)
+    out = args.out or (
+        Path("results") / "quick" / args.name if args.quick else Path("results") / args.name
+    )
+    report = reproduce(
+        args.name, out, args.quick, args.workers, progress=not args.no_progress, parts=args.parts
+    )
     print(report.read_text())
     print(f"results: {out}")
     return 0
@@ -484,15 +653,27 @@ def _data_list(args: argparse.Namespace) -> int:
     for name, entry in manifest().items():
         files = [status for status in statuses if status.dataset == name]
         present = sum(status.path is not None for status in files)
-        state = "complete" if present == len(files) else "missing" if not present else f"{present} of {len(files)} files"
+        state = (
+            "complete"
+            if present == len(files)
+            else "missing"
+            if not present
+            else f"{present} of {len(files)} files"
+        )
         how = "" if present == len(files) else f"; get it with 'dpdl data fetch {name}'"
         print(f"\n{name}: {entry['title']} [{state}{how}]")
         for status in files:
             if status.path is None:
                 print(f"  {status.relative:<45} missing")
                 continue
-            check = {True: "sha256 ok", False: "sha256 differs from the published file (a slice, or damaged)", None: "no published sha256"}
-            print(f"  {status.relative:<45} {status.size:>10} bytes  {check[status.verified]}  ({status.where}: {status.path})")
+            check = {
+                True: "sha256 ok",
+                False: "sha256 differs from the published file (a slice, or damaged)",
+                None: "no published sha256",
+            }
+            print(
+                f"  {status.relative:<45} {status.size:>10} bytes  {check[status.verified]}  ({status.where}: {status.path})"
+            )
     return 0
 
 
@@ -524,7 +705,10 @@ def _data_fetch(args: argparse.Namespace) -> int:
     dest = args.dest or cache_dir()
     for path in paths:
         print(f"verified: {path}", file=sys.stderr)
-    print(f"{args.name}: {len(paths)} files in {dest}" + ("" if args.dest is None else "; set DPDL_DATA_DIR to this folder to use them"))
+    print(
+        f"{args.name}: {len(paths)} files in {dest}"
+        + ("" if args.dest is None else "; set DPDL_DATA_DIR to this folder to use them")
+    )
     return 0
 
 

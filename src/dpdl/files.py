@@ -34,7 +34,9 @@ def atomic_write(path: Path, data: bytes) -> None:
     then ``fsync`` of the folder so that the rename itself survives a power cut."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    handle, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".partial"
+    )
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)

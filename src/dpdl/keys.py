@@ -29,7 +29,9 @@ import numpy as np
 
 from dpdl.optional import require
 
-require("cryptography", "runtime", "key agreement between agents (the runtime, dpdl train --key-seed)")
+require(
+    "cryptography", "runtime", "key agreement between agents (the runtime, dpdl train --key-seed)"
+)
 from cryptography.exceptions import InvalidTag  # noqa: E402  (after the check that names the extra)
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey  # noqa: E402
@@ -39,7 +41,16 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF  # noqa: E402
 from dpdl.errors import AuthenticationError, ConfigError
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook, SharedSecret
 
-__all__ = ["AgentKey", "derive", "leader", "mac_key", "pair_secret_seed", "wrap_seed", "unwrap_seed", "simulated_seed_book"]
+__all__ = [
+    "AgentKey",
+    "derive",
+    "leader",
+    "mac_key",
+    "pair_secret_seed",
+    "simulated_seed_book",
+    "unwrap_seed",
+    "wrap_seed",
+]
 
 _PROTOCOL = b"dpdl/1 "
 KEY_BYTES = 32
@@ -47,7 +58,9 @@ KEY_BYTES = 32
 
 def derive(material: bytes, label: str) -> bytes:
     """32 bytes of HKDF-SHA256 from ``material`` for the purpose ``label``."""
-    return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=_PROTOCOL + label.encode()).derive(material)
+    return HKDF(
+        algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=_PROTOCOL + label.encode()
+    ).derive(material)
 
 
 def _seed(key: bytes) -> np.random.SeedSequence:
@@ -60,8 +73,14 @@ class AgentKey:
     def __init__(self, agent: int, private: X25519PrivateKey) -> None:
         self.agent = agent
         self._private = private
-        self.public = private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        self._raw = private.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
+        self.public = private.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
+        self._raw = private.private_bytes(
+            serialization.Encoding.Raw,
+            serialization.PrivateFormat.Raw,
+            serialization.NoEncryption(),
+        )
 
     @classmethod
     def create(cls, agent: int, key_seed: int | None = None, epoch: int = 0) -> AgentKey:
@@ -100,7 +119,12 @@ def leader(secret: SharedSecret) -> int:
 def mac_key(pair_key: bytes, sender: int, receiver: int, session: bytes) -> bytes:
     """Key authenticating messages from ``sender`` to ``receiver`` (one per direction) in the run
     whose fresh nonces are ``session`` (so that no key outlives a start of the agents)."""
-    return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=session, info=_PROTOCOL + f"mac {sender}->{receiver}".encode()).derive(pair_key)
+    return HKDF(
+        algorithm=hashes.SHA256(),
+        length=KEY_BYTES,
+        salt=session,
+        info=_PROTOCOL + f"mac {sender}->{receiver}".encode(),
+    ).derive(pair_key)
 
 
 def pair_secret_seed(pair_key: bytes, secret: int) -> np.random.SeedSequence:
@@ -122,17 +146,27 @@ def unwrap_seed(pair_key: bytes, secret: int, wrapped: bytes, sender: int) -> by
     try:
         return ChaCha20Poly1305(derive(pair_key, "wrap")).decrypt(_nonce(secret), wrapped, None)
     except InvalidTag as error:
-        raise AuthenticationError(f"the seed of shared secret {secret} from agent {sender} failed authentication") from error
+        raise AuthenticationError(
+            f"the seed of shared secret {secret} from agent {sender} failed authentication"
+        ) from error
 
 
-def secret_seed(secret: int, holders: Sequence[int], key: AgentKey, publics: Mapping[int, bytes], group_seed: bytes | None) -> np.random.SeedSequence:
+def secret_seed(
+    secret: int,
+    holders: Sequence[int],
+    key: AgentKey,
+    publics: Mapping[int, bytes],
+    group_seed: bytes | None,
+) -> np.random.SeedSequence:
     """Seed of shared secret ``secret`` as holder ``key.agent`` computes it: from the pairwise key
     for two holders, else from the leader's group seed (``group_seed``, received or its own)."""
     if len(holders) == 2:
         peer = holders[1] if holders[0] == key.agent else holders[0]
         return pair_secret_seed(key.pair_key(peer, publics[peer]), secret)
     if group_seed is None:
-        raise ConfigError(f"agent {key.agent} needs the group seed of shared secret {secret} from its leader")
+        raise ConfigError(
+            f"agent {key.agent} needs the group seed of shared secret {secret} from its leader"
+        )
     return _seed(group_seed)
 
 

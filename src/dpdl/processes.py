@@ -24,7 +24,12 @@ __all__ = ["PRELOAD", "worker_context"]
 #: the reproduction pools are replaced every few dozen jobs. Each module whose functions children
 #: run is named (the packages import their submodules lazily), and so is dp_accounting, which dpdl
 #: imports only where example-level accounting runs, in the children.
-PRELOAD = ["dpdl.experiments.reproduce", "dpdl.experiments.demo", "dpdl.runtime.launch", "dp_accounting"]
+PRELOAD = [
+    "dpdl.experiments.reproduce",
+    "dpdl.experiments.demo",
+    "dpdl.runtime.launch",
+    "dp_accounting",
+]
 
 
 def worker_context() -> multiprocessing.context.BaseContext:

@@ -13,7 +13,7 @@ import numpy as np
 
 from dpdl.errors import ConfigError
 
-__all__ = ["purpose_seed", "purpose_rng"]
+__all__ = ["purpose_rng", "purpose_seed"]
 
 
 def purpose_seed(seed: int, purpose: str) -> np.random.SeedSequence:

@@ -38,18 +38,18 @@ from dpdl.choices import DECOR_SEARCHES, DISTRIBUTIONS, PARTITIONS
 from dpdl.errors import ConfigError
 
 __all__ = [
-    "Setting",
-    "Leaf",
-    "setting",
-    "check_fields",
-    "leaves",
-    "add_arguments",
-    "from_options",
-    "to_options",
-    "positive_int",
-    "TaskOptions",
     "DesignOptions",
+    "Leaf",
+    "Setting",
+    "TaskOptions",
     "TrackingOptions",
+    "add_arguments",
+    "check_fields",
+    "from_options",
+    "leaves",
+    "positive_int",
+    "setting",
+    "to_options",
 ]
 
 _KEY = "dpdl.setting"
@@ -79,7 +79,7 @@ class Setting:
 
 def setting(
     default: Any = dataclasses.MISSING,
-    help: str = "",  # noqa: A002 (argparse's name for it)
+    help: str = "",
     *,
     option: str | None = None,
     cli: bool = True,
@@ -91,7 +91,9 @@ def setting(
 ) -> Any:
     """A dataclass field declared with its :class:`Setting`; ``cli=False``: no command-line option."""
     meta = Setting(help, option, cli, choices, positive, group, metavar)
-    return dataclasses.field(default=default, default_factory=default_factory, metadata={_KEY: meta})
+    return dataclasses.field(
+        default=default, default_factory=default_factory, metadata={_KEY: meta}
+    )
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,10 @@ def add_arguments(
                 sections[meta.group] = parser.add_argument_group(meta.group)
             target = sections[meta.group]
         base, _ = _optional(leaf.hint)
-        kwargs: dict[str, Any] = {"dest": leaf.dest, "help": meta.help.replace("%", "%%")}  # argparse expands %-formats
+        kwargs: dict[str, Any] = {
+            "dest": leaf.dest,
+            "help": meta.help.replace("%", "%%"),
+        }  # argparse expands %-formats
         if meta.metavar is not None:
             kwargs["metavar"] = meta.metavar
         default = leaf.field.default
@@ -242,7 +247,9 @@ def add_arguments(
             if typing.get_origin(base) is tuple:
                 base = typing.get_args(base)[0]
                 kwargs["nargs"] = "+"
-                default = list(leaf.field.default_factory() if default is dataclasses.MISSING else default)
+                default = list(
+                    leaf.field.default_factory() if default is dataclasses.MISSING else default
+                )
             if meta.choices is not None:
                 kwargs["choices"] = meta.choices
             elif base is int:
@@ -296,17 +303,32 @@ def _build(cls: type[T], values: Mapping[str, Any]) -> T:
 class TaskOptions:
     """Options of the named tasks (each task reads the ones it needs)."""
 
-    partition: str = setting("dirichlet", "how data are split over agents (default dirichlet)", choices=PARTITIONS, group="data")
+    partition: str = setting(
+        "dirichlet",
+        "how data are split over agents (default dirichlet)",
+        choices=PARTITIONS,
+        group="data",
+    )
     alpha: float = setting(10.0, "Dirichlet concentration (default 10)", group="data")
-    labels_per_agent: int = setting(1, "classes per agent for labels-per-agent", positive=True, group="data")
+    labels_per_agent: int = setting(
+        1, "classes per agent for labels-per-agent", positive=True, group="data"
+    )
     test_fraction: float = setting(0.2, "share of the examples held out for testing", cli=False)
-    l2: float = setting(1e-3, "L2 regularisation of logistic regression (default 1e-3)", group="data")
-    dim: int = setting(10, "dimension of the least-squares task (default 10)", positive=True, group="data")
+    l2: float = setting(
+        1e-3, "L2 regularisation of logistic regression (default 1e-3)", group="data"
+    )
+    dim: int = setting(
+        10, "dimension of the least-squares task (default 10)", positive=True, group="data"
+    )
     hidden: int = setting(64, "hidden units of the MLP tasks", cli=False)
     #: Examples each agent keeps, drawn at random from its part (image tasks); None: all of them.
-    examples_per_agent: int | None = setting(None, "examples each agent keeps (image tasks); None: all", cli=False)
+    examples_per_agent: int | None = setting(
+        None, "examples each agent keeps (image tasks); None: all", cli=False
+    )
     #: Test examples evaluated, a fixed random subset (image tasks); None: the whole test split.
-    test_examples: int | None = setting(None, "test examples evaluated (image tasks); None: the whole test split", cli=False)
+    test_examples: int | None = setting(
+        None, "test examples evaluated (image tasks); None: the whole test split", cli=False
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -342,8 +364,15 @@ class DesignOptions:
         "as DECOR's Appendix D.2 tunes; default: the one of least Tr(W R W^T)",
         group="noise design",
     )
-    groups: int = setting(1, "whisper-multiseed: number of disjoint seed groups m (default 1)", positive=True, group="noise design")
-    q: int = setting(1, "whisper-multiseed: coalition size protected against (default 1)", group="noise design")
+    groups: int = setting(
+        1,
+        "whisper-multiseed: number of disjoint seed groups m (default 1)",
+        positive=True,
+        group="noise design",
+    )
+    q: int = setting(
+        1, "whisper-multiseed: coalition size protected against (default 1)", group="noise design"
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -355,12 +384,22 @@ class TrackingOptions:
     deviation, not calibrated to a budget: LPPA sizes it for the attacks), distribution, and
     whether it is injected every round or once (Algorithm 1)."""
 
-    scale: float = setting(0.025, "dsgt: scale of the injected noise (default 0.025)", option="tracking-noise", group="gradient tracking")
+    scale: float = setting(
+        0.025,
+        "dsgt: scale of the injected noise (default 0.025)",
+        option="tracking-noise",
+        group="gradient tracking",
+    )
     distribution: str = setting(
-        "laplace", "dsgt: the injected noise's distribution (default laplace)", choices=DISTRIBUTIONS, group="gradient tracking"
+        "laplace",
+        "dsgt: the injected noise's distribution (default laplace)",
+        choices=DISTRIBUTIONS,
+        group="gradient tracking",
     )
     every_round: bool = setting(
-        False, "dsgt: inject every round, not only into the initial tracking variable", group="gradient tracking"
+        False,
+        "dsgt: inject every round, not only into the initial tracking variable",
+        group="gradient tracking",
     )
 
     def __post_init__(self) -> None:

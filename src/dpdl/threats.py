@@ -24,7 +24,14 @@ import numpy as np
 
 from dpdl.errors import ConfigError
 
-__all__ = ["ThreatModel", "Eavesdropper", "Colluding", "CentralObserver", "threat_by_name", "THREAT_NAMES"]
+__all__ = [
+    "THREAT_NAMES",
+    "CentralObserver",
+    "Colluding",
+    "Eavesdropper",
+    "ThreatModel",
+    "threat_by_name",
+]
 
 
 class ThreatModel:
@@ -78,7 +85,9 @@ class Colluding(ThreatModel):
 
     def coalitions(self, n: int) -> Iterator[tuple[int, ...]]:
         if self.q >= n:
-            raise ConfigError(f"a coalition of q={self.q} agents leaves no honest agent among n={n}")
+            raise ConfigError(
+                f"a coalition of q={self.q} agents leaves no honest agent among n={n}"
+            )
         return combinations(range(n), self.q)
 
     def coalition_count(self, n: int) -> int:

@@ -11,7 +11,13 @@
 - :mod:`~dpdl.accounting.phases`: composition of phases of different per-step sensitivities.
 """
 
-from dpdl.accounting.accountant import ACCOUNTANTS, PrivacyReport, account, epsilon_from_mu_step, step_sensitivity
+from dpdl.accounting.accountant import (
+    ACCOUNTANTS,
+    PrivacyReport,
+    account,
+    epsilon_from_mu_step,
+    step_sensitivity,
+)
 from dpdl.accounting.calibration import CALIBRATIONS, Calibration, calibrate, noise_scale
 from dpdl.accounting.neighbouring import AgentLevel, ExampleLevel, Neighbouring
 from dpdl.accounting.noise import GaussianNoise, SharedSecret
@@ -21,12 +27,12 @@ __all__ = [
     "ACCOUNTANTS",
     "CALIBRATIONS",
     "AgentLevel",
+    "Calibration",
     "ExampleLevel",
     "GaussianNoise",
     "Neighbouring",
     "Phase",
     "PrivacyReport",
-    "Calibration",
     "SharedSecret",
     "account",
     "calibrate",

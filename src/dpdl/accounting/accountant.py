@@ -37,15 +37,15 @@ from dpdl.errors import ConfigError, PrivacyParameterError
 from dpdl.threats import ThreatModel
 
 __all__ = [
+    "ACCOUNTANTS",
     "Noise",
     "PrivacyReport",
-    "step_sensitivity",
-    "epsilon_from_mu_step",
-    "default_accountant",
     "account",
+    "default_accountant",
+    "epsilon_from_mu_step",
     "pld_epsilon",
+    "step_sensitivity",
     "subsampled_rdp_epsilon",
-    "ACCOUNTANTS",
 ]
 
 ACCOUNTANTS = ("gdp", "paper-rdp", "pld")
@@ -112,11 +112,15 @@ def _unit_sensitivity(source: Noise, threat: ThreatModel) -> tuple[float, bool, 
     how many coalitions were enumerated to find it (the cost: each is an n x n factorisation)."""
     if isinstance(source, np.ndarray):
         if threat.coalition_count(source.shape[0]) != 1:
-            raise ConfigError(f"the {threat} threat needs the mechanism's seed structure, not only its covariance")
+            raise ConfigError(
+                f"the {threat} threat needs the mechanism's seed structure, not only its covariance"
+            )
         return unit_sensitivity(source, threat.view(source.shape[0])), True, 1
     noise = noise_of(source)
     n = noise.n
-    if not noise.secrets:  # independent noise: what a coalition knows changes nothing for the others
+    if (
+        not noise.secrets
+    ):  # independent noise: what a coalition knows changes nothing for the others
         return unit_sensitivity(noise.covariance(), threat.view(n)), True, 1
     count = threat.coalition_count(n)
     q = len(next(iter(threat.coalitions(n))))
@@ -148,13 +152,20 @@ def step_sensitivity(noise: Noise, threat: ThreatModel, neighbouring: Neighbouri
 
 @lru_cache(maxsize=4096)
 def pld_epsilon(
-    mu_step: float, sampling_rate: float, steps: int, delta: float, discretization: float = PLD_DISCRETIZATION
+    mu_step: float,
+    sampling_rate: float,
+    steps: int,
+    delta: float,
+    discretization: float = PLD_DISCRETIZATION,
 ) -> float:
     """Epsilon of ``steps`` Poisson-subsampled Gaussian mechanisms with noise multiplier ``1/mu_step``."""
     import dp_accounting  # 1.3 s to import, and only example-level accounting needs it
 
     event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(sampling_rate, dp_accounting.GaussianDpEvent(1.0 / mu_step)), steps
+        dp_accounting.PoissonSampledDpEvent(
+            sampling_rate, dp_accounting.GaussianDpEvent(1.0 / mu_step)
+        ),
+        steps,
     )
     accountant = dp_accounting.pld.PLDAccountant(value_discretization_interval=discretization)
     return float(accountant.compose(event).get_epsilon(delta))
@@ -167,7 +178,10 @@ def subsampled_rdp_epsilon(mu_step: float, sampling_rate: float, steps: int, del
     import dp_accounting
 
     event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(sampling_rate, dp_accounting.GaussianDpEvent(1.0 / mu_step)), steps
+        dp_accounting.PoissonSampledDpEvent(
+            sampling_rate, dp_accounting.GaussianDpEvent(1.0 / mu_step)
+        ),
+        steps,
     )
     return float(dp_accounting.rdp.RdpAccountant().compose(event).get_epsilon(delta))
 
@@ -183,7 +197,9 @@ def epsilon_from_mu_step(
     if accountant not in ACCOUNTANTS:
         raise ConfigError(f"unknown accountant {accountant!r}; known: {', '.join(ACCOUNTANTS)}")
     if accountant == ("gdp" if isinstance(neighbouring, ExampleLevel) else "pld"):
-        raise ConfigError("example-level privacy is accounted by 'pld' or 'paper-rdp', agent-level by 'gdp' or 'paper-rdp'")
+        raise ConfigError(
+            "example-level privacy is accounted by 'pld' or 'paper-rdp', agent-level by 'gdp' or 'paper-rdp'"
+        )
     if math.isinf(mu_step):
         return math.inf
     if mu_step == 0.0:
@@ -191,7 +207,9 @@ def epsilon_from_mu_step(
     if accountant == "gdp":
         return gdp.epsilon(math.sqrt(steps) * mu_step, delta)
     if accountant == "paper-rdp" and isinstance(neighbouring, ExampleLevel):
-        return subsampled_rdp_epsilon(float(mu_step), float(neighbouring.sampling_rate), int(steps), float(delta))
+        return subsampled_rdp_epsilon(
+            float(mu_step), float(neighbouring.sampling_rate), int(steps), float(delta)
+        )
     if accountant == "paper-rdp":
         return paper_epsilon(mu_step, steps, delta)
     return pld_epsilon(float(mu_step), float(neighbouring.sampling_rate), int(steps), float(delta))
@@ -216,4 +234,6 @@ def account(
     unit, exact, coalitions = _unit_sensitivity(noise, threat)
     mu_step = neighbouring.sensitivity * unit
     eps = epsilon_from_mu_step(mu_step, steps, delta, neighbouring, accountant)
-    return PrivacyReport(eps, delta, steps, mu_step, str(threat), str(neighbouring), accountant, exact, coalitions)
+    return PrivacyReport(
+        eps, delta, steps, mu_step, str(threat), str(neighbouring), accountant, exact, coalitions
+    )

@@ -41,7 +41,7 @@ from dpdl.choices import CALIBRATIONS
 from dpdl.errors import ConfigError, PrivacyParameterError
 from dpdl.threats import ThreatModel
 
-__all__ = ["Calibration", "calibrate", "noise_scale", "safe_scale", "CALIBRATIONS"]
+__all__ = ["CALIBRATIONS", "Calibration", "calibrate", "noise_scale", "safe_scale"]
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,9 @@ class Calibration:
         }
 
 
-def _subsampled_mu_step(eps: float, delta: float, steps: int, neighbouring: ExampleLevel, accountant: str) -> float:
+def _subsampled_mu_step(
+    eps: float, delta: float, steps: int, neighbouring: ExampleLevel, accountant: str
+) -> float:
     """Largest mu_step (to 1e-3 relative) whose example-level ``accountant`` (``"pld"`` or
     ``"paper-rdp"``) epsilon is at most eps, by bisection in log space.
 
@@ -91,7 +93,10 @@ def _subsampled_mu_step(eps: float, delta: float, steps: int, neighbouring: Exam
 
     def feasible(mu: float) -> bool:
         if accountant == "pld":  # search on the coarser (faster, more pessimistic) discretisation
-            return pld_epsilon(mu, neighbouring.sampling_rate, steps, delta, PLD_SEARCH_DISCRETIZATION) <= eps
+            return (
+                pld_epsilon(mu, neighbouring.sampling_rate, steps, delta, PLD_SEARCH_DISCRETIZATION)
+                <= eps
+            )
         return epsilon_from_mu_step(mu, steps, delta, neighbouring, accountant) <= eps
 
     low = gdp.mu_for_budget(eps, delta) / math.sqrt(steps)
@@ -101,7 +106,9 @@ def _subsampled_mu_step(eps: float, delta: float, steps: int, neighbouring: Exam
     while feasible(high):
         low, high = high, 2.0 * high
     low, _ = geometric_bisect(lambda mu: not feasible(mu), low, high, 1e-3)
-    while epsilon_from_mu_step(low, steps, delta, neighbouring, accountant) > eps:  # the final, finer account
+    while (
+        epsilon_from_mu_step(low, steps, delta, neighbouring, accountant) > eps
+    ):  # the final, finer account
         low *= 1.0 - 1e-3
     return low
 
@@ -117,18 +124,24 @@ def calibrate(
         raise ConfigError(f"unknown calibration {method!r}; known: {', '.join(CALIBRATIONS)}")
     accountant = default_accountant(neighbouring)
     if isinstance(neighbouring, ExampleLevel):
-        mu_step = _subsampled_mu_step(eps, delta, steps, neighbouring, "paper-rdp" if method == "paper" else accountant)
+        mu_step = _subsampled_mu_step(
+            eps, delta, steps, neighbouring, "paper-rdp" if method == "paper" else accountant
+        )
     elif method == "paper":
         mu_step = paper_mu_step(eps, delta, steps)
     else:
         mu_step = gdp.mu_for_budget(eps, delta) / math.sqrt(steps)
         while epsilon_from_mu_step(mu_step, steps, delta, neighbouring, accountant) > eps:
-            mu_step *= 1.0 - 1e-12  # floating-point round trip through sqrt(T): stay on the safe side
+            mu_step *= (
+                1.0 - 1e-12
+            )  # floating-point round trip through sqrt(T): stay on the safe side
     achieved = epsilon_from_mu_step(mu_step, steps, delta, neighbouring, accountant)
     return Calibration(eps, delta, steps, neighbouring, method, mu_step, achieved)
 
 
-def safe_scale(build: Callable[[float], Noise], threat: ThreatModel, calibration: Calibration, scale: float) -> float:
+def safe_scale(
+    build: Callable[[float], Noise], threat: ThreatModel, calibration: Calibration, scale: float
+) -> float:
     """``scale``, raised until the accountant confirms that ``build(scale)`` (a noise description,
     or a mechanism holding one) meets the calibration
     (steps of 1e-12 relative, doubling): the covariance algebra rounds at 1e-15 to 1e-10 relative,
@@ -144,7 +157,16 @@ def safe_scale(build: Callable[[float], Noise], threat: ThreatModel, calibration
         mu_step = step_sensitivity(build(scale), threat, neighbouring)
         if mu_step > calibration.mu_step:
             return True
-        return epsilon_from_mu_step(mu_step, calibration.steps, calibration.delta, neighbouring, default_accountant(neighbouring)) > promised
+        return (
+            epsilon_from_mu_step(
+                mu_step,
+                calibration.steps,
+                calibration.delta,
+                neighbouring,
+                default_accountant(neighbouring),
+            )
+            > promised
+        )
 
     step = 1e-12
     while exceeds(scale):
@@ -153,7 +175,9 @@ def safe_scale(build: Callable[[float], Noise], threat: ThreatModel, calibration
     return scale
 
 
-def noise_scale(unit: GaussianNoise | ScalableNoise, threat: ThreatModel, calibration: Calibration) -> float:
+def noise_scale(
+    unit: GaussianNoise | ScalableNoise, threat: ThreatModel, calibration: Calibration
+) -> float:
     """Standard-deviation multiplier sigma such that ``unit`` scaled by sigma (its own ``scaled``)
     meets ``calibration`` (the Mahalanobis sensitivity scales as ``1 / sigma``:
     ``sigma = mu_step(unit) / mu_step``).

@@ -30,7 +30,16 @@ from scipy.special import log_ndtr, ndtr
 
 from dpdl.errors import PrivacyParameterError
 
-__all__ = ["delta", "within", "epsilon", "mu_for_budget", "compose", "check_budget", "renyi", "ROUNDING"]
+__all__ = [
+    "ROUNDING",
+    "check_budget",
+    "compose",
+    "delta",
+    "epsilon",
+    "mu_for_budget",
+    "renyi",
+    "within",
+]
 
 #: Rounding-error bound of :func:`delta`, in units of ``c^2 + eps + 1`` times its first term
 #: (``c = eps/mu + mu/2``): an absolute error ``u c`` in the arguments of Phi (u = 2^-52) moves

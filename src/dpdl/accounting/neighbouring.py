@@ -20,7 +20,9 @@ __all__ = ["AgentLevel", "ExampleLevel", "Neighbouring"]
 
 def _check_clip(clip: float) -> None:
     if not (math.isfinite(clip) and clip > 0):
-        raise PrivacyParameterError(f"the clipping threshold C must be a finite number > 0, got {clip}")
+        raise PrivacyParameterError(
+            f"the clipping threshold C must be a finite number > 0, got {clip}"
+        )
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,9 @@ class ExampleLevel:
         if self.batch_size < 1:
             raise PrivacyParameterError(f"the batch size must be >= 1, got {self.batch_size}")
         if not 0.0 < self.sampling_rate <= 1.0:
-            raise PrivacyParameterError(f"the sampling rate must be in (0, 1], got {self.sampling_rate}")
+            raise PrivacyParameterError(
+                f"the sampling rate must be in (0, 1], got {self.sampling_rate}"
+            )
 
     @property
     def sensitivity(self) -> float:

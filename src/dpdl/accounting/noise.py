@@ -43,10 +43,14 @@ class SharedSecret:
 
     def __post_init__(self) -> None:
         if self.factor.ndim != 2 or self.factor.shape[0] != len(self.holders):
-            raise ValueError(f"a secret's factor must have one row per holder, got {self.factor.shape} for {len(self.holders)} holders")
+            raise ValueError(
+                f"a secret's factor must have one row per holder, got {self.factor.shape} for {len(self.holders)} holders"
+            )
 
 
-def _generator(secrets: Sequence[SharedSecret], offsets: np.ndarray, n: int) -> np.ndarray | sparse.csr_matrix:
+def _generator(
+    secrets: Sequence[SharedSecret], offsets: np.ndarray, n: int
+) -> np.ndarray | sparse.csr_matrix:
     """All secrets' factors side by side as an (n, sum r_k) matrix; sparse unless it is dense."""
     rows, cols, data = [np.zeros(0, int)], [np.zeros(0, int)], [np.zeros(0)]
     for start, secret in zip(offsets, secrets):
@@ -54,7 +58,10 @@ def _generator(secrets: Sequence[SharedSecret], offsets: np.ndarray, n: int) -> 
         rows.append(np.repeat(np.asarray(secret.holders), width))
         cols.append(np.tile(np.arange(start, start + width), len(secret.holders)))
         data.append(secret.factor.reshape(-1))
-    matrix = sparse.csr_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))), shape=(n, int(offsets[-1])))
+    matrix = sparse.csr_matrix(
+        (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(n, int(offsets[-1])),
+    )
     return matrix.toarray() if matrix.nnz > 0.2 * n * max(matrix.shape[1], 1) else matrix
 
 
@@ -63,7 +70,10 @@ def _holders(secrets: Sequence[SharedSecret], n: int) -> sparse.csr_matrix:
     cols = [np.asarray(secret.holders, dtype=int) for secret in secrets]
     if not secrets:
         return sparse.csr_matrix((0, n))
-    return sparse.csr_matrix((np.ones(sum(map(len, cols))), (np.concatenate(rows), np.concatenate(cols))), shape=(len(secrets), n))
+    return sparse.csr_matrix(
+        (np.ones(sum(map(len, cols))), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(len(secrets), n),
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,7 +97,9 @@ class GaussianNoise:
         private.flags.writeable = False
         object.__setattr__(self, "private_variances", private)
         object.__setattr__(self, "secrets", tuple(self.secrets))
-        offsets = np.concatenate([[0], np.cumsum([sec.factor.shape[1] for sec in self.secrets])]).astype(int)
+        offsets = np.concatenate(
+            [[0], np.cumsum([sec.factor.shape[1] for sec in self.secrets])]
+        ).astype(int)
         object.__setattr__(self, "offsets", offsets)
 
     @functools.cached_property
@@ -121,7 +133,10 @@ class GaussianNoise:
         members[list(coalition)] = True
         if not members.any():
             return self.covariance()
-        columns = np.concatenate([np.arange(self.offsets[k], self.offsets[k + 1]) for k in self._hidden_secrets(members)] or [np.zeros(0, int)])
+        columns = np.concatenate(
+            [np.arange(self.offsets[k], self.offsets[k + 1]) for k in self._hidden_secrets(members)]
+            or [np.zeros(0, int)]
+        )
         return np.diag(np.where(members, 0.0, self.private_variances)) + self._gram(columns)
 
     def unknown_to(self, coalition: Iterable[int]) -> GaussianNoise:
@@ -130,8 +145,15 @@ class GaussianNoise:
         members = set(coalition)
         if not members:
             return self
-        private = np.array([0.0 if i in members else v for i, v in enumerate(self.private_variances)])
-        return GaussianNoise(self.n, private, tuple(s for s in self.secrets if not members.intersection(s.holders)), self.name)
+        private = np.array(
+            [0.0 if i in members else v for i, v in enumerate(self.private_variances)]
+        )
+        return GaussianNoise(
+            self.n,
+            private,
+            tuple(s for s in self.secrets if not members.intersection(s.holders)),
+            self.name,
+        )
 
     def secrets_of(self, agent: int) -> list[int]:
         """Indices of the secrets whose seed ``agent`` holds."""
@@ -140,7 +162,10 @@ class GaussianNoise:
     def scaled(self, factor: float) -> GaussianNoise:
         """The same noise with every standard deviation multiplied by ``factor``."""
         return GaussianNoise(
-            self.n, self.private_variances * factor**2, tuple(SharedSecret(s.holders, s.factor * factor) for s in self.secrets), self.name
+            self.n,
+            self.private_variances * factor**2,
+            tuple(SharedSecret(s.holders, s.factor * factor) for s in self.secrets),
+            self.name,
         )
 
 

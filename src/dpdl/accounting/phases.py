@@ -32,7 +32,9 @@ class Phase:
 
     def __post_init__(self) -> None:
         if self.steps < 0 or not self.mu_step >= 0:
-            raise PrivacyParameterError(f"a phase has steps >= 0 and mu_step >= 0, got {self.steps} steps of mu_step {self.mu_step}")
+            raise PrivacyParameterError(
+                f"a phase has steps >= 0 and mu_step >= 0, got {self.steps} steps of mu_step {self.mu_step}"
+            )
 
 
 def _squared_mu(phases: Sequence[Phase]) -> float:
@@ -67,7 +69,9 @@ def calibrate_last_phase(
         raise ConfigError("composition across phases is implemented for agent-level privacy only")
     left = gdp.mu_for_budget(eps, delta) ** 2 - _squared_mu(before)
     if left <= 0:
-        raise ConfigError(f"the first {sum(phase.steps for phase in before)} rounds spent the whole budget eps={eps}")
+        raise ConfigError(
+            f"the first {sum(phase.steps for phase in before)} rounds spent the whole budget eps={eps}"
+        )
     mu_step = math.sqrt(left / steps)
     while compose_phases([*before, Phase(mu_step, steps)], delta) > eps:
         mu_step *= 1.0 - 1e-12  # stay on the safe side of the target through the round trip

@@ -39,4 +39,3 @@ def paper_mu_step(eps: float, delta: float, steps: int) -> float:
     """Per-step sensitivity allowed by the papers' calibration (eq. (9b)): ``eps / sqrt(4 T log(1/delta))``."""
     check_budget(eps, delta)
     return eps / math.sqrt(4.0 * steps * math.log(1.0 / delta))
-

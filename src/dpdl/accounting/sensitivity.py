@@ -54,11 +54,15 @@ def unit_sensitivities(covariance: np.ndarray, view: np.ndarray) -> np.ndarray:
         factor, lower = cho_factor(sigma, lower=True, check_finite=False)
         pivots = np.diag(factor) ** 2
         if pivots.min() > CHOLESKY_TOL * scale:
-            return np.sqrt((view * cho_solve((factor, lower), view, check_finite=False)).sum(axis=0))
+            return np.sqrt(
+                (view * cho_solve((factor, lower), view, check_finite=False)).sum(axis=0)
+            )
     except LinAlgError:
         pass
     eigenvalues, eigenvectors = np.linalg.eigh(sigma)
-    positive = eigenvalues > RANK_TOL * scale if scale > 0 else np.zeros_like(eigenvalues, dtype=bool)
+    positive = (
+        eigenvalues > RANK_TOL * scale if scale > 0 else np.zeros_like(eigenvalues, dtype=bool)
+    )
     projected = eigenvectors.T @ view  # (k, n): coordinates of P e_i in the eigenbasis
     squared = (projected[positive] ** 2 / eigenvalues[positive, None]).sum(axis=0)
     leaked = np.sqrt((projected[~positive] ** 2).sum(axis=0))

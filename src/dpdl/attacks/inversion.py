@@ -37,7 +37,11 @@ class Inversion:
     gradient_distance: float  # the matching objective at the end, relative to ||message||^2
 
     def as_dict(self) -> dict[str, float | list[int]]:
-        return {"mse": self.mse, "gradient_distance": self.gradient_distance, "labels": self.labels.tolist()}
+        return {
+            "mse": self.mse,
+            "gradient_distance": self.gradient_distance,
+            "labels": self.labels.tolist(),
+        }
 
 
 def invert_gradient(
@@ -61,11 +65,21 @@ def invert_gradient(
     scale = float((target**2).sum()) or 1.0
     dummy = torch.randn(truth.shape, generator=generator).requires_grad_(True)
     label_logits = torch.randn((truth.shape[0], classes), generator=generator).requires_grad_(True)
-    optimizer = torch.optim.LBFGS([dummy, label_logits], lr=1.0, max_iter=iterations, history_size=100, line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS(
+        [dummy, label_logits],
+        lr=1.0,
+        max_iter=iterations,
+        history_size=100,
+        line_search_fn="strong_wolfe",
+    )
 
     def distance() -> torch.Tensor:
         outputs = task.outputs(flat, dummy)
-        loss = -(functional.softmax(label_logits, dim=-1) * functional.log_softmax(outputs, dim=-1)).sum(dim=-1).mean()
+        loss = (
+            -(functional.softmax(label_logits, dim=-1) * functional.log_softmax(outputs, dim=-1))
+            .sum(dim=-1)
+            .mean()
+        )
         (gradient,) = torch.autograd.grad(loss, flat, create_graph=True)
         return ((gradient - target) ** 2).sum() / scale
 
@@ -78,7 +92,11 @@ def invert_gradient(
     optimizer.step(closure)
     reconstructed = dummy.detach().numpy()
     # each true example against its closest reconstruction (the batch order is not identifiable)
-    errors = ((truth[:, None] - reconstructed[None]) ** 2).reshape(len(truth), len(truth), -1).mean(axis=2)
+    errors = (
+        ((truth[:, None] - reconstructed[None]) ** 2)
+        .reshape(len(truth), len(truth), -1)
+        .mean(axis=2)
+    )
     return Inversion(
         reconstructed,
         label_logits.detach().argmax(dim=-1).numpy(),

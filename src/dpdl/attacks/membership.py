@@ -21,8 +21,8 @@ probability at least ``1 - alpha``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -31,7 +31,16 @@ from dpdl.choices import DEFAULT_TRIALS
 from dpdl.errors import ConfigError
 from dpdl.threats import Eavesdropper, ThreatModel
 
-__all__ = ["Sampled", "EmpiricalPrivacy", "Aim", "aim", "clopper_pearson_upper", "membership_lower_bound", "MAX_COALITIONS", "DEFAULT_TRIALS"]
+__all__ = [
+    "DEFAULT_TRIALS",
+    "MAX_COALITIONS",
+    "Aim",
+    "EmpiricalPrivacy",
+    "Sampled",
+    "aim",
+    "clopper_pearson_upper",
+    "membership_lower_bound",
+]
 
 #: Eigenvalues below this fraction of the largest are the noise's kernel.
 KERNEL_TOL = 1e-12
@@ -57,7 +66,9 @@ class Sampled(Protocol):
 class EmpiricalPrivacy:
     """What the membership test achieved against one mechanism and threat."""
 
-    epsilon: float  # lower bound, holding with probability >= 1 - alpha; inf when the test cannot err
+    epsilon: (
+        float  # lower bound, holding with probability >= 1 - alpha; inf when the test cannot err
+    )
     agent: int
     coalition: tuple[int, ...]
     trials: int  # per hypothesis
@@ -94,8 +105,14 @@ def aim(covariance: np.ndarray, view: np.ndarray) -> Aim:
     ``(P e_i)^T Sigma^+ P e_i`` along ``Sigma^+ P e_i``."""
     sigma = view @ covariance @ view.T
     values, vectors = np.linalg.eigh((sigma + sigma.T) / 2.0)
-    kernel = values <= KERNEL_TOL * values.max() if values.max() > 0 else np.ones_like(values, dtype=bool)
-    leaks = vectors[:, kernel] @ (vectors[:, kernel].T @ view)  # component of each P e_i in the kernel
+    kernel = (
+        values <= KERNEL_TOL * values.max()
+        if values.max() > 0
+        else np.ones_like(values, dtype=bool)
+    )
+    leaks = vectors[:, kernel] @ (
+        vectors[:, kernel].T @ view
+    )  # component of each P e_i in the kernel
     leaked = np.linalg.norm(leaks, axis=0) / np.maximum(np.linalg.norm(view, axis=0), 1e-300)
     if leaked.max() > 1e-6:
         agent = int(np.argmax(leaked))
@@ -135,19 +152,26 @@ def membership_lower_bound(
     through the threat's view; of all the threat's coalitions, the one whose target is most exposed
     (at most :data:`MAX_COALITIONS` are searched)."""
     if trials < 100:
-        raise ConfigError(f"the membership test needs at least 100 trials per hypothesis, got {trials}")
+        raise ConfigError(
+            f"the membership test needs at least 100 trials per hypothesis, got {trials}"
+        )
     if not (math.isfinite(sensitivity) and sensitivity > 0):
         raise ConfigError(f"the sensitivity must be a finite number > 0, got {sensitivity}")
     if threat.coalition_count(noise.n) > MAX_COALITIONS:
-        raise ConfigError(f"the {threat} threat has {threat.coalition_count(noise.n)} coalitions on {noise.n} agents; "
-                          f"the membership test searches at most {MAX_COALITIONS}")
+        raise ConfigError(
+            f"the {threat} threat has {threat.coalition_count(noise.n)} coalitions on {noise.n} agents; "
+            f"the membership test searches at most {MAX_COALITIONS}"
+        )
     best: tuple[Aim, tuple[int, ...], Sampled, np.ndarray, np.ndarray] | None = None
     for coalition in threat.coalitions(noise.n):
         unknown = noise.unknown_to(coalition)
         honest = np.setdiff1d(np.arange(noise.n), coalition)
         view = threat.view(len(honest))
         target = aim(unknown.covariance()[np.ix_(honest, honest)], view)
-        if best is None or (target.noise_free, target.exposure) > (best[0].noise_free, best[0].exposure):
+        if best is None or (target.noise_free, target.exposure) > (
+            best[0].noise_free,
+            best[0].exposure,
+        ):
             best = (target, tuple(coalition), unknown, honest, view)
     assert best is not None
     target, coalition, unknown, honest, view = best
@@ -159,21 +183,39 @@ def membership_lower_bound(
     null, alternative = statistic[:trials], statistic[trials:] + shift
     agent = int(honest[target.agent])
     if target.noise_free:
-        if np.abs(statistic).max() >= 1e-6 * shift:  # the sampler puts noise where the covariance says there is none
-            raise ConfigError("the mechanism's samples have noise in the direction its covariance calls noise-free")
+        if (
+            np.abs(statistic).max() >= 1e-6 * shift
+        ):  # the sampler puts noise where the covariance says there is none
+            raise ConfigError(
+                "the mechanism's samples have noise in the direction its covariance calls noise-free"
+            )
         return EmpiricalPrivacy(math.inf, agent, coalition, trials, 0.0, 0.0, True)
     half = trials // 2
-    candidates = np.quantile(np.concatenate([null[:half], alternative[:half]]), np.linspace(0.0, 1.0, THRESHOLDS))
+    candidates = np.quantile(
+        np.concatenate([null[:half], alternative[:half]]), np.linspace(0.0, 1.0, THRESHOLDS)
+    )
     level = alpha / 2.0
 
-    def bounds(null_part: np.ndarray, alternative_part: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    def bounds(
+        null_part: np.ndarray, alternative_part: np.ndarray, thresholds: np.ndarray
+    ) -> np.ndarray:
         count = len(null_part)
         fpr = clopper_pearson_upper((null_part[:, None] > thresholds).sum(axis=0), count, level)
-        fnr = clopper_pearson_upper((alternative_part[:, None] <= thresholds).sum(axis=0), count, level)
-        return np.maximum(_bound(fpr, fnr, delta), _bound(fnr, fpr, delta))  # both ratios of the trade-off
+        fnr = clopper_pearson_upper(
+            (alternative_part[:, None] <= thresholds).sum(axis=0), count, level
+        )
+        return np.maximum(
+            _bound(fpr, fnr, delta), _bound(fnr, fpr, delta)
+        )  # both ratios of the trade-off
 
     chosen = candidates[np.argmax(bounds(null[:half], alternative[:half], candidates))]
     epsilon = float(bounds(null[half:], alternative[half:], np.array([chosen]))[0])
     return EmpiricalPrivacy(
-        epsilon, agent, coalition, trials, float((null[half:] > chosen).mean()), float((alternative[half:] <= chosen).mean()), False
+        epsilon,
+        agent,
+        coalition,
+        trials,
+        float((null[half:] > chosen).mean()),
+        float((alternative[half:] <= chosen).mean()),
+        False,
     )

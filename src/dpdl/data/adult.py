@@ -27,15 +27,39 @@ from sklearn.preprocessing import OneHotEncoder
 from dpdl.data.paths import data_file
 from dpdl.errors import DataError
 
-__all__ = ["load_adult", "NUMERIC", "CATEGORICAL", "COLUMNS", "ROWS"]
+__all__ = ["CATEGORICAL", "COLUMNS", "NUMERIC", "ROWS", "load_adult"]
 
 logger = logging.getLogger(__name__)
 
 #: The 15 columns of the original files, in their order (adult.names).
-COLUMNS = ("age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation", "relationship",
-           "race", "sex", "capital_gain", "capital_loss", "hours_per_week", "native_country", "income")
+COLUMNS = (
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education_num",
+    "marital_status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital_gain",
+    "capital_loss",
+    "hours_per_week",
+    "native_country",
+    "income",
+)
 NUMERIC = ("age", "fnlwgt", "education_num", "capital_gain", "capital_loss", "hours_per_week")
-CATEGORICAL = ("workclass", "education", "marital_status", "occupation", "relationship", "race", "sex", "native_country")
+CATEGORICAL = (
+    "workclass",
+    "education",
+    "marital_status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "native_country",
+)
 #: Rows of the full files (a slice has fewer).
 ROWS = {"train": 32561, "test": 16281}
 _FILES = {"train": "adult.data", "test": "adult.test"}
@@ -50,10 +74,14 @@ def _read_rows(path: Path) -> list[list[str]]:
     try:
         with opener(path, "rt", newline="") as handle:
             for lineno, fields in enumerate(csv.reader(handle), start=1):
-                if not fields or (len(fields) == 1 and (not fields[0].strip() or fields[0].startswith("|"))):
+                if not fields or (
+                    len(fields) == 1 and (not fields[0].strip() or fields[0].startswith("|"))
+                ):
                     continue
                 if len(fields) != len(COLUMNS):
-                    raise DataError(f"{path}:{lineno}: expected {len(COLUMNS)} comma-separated fields, got {len(fields)}")
+                    raise DataError(
+                        f"{path}:{lineno}: expected {len(COLUMNS)} comma-separated fields, got {len(fields)}"
+                    )
                 rows.append([field.strip() for field in fields])
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
         raise DataError(f"{path} cannot be read: {error}") from None
@@ -71,7 +99,9 @@ def _parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     except ValueError as error:
         raise DataError(f"{path}: a numeric attribute is not a number ({error})") from None
     categorical = np.array([[row[index[name]] for name in CATEGORICAL] for row in rows])
-    incomes = [row[index["income"]].rstrip(".") for row in rows]  # the test file's labels end with a dot
+    incomes = [
+        row[index["income"]].rstrip(".") for row in rows
+    ]  # the test file's labels end with a dot
     unknown = set(incomes) - set(_LABELS)
     if unknown:
         raise DataError(f"{path}: unknown income labels {sorted(unknown)}; expected <=50K or >50K")
@@ -85,13 +115,20 @@ def _load() -> dict[str, tuple[np.ndarray, np.ndarray]]:
         path = data_file("adult", f"adult/{name}", f"adult/{name}.gz")
         parts[split] = _parse(path)
         if len(parts[split][2]) != ROWS[split]:
-            logger.warning("%s holds %d rows, not the full data set's %d: a slice", path, len(parts[split][2]), ROWS[split])
+            logger.warning(
+                "%s holds %d rows, not the full data set's %d: a slice",
+                path,
+                len(parts[split][2]),
+                ROWS[split],
+            )
     numeric_train, categorical_train, _ = parts["train"]
     mean, std = numeric_train.mean(axis=0), numeric_train.std(axis=0)
     encoder = OneHotEncoder(handle_unknown="ignore", sparse_output=False).fit(categorical_train)
     result = {}
     for split, (numeric, categorical, labels) in parts.items():
-        features = np.hstack([(numeric - mean) / std, encoder.transform(categorical)]).astype(np.float32)
+        features = np.hstack([(numeric - mean) / std, encoder.transform(categorical)]).astype(
+            np.float32
+        )
         result[split] = (features, labels)
         for array in result[split]:
             array.setflags(write=False)

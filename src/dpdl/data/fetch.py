@@ -28,7 +28,7 @@ from typing import Any
 from dpdl.data.paths import cache_dir, data_roots, manifest
 from dpdl.errors import DataError
 
-__all__ = ["download", "fetch", "survey", "FileStatus", "CHUNK", "RETRIES"]
+__all__ = ["CHUNK", "RETRIES", "FileStatus", "download", "fetch", "survey"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,15 +74,28 @@ def _attempt(url: str, handle: Any, size: int | None, progress: Progress | None)
         if error.code >= 500:
             raise _Transient(f"HTTP {error.code} {error.reason}") from None
         raise DataError(f"downloading {url} failed: HTTP {error.code} {error.reason}") from None
-    except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as error:
-        raise _Transient(str(getattr(error, "reason", None) or error or type(error).__name__)) from None
+    except (
+        urllib.error.URLError,
+        http.client.HTTPException,
+        ConnectionError,
+        TimeoutError,
+    ) as error:
+        raise _Transient(
+            str(getattr(error, "reason", None) or error or type(error).__name__)
+        ) from None
     if total is not None and done != total:
         raise _Transient(f"the transfer stopped after {done} of {total} bytes")
     return digest.hexdigest()
 
 
 def download(
-    url: str, path: Path, sha256: str, size: int | None = None, *, retries: int = RETRIES, backoff: float = 1.0,
+    url: str,
+    path: Path,
+    sha256: str,
+    size: int | None = None,
+    *,
+    retries: int = RETRIES,
+    backoff: float = 1.0,
     progress: Progress | None = None,
 ) -> Path:
     """Download ``url`` to ``path``, verified: streamed into a temporary file beside ``path``, which
@@ -90,7 +103,9 @@ def download(
     and a :class:`DataError` says why. Transient failures are retried ``retries`` times in all,
     waiting ``backoff``, ``2 backoff``, ... seconds between attempts."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".part", delete=False)
+    handle = tempfile.NamedTemporaryFile(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".part", delete=False
+    )
     temporary = Path(handle.name)
     try:
         with handle:
@@ -100,14 +115,27 @@ def download(
                     break
                 except _Transient as error:
                     if attempt >= retries:
-                        raise DataError(f"downloading {url} failed {retries} times; last: {error}") from None
+                        raise DataError(
+                            f"downloading {url} failed {retries} times; last: {error}"
+                        ) from None
                     wait = backoff * 2 ** (attempt - 1)
-                    logger.warning("downloading %s: %s; retrying in %.3g s (attempt %d of %d)", url, error, wait, attempt + 1, retries)
+                    logger.warning(
+                        "downloading %s: %s; retrying in %.3g s (attempt %d of %d)",
+                        url,
+                        error,
+                        wait,
+                        attempt + 1,
+                        retries,
+                    )
                     time.sleep(wait)
         if actual != sha256:
-            raise DataError(f"{url}: sha256 {actual} is not the published {sha256}; nothing was kept")
+            raise DataError(
+                f"{url}: sha256 {actual} is not the published {sha256}; nothing was kept"
+            )
         if size is not None and temporary.stat().st_size != size:
-            raise DataError(f"{url}: {temporary.stat().st_size} bytes, not the published {size}; nothing was kept")
+            raise DataError(
+                f"{url}: {temporary.stat().st_size} bytes, not the published {size}; nothing was kept"
+            )
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
@@ -115,8 +143,12 @@ def download(
 
 
 def fetch(
-    name: str, dest: Path | None = None, *, progress: Callable[[str], Progress | None] | None = None,
-    datasets: dict[str, dict[str, Any]] | None = None, **options: Any,
+    name: str,
+    dest: Path | None = None,
+    *,
+    progress: Callable[[str], Progress | None] | None = None,
+    datasets: dict[str, dict[str, Any]] | None = None,
+    **options: Any,
 ) -> list[Path]:
     """Download data set ``name`` of the manifest (``datasets``, default the packaged one) into
     ``dest`` (default: the user cache folder), each file to its place in the data layout; files
@@ -129,14 +161,23 @@ def fetch(
     entry, dest = datasets[name], dest or cache_dir()
     if "manual" in entry:
         expected = "; ".join(f"{item['path']} sha256 {item['sha256']}" for item in entry["files"])
-        raise DataError(f"{name} cannot be fetched: {entry['manual'].replace('<dest>', str(dest))} Expected: {expected}")
+        raise DataError(
+            f"{name} cannot be fetched: {entry['manual'].replace('<dest>', str(dest))} Expected: {expected}"
+        )
     paths = []
     for item in entry["files"]:
         path = dest / item["path"]
         if path.is_file() and _sha256(path) == item["sha256"]:
             logger.info("%s is already there, verified", path)
         else:
-            download(item["url"], path, item["sha256"], item.get("size"), progress=progress(item["path"]) if progress else None, **options)
+            download(
+                item["url"],
+                path,
+                item["sha256"],
+                item.get("size"),
+                progress=progress(item["path"]) if progress else None,
+                **options,
+            )
         paths.append(path)
     return paths
 
@@ -164,12 +205,21 @@ def survey(datasets: dict[str, dict[str, Any]] | None = None) -> list[FileStatus
     for name, entry in datasets.items():
         for item in entry["files"]:
             layouts = [item, *item.get("alternatives", [])]
-            hit = next(((what, root / layout["path"], layout) for what, root in roots for layout in layouts
-                        if (root / layout["path"]).is_file()), None)
+            hit = next(
+                (
+                    (what, root / layout["path"], layout)
+                    for what, root in roots
+                    for layout in layouts
+                    if (root / layout["path"]).is_file()
+                ),
+                None,
+            )
             if hit is None:
                 found.append(FileStatus(name, item["path"], None, None, None, None))
                 continue
             what, path, layout = hit
             verified = None if layout.get("sha256") is None else _sha256(path) == layout["sha256"]
-            found.append(FileStatus(name, layout["path"], path, what, path.stat().st_size, verified))
+            found.append(
+                FileStatus(name, layout["path"], path, what, path.stat().st_size, verified)
+            )
     return found

@@ -26,11 +26,20 @@ import numpy as np
 from dpdl.data.paths import data_file
 from dpdl.errors import DataError
 
-__all__ = ["load_california_housing", "FEATURES", "ROWS"]
+__all__ = ["FEATURES", "ROWS", "load_california_housing"]
 
 logger = logging.getLogger(__name__)
 
-FEATURES = ("longitude", "latitude", "housing_median_age", "total_rooms", "total_bedrooms", "population", "households", "median_income")
+FEATURES = (
+    "longitude",
+    "latitude",
+    "housing_median_age",
+    "total_rooms",
+    "total_bedrooms",
+    "population",
+    "households",
+    "median_income",
+)
 #: Rows of the full data set (a slice has fewer).
 ROWS = 20640
 #: The data file's name inside ``cal_housing.tgz``.
@@ -57,15 +66,23 @@ def _read_text(path: Path) -> str:
 
 @lru_cache(maxsize=1)
 def _load() -> tuple[np.ndarray, np.ndarray]:
-    path = data_file("california_housing", "california_housing/cal_housing.tgz", "california_housing/cal_housing.data.gz")
+    path = data_file(
+        "california_housing",
+        "california_housing/cal_housing.tgz",
+        "california_housing/cal_housing.data.gz",
+    )
     try:
         table = np.loadtxt(io.StringIO(_read_text(path)), delimiter=",", ndmin=2)
     except ValueError as error:
         raise DataError(f"{path}: not a table of numbers ({error})") from None
     if table.shape[1] != len(FEATURES) + 1 or not np.isfinite(table).all():
-        raise DataError(f"{path}: expected rows of {len(FEATURES) + 1} finite numbers, got shape {table.shape}")
+        raise DataError(
+            f"{path}: expected rows of {len(FEATURES) + 1} finite numbers, got shape {table.shape}"
+        )
     if len(table) != ROWS:
-        logger.warning("%s holds %d rows, not the full data set's %d: a slice", path, len(table), ROWS)
+        logger.warning(
+            "%s holds %d rows, not the full data set's %d: a slice", path, len(table), ROWS
+        )
     features, values = table[:, :-1], table[:, -1]
     features.setflags(write=False)
     values.setflags(write=False)

@@ -19,7 +19,7 @@ import numpy as np
 from dpdl.data.paths import data_file
 from dpdl.errors import DataError
 
-__all__ = ["read_idx", "load_idx_dataset", "IDX_FOLDERS"]
+__all__ = ["IDX_FOLDERS", "load_idx_dataset", "read_idx"]
 
 #: The data sets in IDX files, by folder.
 IDX_FOLDERS = ("mnist", "fashion_mnist")
@@ -41,7 +41,9 @@ def read_idx(path: Path) -> np.ndarray:
     shape = tuple(int.from_bytes(raw[4 + 4 * k : 8 + 4 * k], "big") for k in range(ndim))
     data = np.frombuffer(raw, dtype=_DTYPES[raw[2]], offset=4 + 4 * ndim)
     if data.size != int(np.prod(shape)):
-        raise DataError(f"{path} is truncated: expected {int(np.prod(shape))} values, found {data.size}")
+        raise DataError(
+            f"{path} is truncated: expected {int(np.prod(shape))} values, found {data.size}"
+        )
     return data.reshape(shape)
 
 
@@ -52,7 +54,9 @@ def load_idx_dataset(folder: str, split: str) -> tuple[np.ndarray, np.ndarray]:
 
     The arrays are cached (a process that trains many runs decompresses once) and read-only."""
     if folder not in IDX_FOLDERS or split not in ("train", "t10k"):
-        raise DataError(f"unknown IDX data {folder}/{split}; known: {', '.join(IDX_FOLDERS)} x train, t10k")
+        raise DataError(
+            f"unknown IDX data {folder}/{split}; known: {', '.join(IDX_FOLDERS)} x train, t10k"
+        )
     images = read_idx(data_file(folder, f"{folder}/{split}-images-idx3-ubyte.gz"))
     labels = read_idx(data_file(folder, f"{folder}/{split}-labels-idx1-ubyte.gz")).astype(np.int64)
     if len(images) != len(labels):

@@ -25,14 +25,16 @@ import platformdirs
 
 from dpdl.errors import DataError
 
-__all__ = ["bundled_file", "cache_dir", "data_roots", "data_file", "manifest"]
+__all__ = ["bundled_file", "cache_dir", "data_file", "data_roots", "manifest"]
 
 
 def bundled_file(relative: str) -> Path:
     """Path of a data file shipped inside the ``dpdl.data`` package."""
     path = Path(str(resources.files("dpdl.data").joinpath(relative)))
     if not path.is_file():
-        raise DataError(f"bundled data file missing from the dpdl package: {relative} (reinstall dpdl)")
+        raise DataError(
+            f"bundled data file missing from the dpdl package: {relative} (reinstall dpdl)"
+        )
     return path
 
 
@@ -46,7 +48,9 @@ def manifest() -> dict[str, dict[str, Any]]:
 
 def cache_dir() -> Path:
     """The user cache folder: ``DPDL_CACHE_DIR`` if set, else ``platformdirs.user_cache_dir("dpdl")``."""
-    return Path(os.environ.get("DPDL_CACHE_DIR") or platformdirs.user_cache_dir("dpdl")).expanduser()
+    return Path(
+        os.environ.get("DPDL_CACHE_DIR") or platformdirs.user_cache_dir("dpdl")
+    ).expanduser()
 
 
 def data_roots() -> list[tuple[str, Path]]:
@@ -56,7 +60,9 @@ def data_roots() -> list[tuple[str, Path]]:
     if env:
         path = Path(env).expanduser()
         if not path.is_dir():
-            raise DataError(f"DPDL_DATA_DIR={env} is not a folder; point it at the folder holding mnist/, adult/, ... or unset it")
+            raise DataError(
+                f"DPDL_DATA_DIR={env} is not a folder; point it at the folder holding mnist/, adult/, ... or unset it"
+            )
         roots.append(("DPDL_DATA_DIR", path))
     roots.append(("cache", cache_dir()))
     return roots

@@ -31,7 +31,7 @@ from dpdl.mechanisms.lppa import NoiseFlow, lppa_noise
 from dpdl.mechanisms.registry import MECHANISMS, DesignOptions
 from dpdl.threats import Eavesdropper, ThreatModel
 
-__all__ = ["MULTISEED_MAX_N", "audit_mechanisms", "run_audit", "format_audit", "write_audit"]
+__all__ = ["MULTISEED_MAX_N", "audit_mechanisms", "format_audit", "run_audit", "write_audit"]
 
 #: The multi-seed design is a CVXPY SDP with C(n, q) n constraints: audited up to this n.
 MULTISEED_MAX_N = 12
@@ -44,7 +44,9 @@ ATTACKER = str(Eavesdropper())
 def audit_mechanisms(n: int) -> list[str]:
     """Mechanisms audited on n agents: no noise first, then every design (the multi-seed SDP only
     for small n)."""
-    return [NoNoise.name] + [name for name in MECHANISMS if name != "whisper-multiseed" or n <= MULTISEED_MAX_N]
+    return [NoNoise.name] + [
+        name for name in MECHANISMS if name != "whisper-multiseed" or n <= MULTISEED_MAX_N
+    ]
 
 
 def run_audit(
@@ -63,14 +65,31 @@ def run_audit(
     """One :class:`NoiseReport` per audited mechanism, each attacked as every threat."""
     names = audit_mechanisms(graph.number_of_nodes())
     reports = [
-        noise_report(name, graph, weights, eps, delta, steps, clip, calibration, threats, DesignOptions(), attack_trials, seed)
+        noise_report(
+            name,
+            graph,
+            weights,
+            eps,
+            delta,
+            steps,
+            clip,
+            calibration,
+            threats,
+            DesignOptions(),
+            attack_trials,
+            seed,
+        )
         for name in tqdm(names, desc="audit", unit="mechanism", disable=None if progress else True)
     ]
     for report in reports:
-        if report.method == NoiseFlow.name:  # the paper's own LPPA: Laplace noise of scale 0.025, every round
+        if (
+            report.method == NoiseFlow.name
+        ):  # the paper's own LPPA: Laplace noise of scale 0.025, every round
             laplace = lppa_noise(graph, LPPA_LAPLACE_SCALE, "laplace", every_round=True)
             sensitivity = AgentLevel(clip).sensitivity
-            report.attack["laplace_eavesdropper_lower_bound"] = membership_lower_bound(laplace, sensitivity, steps, delta, attack_trials, seed).epsilon
+            report.attack["laplace_eavesdropper_lower_bound"] = membership_lower_bound(
+                laplace, sensitivity, steps, delta, attack_trials, seed
+            ).epsilon
     return reports
 
 
@@ -89,7 +108,10 @@ def format_audit(reports: list[NoiseReport]) -> str:
     attacked = any(r.attack for r in reports)
     width = max(16 if attacked else 14, *(len(t) + 2 for t in threats))
     header = f"{'mechanism':<18}{'Tr(WRW^T)':>12}" + "".join(f"{t:>{width}}" for t in threats)
-    lines = [header + (f"{'sum error/C':>13}" if attacked else ""), "-" * (len(header) + (13 if attacked else 0))]
+    lines = [
+        header + (f"{'sum error/C':>13}" if attacked else ""),
+        "-" * (len(header) + (13 if attacked else 0)),
+    ]
     for report in reports:
         cells = ""
         for t in threats:
@@ -102,8 +124,10 @@ def format_audit(reports: list[NoiseReport]) -> str:
     if any(not all(r.epsilon_exact.values()) for r in reports):
         lines.append("* upper bound: too many coalitions to enumerate, full collusion assumed")
     if attacked:
-        lines.append("each cell: the accountant's epsilon (the threat's membership test: a lower bound with 95% confidence; inf: the "
-                     "test never errs); sum error/C: the eavesdropper's RMS error on the aggregate gradient, in units of C")
+        lines.append(
+            "each cell: the accountant's epsilon (the threat's membership test: a lower bound with 95% confidence; inf: the "
+            "test never errs); sum error/C: the eavesdropper's RMS error on the aggregate gradient, in units of C"
+        )
     return "\n".join(lines)
 
 
@@ -111,7 +135,10 @@ def _report_markdown(reports: list[NoiseReport], table: str) -> str:
     calibration = reports[0].calibration
     by_name = {report.method: report for report in reports}
     violations = [
-        f"{r.method} ({t})" for r in reports for t, lower in r.epsilon_lower_bound.items() if lower > r.epsilon[t] * (1 + 1e-9)
+        f"{r.method} ({t})"
+        for r in reports
+        for t, lower in r.epsilon_lower_bound.items()
+        if lower > r.epsilon[t] * (1 + 1e-9)
     ]
     lines = [
         "# The audit: every method against every threat model",
@@ -143,14 +170,23 @@ def _report_markdown(reports: list[NoiseReport], table: str) -> str:
             "draws, not a guarantee."
         )
     if NoNoise.name in by_name:
-        lines.append("- **No noise** (plain D-SGD and DSGT): no guarantee against anyone, and the attacks confirm it.")
+        lines.append(
+            "- **No noise** (plain D-SGD and DSGT): no guarantee against anyone, and the attacks confirm it."
+        )
     if "zero-sum" in by_name:
-        lines.append("- **Zero-sum noise** (pairwise cancelling, no independent noise): the same verdict as LPPA, for the same "
-                     "reason.")
+        lines.append(
+            "- **Zero-sum noise** (pairwise cancelling, no independent noise): the same verdict as LPPA, for the same "
+            "reason."
+        )
     finite = [r for r in reports if r.attack and math.isfinite(r.epsilon[ATTACKER])]
     if finite:
-        gaps = ", ".join(f"{r.method} {r.epsilon_lower_bound[ATTACKER]:.3g} <= {r.epsilon[ATTACKER]:.3g}" for r in finite)
-        lines.append(f"- Where a guarantee holds against the eavesdropper, its lower and upper bounds: {gaps}.")
+        gaps = ", ".join(
+            f"{r.method} {r.epsilon_lower_bound[ATTACKER]:.3g} <= {r.epsilon[ATTACKER]:.3g}"
+            for r in finite
+        )
+        lines.append(
+            f"- Where a guarantee holds against the eavesdropper, its lower and upper bounds: {gaps}."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -158,7 +194,9 @@ def write_audit(reports: list[NoiseReport], folder: Path) -> None:
     """``audit.json`` (every report in full), ``audit.csv`` (mechanism, Tr(W R W^T), epsilon per threat,
     the attacks' results) and ``REPORT.md`` (the table and what it shows)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "audit.json").write_text(json.dumps(json_safe([report.as_dict() for report in reports]), indent=2) + "\n")
+    (folder / "audit.json").write_text(
+        json.dumps(json_safe([report.as_dict() for report in reports]), indent=2) + "\n"
+    )
     rows = [
         {
             "mechanism": r.method,

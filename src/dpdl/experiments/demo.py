@@ -25,13 +25,21 @@ from dpdl.experiments.train import TrainConfig, TrainResult, run_training
 from dpdl.mechanisms.registry import MECHANISMS
 from dpdl.processes import worker_context
 
-__all__ = ["STEP_SIZE_GRID", "DemoResult", "demo_mechanisms", "run_demo", "format_table"]
+__all__ = ["STEP_SIZE_GRID", "DemoResult", "demo_mechanisms", "format_table", "run_demo"]
 
 #: The papers' step-size grid (Whisper D-SGD / CorN-DSGD Section VI-A (ii)).
 STEP_SIZE_GRID = (1e-1, 5e-2, 1e-2, 5e-3, 1e-3)
 
 HEADLINE = TrainConfig(
-    task="logreg-a9a", graph="er", n=20, p=0.5, eps=10.0, delta=1e-5, steps=5000, clip=0.1, eval_every=250
+    task="logreg-a9a",
+    graph="er",
+    n=20,
+    p=0.5,
+    eps=10.0,
+    delta=1e-5,
+    steps=5000,
+    clip=0.1,
+    eval_every=250,
 )
 
 
@@ -72,13 +80,22 @@ def run_demo(
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     results: list[TrainResult] = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context()) as pool:
-        for result in tqdm(pool.map(_run, jobs), total=len(jobs), desc="demo", unit="run", disable=None if progress else True):
+        for result in tqdm(
+            pool.map(_run, jobs),
+            total=len(jobs),
+            desc="demo",
+            unit="run",
+            disable=None if progress else True,
+        ):
             results.append(result)
     by_mechanism: dict[str, dict[float, TrainResult]] = {m: {} for m in mechanisms}
     for result in results:
         by_mechanism[result.config.mechanism][float(result.config.lr)] = result
     best = {
-        mechanism: min(runs.values(), key=lambda r: r.final_metrics()[r.primary_metric] * (1 if r.lower_is_better else -1))
+        mechanism: min(
+            runs.values(),
+            key=lambda r: r.final_metrics()[r.primary_metric] * (1 if r.lower_is_better else -1),
+        )
         for mechanism, runs in by_mechanism.items()
     }
     return DemoResult(by_mechanism, best)
@@ -129,10 +146,21 @@ def write_demo(result: DemoResult, folder: Path) -> tuple[str, Path]:
         for mechanism, runs in result.grid.items():
             for lr, run in sorted(runs.items()):
                 final = run.final_metrics()
-                writer.writerow([mechanism, lr, final["test_loss"], final.get("test_accuracy"), run.runs[0].privacy[0].epsilon])
+                writer.writerow(
+                    [
+                        mechanism,
+                        lr,
+                        final["test_loss"],
+                        final.get("test_accuracy"),
+                        run.runs[0].privacy[0].epsilon,
+                    ]
+                )
     some = next(iter(result.best.values()))
     figure = plot_curves(
-        {f"{m} (lr={r.config.lr:g})": [run.history for run in r.runs] for m, r in result.best.items()},
+        {
+            f"{m} (lr={r.config.lr:g})": [run.history for run in r.runs]
+            for m, r in result.best.items()
+        },
         some.primary_metric,
         folder / f"{some.primary_metric}.png",
         f"{some.config.task}, ER n={some.config.n} p={some.config.p}, eps={some.config.eps:g}, delta={some.config.delta:g}",

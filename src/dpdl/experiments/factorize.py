@@ -20,7 +20,14 @@ import numpy as np
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.results import json_safe
-from dpdl.factorization.mafalda import local_loss, local_sensitivity, noise_multiplier, optimize_local, restarted, utility_gram
+from dpdl.factorization.mafalda import (
+    local_loss,
+    local_sensitivity,
+    noise_multiplier,
+    optimize_local,
+    restarted,
+    utility_gram,
+)
 from dpdl.factorization.participation import Participation
 
 __all__ = ["EncoderRow", "FactorizeResult", "factorize", "write_factorize"]
@@ -52,11 +59,20 @@ class FactorizeResult:
     encoder: np.ndarray
 
 
-def factorize(weights: np.ndarray, participations: int, batches: int, eps: float, delta: float, restart: int | None = None) -> FactorizeResult:
+def factorize(
+    weights: np.ndarray,
+    participations: int,
+    batches: int,
+    eps: float,
+    delta: float,
+    restart: int | None = None,
+) -> FactorizeResult:
     """MAFALDA's encoder for ``weights`` under cyclic (``participations``, ``batches``)-participation."""
     steps = participations * batches
     if restart is not None and (restart % batches or steps % restart):
-        raise ConfigError(f"a restart block must be a multiple of b={batches} dividing T={steps}, got {restart}")
+        raise ConfigError(
+            f"a restart block must be a multiple of b={batches} dividing T={steps}, got {restart}"
+        )
     participation = Participation.cyclic(steps, participations, batches)
     start = time.perf_counter()
     utility = utility_gram(weights, steps)
@@ -68,14 +84,37 @@ def factorize(weights: np.ndarray, participations: int, batches: int, eps: float
         result = optimize_local(utility_gram(weights, steps, block=restart), block)
         mafalda = restarted(result.encoder, steps)
     seconds = time.perf_counter() - start
-    encoders = {"dp-dsgd": np.eye(steps), "antipgd": np.tril(np.ones((steps, steps))), "mafalda": mafalda}
+    encoders = {
+        "dp-dsgd": np.eye(steps),
+        "antipgd": np.tril(np.ones((steps, steps))),
+        "mafalda": mafalda,
+    }
     baseline = local_loss(utility, encoders["dp-dsgd"], participation)
     rows = []
     for method, encoder in encoders.items():
         loss = local_loss(utility, encoder, participation)
-        rows.append(EncoderRow(method, local_sensitivity(encoder, participation), loss, loss / baseline,
-                               noise_multiplier(encoder, participation, 1.0, eps, delta)))
-    return FactorizeResult(steps, participations, batches, restart, eps, delta, result.iterations, result.converged, seconds, rows, mafalda)
+        rows.append(
+            EncoderRow(
+                method,
+                local_sensitivity(encoder, participation),
+                loss,
+                loss / baseline,
+                noise_multiplier(encoder, participation, 1.0, eps, delta),
+            )
+        )
+    return FactorizeResult(
+        steps,
+        participations,
+        batches,
+        restart,
+        eps,
+        delta,
+        result.iterations,
+        result.converged,
+        seconds,
+        rows,
+        mafalda,
+    )
 
 
 def write_factorize(result: FactorizeResult, folder: Path) -> tuple[str, dict[str, Any], Path]:
@@ -83,11 +122,17 @@ def write_factorize(result: FactorizeResult, folder: Path) -> tuple[str, dict[st
     ``factorize.json`` in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     np.save(folder / "encoder.npy", result.encoder)
-    summary = {key: value for key, value in asdict(result).items() if key not in ("encoder", "rows")}
+    summary = {
+        key: value for key, value in asdict(result).items() if key not in ("encoder", "rows")
+    }
     summary["rows"] = [asdict(row) for row in result.rows]
     summary = json_safe(summary)
     (folder / "factorize.json").write_text(json.dumps(summary, indent=2))
-    lines = [f"{'method':<10} {'sensitivity':>12} {'loss':>12} {'vs DP-D-SGD':>12} {'sigma / Delta':>14}"]
-    lines += [f"{row.method:<10} {row.sensitivity:>12.4g} {row.loss:>12.4g} {row.loss_ratio_to_dp_dsgd:>11.3g}x {row.sigma_per_unit_sensitivity:>14.4g}"
-              for row in result.rows]
+    lines = [
+        f"{'method':<10} {'sensitivity':>12} {'loss':>12} {'vs DP-D-SGD':>12} {'sigma / Delta':>14}"
+    ]
+    lines += [
+        f"{row.method:<10} {row.sensitivity:>12.4g} {row.loss:>12.4g} {row.loss_ratio_to_dp_dsgd:>11.3g}x {row.sigma_per_unit_sensitivity:>14.4g}"
+        for row in result.rows
+    ]
     return "\n".join(lines), summary, folder

@@ -25,9 +25,14 @@ from dpdl.seeding import purpose_rng
 from dpdl.simulation import clip_rows
 from dpdl.threats import CentralObserver, Colluding, Eavesdropper, ThreatModel
 
-__all__ = ["NoiseReport", "noise_report", "DEFAULT_THREATS"]
+__all__ = ["DEFAULT_THREATS", "NoiseReport", "noise_report"]
 
-DEFAULT_THREATS: tuple[ThreatModel, ...] = (Eavesdropper(), Colluding(1), Colluding(2), CentralObserver())
+DEFAULT_THREATS: tuple[ThreatModel, ...] = (
+    Eavesdropper(),
+    Colluding(1),
+    Colluding(2),
+    CentralObserver(),
+)
 
 
 @dataclass
@@ -62,7 +67,11 @@ class NoiseReport:
             "calibration": self.calibration.as_dict(),
             "graph": self.graph,
             "mechanism": self.mechanism,
-            **({"epsilon_lower_bound": self.epsilon_lower_bound, "attack": self.attack} if self.attack else {}),
+            **(
+                {"epsilon_lower_bound": self.epsilon_lower_bound, "attack": self.attack}
+                if self.attack
+                else {}
+            ),
         }
         for key in ("sigma_mix2", "sigma_pair2", "sigma_cor2", "sigma2", "sigma2_edge"):
             if key in self.mechanism:
@@ -101,7 +110,9 @@ def noise_report(
         epsilon[str(threat)] = report.epsilon
         exact[str(threat)] = report.exact
         coalitions[str(threat)] = report.coalitions
-        paper[str(threat)] = epsilon_from_mu_step(report.mu_step, steps, delta, neighbouring, "paper-rdp")
+        paper[str(threat)] = epsilon_from_mu_step(
+            report.mu_step, steps, delta, neighbouring, "paper-rdp"
+        )
     lower: dict[str, float] = {}
     attack: dict[str, Any] = {}
     if attack_trials is not None:
@@ -112,9 +123,19 @@ def noise_report(
             if threat.coalition_count(mechanism.n) > MAX_COALITIONS:
                 lower[name] = math.nan
                 continue
-            empirical = membership_lower_bound(mechanism, neighbouring.sensitivity, steps, delta, attack_trials, seed, threat=threat)
+            empirical = membership_lower_bound(
+                mechanism,
+                neighbouring.sensitivity,
+                steps,
+                delta,
+                attack_trials,
+                seed,
+                threat=threat,
+            )
             lower[name], attack[name] = empirical.epsilon, empirical.as_dict()
-        gradients = clip_rows(purpose_rng(seed, "sum attack gradients").standard_normal((mechanism.n, 1000)), clip)
+        gradients = clip_rows(
+            purpose_rng(seed, "sum attack gradients").standard_normal((mechanism.n, 1000)), clip
+        )
         error = sum_attack_error(mechanism, gradients, purpose_rng(seed, "sum attack noise"))
         attack.update(sum_attack_rms_error=error, sum_attack_relative_error=error / clip)
     return NoiseReport(

@@ -9,10 +9,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-__all__ = ["plot_curves", "plot_panels", "plot_images"]
+__all__ = ["plot_curves", "plot_images", "plot_panels"]
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
@@ -42,7 +42,9 @@ def plot_curves(
         values = np.array([[record[metric] for record in history] for history in histories])
         line = ax.plot(steps, values.mean(axis=0), label=label)[0]
         if len(histories) > 1:
-            ax.fill_between(steps, values.min(axis=0), values.max(axis=0), color=line.get_color(), alpha=0.2)
+            ax.fill_between(
+                steps, values.min(axis=0), values.max(axis=0), color=line.get_color(), alpha=0.2
+            )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(metric.replace("_", " "))
     if log_y:
@@ -82,10 +84,25 @@ def plot_panels(
         for label, ys in series[panel].items():
             base = label.removesuffix(suffix)
             colour = colours.setdefault(base, f"C{len(colours)}")
-            ax.plot(xs, ys, marker="o", markersize=3, color=colour, linestyle="--" if label.endswith(suffix) else "-", label=label)
+            ax.plot(
+                xs,
+                ys,
+                marker="o",
+                markersize=3,
+                color=colour,
+                linestyle="--" if label.endswith(suffix) else "-",
+                label=label,
+            )
             if bands is not None and label in bands[panel]:
                 low, high = bands[panel][label]
-                ax.fill_between(xs, low, high, color=colour, alpha=0.12 if label.endswith(suffix) else 0.2, linewidth=0)
+                ax.fill_between(
+                    xs,
+                    low,
+                    high,
+                    color=colour,
+                    alpha=0.12 if label.endswith(suffix) else 0.2,
+                    linewidth=0,
+                )
         ax.set_xlabel(xlabels[panel])
         ax.set_ylabel(ylabel)
         if titles:
@@ -95,7 +112,7 @@ def plot_panels(
         if log_x:
             ax.set_xscale("log")
         ax.grid(True, alpha=0.3)
-    for ax in list(axes.flat)[len(grid):]:
+    for ax in list(axes.flat)[len(grid) :]:
         ax.set_visible(False)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title)
@@ -105,7 +122,9 @@ def plot_panels(
 def plot_images(rows: Mapping[str, Sequence[np.ndarray]], path: Path, title: str) -> Path:
     """A grid of grey-scale images: one row per label (its name on the left), one column per image."""
     columns = max(len(images) for images in rows.values())
-    fig, axes = plt.subplots(len(rows), columns, figsize=(1.3 * columns + 0.8, 1.4 * len(rows)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(rows), columns, figsize=(1.3 * columns + 0.8, 1.4 * len(rows)), squeeze=False
+    )
     for axes_row, (label, images) in zip(axes, rows.items()):
         for ax, image in zip(axes_row, images):
             ax.imshow(np.asarray(image), cmap="gray")

@@ -26,7 +26,7 @@ from typing import Any
 
 from dpdl.errors import ConfigError
 
-__all__ = ["NOT_RECORDED", "option_actions", "dump_options", "load_options", "parse_set"]
+__all__ = ["NOT_RECORDED", "dump_options", "load_options", "option_actions", "parse_set"]
 
 #: Options that are not part of a run's definition: the options file itself and its overrides,
 #: help, and the results folder (a replay that changes a key must not overwrite the run it came
@@ -62,7 +62,9 @@ def _value_type(action: argparse.Action) -> type:
     return typing.get_type_hints(action.type)["return"]
 
 
-def dump_options(parser: argparse.ArgumentParser, values: dict[str, Any], header: Iterable[str] = ()) -> str:
+def dump_options(
+    parser: argparse.ArgumentParser, values: dict[str, Any], header: Iterable[str] = ()
+) -> str:
     """TOML text of every recorded option of ``parser``, from ``values`` (option ``dest`` -> value,
     e.g. ``vars(args)`` with the defaults the run resolved). TOML has no null: an option whose value
     is ``None`` is named in a comment and left out, so reading the file gives it its default again.
@@ -105,7 +107,9 @@ def _scalar(action: argparse.Action, value: Any, where: str) -> Any:
         raise wrong
     if wanted is str and not isinstance(value, str):
         raise wrong
-    if action.type is not None and not isinstance(action.type, type):  # a converter that also checks a range
+    if action.type is not None and not isinstance(
+        action.type, type
+    ):  # a converter that also checks a range
         try:
             value = action.type(str(value))
         except (argparse.ArgumentTypeError, ValueError) as error:
@@ -127,7 +131,9 @@ def _typed(action: argparse.Action, value: Any, where: str) -> Any:
     if _is_list(action):
         items = value if isinstance(value, list) else [value]
         if not items and action.nargs == "+":
-            raise ConfigError(f"{where}: expected {_type_name(action)} with at least one item, got []")
+            raise ConfigError(
+                f"{where}: expected {_type_name(action)} with at least one item, got []"
+            )
         return [_scalar(action, item, where) for item in items]
     return _scalar(action, value, where)
 
@@ -135,7 +141,9 @@ def _typed(action: argparse.Action, value: Any, where: str) -> Any:
 def _key_line(text: str, key: str) -> int | None:
     """The line of ``text`` where ``key`` is assigned or opens a table, for error messages."""
     pattern = re.compile(rf"""^\s*(\[\s*)?["']?{re.escape(key)}["']?\s*(=|\])""")
-    return next((number for number, line in enumerate(text.splitlines(), 1) if pattern.match(line)), None)
+    return next(
+        (number for number, line in enumerate(text.splitlines(), 1) if pattern.match(line)), None
+    )
 
 
 def _resolve_key(actions: dict[str, argparse.Action], key: str, where: str) -> argparse.Action:

@@ -17,7 +17,7 @@ from dpdl.files import json_safe
 if TYPE_CHECKING:
     from dpdl.experiments.train import TrainResult
 
-__all__ = ["write_results", "write_rows", "json_safe"]
+__all__ = ["json_safe", "write_results", "write_rows"]
 
 
 def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
@@ -40,7 +40,11 @@ def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
             for run in result.runs
         ],
     }
-    paths = {"config": folder / "config.json", "metrics": folder / "metrics.csv", "final": folder / "final.json"}
+    paths = {
+        "config": folder / "config.json",
+        "metrics": folder / "metrics.csv",
+        "final": folder / "final.json",
+    }
     paths["config"].write_text(json.dumps(json_safe(config), indent=2) + "\n")
     keys = list(result.runs[0].history[0])
     with paths["metrics"].open("w", newline="") as handle:

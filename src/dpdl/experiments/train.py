@@ -17,21 +17,21 @@ import numpy as np
 
 from dpdl.accounting import Calibration, PrivacyReport
 from dpdl.graphs import summarize
-from dpdl.simulation import run_dsgd, run_dsgt
 from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
 from dpdl.jobspec.job import Job, build_job, privacy_reports
+from dpdl.simulation import run_dsgd, run_dsgt
 from dpdl.tasks import Task
 
 __all__ = [
-    "TrainConfig",
+    "DEFAULT_STEP_SIZES",
     "Job",
     "SeedRun",
+    "TrainConfig",
     "TrainResult",
     "build_job",
     "privacy_reports",
     "run_seed",
     "run_training",
-    "DEFAULT_STEP_SIZES",
 ]
 
 
@@ -96,7 +96,9 @@ class TrainResult:
         }
 
 
-def run_seed(config: TrainConfig, seed: int, progress: bool = False) -> tuple[Task, Calibration | None, SeedRun]:
+def run_seed(
+    config: TrainConfig, seed: int, progress: bool = False
+) -> tuple[Task, Calibration | None, SeedRun]:
     """Build and run one replicate of ``config`` (which must be resolved)."""
     job = build_job(config, seed)
     book = None
@@ -105,15 +107,33 @@ def run_seed(config: TrainConfig, seed: int, progress: bool = False) -> tuple[Ta
 
         book = simulated_seed_book(job.noise_seeds, config.key_seed)
     if config.algorithm == "dsgt":
-        result = run_dsgt(job.task, job.weights, job.dsgd, job.injection, seed=seed, progress=progress, agent_seeds=book)
+        result = run_dsgt(
+            job.task,
+            job.weights,
+            job.dsgd,
+            job.injection,
+            seed=seed,
+            progress=progress,
+            agent_seeds=book,
+        )
         privacy: list[PrivacyReport] = []  # the injection is sized for the attacks, not accounted
     else:
-        result = run_dsgd(job.task, job.weights, job.mechanism, job.dsgd, seed=seed, progress=progress, agent_seeds=book)
+        result = run_dsgd(
+            job.task,
+            job.weights,
+            job.mechanism,
+            job.dsgd,
+            seed=seed,
+            progress=progress,
+            agent_seeds=book,
+        )
         privacy = privacy_reports(job.mechanism, job.neighbouring, config.steps, config.delta)
     run = SeedRun(
         seed=seed,
         graph=summarize(job.graph, job.weights).as_dict(),
-        mechanism=job.injection.describe() if job.injection is not None else job.mechanism.describe(),
+        mechanism=job.injection.describe()
+        if job.injection is not None
+        else job.mechanism.describe(),
         trace_wrw=job.noise_seeds.variance_after_mixing(job.weights),
         calibrated=job.mechanism.calibrated and config.algorithm == "dsgd",
         privacy=privacy,
@@ -130,6 +150,12 @@ def run_training(config: TrainConfig, progress: bool = False) -> TrainResult:
     task, calibration, _ = outcomes[0]
     runs = [run for _, _, run in outcomes]
     for run in runs:
-        if run.calibrated and config.calibration == "exact" and run.privacy[0].epsilon > config.eps:  # its own threat model
-            raise RuntimeError(f"calibration overshoot: {run.privacy[0]} exceeds the target eps={config.eps}")
-    return TrainResult(config, task.describe(), task.primary_metric, task.lower_is_better, calibration, runs)
+        if (
+            run.calibrated and config.calibration == "exact" and run.privacy[0].epsilon > config.eps
+        ):  # its own threat model
+            raise RuntimeError(
+                f"calibration overshoot: {run.privacy[0]} exceeds the target eps={config.eps}"
+            )
+    return TrainResult(
+        config, task.describe(), task.primary_metric, task.lower_is_better, calibration, runs
+    )

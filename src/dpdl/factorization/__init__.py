@@ -20,29 +20,37 @@ Notation, fixed once for the package (as in the paper and jax_privacy's ``matrix
   ``sens^2 ||L C_local^-1||_F^2`` (Lemma 12; :mod:`~dpdl.factorization.mafalda`).
 """
 
-from dpdl.factorization.algorithms import LinearAlgorithm, antipgd, dp_dsgd, from_mechanism, mf_dsgd, muffliato, zip_dl
-from dpdl.factorization.participation import Participation
+from dpdl.factorization.algorithms import (
+    LinearAlgorithm,
+    antipgd,
+    dp_dsgd,
+    from_mechanism,
+    mf_dsgd,
+    muffliato,
+    zip_dl,
+)
 from dpdl.factorization.generalized_sensitivity import agent_sensitivities, knowledge_epsilon
+from dpdl.factorization.participation import Participation
 from dpdl.factorization.trust import LDP, PNDP, Knowledge, SecLDP, TrustModel, attacker_knowledge
 from dpdl.factorization.workload import gossip_blocks, gossip_workload
 
 __all__ = [
-    "LinearAlgorithm",
-    "dp_dsgd",
-    "mf_dsgd",
-    "antipgd",
-    "muffliato",
-    "zip_dl",
-    "from_mechanism",
-    "Participation",
-    "Knowledge",
-    "agent_sensitivities",
-    "knowledge_epsilon",
-    "TrustModel",
     "LDP",
     "PNDP",
+    "Knowledge",
+    "LinearAlgorithm",
+    "Participation",
     "SecLDP",
+    "TrustModel",
+    "agent_sensitivities",
+    "antipgd",
     "attacker_knowledge",
-    "gossip_workload",
+    "dp_dsgd",
+    "from_mechanism",
     "gossip_blocks",
+    "gossip_workload",
+    "knowledge_epsilon",
+    "mf_dsgd",
+    "muffliato",
+    "zip_dl",
 ]

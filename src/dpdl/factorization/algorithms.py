@@ -27,7 +27,16 @@ from dpdl.errors import ConfigError
 from dpdl.factorization.workload import gossip_sequence, gossip_workload, muffliato_workload
 from dpdl.mechanisms.base import NoiseMechanism
 
-__all__ = ["LinearAlgorithm", "dp_dsgd", "mf_dsgd", "antipgd", "muffliato", "from_mechanism", "zip_dl", "local_encoder"]
+__all__ = [
+    "LinearAlgorithm",
+    "antipgd",
+    "dp_dsgd",
+    "from_mechanism",
+    "local_encoder",
+    "mf_dsgd",
+    "muffliato",
+    "zip_dl",
+]
 
 
 @dataclass(frozen=True)
@@ -58,11 +67,19 @@ class LinearAlgorithm:
     def __post_init__(self) -> None:
         messages = self.gradients.shape[0]
         if self.gradients.shape != (messages, self.n * self.steps):
-            raise ConfigError(f"M must be (messages, n T) = (., {self.n * self.steps}), got {self.gradients.shape}")
-        if self.noise.shape[0] != messages or self.senders.shape != (messages,) or self.receivers.shape != (messages, self.n):
+            raise ConfigError(
+                f"M must be (messages, n T) = (., {self.n * self.steps}), got {self.gradients.shape}"
+            )
+        if (
+            self.noise.shape[0] != messages
+            or self.senders.shape != (messages,)
+            or self.receivers.shape != (messages, self.n)
+        ):
             raise ConfigError("M, N, senders and receivers must have one row per message")
         if self.holders.shape != (self.noise.shape[1], self.n):
-            raise ConfigError(f"holders must be (seeds, n) = ({self.noise.shape[1]}, {self.n}), got {self.holders.shape}")
+            raise ConfigError(
+                f"holders must be (seeds, n) = ({self.noise.shape[1]}, {self.n}), got {self.holders.shape}"
+            )
 
     def agent_of_row(self) -> np.ndarray:
         """Agent whose gradient each column of ``M`` is (time-major: column ``t n + u`` is u)."""
@@ -70,7 +87,12 @@ class LinearAlgorithm:
 
 
 def _broadcast(
-    name: str, sequence: list[np.ndarray], steps: int, workload: np.ndarray, injection: sparse.spmatrix, encoder: np.ndarray | None
+    name: str,
+    sequence: list[np.ndarray],
+    steps: int,
+    workload: np.ndarray,
+    injection: sparse.spmatrix,
+    encoder: np.ndarray | None,
 ) -> LinearAlgorithm:
     """An algorithm in which, at gossip round r, agent u sends one message to every v with
     ``W_r[v, u] > 0``: messages ``workload (G + injection Z)``; seed j is held by the agents whose
@@ -96,23 +118,36 @@ def dp_dsgd(weights: np.ndarray, steps: int, sigma: float = 1.0) -> LinearAlgori
     return muffliato(weights, steps, 1, sigma)
 
 
-def mf_dsgd(weights: np.ndarray, steps: int, encoder: np.ndarray, sigma: float = 1.0, name: str = "MF-D-SGD") -> LinearAlgorithm:
+def mf_dsgd(
+    weights: np.ndarray, steps: int, encoder: np.ndarray, sigma: float = 1.0, name: str = "MF-D-SGD"
+) -> LinearAlgorithm:
     """MF-D-SGD (Algorithm 1): noise ``C^-1 Z``, ``Z ~ N(0, sigma^2 I)``, for an invertible encoder C
     (``n T x n T``; use :func:`local_encoder` for ``C_local (x) I_n``)."""
     sequence = gossip_sequence(weights, steps)
     n = sequence[0].shape[0]
     encoder = np.asarray(encoder, dtype=float)
     if encoder.shape != (n * steps, n * steps):
-        raise ConfigError(f"the encoder must be (n T) x (n T) = {n * steps} x {n * steps}, got {encoder.shape}")
+        raise ConfigError(
+            f"the encoder must be (n T) x (n T) = {n * steps} x {n * steps}, got {encoder.shape}"
+        )
     if np.linalg.matrix_rank(encoder) < n * steps:
         raise ConfigError("the encoder C must be invertible (the noise is C^-1 Z)")
-    return _broadcast(name, sequence, steps, gossip_workload(sequence, steps), sigma * sparse.csr_matrix(np.linalg.inv(encoder)), encoder / sigma)
+    return _broadcast(
+        name,
+        sequence,
+        steps,
+        gossip_workload(sequence, steps),
+        sigma * sparse.csr_matrix(np.linalg.inv(encoder)),
+        encoder / sigma,
+    )
 
 
 def antipgd(weights: np.ndarray, steps: int, sigma: float = 1.0) -> LinearAlgorithm:
     """AntiPGD: agent u adds ``z_t - z_{t-1}`` (A.3): ``C = 1_{t >= t'} (x) I_n``."""
     n = np.asarray(weights).shape[-1]
-    return mf_dsgd(weights, steps, local_encoder(np.tril(np.ones((steps, steps))), n), sigma, name="AntiPGD")
+    return mf_dsgd(
+        weights, steps, local_encoder(np.tril(np.ones((steps, steps))), n), sigma, name="AntiPGD"
+    )
 
 
 def muffliato(weights: np.ndarray, steps: int, rounds: int, sigma: float = 1.0) -> LinearAlgorithm:
@@ -122,21 +157,43 @@ def muffliato(weights: np.ndarray, steps: int, rounds: int, sigma: float = 1.0) 
     n = sequence[0].shape[0]
     name = "DP-D-SGD" if rounds == 1 else f"Muffliato-SGD (K={rounds})"
     injection = sigma * sparse.identity(n * steps, format="csr")
-    return _broadcast(name, sequence, steps, muffliato_workload(sequence, steps, rounds), injection, np.eye(n * steps) / sigma)
+    return _broadcast(
+        name,
+        sequence,
+        steps,
+        muffliato_workload(sequence, steps, rounds),
+        injection,
+        np.eye(n * steps) / sigma,
+    )
 
 
 def from_mechanism(mechanism: NoiseMechanism, weights: np.ndarray, steps: int) -> LinearAlgorithm:
     """D-SGD with a per-step noise design: ``v_t = diag(sigma_private) z_t + F s_t`` with ``F`` the
     mechanism's shared secrets, each secret's seed held by its holders (A.5 for DECOR)."""
     n = mechanism.n
-    generator = mechanism.generator.toarray() if hasattr(mechanism.generator, "toarray") else np.asarray(mechanism.generator)
+    generator = (
+        mechanism.generator.toarray()
+        if hasattr(mechanism.generator, "toarray")
+        else np.asarray(mechanism.generator)
+    )
     private = np.sqrt(mechanism.private_variances)
-    injection = sparse.kron(sparse.identity(steps), np.hstack([np.diag(private), generator]), format="csr")
+    injection = sparse.kron(
+        sparse.identity(steps), np.hstack([np.diag(private), generator]), format="csr"
+    )
     encoder = None
     if (private > 0).all():
-        encoder = np.kron(np.eye(steps), np.vstack([np.diag(1.0 / private), np.zeros((generator.shape[1], n))]))
+        encoder = np.kron(
+            np.eye(steps), np.vstack([np.diag(1.0 / private), np.zeros((generator.shape[1], n))])
+        )
     sequence = gossip_sequence(weights, steps)
-    return _broadcast(mechanism.name or "D-SGD", sequence, steps, gossip_workload(sequence, steps), injection, encoder)
+    return _broadcast(
+        mechanism.name or "D-SGD",
+        sequence,
+        steps,
+        gossip_workload(sequence, steps),
+        injection,
+        encoder,
+    )
 
 
 def zip_dl(weights: np.ndarray, steps: int, sigma: float = 1.0) -> LinearAlgorithm:
@@ -178,5 +235,12 @@ def zip_dl(weights: np.ndarray, steps: int, sigma: float = 1.0) -> LinearAlgorit
         np.add.at(state_z, pairs[:, 1], weight * message_z)
         offset += len(pairs)
     return LinearAlgorithm(
-        "Zip-DL", n, steps, np.vstack(rows_g), np.vstack(rows_z), np.concatenate(senders), np.vstack(receivers), np.vstack(holders)
+        "Zip-DL",
+        n,
+        steps,
+        np.vstack(rows_g),
+        np.vstack(rows_z),
+        np.concatenate(senders),
+        np.vstack(receivers),
+        np.vstack(holders),
     )

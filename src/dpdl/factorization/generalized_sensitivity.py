@@ -37,7 +37,13 @@ from dpdl.errors import ConfigError
 from dpdl.factorization.participation import Participation
 from dpdl.factorization.trust import Knowledge
 
-__all__ = ["whiten", "pattern_sensitivity", "agent_sensitivities", "knowledge_epsilon", "SENSITIVITY_METHODS"]
+__all__ = [
+    "SENSITIVITY_METHODS",
+    "agent_sensitivities",
+    "knowledge_epsilon",
+    "pattern_sensitivity",
+    "whiten",
+]
 
 SENSITIVITY_METHODS = ("exact", "bound")
 
@@ -84,7 +90,9 @@ def _elliptope_maximum(gram: np.ndarray, sweeps: int = 2000, tolerance: float = 
 def pattern_sensitivity(gram: np.ndarray, method: str = "exact") -> float:
     """Squared sensitivity of one pattern with Gram block ``gram`` (``X_pattern``), see module doc."""
     if method not in SENSITIVITY_METHODS:
-        raise ConfigError(f"unknown sensitivity method {method!r}; known: {', '.join(SENSITIVITY_METHODS)}")
+        raise ConfigError(
+            f"unknown sensitivity method {method!r}; known: {', '.join(SENSITIVITY_METHODS)}"
+        )
     scale = float(np.abs(gram).max(initial=0.0))
     bound = float(np.abs(gram).sum())
     if method == "bound" or scale == 0.0 or (gram >= -1e-12 * scale).all():
@@ -92,11 +100,15 @@ def pattern_sensitivity(gram: np.ndarray, method: str = "exact") -> float:
     return min(bound, scale * _elliptope_maximum(gram / scale))
 
 
-def agent_sensitivities(knowledge: Knowledge, participation: Participation, method: str = "exact") -> np.ndarray:
+def agent_sensitivities(
+    knowledge: Knowledge, participation: Participation, method: str = "exact"
+) -> np.ndarray:
     """``sens(C; B)`` for each protected agent's records (``inf`` when one is not hidden, NaN for
     the attackers, whose data the guarantee is not about)."""
     if participation.steps != knowledge.steps:
-        raise ConfigError(f"the participation covers {participation.steps} steps, the algorithm {knowledge.steps}")
+        raise ConfigError(
+            f"the participation covers {participation.steps} steps, the algorithm {knowledge.steps}"
+        )
     whitened, leaked = whiten(knowledge)
     result = np.full(knowledge.n, np.nan)
     for agent in np.flatnonzero(knowledge.protected):
@@ -112,12 +124,18 @@ def agent_sensitivities(knowledge: Knowledge, participation: Participation, meth
 
 
 def knowledge_epsilon(
-    knowledge: Knowledge, participation: Participation, row_sensitivity: float, delta: float, method: str = "exact"
+    knowledge: Knowledge,
+    participation: Participation,
+    row_sensitivity: float,
+    delta: float,
+    method: str = "exact",
 ) -> tuple[float, float]:
     """``(eps, mu)``: the mechanism is ``mu = Delta max_agent sens``-GDP (Theorem 8) and so
     ``(eps, delta)``-DP exactly (Dong et al. 2022, Corollary 2.13; the paper's Remark 10), for a
     change of at most ``row_sensitivity = Delta`` in each row of G a record takes part in."""
     if not (math.isfinite(row_sensitivity) and row_sensitivity > 0):
-        raise ConfigError(f"the per-row sensitivity must be a finite number > 0, got {row_sensitivity}")
+        raise ConfigError(
+            f"the per-row sensitivity must be a finite number > 0, got {row_sensitivity}"
+        )
     mu = row_sensitivity * float(np.nanmax(agent_sensitivities(knowledge, participation, method)))
     return gdp.epsilon(mu, delta), mu

@@ -35,18 +35,33 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve, cholesky
 
 from dpdl.accounting import gdp
 from dpdl.errors import ConfigError
-from dpdl.factorization.participation import Participation
 from dpdl.factorization.generalized_sensitivity import pattern_sensitivity
+from dpdl.factorization.participation import Participation
 from dpdl.factorization.workload import gossip_sequence
 
-__all__ = ["utility_gram", "restarted", "Factorization", "optimize_local", "factor_gram", "local_loss", "local_sensitivity", "noise_multiplier"]
+__all__ = [
+    "Factorization",
+    "factor_gram",
+    "local_loss",
+    "local_sensitivity",
+    "noise_multiplier",
+    "optimize_local",
+    "restarted",
+    "utility_gram",
+]
 
 
 def _symmetric_fixed(weights: np.ndarray | Sequence[np.ndarray]) -> bool:
-    return isinstance(weights, np.ndarray) and weights.ndim == 2 and np.allclose(weights, weights.T, atol=1e-12)
+    return (
+        isinstance(weights, np.ndarray)
+        and weights.ndim == 2
+        and np.allclose(weights, weights.T, atol=1e-12)
+    )
 
 
-def utility_gram(weights: np.ndarray | Sequence[np.ndarray], steps: int, block: int | None = None) -> np.ndarray:
+def utility_gram(
+    weights: np.ndarray | Sequence[np.ndarray], steps: int, block: int | None = None
+) -> np.ndarray:
     """``H = sum_i A_i^T A_i`` of Lemma 12 (``T x T``), by the cheapest route the gossip allows.
 
     With ``block``, the sum of H's diagonal ``block x block`` blocks: the utility Gram matrix of one
@@ -55,7 +70,9 @@ def utility_gram(weights: np.ndarray | Sequence[np.ndarray], steps: int, block: 
     sequence = gossip_sequence(weights, steps)
     size = block or steps
     if block is not None and (block < 1 or steps % block):
-        raise ConfigError(f"correlation restarts need the {steps} steps to be a whole number of blocks, got block={block}")
+        raise ConfigError(
+            f"correlation restarts need the {steps} steps to be a whole number of blocks, got block={block}"
+        )
     inside = np.arange(size)
     lag = np.abs(np.subtract.outer(inside, inside))
     latest = np.maximum.outer(inside, inside)
@@ -63,7 +80,9 @@ def utility_gram(weights: np.ndarray | Sequence[np.ndarray], steps: int, block: 
     if _symmetric_fixed(weights):
         for value in np.linalg.eigvalsh(sequence[0]):
             powers = value ** np.arange(steps + 2)
-            geometric = np.concatenate([[0.0], np.cumsum(powers[:steps] ** 2)])  # sum_{j < L} l^(2j)
+            geometric = np.concatenate(
+                [[0.0], np.cumsum(powers[:steps] ** 2)]
+            )  # sum_{j < L} l^(2j)
             for offset in range(0, steps, size):
                 gram += powers[np.minimum(lag + 2, steps + 1)] * geometric[steps - offset - latest]
         return gram
@@ -94,7 +113,9 @@ def _pattern_labels(participation: Participation) -> np.ndarray:
     labels = np.full(participation.steps, -1)
     for index, pattern in enumerate(participation.patterns):
         if (labels[list(pattern)] >= 0).any():
-            raise ConfigError("the MAFALDA factorization needs disjoint participation patterns (cyclic participation)")
+            raise ConfigError(
+                "the MAFALDA factorization needs disjoint participation patterns (cyclic participation)"
+            )
         labels[list(pattern)] = index
     if (labels < 0).any():
         raise ConfigError("every step must belong to one participation pattern")
@@ -108,20 +129,35 @@ def factor_gram(gram: np.ndarray) -> np.ndarray:
     return flip @ lower.T @ flip
 
 
-def local_sensitivity(encoder: np.ndarray, participation: Participation, method: str = "exact") -> float:
+def local_sensitivity(
+    encoder: np.ndarray, participation: Participation, method: str = "exact"
+) -> float:
     """``sens(C_local)`` under ``participation`` for one agent (Definition 7 with B invertible)."""
     gram = encoder.T @ encoder
-    return math.sqrt(max(pattern_sensitivity(gram[np.ix_(p, p)], method) for p in map(list, participation.patterns)))
+    return math.sqrt(
+        max(
+            pattern_sensitivity(gram[np.ix_(p, p)], method)
+            for p in map(list, participation.patterns)
+        )
+    )
 
 
 def local_loss(utility: np.ndarray, encoder: np.ndarray, participation: Participation) -> float:
     """Lemma 12's objective ``sens(C_local)^2 tr(H (C^T C)^-1)``: expected squared error of the
     gossiped models caused by noise of unit privacy (``sigma = 1``)."""
     inverse = np.linalg.inv(encoder)
-    return local_sensitivity(encoder, participation) ** 2 * float(np.sum((inverse @ inverse.T) * utility))
+    return local_sensitivity(encoder, participation) ** 2 * float(
+        np.sum((inverse @ inverse.T) * utility)
+    )
 
 
-def noise_multiplier(encoder: np.ndarray, participation: Participation, row_sensitivity: float, eps: float, delta: float) -> float:
+def noise_multiplier(
+    encoder: np.ndarray,
+    participation: Participation,
+    row_sensitivity: float,
+    eps: float,
+    delta: float,
+) -> float:
     """sigma such that MF-D-SGD with noise ``C_local^-1 Z``, ``Z ~ N(0, sigma^2)``, is
     ``(eps, delta)``-DP against LDP's attacker: ``mu = Delta sens(C_local) / sigma`` (Theorem 8;
     under LDP ``B = sigma W_T C^-1`` is square and invertible, so ``sens(C; B) = sens(C_local)``,
@@ -158,7 +194,11 @@ def _loss_and_gradient(utility: np.ndarray, gram: np.ndarray) -> tuple[float, np
 
 
 def optimize_local(
-    utility: np.ndarray, participation: Participation, max_iterations: int = 2000, tolerance: float = 1e-9, memory: int = 10
+    utility: np.ndarray,
+    participation: Participation,
+    max_iterations: int = 2000,
+    tolerance: float = 1e-9,
+    memory: int = 10,
 ) -> Factorization:
     """Minimise ``tr(H X^-1)`` under the multi-epoch constraints (module doc) by L-BFGS.
 
@@ -213,7 +253,9 @@ def optimize_local(
         for _ in range(60):
             candidate = gram - step * direction
             result = _loss_and_gradient(utility, candidate)
-            if result is not None and result[0] <= loss - 1e-4 * step * np.sum(direction * gradient):
+            if result is not None and result[0] <= loss - 1e-4 * step * np.sum(
+                direction * gradient
+            ):
                 accepted = (candidate, result)
                 break
             step /= 2.0

@@ -25,8 +25,13 @@ class Participation:
     name: str
 
     def __post_init__(self) -> None:
-        if any(not pattern or min(pattern) < 0 or max(pattern) >= self.steps for pattern in self.patterns):
-            raise ConfigError(f"participation patterns must be non-empty sets of steps in [0, {self.steps})")
+        if any(
+            not pattern or min(pattern) < 0 or max(pattern) >= self.steps
+            for pattern in self.patterns
+        ):
+            raise ConfigError(
+                f"participation patterns must be non-empty sets of steps in [0, {self.steps})"
+            )
 
     @classmethod
     def every_step(cls, steps: int) -> Participation:
@@ -42,7 +47,9 @@ class Participation:
         if k < 1 or b < 1:
             raise ConfigError(f"(k, b)-participation needs k >= 1 and b >= 1, got k={k}, b={b}")
         if steps > k * b:
-            raise ConfigError(f"{steps} steps in cycles of b={b} give more than k={k} participations")
+            raise ConfigError(
+                f"{steps} steps in cycles of b={b} give more than k={k} participations"
+            )
         patterns = tuple(tuple(range(offset, steps, b)) for offset in range(min(b, steps)))
         return cls(steps, patterns, f"cyclic (k={k}, b={b})")
 

@@ -21,7 +21,7 @@ import numpy as np
 from dpdl.errors import ConfigError
 from dpdl.factorization.algorithms import LinearAlgorithm
 
-__all__ = ["TrustModel", "LDP", "SecLDP", "PNDP", "Knowledge", "attacker_knowledge"]
+__all__ = ["LDP", "PNDP", "Knowledge", "SecLDP", "TrustModel", "attacker_knowledge"]
 
 #: Relative tolerance of the check ``A = B C``.
 FACTORIZATION_TOL = 1e-8
@@ -58,7 +58,9 @@ class SecLDP(TrustModel):
 
     def __post_init__(self) -> None:
         if not self.all_messages:
-            raise ConfigError("SecLDP sees every message; use PNDP for an attacker that sees only its own")
+            raise ConfigError(
+                "SecLDP sees every message; use PNDP for an attacker that sees only its own"
+            )
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,9 @@ class PNDP(TrustModel):
 
     def __post_init__(self) -> None:
         if not self.attackers or self.all_messages:
-            raise ConfigError("PNDP needs at least one attacking agent, which sees only the messages sent to it")
+            raise ConfigError(
+                "PNDP needs at least one attacking agent, which sees only the messages sent to it"
+            )
 
 
 @dataclass(frozen=True)
@@ -126,4 +130,12 @@ def attacker_knowledge(algorithm: LinearAlgorithm, trust: TrustModel) -> Knowled
     if algorithm.encoder is not None:
         structured = algorithm.encoder * honest_columns[None, :]
         structured[known_seeds] = 0.0
-    return Knowledge(workload, decoder, ~attackers, n, algorithm.steps, f"{algorithm.name} under {trust}", structured)
+    return Knowledge(
+        workload,
+        decoder,
+        ~attackers,
+        n,
+        algorithm.steps,
+        f"{algorithm.name} under {trust}",
+        structured,
+    )

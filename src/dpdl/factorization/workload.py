@@ -16,7 +16,7 @@ import numpy as np
 from dpdl.errors import ConfigError
 from dpdl.graphs.mixing import validate_mixing_matrix
 
-__all__ = ["gossip_sequence", "gossip_workload", "gossip_blocks", "muffliato_workload"]
+__all__ = ["gossip_blocks", "gossip_sequence", "gossip_workload", "muffliato_workload"]
 
 
 def gossip_sequence(weights: np.ndarray | Sequence[np.ndarray], steps: int) -> list[np.ndarray]:
@@ -30,9 +30,13 @@ def gossip_sequence(weights: np.ndarray | Sequence[np.ndarray], steps: int) -> l
         return [fixed] * steps
     sequence = [validate_mixing_matrix(w, doubly_stochastic=False, mixing=False) for w in weights]
     if len(sequence) != steps:
-        raise ConfigError(f"a time-varying gossip needs one matrix per step: got {len(sequence)} for {steps} steps")
+        raise ConfigError(
+            f"a time-varying gossip needs one matrix per step: got {len(sequence)} for {steps} steps"
+        )
     if len({w.shape for w in sequence}) != 1:
-        raise ConfigError("the gossip matrices of a time-varying sequence must all have the same size")
+        raise ConfigError(
+            "the gossip matrices of a time-varying sequence must all have the same size"
+        )
     return sequence
 
 
@@ -59,7 +63,9 @@ def gossip_blocks(weights: np.ndarray | Sequence[np.ndarray], steps: int) -> np.
     return blocks
 
 
-def muffliato_workload(weights: np.ndarray | Sequence[np.ndarray], steps: int, rounds: int) -> np.ndarray:
+def muffliato_workload(
+    weights: np.ndarray | Sequence[np.ndarray], steps: int, rounds: int
+) -> np.ndarray:
     """Messages of Muffliato-SGD (Cyffers et al., NeurIPS 2022; MAFALDA-SGD Appendix A.4): ``rounds``
     gossip rounds after each of ``steps`` gradient steps, a message at every round:
     ``W_{K T} (I_T (x) [I_n; 0_{(K-1) n x n}])``, ``(K T n) x (T n)``."""

@@ -10,7 +10,6 @@ import numpy as np
 
 from dpdl.choices import SYNTHETIC_GRAPHS
 from dpdl.errors import GraphError
-from dpdl.graphs.readers import GRAPH_FILE_FORMATS, graph_file_spec, read_graph_file
 from dpdl.graphs.mixing import (
     MIXING_RULES,
     NotDoublyStochasticWarning,
@@ -22,7 +21,14 @@ from dpdl.graphs.mixing import (
     sinkhorn_knopp,
     validate_mixing_matrix,
 )
-from dpdl.graphs.spectral import GraphSummary, algebraic_connectivity, spectral_gap, summarize, vertex_connectivity
+from dpdl.graphs.readers import GRAPH_FILE_FORMATS, graph_file_spec, read_graph_file
+from dpdl.graphs.spectral import (
+    GraphSummary,
+    algebraic_connectivity,
+    spectral_gap,
+    summarize,
+    vertex_connectivity,
+)
 from dpdl.graphs.topologies import (
     REAL_GRAPHS,
     complete,
@@ -37,34 +43,34 @@ from dpdl.graphs.topologies import (
 )
 
 __all__ = [
-    "SYNTHETIC_GRAPHS",
-    "REAL_GRAPHS",
     "GRAPH_FILE_FORMATS",
-    "read_graph_file",
     "MIXING_RULES",
-    "build_graph",
-    "erdos_renyi",
-    "ring",
-    "torus",
-    "complete",
-    "star",
-    "exponential",
-    "read_edgelist",
-    "real_graph",
-    "require_connected",
-    "metropolis_hastings",
-    "local_degree",
-    "max_degree",
-    "sinkhorn_knopp",
-    "mixing_matrix",
-    "mixing_rate",
-    "validate_mixing_matrix",
+    "REAL_GRAPHS",
+    "SYNTHETIC_GRAPHS",
+    "GraphSummary",
     "NotDoublyStochasticWarning",
     "algebraic_connectivity",
+    "build_graph",
+    "complete",
+    "erdos_renyi",
+    "exponential",
+    "local_degree",
+    "max_degree",
+    "metropolis_hastings",
+    "mixing_matrix",
+    "mixing_rate",
+    "read_edgelist",
+    "read_graph_file",
+    "real_graph",
+    "require_connected",
+    "ring",
+    "sinkhorn_knopp",
     "spectral_gap",
-    "vertex_connectivity",
-    "GraphSummary",
+    "star",
     "summarize",
+    "torus",
+    "validate_mixing_matrix",
+    "vertex_connectivity",
 ]
 
 
@@ -84,5 +90,11 @@ def build_graph(
             if p is None:
                 raise GraphError("an Erdos-Renyi graph needs an edge probability p")
             return erdos_renyi(n, p, seed)
-        return {"ring": ring, "torus": torus, "complete": complete, "star": star, "exponential": exponential}[spec](n)
+        return {
+            "ring": ring,
+            "torus": torus,
+            "complete": complete,
+            "star": star,
+            "exponential": exponential,
+        }[spec](n)
     return require_connected(real_graph(spec), f"graph {spec!r}")

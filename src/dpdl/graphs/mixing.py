@@ -17,15 +17,15 @@ from dpdl.errors import MixingMatrixError
 from dpdl.graphs.topologies import require_connected
 
 __all__ = [
-    "metropolis_hastings",
+    "MIXING_RULES",
+    "NotDoublyStochasticWarning",
     "local_degree",
     "max_degree",
+    "metropolis_hastings",
+    "mixing_matrix",
+    "mixing_rate",
     "sinkhorn_knopp",
     "validate_mixing_matrix",
-    "mixing_rate",
-    "MIXING_RULES",
-    "mixing_matrix",
-    "NotDoublyStochasticWarning",
 ]
 
 #: Tolerance on row and column sums.
@@ -124,7 +124,9 @@ def sinkhorn_knopp(
     if (matrix < 0).any():
         raise MixingMatrixError("Sinkhorn-Knopp needs a nonnegative matrix")
     if (matrix.sum(axis=1) == 0).any() or (matrix.sum(axis=0) == 0).any():
-        raise MixingMatrixError("Sinkhorn-Knopp needs every row and column to have a positive entry")
+        raise MixingMatrixError(
+            "Sinkhorn-Knopp needs every row and column to have a positive entry"
+        )
     scaled = matrix.copy()
     for _ in range(max_iter):
         scaled /= scaled.sum(axis=1, keepdims=True)
@@ -154,7 +156,11 @@ def mixing_rate(weights: np.ndarray, *, doubly_stochastic: bool = True) -> float
 
 
 def validate_mixing_matrix(
-    weights: np.ndarray, graph: nx.Graph | None = None, *, doubly_stochastic: bool = True, mixing: bool = True
+    weights: np.ndarray,
+    graph: nx.Graph | None = None,
+    *,
+    doubly_stochastic: bool = True,
+    mixing: bool = True,
 ) -> np.ndarray:
     """Check that ``weights`` is a usable mixing matrix and return it as a float64 array.
 
@@ -173,7 +179,9 @@ def validate_mixing_matrix(
         raise MixingMatrixError(f"the mixing matrix has negative entries (min {weights.min():.3g})")
     row_error = np.abs(weights.sum(axis=1) - 1.0).max()
     if row_error > STOCHASTIC_TOL:
-        raise MixingMatrixError(f"the mixing matrix is not row-stochastic (row sums off by up to {row_error:.3g})")
+        raise MixingMatrixError(
+            f"the mixing matrix is not row-stochastic (row sums off by up to {row_error:.3g})"
+        )
     if doubly_stochastic:
         column_error = np.abs(weights.sum(axis=0) - 1.0).max()
         if column_error > STOCHASTIC_TOL:
@@ -183,15 +191,23 @@ def validate_mixing_matrix(
     n = weights.shape[0]
     if graph is not None:
         if graph.number_of_nodes() != n:
-            raise MixingMatrixError(f"the mixing matrix is {n} x {n} but the graph has {graph.number_of_nodes()} nodes")
+            raise MixingMatrixError(
+                f"the mixing matrix is {n} x {n} but the graph has {graph.number_of_nodes()} nodes"
+            )
         allowed = nx.to_numpy_array(graph, nodelist=range(n), weight=None) + np.eye(n)
         if graph.is_directed():
             allowed = allowed.T  # row i mixes what i receives, i.e. its in-neighbours
         outside = (weights > STOCHASTIC_TOL) & (allowed == 0)
         if outside.any():
             i, j = np.argwhere(outside)[0]
-            raise MixingMatrixError(f"the mixing matrix puts weight {weights[i, j]:.3g} on ({i}, {j}), which is not an edge")
-    if mixing and n > 1 and mixing_rate(weights, doubly_stochastic=doubly_stochastic) >= 1.0 - 1e-12:
+            raise MixingMatrixError(
+                f"the mixing matrix puts weight {weights[i, j]:.3g} on ({i}, {j}), which is not an edge"
+            )
+    if (
+        mixing
+        and n > 1
+        and mixing_rate(weights, doubly_stochastic=doubly_stochastic) >= 1.0 - 1e-12
+    ):
         raise MixingMatrixError(
             "the mixing matrix does not mix (consensus is not reached): the graph it lives on is "
             "disconnected or the weights are periodic"

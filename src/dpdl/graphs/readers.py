@@ -18,7 +18,6 @@ import xml.etree.ElementTree as ElementTree
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import networkx as nx
@@ -32,20 +31,21 @@ if TYPE_CHECKING:
     import scipy.sparse
 
 __all__ = [
-    "GRAPH_FILE_FORMATS",
     "ADJACENCY_KEY",
-    "graph_file_spec",
-    "read_graph_file",
-    "read_decentralizepy",
-    "read_adjacency_npz",
-    "read_graphml",
-    "read_gml",
+    "GRAPH_FILE_FORMATS",
     "detect_format",
+    "graph_file_spec",
+    "read_adjacency_npz",
+    "read_decentralizepy",
+    "read_gml",
+    "read_graph_file",
+    "read_graphml",
 ]
 
 #: One line for error messages: the ways to name a graph file.
-ACCEPTED = "accepted graph files: file:PATH (format from the extension or the content), " + ", ".join(
-    f"{name}:PATH" for name in GRAPH_FILE_FORMATS
+ACCEPTED = (
+    "accepted graph files: file:PATH (format from the extension or the content), "
+    + ", ".join(f"{name}:PATH" for name in GRAPH_FILE_FORMATS)
 )
 
 _EXTENSIONS = {".npz": "npz", ".graphml": "graphml", ".gml": "gml"}
@@ -69,7 +69,9 @@ def _text(path: Path) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise _error(path, f"not text (byte {raw[error.start]:#04x} at offset {error.start} is not UTF-8)") from None
+        raise _error(
+            path, f"not text (byte {raw[error.start]:#04x} at offset {error.start} is not UTF-8)"
+        ) from None
 
 
 def graph_file_spec(spec: str) -> tuple[str, Path] | None:
@@ -109,7 +111,10 @@ def read_decentralizepy(path: str | Path) -> nx.Graph:
     lines = _text(path).splitlines()
     first = lines[0].split() if lines else []
     if len(first) != 1 or not first[0].isdigit() or int(first[0]) < 1:
-        raise _error(path, f"decentralizepy's first line is the node count, a positive integer; got {(lines or [''])[0].strip()!r}")
+        raise _error(
+            path,
+            f"decentralizepy's first line is the node count, a positive integer; got {(lines or [''])[0].strip()!r}",
+        )
     n = int(first[0])
     graph = nx.empty_graph(n)
     for lineno, line in enumerate(lines[1:], start=2):
@@ -120,7 +125,10 @@ def read_decentralizepy(path: str | Path) -> nx.Graph:
             raise _error(path, f"line {lineno}: expected two node ids 'u v', got {line.strip()!r}")
         u, v = int(fields[0]), int(fields[1])
         if max(u, v) >= n:
-            raise _error(path, f"line {lineno}: node id {max(u, v)} is out of range for the {n} nodes of line 1 (ids 0..{n - 1})")
+            raise _error(
+                path,
+                f"line {lineno}: node id {max(u, v)} is out of range for the {n} nodes of line 1 (ids 0..{n - 1})",
+            )
         if u != v:
             graph.add_edge(u, v)
     return graph
@@ -141,15 +149,22 @@ def _adjacency_matrix(path: Path) -> np.ndarray | scipy.sparse.csr_array:
         keys = loaded.files
         if {"format", "shape"} <= set(keys):
             try:
-                return scipy.sparse.csr_array(scipy.sparse.load_npz(path))  # np.load(allow_pickle=False) inside
+                return scipy.sparse.csr_array(
+                    scipy.sparse.load_npz(path)
+                )  # np.load(allow_pickle=False) inside
             except (OSError, ValueError, KeyError) as error:
                 raise _error(path, f"not a valid scipy.sparse .npz ({error})") from None
         if ADJACENCY_KEY not in keys:
-            raise _error(path, f"no array '{ADJACENCY_KEY}' and no scipy.sparse matrix in the .npz (its arrays: {', '.join(keys) or 'none'})")
+            raise _error(
+                path,
+                f"no array '{ADJACENCY_KEY}' and no scipy.sparse matrix in the .npz (its arrays: {', '.join(keys) or 'none'})",
+            )
         try:
             return loaded[ADJACENCY_KEY]
         except ValueError as error:  # an object array: it would need pickle
-            raise _error(path, f"array '{ADJACENCY_KEY}' cannot be read without pickle ({error})") from None
+            raise _error(
+                path, f"array '{ADJACENCY_KEY}' cannot be read without pickle ({error})"
+            ) from None
 
 
 def read_adjacency_npz(path: str | Path) -> nx.Graph:
@@ -166,11 +181,16 @@ def read_adjacency_npz(path: str | Path) -> nx.Graph:
         raise _error(path, f"the adjacency matrix must be square, got shape {matrix.shape}")
     values = matrix.data if scipy.sparse.issparse(matrix) else matrix
     if values.dtype.kind not in "biuf" or not np.isfinite(values).all():
-        raise _error(path, f"the adjacency matrix must hold finite numbers, got dtype {values.dtype}")
+        raise _error(
+            path, f"the adjacency matrix must hold finite numbers, got dtype {values.dtype}"
+        )
     rows, cols = (matrix != matrix.T).nonzero()
     if len(rows):
         i, j = int(rows[0]), int(cols[0])
-        raise _error(path, f"the adjacency matrix of an undirected graph must be symmetric; entry ({i}, {j}) differs from ({j}, {i})")
+        raise _error(
+            path,
+            f"the adjacency matrix of an undirected graph must be symmetric; entry ({i}, {j}) differs from ({j}, {i})",
+        )
     graph = nx.empty_graph(matrix.shape[0])
     rows, cols = matrix.nonzero()
     graph.add_edges_from((i, j) for i, j in zip(rows.tolist(), cols.tolist()) if i < j)
@@ -182,19 +202,31 @@ def _undirected(path: Path, graph: nx.Graph) -> nx.Graph:
     dropped; a directed graph must have every arc's reverse. Labels that are all integers (as
     strings too) keep their numeric order, other labels the file's order."""
     if graph.is_directed():
-        one_way = next(((u, v) for u, v in graph.edges() if u != v and not graph.has_edge(v, u)), None)
+        one_way = next(
+            ((u, v) for u, v in graph.edges() if u != v and not graph.has_edge(v, u)), None
+        )
         if one_way is not None:
-            raise _error(path, f"the graph is directed and the arc {one_way[0]} -> {one_way[1]} has no reverse; "
-                         "dpdl's agents need undirected links")
+            raise _error(
+                path,
+                f"the graph is directed and the arc {one_way[0]} -> {one_way[1]} has no reverse; "
+                "dpdl's agents need undirected links",
+            )
     simple = nx.Graph()
     simple.add_nodes_from(graph.nodes)
     simple.add_edges_from((u, v) for u, v in graph.edges() if u != v)
-    if all(isinstance(node, int) or isinstance(node, str) and re.fullmatch(r"-?\d+", node) for node in simple.nodes):
-        return relabel_consecutive(nx.relabel_nodes(simple, {node: int(node) for node in simple.nodes}))
+    if all(
+        isinstance(node, int) or (isinstance(node, str) and re.fullmatch(r"-?\d+", node))
+        for node in simple.nodes
+    ):
+        return relabel_consecutive(
+            nx.relabel_nodes(simple, {node: int(node) for node in simple.nodes})
+        )
     return nx.convert_node_labels_to_integers(simple, ordering="default")
 
 
-def _parsed(path: Path, kind: str, parse: Callable[[str], nx.Graph], errors: tuple[type[Exception], ...]) -> nx.Graph:
+def _parsed(
+    path: Path, kind: str, parse: Callable[[str], nx.Graph], errors: tuple[type[Exception], ...]
+) -> nx.Graph:
     text = _text(path)
     try:
         graph = parse(text)
@@ -205,12 +237,22 @@ def _parsed(path: Path, kind: str, parse: Callable[[str], nx.Graph], errors: tup
 
 def read_graphml(path: str | Path) -> nx.Graph:
     """A GraphML file (networkx's parser; ``.gz`` read)."""
-    return _parsed(Path(path), "GraphML", nx.parse_graphml, (ElementTree.ParseError, nx.NetworkXError, KeyError, ValueError, TypeError))
+    return _parsed(
+        Path(path),
+        "GraphML",
+        nx.parse_graphml,
+        (ElementTree.ParseError, nx.NetworkXError, KeyError, ValueError, TypeError),
+    )
 
 
 def read_gml(path: str | Path) -> nx.Graph:
     """A GML file (networkx's parser, nodes named by their GML ``id``; ``.gz`` read)."""
-    return _parsed(Path(path), "GML", lambda text: nx.parse_gml(text, label=None), (nx.NetworkXError, KeyError, ValueError, TypeError))
+    return _parsed(
+        Path(path),
+        "GML",
+        lambda text: nx.parse_gml(text, label=None),
+        (nx.NetworkXError, KeyError, ValueError, TypeError),
+    )
 
 
 _READERS: dict[str, Callable[[Path], nx.Graph]] = {

@@ -15,7 +15,14 @@ import numpy as np
 
 from dpdl.graphs.mixing import mixing_rate
 
-__all__ = ["laplacian", "algebraic_connectivity", "spectral_gap", "vertex_connectivity", "GraphSummary", "summarize"]
+__all__ = [
+    "GraphSummary",
+    "algebraic_connectivity",
+    "laplacian",
+    "spectral_gap",
+    "summarize",
+    "vertex_connectivity",
+]
 
 
 def laplacian(graph: nx.Graph) -> np.ndarray:
@@ -77,5 +84,7 @@ def summarize(graph: nx.Graph, weights: np.ndarray) -> GraphSummary:
         max_degree=max(degrees),
         algebraic_connectivity=algebraic_connectivity(graph),
         spectral_gap=spectral_gap(weights),
-        vertex_connectivity=vertex_connectivity(graph) if graph.number_of_nodes() <= VERTEX_CONNECTIVITY_MAX_NODES else None,
+        vertex_connectivity=vertex_connectivity(graph)
+        if graph.number_of_nodes() <= VERTEX_CONNECTIVITY_MAX_NODES
+        else None,
     )

@@ -21,17 +21,17 @@ from dpdl.data.paths import data_file
 from dpdl.errors import GraphError
 
 __all__ = [
-    "erdos_renyi",
-    "ring",
-    "torus",
+    "REAL_GRAPHS",
     "complete",
-    "star",
+    "erdos_renyi",
     "exponential",
     "read_edgelist",
     "real_graph",
-    "REAL_GRAPHS",
-    "require_connected",
     "relabel_consecutive",
+    "require_connected",
+    "ring",
+    "star",
+    "torus",
 ]
 
 
@@ -66,7 +66,11 @@ def require_connected(graph: nx.Graph, what: str = "graph") -> nx.Graph:
 
 
 def erdos_renyi(
-    n: int, p: float, seed: int | np.random.SeedSequence = 0, max_tries: int = 1000, directed: bool = False
+    n: int,
+    p: float,
+    seed: int | np.random.SeedSequence = 0,
+    max_tries: int = 1000,
+    directed: bool = False,
 ) -> nx.Graph:
     """Erdos-Renyi G(n, p), conditioned on being connected (strongly connected when ``directed``:
     every ordered pair is then an arc with probability p, as LPPA's directed topologies need).
@@ -81,7 +85,9 @@ def erdos_renyi(
     if not 0.0 < p <= 1.0:
         raise GraphError(f"the Erdos-Renyi edge probability must be in (0, 1], got p={p}")
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    for attempt in range(max_tries):  # children derived without spawn(): the caller's sequence is not mutated
+    for attempt in range(
+        max_tries
+    ):  # children derived without spawn(): the caller's sequence is not mutated
         child = np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, attempt))
         graph = nx.gnp_random_graph(n, p, seed=np.random.default_rng(child), directed=directed)
         if (nx.is_strongly_connected if directed else nx.is_connected)(graph):
@@ -165,17 +171,26 @@ def read_edgelist(path: str | Path) -> nx.Graph:
                 if not fields or fields[0][0] in "#%":
                     continue
                 if len(fields) < 2:
-                    hint = " (a node count first, as in decentralizepy's files? name it decentralizepy:PATH)" if (
-                        graph.number_of_nodes() == 0 and fields[0].isdigit()) else ""
-                    raise GraphError(f"{path}:{lineno}: expected two integer node ids, got {line.strip()!r}{hint}")
+                    hint = (
+                        " (a node count first, as in decentralizepy's files? name it decentralizepy:PATH)"
+                        if (graph.number_of_nodes() == 0 and fields[0].isdigit())
+                        else ""
+                    )
+                    raise GraphError(
+                        f"{path}:{lineno}: expected two integer node ids, got {line.strip()!r}{hint}"
+                    )
                 try:
                     u, v = int(fields[0]), int(fields[1])
                 except ValueError:
-                    raise GraphError(f"{path}:{lineno}: node ids must be integers, got {line.strip()!r}") from None
+                    raise GraphError(
+                        f"{path}:{lineno}: node ids must be integers, got {line.strip()!r}"
+                    ) from None
                 if u != v:
                     graph.add_edge(u, v)
     except UnicodeDecodeError:
-        raise GraphError(f"{path} is not a text edge list: it holds bytes that are not UTF-8 text") from None
+        raise GraphError(
+            f"{path} is not a text edge list: it holds bytes that are not UTF-8 text"
+        ) from None
     except (OSError, EOFError) as error:  # gzip.BadGzipFile, a truncated .gz
         raise GraphError(f"{path} is not a readable gzip edge list ({error})") from None
     if graph.number_of_nodes() == 0:
@@ -231,7 +246,11 @@ def _facebook_ego(ego: int) -> nx.Graph:
     Not derived from the combined graph: there the alters of 6 of the 10 egos share 1 to 29 more
     edges (friendships recorded in another ego's network), so the graphs would differ.
     """
-    return _largest_component(read_edgelist(data_file("facebook_ego", f"facebook/ego/{ego}.edges", f"facebook/ego/{ego}.edges.gz")))
+    return _largest_component(
+        read_edgelist(
+            data_file("facebook_ego", f"facebook/ego/{ego}.edges", f"facebook/ego/{ego}.edges.gz")
+        )
+    )
 
 
 def real_graph(name: str) -> nx.Graph:
@@ -244,20 +263,28 @@ def real_graph(name: str) -> nx.Graph:
         if not suffix.isdigit():
             raise GraphError(f"facebook ego networks are named facebook-ego-<id>, got {name!r}")
         if int(suffix) not in FACEBOOK_EGOS:
-            raise GraphError(f"SNAP ego-Facebook has no ego {suffix}; its egos: {', '.join(map(str, FACEBOOK_EGOS))}")
+            raise GraphError(
+                f"SNAP ego-Facebook has no ego {suffix}; its egos: {', '.join(map(str, FACEBOOK_EGOS))}"
+            )
         return _facebook_ego(int(suffix))
     if name == "facebook":
         return read_edgelist(data_file("facebook", "facebook/facebook_combined.txt.gz"))
     if name == "gnutella":
-        return _largest_component(read_edgelist(data_file("gnutella", "gnutella/p2p-Gnutella08.txt.gz")))
+        return _largest_component(
+            read_edgelist(data_file("gnutella", "gnutella/p2p-Gnutella08.txt.gz"))
+        )
     if name.startswith("gnutella-"):
         suffix = name.removeprefix("gnutella-")
         if not suffix.isdigit() or int(suffix) < 2:
-            raise GraphError(f"a Gnutella sample is named gnutella-<k> with k >= 2 nodes, got {name!r}")
+            raise GraphError(
+                f"a Gnutella sample is named gnutella-<k> with k >= 2 nodes, got {name!r}"
+            )
         return _breadth_first_sample(real_graph("gnutella"), int(suffix))
     if name == "collegemsg":
         graph = nx.Graph()
-        with gzip.open(data_file("collegemsg", "collegemsg/collegemsg.csv.gz"), "rt", newline="") as handle:
+        with gzip.open(
+            data_file("collegemsg", "collegemsg/collegemsg.csv.gz"), "rt", newline=""
+        ) as handle:
             for row in csv.DictReader(handle):
                 if row["Source"] != row["Target"]:
                     graph.add_edge(int(row["Source"]), int(row["Target"]))

@@ -16,4 +16,3 @@ take the same step.
 #: (:mod:`dpdl.runtime.checkpoint`) instead of being mixed with new numbers.
 #: 2: singular designs (zero-sum noise, LPPA's flow) sample with their null directions exactly zero.
 ENGINE_VERSION = 2
-

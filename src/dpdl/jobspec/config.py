@@ -29,7 +29,7 @@ from dpdl.choices import (
 from dpdl.errors import ConfigError
 from dpdl.settings import DesignOptions, TaskOptions, TrackingOptions, check_fields, setting
 
-__all__ = ["TrainConfig", "DEFAULT_STEP_SIZES"]
+__all__ = ["DEFAULT_STEP_SIZES", "TrainConfig"]
 
 #: Step size and schedule used when the user gives none: the papers' choices where they state one
 #: (Whisper's quadratic: 1e-2 / sqrt(t)); for a9a the largest value of the papers' grid.
@@ -62,15 +62,24 @@ class TrainConfig:
 
     task: str = setting("logreg-a9a", "learning task (default logreg-a9a)", choices=TASKS)
     graph: str = setting("er", _GRAPH_HELP, group="graph")
-    n: int = setting(20, "number of agents for synthetic graphs (default 20)", positive=True, group="graph")
+    n: int = setting(
+        20, "number of agents for synthetic graphs (default 20)", positive=True, group="graph"
+    )
     p: float = setting(0.5, "Erdos-Renyi edge probability (default 0.5)", group="graph")
     mixing: str = setting(
-        "metropolis-hastings", "mixing rule (default metropolis-hastings)", choices=MIXING_RULE_NAMES, group="graph"
+        "metropolis-hastings",
+        "mixing rule (default metropolis-hastings)",
+        choices=MIXING_RULE_NAMES,
+        group="graph",
     )
-    mechanism: str = setting("ldp", f"noise mechanism: none, {', '.join(MECHANISM_NAMES)} (default ldp)")
+    mechanism: str = setting(
+        "ldp", f"noise mechanism: none, {', '.join(MECHANISM_NAMES)} (default ldp)"
+    )
     eps: float = setting(10.0, "target epsilon (default 10)", group="privacy")
     delta: float = setting(1e-5, "target delta (default 1e-5)", group="privacy")
-    steps: int = setting(5000, "number of D-SGD steps T (default 5000)", positive=True, group="privacy")
+    steps: int = setting(
+        5000, "number of D-SGD steps T (default 5000)", positive=True, group="privacy"
+    )
     clip: float = setting(0.1, "clipping threshold C (default 0.1)", group="privacy")
     clip_level: str = setting(
         "agent",
@@ -86,12 +95,23 @@ class TrainConfig:
         choices=CALIBRATIONS,
         group="privacy",
     )
-    batch_size: int = setting(128, "batch size per agent (default 128)", positive=True, group="training")
-    lr: float | None = setting(None, "step size eta (default: the task's, 0.1 for logreg-a9a)", group="training")
-    schedule: str | None = setting(None, "step-size schedule (default: the task's)", choices=SCHEDULES, group="training")
-    eval_every: int = setting(100, "evaluate every k steps (default 100)", positive=True, group="training")
+    batch_size: int = setting(
+        128, "batch size per agent (default 128)", positive=True, group="training"
+    )
+    lr: float | None = setting(
+        None, "step size eta (default: the task's, 0.1 for logreg-a9a)", group="training"
+    )
+    schedule: str | None = setting(
+        None, "step-size schedule (default: the task's)", choices=SCHEDULES, group="training"
+    )
+    eval_every: int = setting(
+        100, "evaluate every k steps (default 100)", positive=True, group="training"
+    )
     seeds: tuple[int, ...] = setting(
-        (0,), "one or more seeds; each is a full replicate (default 0)", option="seed", group="training"
+        (0,),
+        "one or more seeds; each is a full replicate (default 0)",
+        option="seed",
+        group="training",
     )
     task_options: TaskOptions = setting(default_factory=TaskOptions)
     design: DesignOptions = setting(default_factory=DesignOptions)
@@ -124,9 +144,13 @@ class TrainConfig:
         if not self.seeds:
             raise ConfigError("give at least one seed")
         if self.algorithm == "dsgt" and self.mechanism not in INJECTIONS:
-            raise ConfigError(f"gradient tracking injects {', '.join(INJECTIONS)} noise, not {self.mechanism!r}")
+            raise ConfigError(
+                f"gradient tracking injects {', '.join(INJECTIONS)} noise, not {self.mechanism!r}"
+            )
         eta, schedule = DEFAULT_STEP_SIZES[self.task]
-        return replace(self, lr=self.lr if self.lr is not None else eta, schedule=self.schedule or schedule)
+        return replace(
+            self, lr=self.lr if self.lr is not None else eta, schedule=self.schedule or schedule
+        )
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -16,7 +16,7 @@ import numpy as np
 from dpdl.choices import CLIP_LEVELS, SAMPLERS, SCHEDULES
 from dpdl.errors import ConfigError
 
-__all__ = ["StepSize", "DSGDConfig", "poisson_rates"]
+__all__ = ["DSGDConfig", "StepSize", "poisson_rates"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,9 @@ class StepSize:
         if not (math.isfinite(self.eta) and self.eta > 0):
             raise ConfigError(f"the step size must be a finite number > 0, got {self.eta}")
         if self.schedule not in SCHEDULES:
-            raise ConfigError(f"unknown step-size schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
+            raise ConfigError(
+                f"unknown step-size schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}"
+            )
 
     def __call__(self, t: int) -> float:
         """Step size at step ``t >= 1``."""
@@ -55,13 +57,21 @@ class DSGDConfig:
         if self.steps < 1:
             raise ConfigError(f"the number of steps must be >= 1, got {self.steps}")
         if self.clip is not None and not (math.isfinite(self.clip) and self.clip > 0):
-            raise ConfigError(f"the clipping threshold must be a finite number > 0, got {self.clip}")
+            raise ConfigError(
+                f"the clipping threshold must be a finite number > 0, got {self.clip}"
+            )
         if self.clip_level not in CLIP_LEVELS:
-            raise ConfigError(f"unknown clipping level {self.clip_level!r}; known: {', '.join(CLIP_LEVELS)}")
+            raise ConfigError(
+                f"unknown clipping level {self.clip_level!r}; known: {', '.join(CLIP_LEVELS)}"
+            )
         if self.sampling not in SAMPLERS:
-            raise ConfigError(f"unknown batch sampling {self.sampling!r}; known: {', '.join(SAMPLERS)}")
+            raise ConfigError(
+                f"unknown batch sampling {self.sampling!r}; known: {', '.join(SAMPLERS)}"
+            )
         if (self.sampling == "cyclic") != (self.cycle is not None):
-            raise ConfigError("cyclic sampling needs the number of batches per cycle, and only it takes one")
+            raise ConfigError(
+                "cyclic sampling needs the number of batches per cycle, and only it takes one"
+            )
         if self.eval_every < 1:
             raise ConfigError(f"eval_every must be >= 1, got {self.eval_every}")
 

@@ -33,8 +33,12 @@ def neighbouring(config: TrainConfig, task: Task) -> AgentLevel | ExampleLevel:
         return AgentLevel(config.clip)
     sizes = task.agent_sizes
     if sizes is None:
-        raise ConfigError(f"task {config.task!r} has no examples: example-level privacy does not apply")
-    return ExampleLevel(config.clip, config.batch_size, float(poisson_rates(sizes, config.batch_size).max()))
+        raise ConfigError(
+            f"task {config.task!r} has no examples: example-level privacy does not apply"
+        )
+    return ExampleLevel(
+        config.clip, config.batch_size, float(poisson_rates(sizes, config.batch_size).max())
+    )
 
 
 def privacy_reports(
@@ -43,7 +47,11 @@ def privacy_reports(
     """The mechanism's guarantee against its own threat model first, then against the eavesdropper
     and honest-but-curious agents (where those differ from it)."""
     threats = [mechanism.default_threat]
-    threats += [t for t in (Eavesdropper(), Colluding(1)) if t != mechanism.default_threat and mechanism.n > 1]
+    threats += [
+        t
+        for t in (Eavesdropper(), Colluding(1))
+        if t != mechanism.default_threat and mechanism.n > 1
+    ]
     return [account(mechanism, threat, neighbouring, steps, delta) for threat in threats]
 
 
@@ -81,7 +89,9 @@ def build_job(config: TrainConfig, seed: int) -> Job:
         injection = build_injection(config.mechanism, graph, config.tracking)
     else:
         if config.mechanism != "none":
-            calibration = calibrate(config.eps, config.delta, config.steps, adjacent, config.calibration)
+            calibration = calibrate(
+                config.eps, config.delta, config.steps, adjacent, config.calibration
+            )
         mechanism = build_mechanism(config.mechanism, graph, weights, calibration, config.design)
     dsgd = DSGDConfig(
         steps=config.steps,

@@ -31,18 +31,26 @@ import numpy as np
 
 from dpdl.choices import SAMPLERS
 from dpdl.errors import ConfigError
-from dpdl.seeding import purpose_rng
 from dpdl.jobspec.engine import poisson_rates
+from dpdl.seeding import purpose_rng
 from dpdl.tasks.base import Batch
 
-__all__ = ["UniformSampler", "PoissonSampler", "CyclicSampler", "AgentBatches", "Sampler", "SAMPLERS"]
-
+__all__ = [
+    "SAMPLERS",
+    "AgentBatches",
+    "CyclicSampler",
+    "PoissonSampler",
+    "Sampler",
+    "UniformSampler",
+]
 
 
 def _no_state(sampler: object, arrays: Mapping[str, np.ndarray]) -> None:
     """``set_state`` of a sampler whose draws depend on its generator alone."""
     if arrays:
-        raise ValueError(f"a {type(sampler).__name__} keeps no state of its own, got arrays {sorted(arrays)}")
+        raise ValueError(
+            f"a {type(sampler).__name__} keeps no state of its own, got arrays {sorted(arrays)}"
+        )
 
 
 class UniformSampler:
@@ -57,7 +65,9 @@ class UniformSampler:
         self.weights = np.full((len(self.sizes), batch_size), 1.0 / batch_size)
 
     def sample(self, rng: np.random.Generator) -> Batch:
-        offsets = (rng.random((len(self.sizes), self.batch_size)) * self.sizes[:, None]).astype(np.int64)
+        offsets = (rng.random((len(self.sizes), self.batch_size)) * self.sizes[:, None]).astype(
+            np.int64
+        )
         return Batch(self.starts[:, None] + offsets, self.weights)
 
     def state(self) -> dict[str, np.ndarray]:
@@ -114,11 +124,15 @@ class CyclicSampler:
         if cycle < 1:
             raise ConfigError(f"a cycle has at least one batch, got {cycle}")
         if cycle > self.sizes.min():
-            raise ConfigError(f"{cycle} batches per cycle need every agent to hold at least {cycle} examples; the smallest holds {self.sizes.min()}")
+            raise ConfigError(
+                f"{cycle} batches per cycle need every agent to hold at least {cycle} examples; the smallest holds {self.sizes.min()}"
+            )
         self.cycle = cycle
         self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]])
         self._shape = (self.cycle, len(self.sizes), -(-int(self.sizes.max()) // self.cycle))
-        self._indices: np.ndarray | None = None  # (cycle, n, width): batch b of every agent; cut at the first call
+        self._indices: np.ndarray | None = (
+            None  # (cycle, n, width): batch b of every agent; cut at the first call
+        )
         self._weights: np.ndarray | None = None
         self._step = 0
 
@@ -129,7 +143,9 @@ class CyclicSampler:
     def _cut(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         indices = np.zeros(self._shape, dtype=np.int64)
         weights = np.zeros(self._shape)
-        for agent, (start, size) in enumerate(zip(self.starts, self.sizes)):  # once per run, not per step
+        for agent, (start, size) in enumerate(
+            zip(self.starts, self.sizes)
+        ):  # once per run, not per step
             for batch, rows in enumerate(np.array_split(start + rng.permutation(size), self.cycle)):
                 indices[batch, agent, : len(rows)] = rows
                 weights[batch, agent, : len(rows)] = 1.0 / len(rows)
@@ -152,23 +168,34 @@ class CyclicSampler:
     def set_state(self, arrays: Mapping[str, np.ndarray]) -> None:
         """Take back a :meth:`state` of a sampler of the same sizes and cycle (ValueError otherwise)."""
         if set(arrays) not in ({"step"}, {"step", "indices", "weights"}):
-            raise ValueError(f"a cyclic sampler's state holds step, indices and weights, got {sorted(arrays)}")
+            raise ValueError(
+                f"a cyclic sampler's state holds step, indices and weights, got {sorted(arrays)}"
+            )
         step = arrays["step"]
         if step.shape != () or step.dtype.kind not in "iu" or int(step) < 0:
             raise ValueError(f"a cyclic sampler's step is an integer >= 0, got {step!r}")
         if "indices" not in arrays:
             if int(step) != 0:
-                raise ValueError(f"a cyclic sampler at step {int(step)} has cut its batches, but the state holds none")
+                raise ValueError(
+                    f"a cyclic sampler at step {int(step)} has cut its batches, but the state holds none"
+                )
             self._indices, self._weights, self._step = None, None, 0
             return
         indices, weights = arrays["indices"], arrays["weights"]
-        if indices.shape != self._shape or weights.shape != self._shape or indices.dtype.kind not in "iu" or weights.dtype.kind != "f":
+        if (
+            indices.shape != self._shape
+            or weights.shape != self._shape
+            or indices.dtype.kind not in "iu"
+            or weights.dtype.kind != "f"
+        ):
             raise ValueError(
                 f"a cyclic sampler's batches are integer indices and float weights of shape {self._shape}, "
                 f"got {indices.dtype} {indices.shape} and {weights.dtype} {weights.shape}"
             )
         if indices.size and (indices.min() < 0 or indices.max() >= self.sizes.sum()):
-            raise ValueError(f"a cyclic sampler's indices lie in [0, {self.sizes.sum()}), got [{indices.min()}, {indices.max()}]")
+            raise ValueError(
+                f"a cyclic sampler's indices lie in [0, {self.sizes.sum()}), got [{indices.min()}, {indices.max()}]"
+            )
         self._indices, self._weights = indices.astype(np.int64), weights.astype(np.float64)
         self._step = int(step)
 
@@ -180,7 +207,11 @@ def _same_layout(saved: Any, current: Any) -> bool:
     """Whether ``saved`` has the keys, nesting and value types of the generator state ``current``
     (integers for integers: ``bool`` is no integer here)."""
     if isinstance(current, dict):
-        return isinstance(saved, dict) and set(saved) == set(current) and all(_same_layout(saved[k], current[k]) for k in current)
+        return (
+            isinstance(saved, dict)
+            and set(saved) == set(current)
+            and all(_same_layout(saved[k], current[k]) for k in current)
+        )
     if isinstance(current, int):
         return isinstance(saved, int) and not isinstance(saved, bool)
     return saved == current if isinstance(current, str) else type(saved) is type(current)
@@ -195,7 +226,13 @@ class AgentBatches:
     samplers above stay the simulation's default.
     """
 
-    def __init__(self, sizes: np.ndarray, build: Callable[[np.ndarray], Sampler], seed: int, agents: Sequence[int]) -> None:
+    def __init__(
+        self,
+        sizes: np.ndarray,
+        build: Callable[[np.ndarray], Sampler],
+        seed: int,
+        agents: Sequence[int],
+    ) -> None:
         sizes = np.asarray(sizes)
         self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         self.agents = list(agents)
@@ -211,23 +248,39 @@ class AgentBatches:
         """Where every agent's stream stands, as data: the generators' states (JSON-able dicts, keyed
         by agent as a string) and the samplers' arrays (keyed ``"<agent>/<name>"``)."""
         generators = {str(i): self.rngs[i].bit_generator.state for i in self.agents}
-        arrays = {f"{i}/{name}": array for i in self.agents for name, array in self.samplers[i].state().items()}
+        arrays = {
+            f"{i}/{name}": array
+            for i in self.agents
+            for name, array in self.samplers[i].state().items()
+        }
         return generators, arrays
 
     def set_state(self, generators: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         """Resume every agent's stream from a :meth:`state` of batches built alike (same sizes,
         sampler and agents); raises ValueError, naming what differs, for any other state."""
         if set(generators) != {str(i) for i in self.agents}:
-            raise ValueError(f"generator states of agents {sorted(generators)}, expected {self.agents}")
+            raise ValueError(
+                f"generator states of agents {sorted(generators)}, expected {self.agents}"
+            )
         for i in self.agents:
             saved, current = generators[str(i)], self.rngs[i].bit_generator.state
             if not _same_layout(saved, current):
-                raise ValueError(f"agent {i}'s generator state is not a {current['bit_generator']} state: {saved!r}")
-        unknown = {name for name in arrays if name.partition("/")[0] not in {str(i) for i in self.agents}}
+                raise ValueError(
+                    f"agent {i}'s generator state is not a {current['bit_generator']} state: {saved!r}"
+                )
+        unknown = {
+            name for name in arrays if name.partition("/")[0] not in {str(i) for i in self.agents}
+        }
         if unknown:
             raise ValueError(f"sampler arrays of no agent here: {sorted(unknown)}")
         for i in self.agents:
-            self.samplers[i].set_state({name.partition("/")[2]: a for name, a in arrays.items() if name.partition("/")[0] == str(i)})
+            self.samplers[i].set_state(
+                {
+                    name.partition("/")[2]: a
+                    for name, a in arrays.items()
+                    if name.partition("/")[0] == str(i)
+                }
+            )
             self.rngs[i].bit_generator.state = dict(generators[str(i)])
 
     def sample(self) -> Batch:

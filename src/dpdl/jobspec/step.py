@@ -11,7 +11,13 @@ import numpy as np
 
 from dpdl.errors import ConfigError
 from dpdl.jobspec.engine import DSGDConfig
-from dpdl.jobspec.sampling import AgentBatches, CyclicSampler, PoissonSampler, Sampler, UniformSampler
+from dpdl.jobspec.sampling import (
+    AgentBatches,
+    CyclicSampler,
+    PoissonSampler,
+    Sampler,
+    UniformSampler,
+)
 from dpdl.tasks.base import Batch, Task
 
 __all__ = ["agent_batches", "clip_rows", "local_gradients", "make_sampler"]
@@ -26,7 +32,9 @@ def clip_rows(values: np.ndarray, threshold: float) -> np.ndarray:
 def _sizes(task: Task, config: DSGDConfig) -> np.ndarray | None:
     sizes = task.agent_sizes
     if sizes is None and (config.clip_level == "example" or config.sampling != "uniform"):
-        raise ConfigError(f"task {task.name!r} has no examples: use agent-level clipping and full gradients")
+        raise ConfigError(
+            f"task {task.name!r} has no examples: use agent-level clipping and full gradients"
+        )
     return sizes
 
 
@@ -43,13 +51,25 @@ def make_sampler(task: Task, config: DSGDConfig) -> Sampler | None:
     return None if sizes is None else _sampler(sizes, config)
 
 
-def agent_batches(task: Task, config: DSGDConfig, seed: int, agents: list[int]) -> AgentBatches | None:
+def agent_batches(
+    task: Task, config: DSGDConfig, seed: int, agents: list[int]
+) -> AgentBatches | None:
     """Batches drawn by each of ``agents`` from its own stream, or None for a full-gradient task."""
     sizes = _sizes(task, config)
-    return None if sizes is None else AgentBatches(sizes, lambda part: _sampler(part, config), seed, agents)
+    return (
+        None
+        if sizes is None
+        else AgentBatches(sizes, lambda part: _sampler(part, config), seed, agents)
+    )
 
 
-def local_gradients(task: Task, params: np.ndarray, batch: Batch | None, config: DSGDConfig, agent: int | None = None) -> np.ndarray:
+def local_gradients(
+    task: Task,
+    params: np.ndarray,
+    batch: Batch | None,
+    config: DSGDConfig,
+    agent: int | None = None,
+) -> np.ndarray:
     """Every agent's clipped gradient on ``batch``, plus the regulariser's gradient, ``(n, d)``; or,
     with ``agent``, that agent's alone from its parameters ``(1, d)`` and batch (one row)."""
     example_clip = config.clip if config.clip_level == "example" else None

@@ -9,4 +9,12 @@ name is :func:`dpdl.mechanisms.registry.build_mechanism`.
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook, SharedSecret
 from dpdl.mechanisms.independent import CentralDP, IndependentGaussian, LocalDP, NoNoise
 
-__all__ = ["NoiseMechanism", "SeedBook", "SharedSecret", "NoNoise", "IndependentGaussian", "LocalDP", "CentralDP"]
+__all__ = [
+    "CentralDP",
+    "IndependentGaussian",
+    "LocalDP",
+    "NoNoise",
+    "NoiseMechanism",
+    "SeedBook",
+    "SharedSecret",
+]

@@ -31,7 +31,7 @@ from dpdl.accounting.noise import GaussianNoise, SharedSecret
 from dpdl.seeding import purpose_seed
 from dpdl.threats import Eavesdropper, ThreatModel
 
-__all__ = ["SharedSecret", "NoiseMechanism", "SeedBook"]
+__all__ = ["NoiseMechanism", "SeedBook", "SharedSecret"]
 
 #: Multiply-adds of a dense matrix product that cost about as much as one normal draw (one
 #: thread; measured here at 100-300), which decides how :meth:`NoiseMechanism.sample` draws.
@@ -61,12 +61,18 @@ class SeedBook:
 
     def for_agent(self, mechanism: NoiseMechanism, agent: int) -> SeedBook:
         """The part of the book agent ``agent`` holds: its private seed and its secrets' seeds."""
-        return SeedBook(self.seed, {agent: self.private[agent]}, {k: self.secrets[k] for k in mechanism.secrets_of(agent)})
+        return SeedBook(
+            self.seed,
+            {agent: self.private[agent]},
+            {k: self.secrets[k] for k in mechanism.secrets_of(agent)},
+        )
 
     @staticmethod
     def generator(seed: np.random.SeedSequence, step: int) -> np.random.Generator:
         """The generator of ``seed``'s draws at ``step``."""
-        return np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, step)))
+        return np.random.default_rng(
+            np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, step))
+        )
 
     @staticmethod
     def draw(seed: np.random.SeedSequence, step: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -85,7 +91,9 @@ class NoiseMechanism:
     #: False for baselines sized otherwise, such as zero-sum noise (matched to LDP's variance).
     calibrated: bool = True
 
-    def __init__(self, n: int, private_variances: np.ndarray | float, secrets: Sequence[SharedSecret] = ()) -> None:
+    def __init__(
+        self, n: int, private_variances: np.ndarray | float, secrets: Sequence[SharedSecret] = ()
+    ) -> None:
         #: The per-round noise as plain data: what the accountant reads (:mod:`dpdl.accounting.noise`).
         self.noise = GaussianNoise(n, np.asarray(private_variances, dtype=float), tuple(secrets))
 
@@ -156,11 +164,16 @@ class NoiseMechanism:
             return None
         covariance = self.covariance()
         agents = np.flatnonzero(np.diag(covariance) > 0)
-        if len(agents) * (1 + len(agents) / MULTIPLY_ADDS_PER_NORMAL) >= self.n + self.generator.shape[1]:
+        if (
+            len(agents) * (1 + len(agents) / MULTIPLY_ADDS_PER_NORMAL)
+            >= self.n + self.generator.shape[1]
+        ):
             return None
         values, vectors = np.linalg.eigh(covariance[np.ix_(agents, agents)])
         if values.min() < -1e-9 * max(values.max(), 0.0):
-            raise ValueError(f"the noise covariance is not positive semidefinite (eigenvalue {values.min():.3g})")
+            raise ValueError(
+                f"the noise covariance is not positive semidefinite (eigenvalue {values.min():.3g})"
+            )
         # Eigenvalues within rounding of zero are zero: a null direction (zero-sum noise cancels
         # exactly in the sum) must not come back as a 1e-8 component from sqrt(1e-16), whose sign
         # and size depend on LAPACK's threading.
@@ -193,11 +206,15 @@ class NoiseMechanism:
         Needs the agent's private seed and the seed of every secret it holds; a seed it does not
         hold is never read (a :class:`KeyError` would say so).
         """
-        noise = np.sqrt(self.private_variances[agent]) * SeedBook.draw(seeds.private[agent], step, (dim,))
+        noise = np.sqrt(self.private_variances[agent]) * SeedBook.draw(
+            seeds.private[agent], step, (dim,)
+        )
         for k in self.secrets_of(agent):
             secret = self.secrets[k]
             row = secret.holders.index(agent)
-            noise += secret.factor[row] @ SeedBook.draw(seeds.secrets[k], step, (secret.factor.shape[1], dim))
+            noise += secret.factor[row] @ SeedBook.draw(
+                seeds.secrets[k], step, (secret.factor.shape[1], dim)
+            )
         return noise
 
     def scaled(self, factor: float) -> NoiseMechanism:

@@ -32,7 +32,7 @@ from dpdl.errors import PrivacyParameterError
 from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
 from dpdl.threats import Eavesdropper, ThreatModel
 
-__all__ = ["Decor", "design_decor", "appendix_d_couples"]
+__all__ = ["Decor", "appendix_d_couples", "design_decor"]
 
 _PAIR = np.array([[1.0], [-1.0]])
 
@@ -43,28 +43,49 @@ class Decor(NoiseMechanism):
     name = "decor"
     default_threat = Eavesdropper()
 
-    def __init__(self, graph: nx.Graph, sigma_pair: float, sigma_cor: float, threat: ThreatModel | None = None) -> None:
+    def __init__(
+        self,
+        graph: nx.Graph,
+        sigma_pair: float,
+        sigma_cor: float,
+        threat: ThreatModel | None = None,
+    ) -> None:
         edges = sorted((min(u, v), max(u, v)) for u, v in graph.edges())
-        super().__init__(graph.number_of_nodes(), sigma_pair**2, [SharedSecret((u, v), sigma_cor * _PAIR) for u, v in edges])
+        super().__init__(
+            graph.number_of_nodes(),
+            sigma_pair**2,
+            [SharedSecret((u, v), sigma_cor * _PAIR) for u, v in edges],
+        )
         self.sigma_pair = float(sigma_pair)
         self.sigma_cor = float(sigma_cor)
         if threat is not None:
             self.default_threat = threat
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "sigma_pair2": self.sigma_pair**2, "sigma_cor2": self.sigma_cor**2}
+        return {
+            **super().describe(),
+            "sigma_pair2": self.sigma_pair**2,
+            "sigma_cor2": self.sigma_cor**2,
+        }
 
 
-def _pair_scale(graph: nx.Graph, ratio: float, threat: ThreatModel, calibration: Calibration) -> float:
+def _pair_scale(
+    graph: nx.Graph, ratio: float, threat: ThreatModel, calibration: Calibration
+) -> float:
     """sigma_pair such that ``sigma_pair^2 (I + ratio L)`` meets the calibration against ``threat``."""
     unit = step_sensitivity(Decor(graph, 1.0, math.sqrt(ratio)), threat, calibration.neighbouring)
     if math.isinf(unit):
-        raise PrivacyParameterError(f"DECOR noise gives no privacy against the {threat} threat on this graph")
+        raise PrivacyParameterError(
+            f"DECOR noise gives no privacy against the {threat} threat on this graph"
+        )
     return unit / calibration.mu_step
 
 
 def design_decor(
-    graph: nx.Graph, weights: np.ndarray, calibration: Calibration, threat: ThreatModel | None = None
+    graph: nx.Graph,
+    weights: np.ndarray,
+    calibration: Calibration,
+    threat: ThreatModel | None = None,
 ) -> Decor:
     """DECOR noise minimising ``Tr(W R W^T)`` under the calibrated constraint against ``threat``.
 
@@ -72,7 +93,9 @@ def design_decor(
     ``log10 t`` in [-6, 6] (bounded Brent), compared with t = 0 (which is LDP).
     """
     threat = threat or Eavesdropper()
-    laplacian = nx.laplacian_matrix(graph, nodelist=range(graph.number_of_nodes())).toarray().astype(float)
+    laplacian = (
+        nx.laplacian_matrix(graph, nodelist=range(graph.number_of_nodes())).toarray().astype(float)
+    )
     base, extra = float(np.sum(weights * weights)), float(np.sum((weights @ laplacian) * weights))
 
     def cost(log_ratio: float) -> float:
@@ -80,12 +103,16 @@ def design_decor(
         return _pair_scale(graph, ratio, threat, calibration) ** 2 * (base + ratio * extra)
 
     best = minimize_scalar(cost, bounds=(-6.0, 6.0), method="bounded", options={"xatol": 1e-6})
-    ratio = 10.0**best.x if best.fun < _pair_scale(graph, 0.0, threat, calibration) ** 2 * base else 0.0
+    ratio = (
+        10.0**best.x if best.fun < _pair_scale(graph, 0.0, threat, calibration) ** 2 * base else 0.0
+    )
 
     def build(sigma_pair: float) -> Decor:
         return Decor(graph, sigma_pair, sigma_pair * math.sqrt(ratio), threat)
 
-    return build(safe_scale(build, threat, calibration, _pair_scale(graph, ratio, threat, calibration)))
+    return build(
+        safe_scale(build, threat, calibration, _pair_scale(graph, ratio, threat, calibration))
+    )
 
 
 def appendix_d_couples(
@@ -103,7 +130,10 @@ def appendix_d_couples(
     for sigma_pair in np.geomspace(ldp / math.sqrt(n), ldp, grid + 2)[1:-1]:
 
         def meets(sigma_cor: float, pair: float = sigma_pair) -> bool:
-            return step_sensitivity(Decor(graph, pair, sigma_cor), threat, calibration.neighbouring) <= calibration.mu_step
+            return (
+                step_sensitivity(Decor(graph, pair, sigma_cor), threat, calibration.neighbouring)
+                <= calibration.mu_step
+            )
 
         high = 1e3 * ldp
         if not meets(high):

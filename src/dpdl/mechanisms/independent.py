@@ -17,7 +17,7 @@ from typing import Any
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.threats import CentralObserver, Eavesdropper
 
-__all__ = ["NoNoise", "IndependentGaussian", "LocalDP", "CentralDP"]
+__all__ = ["CentralDP", "IndependentGaussian", "LocalDP", "NoNoise"]
 
 
 class NoNoise(NoiseMechanism):

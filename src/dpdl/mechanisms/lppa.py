@@ -41,21 +41,25 @@ from dpdl.threats import Eavesdropper
 __all__ = [
     "DISTRIBUTIONS",
     "INJECTIONS",
+    "NoiseFlow",
     "TrackingNoise",
     "TrackingOptions",
     "build_injection",
+    "design_noise_flow",
+    "dp_noise",
     "flow_arcs",
     "lppa_noise",
-    "dp_noise",
-    "NoiseFlow",
-    "design_noise_flow",
 ]
 
 
 def flow_arcs(graph: nx.Graph) -> list[tuple[int, int]]:
     """The arcs ``(sender, receiver)`` noise flows along: a directed graph's arcs, both directions of
     an undirected graph's edges; self-loops excluded."""
-    arcs = graph.edges() if graph.is_directed() else [arc for u, v in graph.edges() for arc in ((u, v), (v, u))]
+    arcs = (
+        graph.edges()
+        if graph.is_directed()
+        else [arc for u, v in graph.edges() for arc in ((u, v), (v, u))]
+    )
     return sorted((int(u), int(v)) for u, v in arcs if u != v)
 
 
@@ -63,7 +67,10 @@ def _incidence(n: int, arcs: list[tuple[int, int]]) -> sparse.csr_matrix:
     senders, receivers = np.array(arcs, dtype=int).reshape(-1, 2).T
     columns = np.arange(len(arcs))
     data = np.concatenate([np.ones(len(arcs)), -np.ones(len(arcs))])
-    return sparse.csr_matrix((data, (np.concatenate([senders, receivers]), np.concatenate([columns, columns]))), shape=(n, len(arcs)))
+    return sparse.csr_matrix(
+        (data, (np.concatenate([senders, receivers]), np.concatenate([columns, columns]))),
+        shape=(n, len(arcs)),
+    )
 
 
 @dataclass(frozen=True)
@@ -85,9 +92,13 @@ class TrackingNoise:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.scale) and self.scale > 0):
-            raise ConfigError(f"the {self.name} noise scale must be a finite number > 0, got {self.scale}")
+            raise ConfigError(
+                f"the {self.name} noise scale must be a finite number > 0, got {self.scale}"
+            )
         if self.distribution not in DISTRIBUTIONS:
-            raise ConfigError(f"unknown noise distribution {self.distribution!r}; known: {', '.join(DISTRIBUTIONS)}")
+            raise ConfigError(
+                f"unknown noise distribution {self.distribution!r}; known: {', '.join(DISTRIBUTIONS)}"
+            )
 
     @property
     def n(self) -> int:
@@ -103,7 +114,11 @@ class TrackingNoise:
         return np.asarray(self.spread @ self._draws(rng, (self.spread.shape[1], dim)))
 
     def _draws(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        return rng.laplace(0.0, self.scale, shape) if self.distribution == "laplace" else self.scale * rng.standard_normal(shape)
+        return (
+            rng.laplace(0.0, self.scale, shape)
+            if self.distribution == "laplace"
+            else self.scale * rng.standard_normal(shape)
+        )
 
     def seed_structure(self) -> NoiseMechanism:
         """Who holds which draw: one secret per column of ``spread``, held by the agents it enters
@@ -115,7 +130,12 @@ class TrackingNoise:
             rows = columns.indices[columns.indptr[c] : columns.indptr[c + 1]]
             values = columns.data[columns.indptr[c] : columns.indptr[c + 1]]
             order = np.argsort(rows)
-            secrets.append(SharedSecret(tuple(int(r) for r in rows[order]), math.sqrt(self.variance) * values[order, None]))
+            secrets.append(
+                SharedSecret(
+                    tuple(int(r) for r in rows[order]),
+                    math.sqrt(self.variance) * values[order, None],
+                )
+            )
         structure = NoiseMechanism(self.n, 0.0, secrets)
         structure.name = self.name
         return structure
@@ -142,19 +162,32 @@ class TrackingNoise:
         return replace(self, spread=self.spread[:, ~touched])
 
     def describe(self) -> dict[str, Any]:
-        return {"injection": self.name, "scale": self.scale, "distribution": self.distribution, "every_round": self.every_round}
+        return {
+            "injection": self.name,
+            "scale": self.scale,
+            "distribution": self.distribution,
+            "every_round": self.every_round,
+        }
 
 
-def lppa_noise(graph: nx.Graph, scale: float, distribution: str = "laplace", every_round: bool = False) -> TrackingNoise:
+def lppa_noise(
+    graph: nx.Graph, scale: float, distribution: str = "laplace", every_round: bool = False
+) -> TrackingNoise:
     """LPPA's noise difference (Algorithm 1, lines 4-6): one draw per arc, +1 at its sender, -1 at
     its receiver."""
     n = graph.number_of_nodes()
-    return TrackingNoise("lppa", _incidence(n, flow_arcs(graph)), float(scale), distribution, every_round)
+    return TrackingNoise(
+        "lppa", _incidence(n, flow_arcs(graph)), float(scale), distribution, every_round
+    )
 
 
-def dp_noise(n: int, scale: float, distribution: str = "laplace", every_round: bool = False) -> TrackingNoise:
+def dp_noise(
+    n: int, scale: float, distribution: str = "laplace", every_round: bool = False
+) -> TrackingNoise:
     """The DP baseline of LPPA's Section 6: i.i.d. noise added to every agent's tracking variable."""
-    return TrackingNoise("dp", sparse.identity(n, format="csr"), float(scale), distribution, every_round)
+    return TrackingNoise(
+        "dp", sparse.identity(n, format="csr"), float(scale), distribution, every_round
+    )
 
 
 #: Noise injected into gradient tracking, by CLI name.
@@ -165,7 +198,9 @@ def build_injection(name: str, graph: nx.Graph, options: TrackingOptions) -> Tra
     if name == "lppa":
         return lppa_noise(graph, options.scale, options.distribution, options.every_round)
     if name == "dp":
-        return dp_noise(graph.number_of_nodes(), options.scale, options.distribution, options.every_round)
+        return dp_noise(
+            graph.number_of_nodes(), options.scale, options.distribution, options.every_round
+        )
     if name != "none":
         raise ConfigError(f"gradient tracking injects none, lppa or dp noise, not {name!r}")
     return None
@@ -181,7 +216,11 @@ class NoiseFlow(NoiseMechanism):
 
     def __init__(self, graph: nx.Graph, sigma: float) -> None:
         arc_factor = float(sigma) * np.array([[1.0], [-1.0]])
-        super().__init__(graph.number_of_nodes(), 0.0, [SharedSecret(arc, arc_factor) for arc in flow_arcs(graph)])
+        super().__init__(
+            graph.number_of_nodes(),
+            0.0,
+            [SharedSecret(arc, arc_factor) for arc in flow_arcs(graph)],
+        )
         self.sigma = float(sigma)
 
     def describe(self) -> dict[str, Any]:

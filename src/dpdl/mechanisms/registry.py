@@ -24,44 +24,62 @@ from dpdl.mechanisms.zero_sum import design_zero_sum
 from dpdl.settings import DesignOptions
 from dpdl.threats import CentralObserver, Colluding, Eavesdropper, ThreatModel, threat_by_name
 
-__all__ = ["DesignOptions", "MECHANISMS", "build_mechanism", "DECOR_SEARCHES"]
+__all__ = ["DECOR_SEARCHES", "MECHANISMS", "DesignOptions", "build_mechanism"]
 
 
 Factory = Callable[[nx.Graph, np.ndarray, Calibration, DesignOptions], NoiseMechanism]
 
 
-def _ldp(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+def _ldp(
+    graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions
+) -> NoiseMechanism:
     n = weights.shape[0]
     return LocalDP(n, noise_scale(LocalDP(n, 1.0), Eavesdropper(), calibration))
 
 
-def _cdp(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+def _cdp(
+    graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions
+) -> NoiseMechanism:
     n = weights.shape[0]
     return CentralDP(n, noise_scale(CentralDP(n, 1.0), CentralObserver(), calibration))
 
 
-def _decor(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+def _decor(
+    graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions
+) -> NoiseMechanism:
     threat = threat_by_name(options.threat)
     if options.decor_search == "trace":
         return design_decor(graph, weights, calibration, threat)
     if options.decor_search == "appendix-d":
         couples = appendix_d_couples(graph, calibration, threat)
         if not couples:
-            raise ConfigError("DECOR's Appendix D search found no noise couple meeting the budget on this graph")
+            raise ConfigError(
+                "DECOR's Appendix D search found no noise couple meeting the budget on this graph"
+            )
         if options.decor_couple is None:
             return min(couples, key=lambda m: m.variance_after_mixing(weights))
         if not 0 <= options.decor_couple < len(couples):
-            raise ConfigError(f"DECOR couple {options.decor_couple} asked for, but the Appendix D search found {len(couples)} on this graph")
+            raise ConfigError(
+                f"DECOR couple {options.decor_couple} asked for, but the Appendix D search found {len(couples)} on this graph"
+            )
         return couples[options.decor_couple]
-    raise ConfigError(f"unknown DECOR search {options.decor_search!r}; known: {', '.join(DECOR_SEARCHES)}")
+    raise ConfigError(
+        f"unknown DECOR search {options.decor_search!r}; known: {', '.join(DECOR_SEARCHES)}"
+    )
 
 
-def _whisper(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+def _whisper(
+    graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions
+) -> NoiseMechanism:
     return design_whisper(weights, calibration)
 
 
-def _multiseed(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
-    from dpdl.solvers.coalition import solve_multiseed  # CVXPY: 0.3 s to import, for this design alone
+def _multiseed(
+    graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions
+) -> NoiseMechanism:
+    from dpdl.solvers.coalition import (
+        solve_multiseed,
+    )  # CVXPY: 0.3 s to import, for this design alone
 
     n = weights.shape[0]
     groups = disjoint_groups(n, options.groups)
@@ -69,7 +87,13 @@ def _multiseed(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, o
     threat: ThreatModel = Colluding(options.q) if options.q else Eavesdropper()
 
     def build(scale: float) -> MultiSeedWhisper:
-        return MultiSeedWhisper(n, scale**2 * solution.sigma_mix2, groups, [scale**2 * b for b in solution.blocks], options.q)
+        return MultiSeedWhisper(
+            n,
+            scale**2 * solution.sigma_mix2,
+            groups,
+            [scale**2 * b for b in solution.blocks],
+            options.q,
+        )
 
     # The solver meets its constraint only to its tolerance, loosely where the bound c is small (at
     # eps = 0.05, delta = 1e-10 its solution used 70% of the budget's mu_step): scale it to the budget
@@ -78,11 +102,15 @@ def _multiseed(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, o
     return build(safe_scale(build, threat, calibration, unit / calibration.mu_step))
 
 
-def _zero_sum(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+def _zero_sum(
+    graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions
+) -> NoiseMechanism:
     return design_zero_sum(graph, calibration)
 
 
-def _lppa(graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions) -> NoiseMechanism:
+def _lppa(
+    graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions
+) -> NoiseMechanism:
     return design_noise_flow(graph, calibration)
 
 

@@ -31,9 +31,13 @@ class LocalCorrelatedNoise:
     def __init__(self, n: int, encoder: np.ndarray, sigma: float, name: str = "mf-dsgd") -> None:
         encoder = np.asarray(encoder, dtype=float)
         if encoder.ndim != 2 or encoder.shape[0] != encoder.shape[1]:
-            raise ConfigError(f"the local encoder must be a square T x T matrix, got shape {encoder.shape}")
+            raise ConfigError(
+                f"the local encoder must be a square T x T matrix, got shape {encoder.shape}"
+            )
         if np.abs(np.triu(encoder, 1)).max(initial=0.0) > 0:
-            raise ConfigError("the local encoder must be lower triangular (noise may not depend on future steps)")
+            raise ConfigError(
+                "the local encoder must be lower triangular (noise may not depend on future steps)"
+            )
         if (np.abs(np.diag(encoder)) == 0).any():
             raise ConfigError("the local encoder must be invertible (a zero on its diagonal)")
         if not (np.isfinite(sigma) and sigma >= 0):
@@ -59,7 +63,15 @@ class LocalCorrelatedNoise:
         for t in range(self.steps):
             seeds[t] = self.sigma * rng.standard_normal((self.n, dim))
             yield np.tensordot(self.decoder[t, : t + 1], seeds[: t + 1], axes=1)
-        raise ConfigError(f"the noise was factorized for {self.steps} steps; the run asked for more")
+        raise ConfigError(
+            f"the noise was factorized for {self.steps} steps; the run asked for more"
+        )
 
     def describe(self) -> dict[str, Any]:
-        return {"mechanism": self.name, "n": self.n, "steps": self.steps, "sigma": self.sigma, "shared_secrets": 0}
+        return {
+            "mechanism": self.name,
+            "n": self.n,
+            "steps": self.steps,
+            "sigma": self.sigma,
+            "shared_secrets": 0,
+        }

@@ -22,7 +22,7 @@ from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
 from dpdl.solvers.whisper_dual import WhisperSolution, solve_whisper
 from dpdl.threats import Colluding, Eavesdropper, ThreatModel
 
-__all__ = ["Whisper", "MultiSeedWhisper", "design_whisper", "psd_factor", "disjoint_groups"]
+__all__ = ["MultiSeedWhisper", "Whisper", "design_whisper", "disjoint_groups", "psd_factor"]
 
 
 def psd_factor(matrix: np.ndarray) -> np.ndarray:
@@ -43,7 +43,12 @@ class Whisper(NoiseMechanism):
     name = "whisper"
     default_threat = Eavesdropper()
 
-    def __init__(self, eigenvalues: np.ndarray, eigenvectors: np.ndarray, solution: WhisperSolution | None = None) -> None:
+    def __init__(
+        self,
+        eigenvalues: np.ndarray,
+        eigenvectors: np.ndarray,
+        solution: WhisperSolution | None = None,
+    ) -> None:
         n = len(eigenvalues)
         sigma_mix2 = float(eigenvalues.min())
         excess = eigenvalues - sigma_mix2
@@ -55,7 +60,9 @@ class Whisper(NoiseMechanism):
         self.solution = solution
 
     @classmethod
-    def from_covariance(cls, covariance: np.ndarray, solution: WhisperSolution | None = None) -> Whisper:
+    def from_covariance(
+        cls, covariance: np.ndarray, solution: WhisperSolution | None = None
+    ) -> Whisper:
         values, vectors = np.linalg.eigh((covariance + covariance.T) / 2.0)
         return cls(np.clip(values, 0.0, None), vectors, solution)
 
@@ -92,8 +99,17 @@ class MultiSeedWhisper(NoiseMechanism):
 
     name = "whisper-multiseed"
 
-    def __init__(self, n: int, sigma_mix2: float, groups: Sequence[tuple[int, ...]], blocks: Sequence[np.ndarray], q: int) -> None:
-        secrets = [SharedSecret(tuple(group), psd_factor(block)) for group, block in zip(groups, blocks)]
+    def __init__(
+        self,
+        n: int,
+        sigma_mix2: float,
+        groups: Sequence[tuple[int, ...]],
+        blocks: Sequence[np.ndarray],
+        q: int,
+    ) -> None:
+        secrets = [
+            SharedSecret(tuple(group), psd_factor(block)) for group, block in zip(groups, blocks)
+        ]
         super().__init__(n, sigma_mix2, [s for s in secrets if s.factor.shape[1]])
         self.sigma_mix2 = float(sigma_mix2)
         self.groups = [tuple(g) for g in groups]
@@ -102,4 +118,9 @@ class MultiSeedWhisper(NoiseMechanism):
         self.default_threat: ThreatModel = Colluding(q) if q else Eavesdropper()
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "sigma_mix2": self.sigma_mix2, "groups": len(self.groups), "q": self.q}
+        return {
+            **super().describe(),
+            "sigma_mix2": self.sigma_mix2,
+            "groups": len(self.groups),
+            "q": self.q,
+        }

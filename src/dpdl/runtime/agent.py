@@ -47,16 +47,23 @@ from dpdl.errors import ConfigError, FileFormatError
 from dpdl.files import atomic_write, json_safe
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.job import build_job
+from dpdl.jobspec.sampling import AgentBatches
+from dpdl.jobspec.step import agent_batches, local_gradients
 from dpdl.keys import AgentKey
 from dpdl.runtime.channel import NeighbourChannel
 from dpdl.runtime.checkpoint import AgentState, load_checkpoint, run_fingerprint, save_checkpoint
 from dpdl.runtime.departure import remaining_agents, second_phase, two_phase_reports
 from dpdl.runtime.handshake import handshake
 from dpdl.runtime.options import AgentOptions
-from dpdl.jobspec.sampling import AgentBatches
-from dpdl.jobspec.step import agent_batches, local_gradients
 
-__all__ = ["AgentOptions", "run_agent", "checkpoint_path", "final_model_path", "phase_path", "run_record_path"]
+__all__ = [
+    "AgentOptions",
+    "checkpoint_path",
+    "final_model_path",
+    "phase_path",
+    "run_agent",
+    "run_record_path",
+]
 
 
 def _agent_file(workdir: Path, agent: int, name: str) -> Path:
@@ -93,12 +100,21 @@ def _phase_start(options: AgentOptions, agent: int, resumed_round: int) -> int:
             record = json.loads(path.read_text())
             departed, after_round = record["departed"], record["after_round"]
         except (ValueError, TypeError, KeyError) as error:
-            raise FileFormatError(f"{path} is not a record of a departure (JSON with departed and after_round): {error}") from None
+            raise FileFormatError(
+                f"{path} is not a record of a departure (JSON with departed and after_round): {error}"
+            ) from None
         if departed == sorted(options.departed):
             if not isinstance(after_round, int) or after_round < 0:
-                raise FileFormatError(f"{path}: after_round must be a round >= 0, got {after_round!r}")
+                raise FileFormatError(
+                    f"{path}: after_round must be a round >= 0, got {after_round!r}"
+                )
             return after_round
-    atomic_write(path, (json.dumps({"departed": sorted(options.departed), "after_round": resumed_round}) + "\n").encode())
+    atomic_write(
+        path,
+        (
+            json.dumps({"departed": sorted(options.departed), "after_round": resumed_round}) + "\n"
+        ).encode(),
+    )
     return resumed_round
 
 
@@ -111,22 +127,36 @@ def _common_round(agent: int, states: list[AgentState], world: int) -> int:
     dist.all_gather(gathered, mine)
     common = set.intersection(*({int(r) for r in t if r >= 0} for t in gathered))
     if not common and any(int(t.max()) >= 0 for t in gathered):
-        raise ConfigError(f"agent {agent}: the agents' checkpoints share no round; start afresh (without resume)")
+        raise ConfigError(
+            f"agent {agent}: the agents' checkpoints share no round; start afresh (without resume)"
+        )
     return max(common, default=0)
 
 
-def _restore(path: Path, state: AgentState, shape: tuple[int, ...], batches: AgentBatches | None) -> None:
+def _restore(
+    path: Path, state: AgentState, shape: tuple[int, ...], batches: AgentBatches | None
+) -> None:
     """Check that ``state`` (read from ``path``) fits this run's parameters and batch streams, and
     move ``batches`` to where it stood."""
     if state.params.shape != shape:
-        raise FileFormatError(f"{path}: the parameters of round {state.round} have shape {state.params.shape}, this run's {shape}")
+        raise FileFormatError(
+            f"{path}: the parameters of round {state.round} have shape {state.params.shape}, this run's {shape}"
+        )
     if (state.batches is None) != (batches is None):
-        raise FileFormatError(f"{path}: round {state.round} {'lacks' if state.batches is None else 'has'} the batch streams this run {'has' if batches is not None else 'lacks'}")
+        raise FileFormatError(
+            f"{path}: round {state.round} {'lacks' if state.batches is None else 'has'} the batch streams this run {'has' if batches is not None else 'lacks'}"
+        )
     if batches is not None and state.batches is not None:
         try:
             batches.set_state(*state.batches)
-        except (ValueError, TypeError, OverflowError) as error:  # numpy's own checks of a generator state included
-            raise FileFormatError(f"{path}: the batch streams of round {state.round} do not fit this run's: {error}") from None
+        except (
+            ValueError,
+            TypeError,
+            OverflowError,
+        ) as error:  # numpy's own checks of a generator state included
+            raise FileFormatError(
+                f"{path}: the batch streams of round {state.round} do not fit this run's: {error}"
+            ) from None
 
 
 def run_agent(
@@ -150,15 +180,25 @@ def run_agent(
     if agent not in remaining:
         raise ConfigError(f"agent {agent} is not among the agents of this run ({remaining})")
     rank = remaining.index(agent)
-    if not dist.is_initialized() or dist.get_rank() != rank or dist.get_world_size() != len(remaining):
-        raise ConfigError(f"agent {agent} must run as rank {rank} of an initialised torch.distributed process group of {len(remaining)} ranks")
+    if (
+        not dist.is_initialized()
+        or dist.get_rank() != rank
+        or dist.get_world_size() != len(remaining)
+    ):
+        raise ConfigError(
+            f"agent {agent} must run as rank {rank} of an initialised torch.distributed process group of {len(remaining)} ranks"
+        )
 
     tracking = config.algorithm == "dsgt"
     if tracking and options.departed:
-        raise ConfigError("departures are supported for D-SGD only: under gradient tracking the departed agents' share of the tracked gradient sum is lost")
+        raise ConfigError(
+            "departures are supported for D-SGD only: under gradient tracking the departed agents' share of the tracked gradient sum is lost"
+        )
     start_vector = first.task.initial_params()
     if tracking:  # the model, the tracking variable and the last gradient
-        start_vector = np.stack([start_vector, np.zeros_like(start_vector), np.zeros_like(start_vector)])
+        start_vector = np.stack(
+            [start_vector, np.zeros_like(start_vector), np.zeros_like(start_vector)]
+        )
     batches = agent_batches(first.task, first.dsgd, seed, [agent])
     state = AgentState(0, start_vector, None if batches is None else batches.state())
     run = run_fingerprint(config, seed, first)
@@ -171,23 +211,53 @@ def run_agent(
             _restore(path, state, start_vector.shape, batches)
     job, epoch = first, 0
     if options.departed:
-        phase = second_phase(config, first, list(options.departed), _phase_start(options, agent, state.round))
+        phase = second_phase(
+            config, first, list(options.departed), _phase_start(options, agent, state.round)
+        )
         job, epoch = phase.job, 1
         if rank == 0:
             reports = two_phase_reports(config, first, phase)
-            record = {"departed": phase.departed, "after_round": phase.start_round, "agents": phase.agents, "privacy": [r.as_dict() for r in reports]}
-            (Path(options.workdir) / "privacy.json").write_text(json.dumps(json_safe(record), indent=2) + "\n")
+            record = {
+                "departed": phase.departed,
+                "after_round": phase.start_round,
+                "agents": phase.agents,
+                "privacy": [r.as_dict() for r in reports],
+            }
+            (Path(options.workdir) / "privacy.json").write_text(
+                json.dumps(json_safe(record), indent=2) + "\n"
+            )
     timeout = datetime.timedelta(seconds=options.timeout)
-    links = handshake(rank, AgentKey.create(rank, options.key_seed, epoch), job.weights, job.noise_seeds, timeout, remaining)
+    links = handshake(
+        rank,
+        AgentKey.create(rank, options.key_seed, epoch),
+        job.weights,
+        job.noise_seeds,
+        timeout,
+        remaining,
+    )
     dim = job.task.dim
-    channel = NeighbourChannel(rank, job.weights, links.send_keys, links.receive_keys, 2 * dim if tracking else dim, timeout, options.mac, remaining)
-    own_weight, weights_in = job.weights[rank, rank], {j: job.weights[rank, j] for j in links.senders}
+    channel = NeighbourChannel(
+        rank,
+        job.weights,
+        links.send_keys,
+        links.receive_keys,
+        2 * dim if tracking else dim,
+        timeout,
+        options.mac,
+        remaining,
+    )
+    own_weight, weights_in = (
+        job.weights[rank, rank],
+        {j: job.weights[rank, j] for j in links.senders},
+    )
 
     def gradient(x: np.ndarray) -> np.ndarray:
         batch = batches.sample_agent(agent) if batches is not None else None
         return local_gradients(job.task, x[None, :], batch, job.dsgd, agent=agent)[0]
 
-    def mix(own: np.ndarray, received: dict[int, np.ndarray], part: slice = slice(None)) -> np.ndarray:
+    def mix(
+        own: np.ndarray, received: dict[int, np.ndarray], part: slice = slice(None)
+    ) -> np.ndarray:
         mixed = own_weight * own
         for j, w in weights_in.items():
             mixed += w * received[j][part]
@@ -200,9 +270,15 @@ def run_agent(
         return mix(sent, channel.exchange(t, sent))
 
     def inject(t: int) -> np.ndarray:
-        return job.injection.agent_sample(rank, links.seeds, t, dim) if job.injection is not None else np.zeros(dim)
+        return (
+            job.injection.agent_sample(rank, links.seeds, t, dim)
+            if job.injection is not None
+            else np.zeros(dim)
+        )
 
-    def dsgt_round(t: int, vector: np.ndarray) -> np.ndarray:  # LPPA eqs. (2)-(3), row `rank` of run_dsgt
+    def dsgt_round(
+        t: int, vector: np.ndarray
+    ) -> np.ndarray:  # LPPA eqs. (2)-(3), row `rank` of run_dsgt
         x, y, g = vector
         if t == 1:
             g = gradient(x)
@@ -225,9 +301,17 @@ def run_agent(
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"agent {agent} asked to stop (signal {signum})")
 
-    main_thread = threading.current_thread() is threading.main_thread()  # only it may handle signals
+    main_thread = (
+        threading.current_thread() is threading.main_thread()
+    )  # only it may handle signals
     previous = signal.signal(signal.SIGTERM, stop) if main_thread else None
-    bar = tqdm(total=config.steps, initial=state.round, disable=None if progress else True, desc=f"agent {agent}", unit="round")
+    bar = tqdm(
+        total=config.steps,
+        initial=state.round,
+        disable=None if progress else True,
+        desc=f"agent {agent}",
+        unit="round",
+    )
     try:
         for t in range(state.round + 1, config.steps + 1):
             params = advance(t, params)
@@ -235,7 +319,9 @@ def run_agent(
             recent.append(AgentState(t, params, None if batches is None else batches.state()))
             if t % options.checkpoint_every == 0:
                 periodic.append(recent[-1])
-                save_checkpoint(checkpoint_path(options.workdir, agent, "periodic"), list(periodic), run, agent)
+                save_checkpoint(
+                    checkpoint_path(options.workdir, agent, "periodic"), list(periodic), run, agent
+                )
             if on_round is not None:
                 on_round(t)
             bar.update()

@@ -45,28 +45,50 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms  # noqa: E
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: E402
 from cryptography.hazmat.primitives.poly1305 import Poly1305  # noqa: E402
 
-__all__ = ["MACS", "NeighbourChannel", "message_tag", "one_time_key", "receivers_of", "senders_of", "wait"]
+__all__ = [
+    "MACS",
+    "NeighbourChannel",
+    "message_tag",
+    "one_time_key",
+    "receivers_of",
+    "senders_of",
+    "wait",
+]
 
 _SLOTS = 5  # float64 slots of the header: the round (8 bytes) and the tag field (32 bytes)
 
 
-def message_tag(mac: str, key: bytes, sender: int, receiver: int, round_: int, payload: np.ndarray, digest: bytes = b"") -> bytes:
+def message_tag(
+    mac: str,
+    key: bytes,
+    sender: int,
+    receiver: int,
+    round_: int,
+    payload: np.ndarray,
+    digest: bytes = b"",
+) -> bytes:
     """The 32-byte tag field of ``payload`` (any array) sent from ``sender`` to ``receiver`` at
     ``round_``; ``digest``: the payload's SHA-256, where the caller has it (HMAC-SHA256 only)."""
     data = np.ascontiguousarray(payload).view(np.uint8)
     nonce = round_.to_bytes(12, "little")
     if mac == "aes-gmac":
-        return AESGCM(key).encrypt(nonce, b"", data) + bytes(16)  # the 16-byte tag, padded to the field
+        return AESGCM(key).encrypt(nonce, b"", data) + bytes(
+            16
+        )  # the 16-byte tag, padded to the field
     if mac == "poly1305":
         return Poly1305.generate_tag(one_time_key(key, nonce), data) + bytes(16)
     digest = digest or hashlib.sha256(data).digest()
-    return hmac.digest(key, b"dpdl" + struct.pack("<IIq", sender, receiver, round_) + digest, "sha256")
+    return hmac.digest(
+        key, b"dpdl" + struct.pack("<IIq", sender, receiver, round_) + digest, "sha256"
+    )
 
 
 def one_time_key(key: bytes, nonce: bytes) -> bytes:
     """RFC 8439 Section 2.6: the Poly1305 key of one message, the first 32 bytes of the ChaCha20
     block of ``key`` at counter 0 and the 12-byte ``nonce``."""
-    return Cipher(algorithms.ChaCha20(key, bytes(4) + nonce), mode=None).encryptor().update(bytes(32))
+    return (
+        Cipher(algorithms.ChaCha20(key, bytes(4) + nonce), mode=None).encryptor().update(bytes(32))
+    )
 
 
 def wait(work: dist.Work, peer: int, round_: int, agent: int, timeout: datetime.timedelta) -> None:
@@ -76,7 +98,9 @@ def wait(work: dist.Work, peer: int, round_: int, agent: int, timeout: datetime.
     except RuntimeError as error:
         what = "did not answer" if "Timed out" in str(error) else "closed its connection (it died?)"
         when = f"at round {round_}" if round_ else "during the handshake"
-        raise PeerFailure(f"agent {peer} {what} {when} (seen by agent {agent})", peer, round_) from error
+        raise PeerFailure(
+            f"agent {peer} {what} {when} (seen by agent {agent})", peer, round_
+        ) from error
 
 
 def receivers_of(weights: np.ndarray, agent: int) -> list[int]:
@@ -117,7 +141,10 @@ class NeighbourChannel:
         self.receivers, self.senders = receivers_of(weights, agent), senders_of(weights, agent)
         self.send_keys, self.receive_keys = dict(send_keys), dict(receive_keys)
         self._outbox = torch.empty(_SLOTS * len(self.receivers) + dim, dtype=torch.float64)
-        self._inbox = {s: torch.empty(_SLOTS * len(receivers_of(weights, s)) + dim, dtype=torch.float64) for s in self.senders}
+        self._inbox = {
+            s: torch.empty(_SLOTS * len(receivers_of(weights, s)) + dim, dtype=torch.float64)
+            for s in self.senders
+        }
         self._slot = {s: _SLOTS * receivers_of(weights, s).index(agent) for s in self.senders}
 
     @property
@@ -136,10 +163,16 @@ class NeighbourChannel:
         data = outbox[headers:].view(np.uint8)
         digest = hashlib.sha256(data).digest() if self.mac == "hmac-sha256" else b""
         for k, receiver in enumerate(self.receivers):
-            header = struct.pack("<q", round_) + message_tag(self.mac, self.send_keys[receiver], self.agent, receiver, round_, data, digest)
-            outbox[_SLOTS * k : _SLOTS * (k + 1)].view(np.uint8)[:] = np.frombuffer(header, np.uint8)
+            header = struct.pack("<q", round_) + message_tag(
+                self.mac, self.send_keys[receiver], self.agent, receiver, round_, data, digest
+            )
+            outbox[_SLOTS * k : _SLOTS * (k + 1)].view(np.uint8)[:] = np.frombuffer(
+                header, np.uint8
+            )
         sends = [(receiver, dist.isend(self._outbox, receiver)) for receiver in self.receivers]
-        receives = [(sender, dist.irecv(message, sender)) for sender, message in self._inbox.items()]
+        receives = [
+            (sender, dist.irecv(message, sender)) for sender, message in self._inbox.items()
+        ]
         received = {}
         for sender, work in receives:  # each message is verified while the next ones arrive
             wait(work, self.names[sender], round_, self.names[self.agent], self.timeout)
@@ -158,7 +191,9 @@ class NeighbourChannel:
                 f"agent {self.names[self.agent]} got a message of round {stamped} from agent {self.names[sender]} at round {round_} (replayed or out of order)"
             )
         payload = message[len(message) - self.dim :]
-        expected = message_tag(self.mac, self.receive_keys[sender], sender, self.agent, round_, payload)
+        expected = message_tag(
+            self.mac, self.receive_keys[sender], sender, self.agent, round_, payload
+        )
         if not hmac.compare_digest(expected, raw[8:]):
             raise AuthenticationError(
                 f"the message from agent {self.names[sender]} to agent {self.names[self.agent]} at round {round_} failed authentication (forged or altered)"

@@ -33,12 +33,12 @@ import numpy as np
 
 from dpdl.errors import FileFormatError
 from dpdl.files import atomic_write, json_safe
+from dpdl.jobspec import ENGINE_VERSION
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.job import Job
 from dpdl.runtime.handshake import design_digest
-from dpdl.jobspec import ENGINE_VERSION
 
-__all__ = ["AgentState", "BatchState", "run_fingerprint", "save_checkpoint", "load_checkpoint"]
+__all__ = ["AgentState", "BatchState", "load_checkpoint", "run_fingerprint", "save_checkpoint"]
 
 #: Name and version of the layout above; a change of layout bumps the version.
 FORMAT, FORMAT_VERSION = "dpdl-agent-checkpoint", 1
@@ -85,9 +85,18 @@ def save_checkpoint(path: Path, states: list[AgentState], run: str, agent: int) 
         generators = None
         if state.batches is not None:
             generators, sampler_arrays = state.batches
-            arrays.update({f"state{k}/batches/{name}": array for name, array in sampler_arrays.items()})
+            arrays.update(
+                {f"state{k}/batches/{name}": array for name, array in sampler_arrays.items()}
+            )
         described.append({"round": state.round, "generators": generators})
-    manifest = {"format": FORMAT, "version": FORMAT_VERSION, "engine": ENGINE_VERSION, "run": run, "agent": agent, "states": described}
+    manifest = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "engine": ENGINE_VERSION,
+        "run": run,
+        "agent": agent,
+        "states": described,
+    }
     manifest_bytes = json.dumps(manifest, sort_keys=True).encode()
     stored = {**arrays, "manifest": np.frombuffer(manifest_bytes, dtype=np.uint8)}
     stored["sha256"] = np.frombuffer(_digest(manifest_bytes, arrays), dtype=np.uint8)
@@ -106,7 +115,12 @@ def _read(path: Path) -> tuple[bytes, dict[str, np.ndarray], bytes]:
     if "manifest" not in arrays or "sha256" not in arrays:
         raise ValueError(f"an archive without manifest and checksum (entries {sorted(arrays)[:5]})")
     manifest, stored = arrays.pop("manifest"), arrays.pop("sha256")
-    if manifest.dtype != np.uint8 or stored.dtype != np.uint8 or manifest.ndim != 1 or stored.shape != (32,):
+    if (
+        manifest.dtype != np.uint8
+        or stored.dtype != np.uint8
+        or manifest.ndim != 1
+        or stored.shape != (32,)
+    ):
         raise ValueError("a manifest and checksum that are not byte strings")
     return manifest.tobytes(), arrays, stored.tobytes()
 
@@ -124,20 +138,32 @@ def load_checkpoint(path: Path, run: str, agent: int) -> list[AgentState]:
         manifest_bytes, arrays, stored = _read(path)
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:
         # a pickle, random bytes, a truncated archive, an object array: numpy refuses without running anything
-        raise FileFormatError(f"{path} is not a readable checkpoint ({error}); {expected}") from None
+        raise FileFormatError(
+            f"{path} is not a readable checkpoint ({error}); {expected}"
+        ) from None
     if not hmac.compare_digest(_digest(manifest_bytes, arrays), stored):
-        raise FileFormatError(f"{path} fails its checksum: altered or torn after it was written; {expected}")
+        raise FileFormatError(
+            f"{path} fails its checksum: altered or torn after it was written; {expected}"
+        )
     try:
         manifest = json.loads(manifest_bytes)
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION:
-            raise ValueError(f"format {manifest.get('format') if isinstance(manifest, dict) else manifest!r}")
+        if (
+            not isinstance(manifest, dict)
+            or manifest.get("format") != FORMAT
+            or manifest.get("version") != FORMAT_VERSION
+        ):
+            raise ValueError(
+                f"format {manifest.get('format') if isinstance(manifest, dict) else manifest!r}"
+            )
         if manifest["engine"] != ENGINE_VERSION:
             raise FileFormatError(
                 f"{path} was written by engine version {manifest['engine']}, this is version {ENGINE_VERSION}: its run "
                 "would not continue the same numbers; start afresh (without resume)"
             )
         if manifest["agent"] != agent:
-            raise FileFormatError(f"{path} is a checkpoint of agent {manifest['agent']}, not of agent {agent}")
+            raise FileFormatError(
+                f"{path} is a checkpoint of agent {manifest['agent']}, not of agent {agent}"
+            )
         if manifest["run"] != run:
             raise FileFormatError(
                 f"{path} belongs to another run (configuration, seed or noise design differ from this one's); "
@@ -147,14 +173,32 @@ def load_checkpoint(path: Path, run: str, agent: int) -> list[AgentState]:
         for k, described in enumerate(manifest["states"]):
             params = arrays.pop(f"state{k}/params")
             prefix = f"state{k}/batches/"
-            sampler = {name[len(prefix) :]: arrays.pop(name) for name in list(arrays) if name.startswith(prefix)}
+            sampler = {
+                name[len(prefix) :]: arrays.pop(name)
+                for name in list(arrays)
+                if name.startswith(prefix)
+            }
             generators = described["generators"]
-            malformed_generators = not isinstance(generators, dict) and (generators is not None or sampler)
-            if not isinstance(described["round"], int) or params.dtype != np.float64 or malformed_generators:
+            malformed_generators = not isinstance(generators, dict) and (
+                generators is not None or sampler
+            )
+            if (
+                not isinstance(described["round"], int)
+                or params.dtype != np.float64
+                or malformed_generators
+            ):
                 raise ValueError(f"state {k} is malformed")
-            states.append(AgentState(described["round"], params, None if generators is None else (generators, sampler)))
+            states.append(
+                AgentState(
+                    described["round"],
+                    params,
+                    None if generators is None else (generators, sampler),
+                )
+            )
         if arrays:
             raise ValueError(f"entries of no state: {sorted(arrays)[:5]}")
     except (ValueError, KeyError, TypeError, RecursionError) as error:
-        raise FileFormatError(f"{path} has a checksum but not the layout of a checkpoint ({error}); {expected}") from None
+        raise FileFormatError(
+            f"{path} has a checksum but not the layout of a checkpoint ({error}); {expected}"
+        ) from None
     return states

@@ -63,21 +63,31 @@ def _remaining_graph(graph: nx.Graph, departed: list[int]) -> tuple[nx.Graph, li
     agents = remaining_agents(graph.number_of_nodes(), departed)
     if len(agents) < 2:
         raise GraphError(f"after agents {departed} leave, fewer than two agents remain")
-    remaining = nx.relabel_nodes(graph.subgraph(agents), {old: new for new, old in enumerate(agents)}, copy=True)
+    remaining = nx.relabel_nodes(
+        graph.subgraph(agents), {old: new for new, old in enumerate(agents)}, copy=True
+    )
     if not nx.is_connected(remaining):
-        raise GraphError(f"the graph without agents {departed} is disconnected: the remaining agents cannot keep training together")
+        raise GraphError(
+            f"the graph without agents {departed} is disconnected: the remaining agents cannot keep training together"
+        )
     return remaining, agents
 
 
-def second_phase(config: TrainConfig, first: Job, departed: list[int], start_round: int) -> SecondPhase:
+def second_phase(
+    config: TrainConfig, first: Job, departed: list[int], start_round: int
+) -> SecondPhase:
     """The second phase of ``config`` (resolved) after ``departed`` left at the end of ``start_round``."""
     n = first.task.n_agents
     if not departed or any(not 0 <= a < n for a in departed):
         raise ConfigError(f"departed agents must be among 0..{n - 1}, got {departed}")
     if not 0 <= start_round < config.steps:
-        raise ConfigError(f"a departure after round {start_round} leaves no round of the {config.steps} to run")
+        raise ConfigError(
+            f"a departure after round {start_round} leaves no round of the {config.steps} to run"
+        )
     if not isinstance(first.neighbouring, AgentLevel):
-        raise ConfigError("two-phase accounting after a departure is implemented for agent-level privacy only")
+        raise ConfigError(
+            "two-phase accounting after a departure is implemented for agent-level privacy only"
+        )
     graph, agents = _remaining_graph(first.graph, sorted(departed))
     weights = mixing_matrix(graph, config.mixing)
     calibration = None
@@ -91,8 +101,20 @@ def second_phase(config: TrainConfig, first: Job, departed: list[int], start_rou
 def _remaining_budget(first: Job, config: TrainConfig, start_round: int) -> Calibration:
     """The per-step sensitivity that spends, over the rounds left, what the first phase left of the
     target's GDP parameter."""
-    spent = account(first.mechanism, first.mechanism.default_threat, first.neighbouring, max(start_round, 1), config.delta).mu_step
-    return calibrate_last_phase(config.eps, config.delta, [Phase(spent, start_round)], config.steps - start_round, first.neighbouring)
+    spent = account(
+        first.mechanism,
+        first.mechanism.default_threat,
+        first.neighbouring,
+        max(start_round, 1),
+        config.delta,
+    ).mu_step
+    return calibrate_last_phase(
+        config.eps,
+        config.delta,
+        [Phase(spent, start_round)],
+        config.steps - start_round,
+        first.neighbouring,
+    )
 
 
 def two_phase_reports(config: TrainConfig, first: Job, phase: SecondPhase) -> list[PrivacyReport]:
@@ -105,8 +127,16 @@ def two_phase_reports(config: TrainConfig, first: Job, phase: SecondPhase) -> li
     ):
         phases = [Phase(before.mu_step, t0), Phase(after.mu_step, rest)]
         reports.append(
-            PrivacyReport(compose_phases(phases, config.delta), config.delta, config.steps, phases_mu_step(phases), after.threat, after.neighbouring, "gdp (two phases)",
-                          before.exact and after.exact, max(before.coalitions, after.coalitions))
+            PrivacyReport(
+                compose_phases(phases, config.delta),
+                config.delta,
+                config.steps,
+                phases_mu_step(phases),
+                after.threat,
+                after.neighbouring,
+                "gdp (two phases)",
+                before.exact and after.exact,
+                max(before.coalitions, after.coalitions),
+            )
         )
     return reports
-

@@ -26,7 +26,7 @@ from dpdl.keys import KEY_BYTES, AgentKey, leader, mac_key, secret_seed, unwrap_
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.runtime.channel import receivers_of, senders_of, wait
 
-__all__ = ["Links", "handshake", "design_digest"]
+__all__ = ["Links", "design_digest", "handshake"]
 
 _WRAPPED = KEY_BYTES + 16  # ChaCha20-Poly1305 adds a 16-byte tag
 _NONCE = 16  # fresh per start of an agent: its links' message keys are new in every run
@@ -46,7 +46,10 @@ class Links:
 
 def design_digest(weights: np.ndarray, mechanism: NoiseMechanism) -> bytes:
     """SHA-256 of the mixing matrix and the noise covariance, as this process computes them."""
-    return hashlib.sha256(np.ascontiguousarray(weights).tobytes() + np.ascontiguousarray(mechanism.covariance()).tobytes()).digest()
+    return hashlib.sha256(
+        np.ascontiguousarray(weights).tobytes()
+        + np.ascontiguousarray(mechanism.covariance()).tobytes()
+    ).digest()
 
 
 def _all_gather_bytes(data: bytes, world: int) -> list[bytes]:
@@ -57,7 +60,12 @@ def _all_gather_bytes(data: bytes, world: int) -> list[bytes]:
 
 
 def handshake(
-    agent: int, key: AgentKey, weights: np.ndarray, mechanism: NoiseMechanism, timeout: datetime.timedelta, names: list[int] | None = None
+    agent: int,
+    key: AgentKey,
+    weights: np.ndarray,
+    mechanism: NoiseMechanism,
+    timeout: datetime.timedelta,
+    names: list[int] | None = None,
 ) -> Links:
     """Run the setup phase for ``agent`` (collective: every agent of the process group calls it);
     a group leader silent for ``timeout`` is a :class:`~dpdl.errors.PeerFailure`. Errors call rank
@@ -89,12 +97,17 @@ def handshake(
             seed = key.group_seed(k)
             for member in holders:
                 if member != agent:
-                    wrapped = torch.frombuffer(bytearray(wrap_seed(pair(member), k, seed)), dtype=torch.uint8)
+                    wrapped = torch.frombuffer(
+                        bytearray(wrap_seed(pair(member), k, seed)), dtype=torch.uint8
+                    )
                     sends.append((member, wrapped, dist.isend(wrapped, member, tag=_SEED_TAG + k)))
             secrets[k] = secret_seed(k, holders, key, publics, seed)
         elif len(holders) != 2:
             buffer = torch.empty(_WRAPPED, dtype=torch.uint8)
-            receives[k] = (buffer, dist.irecv(buffer, leader(mechanism.secrets[k]), tag=_SEED_TAG + k))
+            receives[k] = (
+                buffer,
+                dist.irecv(buffer, leader(mechanism.secrets[k]), tag=_SEED_TAG + k),
+            )
         else:
             secrets[k] = secret_seed(k, holders, key, publics, None)
     for member, _, work in sends:

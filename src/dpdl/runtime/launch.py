@@ -29,7 +29,7 @@ from dpdl.processes import worker_context
 from dpdl.runtime.agent import AgentOptions, final_model_path, run_agent
 from dpdl.runtime.departure import remaining_agents
 
-__all__ = ["LocalRun", "init_agent", "run_local", "free_port", "spawn_agents", "agent_error_path"]
+__all__ = ["LocalRun", "agent_error_path", "free_port", "init_agent", "run_local", "spawn_agents"]
 
 #: Seconds the agents wait for one another to join the process group.
 JOIN_TIMEOUT = 120.0
@@ -46,7 +46,13 @@ def init_agent(rank: int | None = None, world: int | None = None) -> int:
     """Join the gloo process group from the environment ``torchrun`` sets; returns the rank."""
     rank = int(os.environ["RANK"]) if rank is None else rank
     world = int(os.environ["WORLD_SIZE"]) if world is None else world
-    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=JOIN_TIMEOUT))
+    dist.init_process_group(
+        "gloo",
+        init_method="env://",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=JOIN_TIMEOUT),
+    )
     return rank
 
 
@@ -55,7 +61,14 @@ def agent_error_path(workdir: Path, rank: int) -> Path:
     return Path(workdir) / "errors" / f"rank{rank}.txt"
 
 
-def _local_agent(target: Callable[..., Any], rank: int, world: int, port: int, workdir: Path, args: tuple[Any, ...]) -> None:
+def _local_agent(
+    target: Callable[..., Any],
+    rank: int,
+    world: int,
+    port: int,
+    workdir: Path,
+    args: tuple[Any, ...],
+) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     try:
         init_agent(rank, world)
@@ -68,13 +81,20 @@ def _local_agent(target: Callable[..., Any], rank: int, world: int, port: int, w
         os._exit(1)  # without tearing down gloo, which can block on a dead peer
 
 
-def spawn_agents(world: int, workdir: Path, target: Callable[..., Any], *args: Any) -> list[multiprocessing.Process]:
+def spawn_agents(
+    world: int, workdir: Path, target: Callable[..., Any], *args: Any
+) -> list[multiprocessing.Process]:
     """Start ``target(rank, *args)`` in ``world`` fresh processes joined in one gloo group on loopback."""
     context = worker_context()
     port = free_port()
     for rank in range(world):
         agent_error_path(workdir, rank).unlink(missing_ok=True)
-    processes = [context.Process(target=_local_agent, args=(target, rank, world, port, workdir, args), daemon=False) for rank in range(world)]
+    processes = [
+        context.Process(
+            target=_local_agent, args=(target, rank, world, port, workdir, args), daemon=False
+        )
+        for rank in range(world)
+    ]
     for process in processes:
         process.start()
     return processes
@@ -92,11 +112,20 @@ class LocalRun:
     errors: dict[int, str]
 
 
-def _agent_target(rank: int, config: TrainConfig, seed: int, options: AgentOptions, agents: list[int], progress: bool) -> None:
+def _agent_target(
+    rank: int,
+    config: TrainConfig,
+    seed: int,
+    options: AgentOptions,
+    agents: list[int],
+    progress: bool,
+) -> None:
     run_agent(config, seed, agents[rank], options, progress=progress and rank == 0)
 
 
-def run_local(config: TrainConfig, seed: int, options: AgentOptions, progress: bool = False) -> LocalRun:
+def run_local(
+    config: TrainConfig, seed: int, options: AgentOptions, progress: bool = False
+) -> LocalRun:
     """Run replicate ``seed`` of ``config`` as local agent processes (one per agent that has not
     left) and collect the outcome.
 
@@ -105,7 +134,9 @@ def run_local(config: TrainConfig, seed: int, options: AgentOptions, progress: b
     """
     config = config.resolved()
     agents = remaining_agents(config.n, options.departed)
-    processes = spawn_agents(len(agents), options.workdir, _agent_target, config, seed, options, agents, progress)
+    processes = spawn_agents(
+        len(agents), options.workdir, _agent_target, config, seed, options, agents, progress
+    )
     for process in processes:
         process.join()
     errors = {}
@@ -117,12 +148,19 @@ def run_local(config: TrainConfig, seed: int, options: AgentOptions, progress: b
             errors[agent] = f"agent {agent} exited with code {process.exitcode}"
     if errors:
         return LocalRun(agents, None, {}, [], errors)
-    models = np.stack([np.load(final_model_path(options.workdir, a), allow_pickle=False) for a in agents])  # plain arrays only
+    models = np.stack(
+        [np.load(final_model_path(options.workdir, a), allow_pickle=False) for a in agents]
+    )  # plain arrays only
     job = build_job(config, seed)
     if options.departed:
         privacy = json.loads((Path(options.workdir) / "privacy.json").read_text())["privacy"]
     elif config.algorithm == "dsgt":
         privacy = []  # the injection is sized for the attacks, not accounted (as in dpdl train)
     else:
-        privacy = [report.as_dict() for report in privacy_reports(job.mechanism, job.neighbouring, config.steps, config.delta)]
+        privacy = [
+            report.as_dict()
+            for report in privacy_reports(
+                job.mechanism, job.neighbouring, config.steps, config.delta
+            )
+        ]
     return LocalRun(agents, models, job.task.evaluate(models), privacy, {})

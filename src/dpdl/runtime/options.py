@@ -23,15 +23,23 @@ class AgentOptions:
     """How an agent runs, apart from the training configuration every agent shares."""
 
     #: Where agent i keeps ``agent<i>/``: its checkpoints and its final model.
-    workdir: Path = setting(help="folder of the agents' checkpoints and final models", group="runtime")
+    workdir: Path = setting(
+        help="folder of the agents' checkpoints and final models", group="runtime"
+    )
     #: None: fresh X25519 keys from the operating system (a deployment). A number: keys derived
     #: from it, so that ``dpdl train --key-seed`` reproduces the run (a check, never a deployment).
     #: On the command line, the training configuration's ``--key-seed``.
-    key_seed: int | None = setting(None, "the agents' key seed (the command line's is the job's --key-seed)", cli=False)
-    timeout: float = setting(
-        60.0, "seconds to wait for a neighbour before declaring it failed (default 60)", group="runtime"
+    key_seed: int | None = setting(
+        None, "the agents' key seed (the command line's is the job's --key-seed)", cli=False
     )
-    checkpoint_every: int = setting(100, "rounds between checkpoints (default 100)", positive=True, group="runtime")
+    timeout: float = setting(
+        60.0,
+        "seconds to wait for a neighbour before declaring it failed (default 60)",
+        group="runtime",
+    )
+    checkpoint_every: int = setting(
+        100, "rounds between checkpoints (default 100)", positive=True, group="runtime"
+    )
     resume: bool = setting(False, "resume from the latest round every agent saved", group="runtime")
     mac: str = setting(
         "aes-gmac",
@@ -55,4 +63,6 @@ class AgentOptions:
         if self.timeout <= 0:
             raise ConfigError(f"the timeout must be > 0 seconds, got {self.timeout}")
         if self.departed and not self.resume:
-            raise ConfigError("agents that left can only be dropped when the others resume from their checkpoints")
+            raise ConfigError(
+                "agents that left can only be dropped when the others resume from their checkpoints"
+            )

@@ -26,14 +26,15 @@ import numpy as np
 
 from dpdl.choices import CLIP_LEVELS
 from dpdl.errors import ConfigError
+from dpdl.jobspec.engine import DSGDConfig, StepSize
+from dpdl.jobspec.step import agent_batches, clip_rows, local_gradients, make_sampler
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
-from dpdl.jobspec.engine import DSGDConfig, StepSize
-from dpdl.jobspec.step import agent_batches, clip_rows, local_gradients, make_sampler
 from dpdl.tasks.base import Task
 
 __all__ = [
+    "CLIP_LEVELS",
     "DSGDConfig",
     "DSGDResult",
     "StepSize",
@@ -43,7 +44,6 @@ __all__ = [
     "local_gradients",
     "make_sampler",
     "run_dsgd",
-    "CLIP_LEVELS",
 ]
 
 
@@ -82,11 +82,17 @@ def run_dsgd(
     if mechanism.n != n:
         raise ConfigError(f"the mechanism is for {mechanism.n} agents but the task has {n}")
     if agent_seeds is not None and not isinstance(mechanism, NoiseMechanism):
-        raise ConfigError(f"{mechanism.name} noise is correlated over time: agents cannot draw it step by step from seeds")
+        raise ConfigError(
+            f"{mechanism.name} noise is correlated over time: agents cannot draw it step by step from seeds"
+        )
     if agent_seeds is None:
         sampler, batch_rng = make_sampler(task, config), purpose_rng(seed, "batches")
         draw = None if sampler is None else lambda: sampler.sample(batch_rng)
-        noise = None if mechanism.is_noiseless else mechanism.noise_stream(purpose_rng(seed, "noise"), task.dim)
+        noise = (
+            None
+            if mechanism.is_noiseless
+            else mechanism.noise_stream(purpose_rng(seed, "noise"), task.dim)
+        )
     else:
         batches = agent_batches(task, config, seed, list(range(n)))
         draw = None if batches is None else batches.sample
@@ -122,7 +128,10 @@ def iterate(
     def record(t: int) -> None:
         # at step 0 every agent holds the initial point, so one row has every agent's metrics (a
         # CNN's test pass costs as much as a few dozen training steps)
-        metrics = {"step": float(t), **task.evaluate(result.params[:1] if t == 0 else result.params)}
+        metrics = {
+            "step": float(t),
+            **task.evaluate(result.params[:1] if t == 0 else result.params),
+        }
         result.history.append(metrics)
         if callback is not None:
             callback(t, metrics)
@@ -130,12 +139,17 @@ def iterate(
     from tqdm.auto import tqdm  # here, not above: only a run with a progress bar needs it
 
     record(0)
-    bar = tqdm(total=config.steps, disable=None if progress else True, desc=label, unit="step", leave=False)
+    bar = tqdm(
+        total=config.steps, disable=None if progress else True, desc=label, unit="step", leave=False
+    )
     for t in range(1, config.steps + 1):
         result.params = step(t, result.params)
         if t % config.eval_every == 0 or t == config.steps:
             record(t)
-            bar.set_postfix({task.primary_metric: f"{result.history[-1][task.primary_metric]:.4g}"}, refresh=False)
+            bar.set_postfix(
+                {task.primary_metric: f"{result.history[-1][task.primary_metric]:.4g}"},
+                refresh=False,
+            )
         bar.update()
     bar.close()
     return result

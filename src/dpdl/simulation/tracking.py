@@ -23,10 +23,10 @@ import numpy as np
 
 from dpdl.errors import ConfigError
 from dpdl.graphs import validate_mixing_matrix
+from dpdl.jobspec.step import agent_batches, local_gradients, make_sampler
 from dpdl.mechanisms.base import SeedBook
 from dpdl.mechanisms.lppa import TrackingNoise
 from dpdl.seeding import purpose_rng
-from dpdl.jobspec.step import agent_batches, local_gradients, make_sampler
 from dpdl.simulation.dsgd import DSGDConfig, DSGDResult, iterate
 from dpdl.tasks.base import Task
 
@@ -55,7 +55,11 @@ def run_dsgt(
     if injection is not None and injection.n != n:
         raise ConfigError(f"the injected noise is for {injection.n} agents but the task has {n}")
     if agent_seeds is None:
-        sampler, batch_rng, noise_rng = make_sampler(task, config), purpose_rng(seed, "batches"), purpose_rng(seed, "noise")
+        sampler, batch_rng, noise_rng = (
+            make_sampler(task, config),
+            purpose_rng(seed, "batches"),
+            purpose_rng(seed, "noise"),
+        )
         draw = None if sampler is None else lambda: sampler.sample(batch_rng)
 
         def inject(t: int) -> np.ndarray:

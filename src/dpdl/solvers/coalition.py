@@ -60,7 +60,9 @@ def solve_multiseed(
     start = time.perf_counter()
     sigma_mix2 = cp.Variable(nonneg=True)
     blocks = [cp.Variable((len(g), len(g)), PSD=True) for g in groups]
-    objective = sigma_mix2 * np.trace(gram) + sum(cp.trace(gram[np.ix_(g, g)] @ b) for g, b in zip(groups, blocks))
+    objective = sigma_mix2 * np.trace(gram) + sum(
+        cp.trace(gram[np.ix_(g, g)] @ b) for g, b in zip(groups, blocks)
+    )
     constraints = []
     for coalition in combinations(range(n), q):
         honest = [j for j in range(n) if j not in coalition]
@@ -72,20 +74,32 @@ def solve_multiseed(
                 selector[[index[a] for a in group], range(len(group))] = 1.0
                 unknown = unknown + selector @ block @ selector.T
         unknown = (unknown + unknown.T) / 2
-        constraints += [cp.matrix_frac(np.eye(len(honest))[:, j], unknown) <= c for j in range(len(honest))]
+        constraints += [
+            cp.matrix_frac(np.eye(len(honest))[:, j], unknown) <= c for j in range(len(honest))
+        ]
     problem = cp.Problem(cp.Minimize(objective), constraints)
     problem.solve(solver=solver)
     _check_status(problem, "the multi-seed covariance program (CorN-DSGD (10))")
     values = [np.asarray(b.value) for b in blocks]
-    return MultiSeedSolution(float(sigma_mix2.value), values, float(problem.value), time.perf_counter() - start, problem.status)
+    return MultiSeedSolution(
+        float(sigma_mix2.value),
+        values,
+        float(problem.value),
+        time.perf_counter() - start,
+        problem.status,
+    )
 
 
-def solve_whisper_sdp(weights: np.ndarray, c: float, solver: str = "CLARABEL") -> tuple[np.ndarray, float]:
+def solve_whisper_sdp(
+    weights: np.ndarray, c: float, solver: str = "CLARABEL"
+) -> tuple[np.ndarray, float]:
     """Problem (9) as ``min Tr(W P^-1 W^T) s.t. diag(P) <= c``; returns ``(R = P^-1, seconds)``."""
     n = weights.shape[0]
     start = time.perf_counter()
     precision = cp.Variable((n, n), PSD=True)
-    problem = cp.Problem(cp.Minimize(cp.matrix_frac(weights.T, precision)), [cp.diag(precision) <= c])
+    problem = cp.Problem(
+        cp.Minimize(cp.matrix_frac(weights.T, precision)), [cp.diag(precision) <= c]
+    )
     problem.solve(solver=solver)
     _check_status(problem, "the Whisper SDP (problem (9))")
     return np.linalg.inv(precision.value), time.perf_counter() - start

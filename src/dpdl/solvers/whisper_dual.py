@@ -42,7 +42,7 @@ from threadpoolctl import threadpool_limits
 
 from dpdl.errors import ConfigError
 
-__all__ = ["WhisperSolution", "solve_whisper", "KERNEL_TOL", "KERNEL_VARIANCE"]
+__all__ = ["KERNEL_TOL", "KERNEL_VARIANCE", "WhisperSolution", "solve_whisper"]
 
 #: Singular values of W below this fraction of the largest span its kernel.
 KERNEL_TOL = 1e-6
@@ -79,14 +79,18 @@ def _dual_parts(lam: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray, np.ndar
     return values, vectors, (rotated**2) @ values**-0.5
 
 
-def _negative_dual(theta: np.ndarray, basis: np.ndarray, c: float, scale: float) -> tuple[float, np.ndarray]:
+def _negative_dual(
+    theta: np.ndarray, basis: np.ndarray, c: float, scale: float
+) -> tuple[float, np.ndarray]:
     lam = np.exp(theta)
     values, _, diag_p = _dual_parts(lam, basis)
     value = 2.0 * np.sqrt(values).sum() - c * lam.sum()
     return -value / scale, -(lam * (diag_p - c)) / scale
 
 
-def _polish(theta: np.ndarray, basis: np.ndarray, c: float, tol: float, max_iter: int = 200) -> tuple[np.ndarray, int]:
+def _polish(
+    theta: np.ndarray, basis: np.ndarray, c: float, tol: float, max_iter: int = 200
+) -> tuple[np.ndarray, int]:
     """Drive the optimality conditions ``diag(P) = c`` (active) / ``<= c`` (``lambda_i -> 0``) to
     ``tol`` by the fixed point ``log lambda_i += 2 log(P_ii / c)`` (first order, ``P_ii`` varies as
     ``lambda_i^-1/2``; it contracts by about 1/2 per step). L-BFGS alone stalls near a gradient of
@@ -101,7 +105,9 @@ def _polish(theta: np.ndarray, basis: np.ndarray, c: float, tol: float, max_iter
     return theta, max_iter
 
 
-def solve_whisper(weights: np.ndarray, c: float, tol: float = 1e-13, max_iter: int = 5000) -> WhisperSolution:
+def solve_whisper(
+    weights: np.ndarray, c: float, tol: float = 1e-13, max_iter: int = 5000
+) -> WhisperSolution:
     """Minimise ``Tr(W R W^T)`` subject to ``[R^-1]_ii <= c`` (see the module docstring).
 
     BLAS runs single-threaded here: numpy's and scipy's OpenBLAS copies otherwise stall each other
@@ -150,5 +156,11 @@ def _solve(weights: np.ndarray, c: float, tol: float, max_iter: int) -> WhisperS
     covariance *= precision_diag.max() / c * (1.0 + KERNEL_MARGIN if cap else 1.0)
     objective = float(np.sum(gram * covariance))
     return WhisperSolution(
-        covariance, objective, float(dual_value), int(result.nit) + iterations, time.perf_counter() - start, cap, int(kernel.shape[1])
+        covariance,
+        objective,
+        float(dual_value),
+        int(result.nit) + iterations,
+        time.perf_counter() - start,
+        cap,
+        int(kernel.shape[1]),
     )

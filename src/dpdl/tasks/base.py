@@ -50,14 +50,18 @@ class Task(ABC):
         return np.zeros(self.dim)
 
     @abstractmethod
-    def gradients(self, params: np.ndarray, batch: Batch | None, example_clip: float | None) -> np.ndarray:
+    def gradients(
+        self, params: np.ndarray, batch: Batch | None, example_clip: float | None
+    ) -> np.ndarray:
         """Every agent's data gradient at its own parameters, shape ``(n, d)``.
 
         With ``example_clip`` each example's gradient is clipped to that L2 norm before averaging
         (example-level privacy); otherwise the batch mean is returned unclipped.
         """
 
-    def agent_gradients(self, agent: int, params: np.ndarray, batch: Batch | None, example_clip: float | None) -> np.ndarray:
+    def agent_gradients(
+        self, agent: int, params: np.ndarray, batch: Batch | None, example_clip: float | None
+    ) -> np.ndarray:
         """Agent ``agent``'s data gradient alone, from its parameters ``(1, d)`` and its batch (one
         row): what one process of :mod:`dpdl.runtime` computes. Returns ``(1, d)``. The default
         serves tasks whose agents differ only in their rows of examples; others override it."""

@@ -21,13 +21,23 @@ from dpdl.tasks.logistic import LogisticRegression
 from dpdl.tasks.quadratic import decor_least_squares, whisper_quadratic
 from dpdl.tasks.torch_model import TorchModelTask
 
-__all__ = ["TaskOptions", "TASKS", "build_task", "image_cnn", "lenet", "train_test_split", "partition_labels"]
+__all__ = [
+    "TASKS",
+    "TaskOptions",
+    "build_task",
+    "image_cnn",
+    "lenet",
+    "partition_labels",
+    "train_test_split",
+]
 
 #: Agent x test-example pairs per evaluation pass of the convolutional tasks (about 1 GB of activations).
 CNN_EVAL_CHUNK = 20_000
 
 
-def train_test_split(n_examples: int, test_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def train_test_split(
+    n_examples: int, test_fraction: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Random split of ``range(n_examples)`` into (train, test) index arrays."""
     if not 0.0 < test_fraction < 1.0:
         raise ConfigError(f"the test fraction must be in (0, 1), got {test_fraction}")
@@ -36,7 +46,9 @@ def train_test_split(n_examples: int, test_fraction: float, rng: np.random.Gener
     return np.sort(order[n_test:]), np.sort(order[:n_test])
 
 
-def partition_labels(labels: np.ndarray, n_agents: int, options: TaskOptions, rng: np.random.Generator) -> list[np.ndarray]:
+def partition_labels(
+    labels: np.ndarray, n_agents: int, options: TaskOptions, rng: np.random.Generator
+) -> list[np.ndarray]:
     """Split examples with these ``labels`` across agents by ``options.partition``."""
     if options.partition == "iid":
         return partitions.iid(len(labels), n_agents, rng)
@@ -46,7 +58,9 @@ def partition_labels(labels: np.ndarray, n_agents: int, options: TaskOptions, rn
         return partitions.quantity_skew(len(labels), n_agents, options.alpha, rng)
     if options.partition == "labels-per-agent":
         return partitions.labels_per_agent(labels, n_agents, options.labels_per_agent, rng)
-    raise ConfigError(f"unknown partition {options.partition!r}; known: {', '.join(partitions.PARTITIONS)}")
+    raise ConfigError(
+        f"unknown partition {options.partition!r}; known: {', '.join(partitions.PARTITIONS)}"
+    )
 
 
 def build_task(name: str, n_agents: int, seed: int = 0, options: TaskOptions | None = None) -> Task:
@@ -55,10 +69,14 @@ def build_task(name: str, n_agents: int, seed: int = 0, options: TaskOptions | N
     if name == "quadratic":
         return whisper_quadratic(n_agents)
     if name == "least-squares":
-        return decor_least_squares(n_agents, options.dim, purpose_rng(seed, "least-squares targets"))
+        return decor_least_squares(
+            n_agents, options.dim, purpose_rng(seed, "least-squares targets")
+        )
     if name == "logreg-a9a":
         features, labels = load_a9a()
-        train, test = train_test_split(len(labels), options.test_fraction, purpose_rng(seed, "train/test split"))
+        train, test = train_test_split(
+            len(labels), options.test_fraction, purpose_rng(seed, "train/test split")
+        )
         parts = partition_labels(labels[train], n_agents, options, purpose_rng(seed, "partition"))
         return LogisticRegression(
             name, features[train], labels[train], parts, features[test], labels[test], options.l2
@@ -87,16 +105,30 @@ def _mnist_mlp(n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask
     """
     train_images, train_labels = load_idx_dataset("mnist", "train")
     test_images, test_labels = load_idx_dataset("mnist", "t10k")
-    images = np.concatenate([train_images, test_images]).reshape(-1, 28 * 28).astype(np.float32) / 255.0
+    images = (
+        np.concatenate([train_images, test_images]).reshape(-1, 28 * 28).astype(np.float32) / 255.0
+    )
     labels = np.concatenate([train_labels, test_labels])
-    train, test = train_test_split(len(labels), options.test_fraction, purpose_rng(seed, "train/test split"))
+    train, test = train_test_split(
+        len(labels), options.test_fraction, purpose_rng(seed, "train/test split")
+    )
     mean, std = images[train].mean(), images[train].std()
     images = (images - mean) / std
     parts = partition_labels(labels[train], n_agents, options, purpose_rng(seed, "partition"))
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
-    model = nn.Sequential(nn.Linear(28 * 28, options.hidden), nn.ReLU(), nn.Linear(options.hidden, 10))
+    model = nn.Sequential(
+        nn.Linear(28 * 28, options.hidden), nn.ReLU(), nn.Linear(options.hidden, 10)
+    )
     return TorchModelTask(
-        "mnist-mlp", model, _cross_entropy, images[train], labels[train], parts, images[test], labels[test], options.l2
+        "mnist-mlp",
+        model,
+        _cross_entropy,
+        images[train],
+        labels[train],
+        parts,
+        images[test],
+        labels[test],
+        options.l2,
     )
 
 
@@ -110,16 +142,28 @@ def _housing_mlp(n_agents: int, seed: int, options: TaskOptions) -> TorchModelTa
     split's statistics, so predicting the mean scores a test loss of about 1. Label-based
     partitions use the target's deciles as labels."""
     features, values = load_california_housing()
-    train, test = train_test_split(len(values), options.test_fraction, purpose_rng(seed, "train/test split"))
+    train, test = train_test_split(
+        len(values), options.test_fraction, purpose_rng(seed, "train/test split")
+    )
     mean, std = features[train].mean(axis=0), features[train].std(axis=0)
     inputs = ((features - mean) / std).astype(np.float32)
     targets = ((values - values[train].mean()) / values[train].std()).astype(np.float32)
     deciles = np.searchsorted(np.quantile(targets[train], np.linspace(0.1, 0.9, 9)), targets[train])
     parts = partition_labels(deciles, n_agents, options, purpose_rng(seed, "partition"))
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
-    model = nn.Sequential(nn.Linear(features.shape[1], options.hidden), nn.ReLU(), nn.Linear(options.hidden, 1))
+    model = nn.Sequential(
+        nn.Linear(features.shape[1], options.hidden), nn.ReLU(), nn.Linear(options.hidden, 1)
+    )
     return TorchModelTask(
-        "housing-mlp", model, _squared_error, inputs[train], targets[train], parts, inputs[test], targets[test], options.l2,
+        "housing-mlp",
+        model,
+        _squared_error,
+        inputs[train],
+        targets[train],
+        parts,
+        inputs[test],
+        targets[test],
+        options.l2,
         classification=False,
     )
 
@@ -133,9 +177,21 @@ def _adult_mlp(n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask
     test_features, test_labels = load_adult("test")
     parts = partition_labels(train_labels, n_agents, options, purpose_rng(seed, "partition"))
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
-    model = nn.Sequential(nn.Linear(train_features.shape[1], options.hidden), nn.Sigmoid(), nn.Linear(options.hidden, 2))
+    model = nn.Sequential(
+        nn.Linear(train_features.shape[1], options.hidden),
+        nn.Sigmoid(),
+        nn.Linear(options.hidden, 2),
+    )
     return TorchModelTask(
-        "adult-mlp", model, _cross_entropy, train_features, train_labels, parts, test_features, test_labels, options.l2
+        "adult-mlp",
+        model,
+        _cross_entropy,
+        train_features,
+        train_labels,
+        parts,
+        test_features,
+        test_labels,
+        options.l2,
     )
 
 
@@ -180,13 +236,23 @@ def _image_task(name: str, n_agents: int, seed: int, options: TaskOptions) -> To
     mean, std = train_inputs.mean(), train_inputs.std()
     parts = partition_labels(train_labels, n_agents, options, purpose_rng(seed, "partition"))
     if options.examples_per_agent is not None:
-        keep, rng, fewest = options.examples_per_agent, purpose_rng(seed, "examples per agent"), min(len(p) for p in parts)
+        keep, rng, fewest = (
+            options.examples_per_agent,
+            purpose_rng(seed, "examples per agent"),
+            min(len(p) for p in parts),
+        )
         if keep > fewest:
-            raise ConfigError(f"{keep} examples per agent asked for, but an agent holds only {fewest}")
+            raise ConfigError(
+                f"{keep} examples per agent asked for, but an agent holds only {fewest}"
+            )
         parts = [np.sort(rng.choice(part, keep, replace=False)) for part in parts]
     test = np.arange(len(test_labels))
     if options.test_examples is not None:
-        test = np.sort(purpose_rng(seed, "test examples").choice(test, min(options.test_examples, len(test)), replace=False))
+        test = np.sort(
+            purpose_rng(seed, "test examples").choice(
+                test, min(options.test_examples, len(test)), replace=False
+            )
+        )
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
     return TorchModelTask(
         name, image_cnn() if name.endswith("cnn") else lenet(), _cross_entropy, (train_inputs - mean) / std, train_labels,

@@ -32,7 +32,9 @@ class LinearStack:
 
     def __init__(self, model: nn.Sequential) -> None:
         if not self.supports(model):
-            raise ValueError("LinearStack needs an nn.Sequential of nn.Linear layers and parameter-free modules")
+            raise ValueError(
+                "LinearStack needs an nn.Sequential of nn.Linear layers and parameter-free modules"
+            )
         self.modules = list(model)
         self.slices: dict[int, tuple[slice, tuple[int, int], slice | None]] = {}
         offset = 0
@@ -51,7 +53,8 @@ class LinearStack:
     def supports(model: nn.Module) -> bool:
         """Whether ``model`` is a sequence of linear layers and parameter-free modules."""
         return isinstance(model, nn.Sequential) and all(
-            isinstance(module, nn.Linear) or next(module.parameters(), None) is None for module in model
+            isinstance(module, nn.Linear) or next(module.parameters(), None) is None
+            for module in model
         )
 
     def clipped_gradients(
@@ -73,13 +76,17 @@ class LinearStack:
         layer_inputs, outputs = {}, {}
         h = inputs
         for index, module in enumerate(self.modules):
-            if index not in self.slices:  # parameter-free: applied to the examples of all agents at once
+            if (
+                index not in self.slices
+            ):  # parameter-free: applied to the examples of all agents at once
                 out = module(h.reshape(n * batch, *h.shape[2:]))
                 h = out.reshape(n, batch, *out.shape[1:])
                 continue
             weight, shape, bias = self.slices[index]
             if h.dim() != 3:
-                raise ValueError(f"layer {index}: ghost norms need one input vector per example, got shape {tuple(h.shape)}")
+                raise ValueError(
+                    f"layer {index}: ghost norms need one input vector per example, got shape {tuple(h.shape)}"
+                )
             layer_inputs[index] = h.detach()
             w = flat[:, weight].reshape(n, *shape)
             z = torch.bmm(h, w.transpose(1, 2))
@@ -95,12 +102,18 @@ class LinearStack:
         for index, delta in deltas.items():
             extra = 1.0 if self.slices[index][2] is not None else 0.0
             squared += delta.square().sum(dim=2) * (layer_inputs[index].square().sum(dim=2) + extra)
-        scale = weights if clip is None else weights * torch.clamp(clip / torch.sqrt(squared).clamp_min(1e-30), max=1.0)
+        scale = (
+            weights
+            if clip is None
+            else weights * torch.clamp(clip / torch.sqrt(squared).clamp_min(1e-30), max=1.0)
+        )
         gradient = torch.zeros(n, self.dim, dtype=flat.dtype)
         for index, delta in deltas.items():
             weight, _, bias = self.slices[index]
             scaled = delta * scale[..., None]
-            gradient[:, weight] = torch.bmm(scaled.transpose(1, 2), layer_inputs[index]).reshape(n, -1)
+            gradient[:, weight] = torch.bmm(scaled.transpose(1, 2), layer_inputs[index]).reshape(
+                n, -1
+            )
             if bias is not None:
                 gradient[:, bias] = scaled.sum(dim=1)
         return gradient

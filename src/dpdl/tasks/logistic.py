@@ -50,9 +50,13 @@ class LogisticRegression(Task):
     def agent_sizes(self) -> np.ndarray:
         return np.diff(self.offsets)
 
-    def gradients(self, params: np.ndarray, batch: Batch | None, example_clip: float | None) -> np.ndarray:
+    def gradients(
+        self, params: np.ndarray, batch: Batch | None, example_clip: float | None
+    ) -> np.ndarray:
         assert batch is not None, "logistic regression is trained on mini-batches"
-        rows = np.take(self.features, batch.indices, axis=0)  # (n, B, d); faster than fancy indexing
+        rows = np.take(
+            self.features, batch.indices, axis=0
+        )  # (n, B, d); faster than fancy indexing
         labels = self.labels[batch.indices]  # (n, B)
         margins = labels * np.matmul(rows, params[:, :, None])[:, :, 0]
         coefficients = -labels * expit(-margins)  # per-example gradient = coefficient * row
@@ -64,13 +68,17 @@ class LogisticRegression(Task):
     def regularizer_gradient(self, params: np.ndarray) -> np.ndarray | None:
         return self.l2 * params if self.l2 else None
 
-    def _losses(self, params: np.ndarray, features: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _losses(
+        self, params: np.ndarray, features: np.ndarray, labels: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         margins = labels[:, None] * (features @ params.T)  # (m, k)
         return np.logaddexp(0.0, -margins).mean(axis=0), (margins > 0).mean(axis=0)
 
     def evaluate(self, params: np.ndarray) -> dict[str, float]:
         average = params.mean(axis=0, keepdims=True)
-        test_loss, test_accuracy = self._losses(np.vstack([params, average]), self.test_features, self.test_labels)
+        test_loss, test_accuracy = self._losses(
+            np.vstack([params, average]), self.test_features, self.test_labels
+        )
         train_loss, _ = self._losses(params, self.features, self.labels)
         regulariser = 0.5 * self.l2 * (params**2).sum(axis=1)
         return {
@@ -88,7 +96,7 @@ class LogisticRegression(Task):
             **super().describe(),
             "l2": self.l2,
             "train_examples": int(sizes.sum()),
-            "test_examples": int(len(self.test_labels)),
+            "test_examples": len(self.test_labels),
             "agent_sizes_min": int(sizes.min()),
             "agent_sizes_max": int(sizes.max()),
         }

@@ -16,7 +16,7 @@ import numpy as np
 from dpdl.choices import PARTITIONS
 from dpdl.errors import ConfigError
 
-__all__ = ["iid", "dirichlet", "quantity_skew", "labels_per_agent", "PARTITIONS"]
+__all__ = ["PARTITIONS", "dirichlet", "iid", "labels_per_agent", "quantity_skew"]
 
 #: Redraws allowed before a partition that leaves an agent with too few examples is an error.
 MAX_REDRAWS = 1000
@@ -26,7 +26,9 @@ def _check(n_examples: int, n_agents: int, min_size: int) -> None:
     if n_agents < 1:
         raise ConfigError(f"need at least one agent, got {n_agents}")
     if n_examples < n_agents * min_size:
-        raise ConfigError(f"{n_examples} examples cannot give {n_agents} agents {min_size} example(s) each")
+        raise ConfigError(
+            f"{n_examples} examples cannot give {n_agents} agents {min_size} example(s) each"
+        )
 
 
 def iid(n_examples: int, n_agents: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -48,7 +50,9 @@ def dirichlet(
     Redrawn until every agent has at least ``min_size`` examples.
     """
     if not (np.isfinite(alpha) and alpha > 0):
-        raise ConfigError(f"the Dirichlet concentration alpha must be a finite number > 0, got {alpha}")
+        raise ConfigError(
+            f"the Dirichlet concentration alpha must be a finite number > 0, got {alpha}"
+        )
     labels = np.asarray(labels)
     _check(len(labels), n_agents, min_size)
     classes = np.unique(labels)
@@ -57,7 +61,9 @@ def dirichlet(
         parts: list[list[np.ndarray]] = [[] for _ in range(n_agents)]
         for members in by_class:
             shuffled = rng.permutation(members)
-            for agent, chunk in enumerate(_split_by_proportions(shuffled, rng.dirichlet(np.full(n_agents, alpha)))):
+            for agent, chunk in enumerate(
+                _split_by_proportions(shuffled, rng.dirichlet(np.full(n_agents, alpha)))
+            ):
                 parts[agent].append(chunk)
         result = [np.sort(np.concatenate(chunks)) for chunks in parts]
         if min(len(part) for part in result) >= min_size:
@@ -73,16 +79,27 @@ def quantity_skew(
 ) -> list[np.ndarray]:
     """Size-skewed split: proportions ``Dir(beta 1_n)``, examples assigned uniformly at random."""
     if not (np.isfinite(beta) and beta > 0):
-        raise ConfigError(f"the Dirichlet concentration beta must be a finite number > 0, got {beta}")
+        raise ConfigError(
+            f"the Dirichlet concentration beta must be a finite number > 0, got {beta}"
+        )
     _check(n_examples, n_agents, min_size)
     for _ in range(MAX_REDRAWS):
-        result = [np.sort(p) for p in _split_by_proportions(rng.permutation(n_examples), rng.dirichlet(np.full(n_agents, beta)))]
+        result = [
+            np.sort(p)
+            for p in _split_by_proportions(
+                rng.permutation(n_examples), rng.dirichlet(np.full(n_agents, beta))
+            )
+        ]
         if min(len(part) for part in result) >= min_size:
             return result
-    raise ConfigError(f"quantity skew beta={beta} left some agent with fewer than {min_size} examples; raise beta")
+    raise ConfigError(
+        f"quantity skew beta={beta} left some agent with fewer than {min_size} examples; raise beta"
+    )
 
 
-def labels_per_agent(labels: np.ndarray, n_agents: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
+def labels_per_agent(
+    labels: np.ndarray, n_agents: int, k: int, rng: np.random.Generator
+) -> list[np.ndarray]:
     """Each agent holds ``k`` classes; each class is split evenly among the agents holding it.
 
     Classes are dealt cyclically from a random order, so every class is held by some agent when
@@ -93,15 +110,21 @@ def labels_per_agent(labels: np.ndarray, n_agents: int, k: int, rng: np.random.G
     if not 1 <= k <= len(classes):
         raise ConfigError(f"labels per agent must be between 1 and {len(classes)}, got {k}")
     if n_agents * k < len(classes):
-        raise ConfigError(f"{n_agents} agents with {k} labels each cannot cover {len(classes)} classes")
+        raise ConfigError(
+            f"{n_agents} agents with {k} labels each cannot cover {len(classes)} classes"
+        )
     order = rng.permutation(classes)
     held = [[order[(agent * k + j) % len(classes)] for j in range(k)] for agent in range(n_agents)]
     holders = {c: [a for a in range(n_agents) if c in held[a]] for c in classes}
     parts: list[list[np.ndarray]] = [[] for _ in range(n_agents)]
     for c, agents in holders.items():
-        for agent, chunk in zip(agents, np.array_split(rng.permutation(np.flatnonzero(labels == c)), len(agents))):
+        for agent, chunk in zip(
+            agents, np.array_split(rng.permutation(np.flatnonzero(labels == c)), len(agents))
+        ):
             parts[agent].append(chunk)
     result = [np.sort(np.concatenate(chunks)) for chunks in parts]
     if min(len(part) for part in result) == 0:
-        raise ConfigError("some agent received no examples; use fewer agents or more labels per agent")
+        raise ConfigError(
+            "some agent received no examples; use fewer agents or more labels per agent"
+        )
     return result

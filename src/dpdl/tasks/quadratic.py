@@ -23,7 +23,7 @@ import numpy as np
 
 from dpdl.tasks.base import Batch, Task
 
-__all__ = ["QuadraticObjectives", "whisper_quadratic", "decor_least_squares"]
+__all__ = ["QuadraticObjectives", "decor_least_squares", "whisper_quadratic"]
 
 
 class QuadraticObjectives(Task):
@@ -47,10 +47,14 @@ class QuadraticObjectives(Task):
         values = np.einsum("mni,nij,mnj->mn", diff, self.curvatures, diff)
         return values.mean(axis=1)
 
-    def gradients(self, params: np.ndarray, batch: Batch | None, example_clip: float | None) -> np.ndarray:
+    def gradients(
+        self, params: np.ndarray, batch: Batch | None, example_clip: float | None
+    ) -> np.ndarray:
         return 2.0 * np.einsum("nij,nj->ni", self.curvatures, params - self.centers)
 
-    def agent_gradients(self, agent: int, params: np.ndarray, batch: Batch | None, example_clip: float | None) -> np.ndarray:
+    def agent_gradients(
+        self, agent: int, params: np.ndarray, batch: Batch | None, example_clip: float | None
+    ) -> np.ndarray:
         return 2.0 * (params - self.centers[agent]) @ self.curvatures[agent].T
 
     def evaluate(self, params: np.ndarray) -> dict[str, float]:

@@ -66,9 +66,13 @@ class TorchModelTask(Task):
         self.test_inputs = torch.tensor(np.asarray(test_inputs), dtype=torch.float32)
         self.test_targets = torch.tensor(np.asarray(test_targets))
         with torch.no_grad():
-            self._initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double().numpy()
+            self._initial = (
+                torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double().numpy()
+            )
         self._batch_gradients = vmap(grad(self._weighted_loss), in_dims=(0, 0, 0, 0))
-        self._example_gradients = vmap(vmap(grad(self._example_loss), in_dims=(None, 0, 0)), in_dims=(0, 0, 0))
+        self._example_gradients = vmap(
+            vmap(grad(self._example_loss), in_dims=(None, 0, 0)), in_dims=(0, 0, 0)
+        )
         self._outputs = vmap(self._forward, in_dims=(0, None))
         self._linear_stack = LinearStack(model) if LinearStack.supports(model) else None
 
@@ -80,18 +84,27 @@ class TorchModelTask(Task):
         return self._initial.copy()
 
     def _unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {n: t.reshape(s) for n, t, s in zip(self._names, torch.split(flat, self._sizes), self._shapes)}
+        return {
+            n: t.reshape(s)
+            for n, t, s in zip(self._names, torch.split(flat, self._sizes), self._shapes)
+        }
 
     def _forward(self, flat: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         return functional_call(self.model, self._unflatten(flat), (inputs,))
 
-    def _weighted_loss(self, flat: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def _weighted_loss(
+        self, flat: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
         return (self.loss(self._forward(flat, inputs), targets) * weights).sum()
 
-    def _example_loss(self, flat: torch.Tensor, example: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def _example_loss(
+        self, flat: torch.Tensor, example: torch.Tensor, target: torch.Tensor
+    ) -> torch.Tensor:
         return self.loss(self._forward(flat, example[None]), target[None])[0]
 
-    def gradients(self, params: np.ndarray, batch: Batch | None, example_clip: float | None) -> np.ndarray:
+    def gradients(
+        self, params: np.ndarray, batch: Batch | None, example_clip: float | None
+    ) -> np.ndarray:
         assert batch is not None, "torch tasks are trained on mini-batches"
         flat = torch.as_tensor(params, dtype=torch.float32)
         indices = torch.as_tensor(batch.indices)
@@ -100,10 +113,18 @@ class TorchModelTask(Task):
         if example_clip is None:
             return self._batch_gradients(flat, inputs, targets, weights).double().numpy()
         if self._linear_stack is not None:  # ghost norms: no per-example gradients materialised
-            return self._linear_stack.clipped_gradients(flat, inputs, targets, weights, self.loss, example_clip).double().numpy()
+            return (
+                self._linear_stack.clipped_gradients(
+                    flat, inputs, targets, weights, self.loss, example_clip
+                )
+                .double()
+                .numpy()
+            )
         per_example = self._example_gradients(flat, inputs, targets)  # (n, B, d)
         norms = torch.linalg.vector_norm(per_example, dim=2, keepdim=True)
-        scale = torch.clamp(example_clip / torch.clamp(norms, min=1e-30), max=1.0) * weights[..., None]
+        scale = (
+            torch.clamp(example_clip / torch.clamp(norms, min=1e-30), max=1.0) * weights[..., None]
+        )
         return (per_example * scale).sum(dim=1).double().numpy()
 
     def regularizer_gradient(self, params: np.ndarray) -> np.ndarray | None:

@@ -41,12 +41,24 @@ __all__ = ["REPRODUCTIONS", "reproduce"]
 
 REPRODUCTIONS: dict[str, ModuleType] = {
     module.NAME: module
-    for module in (whisper_variance, whisper_seeds, whisper_quadratic, whisper_logreg, corn_mnist, decor_fig1, mafalda_pndp, mafalda_housing,
-                   mafalda_images, lppa_tables)
+    for module in (
+        whisper_variance,
+        whisper_seeds,
+        whisper_quadratic,
+        whisper_logreg,
+        corn_mnist,
+        decor_fig1,
+        mafalda_pndp,
+        mafalda_housing,
+        mafalda_images,
+        lppa_tables,
+    )
 }
 
 
-def _parts(name: str, module: ModuleType, parts: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
+def _parts(
+    name: str, module: ModuleType, parts: Sequence[str] | None
+) -> dict[str, tuple[str, ...]]:
     """The ``parts=`` keyword for ``module``'s functions (empty: the whole figure)."""
     if not parts:
         return {}
@@ -55,7 +67,9 @@ def _parts(name: str, module: ModuleType, parts: Sequence[str] | None) -> dict[s
         raise ConfigError(f"reproduction {name!r} has no parts to choose from; run it whole")
     unknown = [part for part in parts if part not in known]
     if unknown:
-        raise ConfigError(f"unknown part(s) {', '.join(unknown)} of {name}; known: {', '.join(known)}")
+        raise ConfigError(
+            f"unknown part(s) {', '.join(unknown)} of {name}; known: {', '.join(known)}"
+        )
     return {"parts": tuple(part for part in known if part in parts)}
 
 
@@ -76,7 +90,9 @@ def reproduce(
     """Run reproduction ``name`` (only ``parts`` of it, where it has parts) into ``out``; returns
     the path of its REPORT.md."""
     if name not in REPRODUCTIONS:
-        raise ConfigError(f"unknown reproduction {name!r}; known: {', '.join(REPRODUCTIONS)} (see dpdl reproduce --list)")
+        raise ConfigError(
+            f"unknown reproduction {name!r}; known: {', '.join(REPRODUCTIONS)} (see dpdl reproduce --list)"
+        )
     module = REPRODUCTIONS[name]
     options = _parts(name, module, parts)
     start = time.perf_counter()
@@ -89,15 +105,28 @@ def reproduce(
         cached += _cached(final, cache)
         rows += run_jobs(final, module.run_job, cache, workers, progress, label=f"{name} (final)")
     omitted = getattr(module, "CSV_OMITS", ())
-    write_rows([{key: value for key, value in row.items() if key not in omitted} for row in rows], out / "runs.csv")
+    write_rows(
+        [{key: value for key, value in row.items() if key not in omitted} for row in rows],
+        out / "runs.csv",
+    )
     figures, claims, notes = module.analyse(rows, out, quick, **options)
-    setting = "quick setting (fewer seeds and grid points)" if quick else "full setting (the papers' grids)"
-    command = f"dpdl reproduce {name}{' --quick' if quick else ''}" + (f" --parts {' '.join(options['parts'])}" if options else "")
+    setting = (
+        "quick setting (fewer seeds and grid points)"
+        if quick
+        else "full setting (the papers' grids)"
+    )
+    command = f"dpdl reproduce {name}{' --quick' if quick else ''}" + (
+        f" --parts {' '.join(options['parts'])}" if options else ""
+    )
     if cached == len(rows):
         timing = f"{len(rows)} runs, all cached by earlier invocations (their wall time is in BENCHMARKS.md)"
     else:
         reused = f" ({cached} of them cached by an earlier invocation)" if cached else ""
         timing = f"{len(rows)} runs{reused}, {time.perf_counter() - start:.0f} s wall time"
     intro = f"{(module.__doc__ or '').strip()}\n\nRun: `{command}`, {setting}, {timing}. Raw runs: `runs.csv`."
-    significance = getattr(module, "SIGNIFICANCE", "")  # the test behind "ahead" in the claims, where they use one
-    return write_report(out / "REPORT.md", f"Reproduction: {name}", intro, claims, figures, notes, significance)
+    significance = getattr(
+        module, "SIGNIFICANCE", ""
+    )  # the test behind "ahead" in the claims, where they use one
+    return write_report(
+        out / "REPORT.md", f"Reproduction: {name}", intro, claims, figures, notes, significance
+    )

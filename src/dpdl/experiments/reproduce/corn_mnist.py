@@ -14,7 +14,7 @@ from __future__ import annotations
 from dpdl.experiments.reproduce import corn_tradeoff, tradeoff
 from dpdl.experiments.reproduce.tradeoff import Study, Training
 
-__all__ = ["NAME", "SIGNIFICANCE", "jobs", "followup_jobs", "run_job", "analyse"]
+__all__ = ["NAME", "SIGNIFICANCE", "analyse", "followup_jobs", "jobs", "run_job"]
 
 NAME = "corn-mnist"
 SIGNIFICANCE = tradeoff.SIGNIFICANCE
@@ -25,12 +25,24 @@ def study(quick: bool) -> Study:
     """T = 1000, the papers' grids, tuned at one setting; T = 100, one step size and one seed for
     ``--quick``, with eps from 10: in 100 steps no method learns at eps = 3 (all stay at chance, 10%)."""
     if quick:
-        training = Training("mnist-mlp", 100, (1e-1,), (0.1,), "test_accuracy", lower_is_better=False)
+        training = Training(
+            "mnist-mlp", 100, (1e-1,), (0.1,), "test_accuracy", lower_is_better=False
+        )
         return corn_tradeoff.study(training, quick, quick_eps=(10.0, 20.0, 40.0))
-    training = Training("mnist-mlp", 1000, (1e-1, 5e-2, 1e-2, 5e-3, 1e-3), (0.1,), "test_accuracy", lower_is_better=False, seeds=3,
-                        tune_at={"eps": 10.0, "p": 0.5})
+    training = Training(
+        "mnist-mlp",
+        1000,
+        (1e-1, 5e-2, 1e-2, 5e-3, 1e-3),
+        (0.1,),
+        "test_accuracy",
+        lower_is_better=False,
+        seeds=3,
+        tune_at={"eps": 10.0, "p": 0.5},
+    )
     return corn_tradeoff.study(training, quick)
 
 
 jobs, followup_jobs = tradeoff.stages(study)
-analyse = corn_tradeoff.analyser(study, "Image classification on MNIST (CorN Fig. 5)", "test accuracy", log_y=False)
+analyse = corn_tradeoff.analyser(
+    study, "Image classification on MNIST (CorN Fig. 5)", "test accuracy", log_y=False
+)

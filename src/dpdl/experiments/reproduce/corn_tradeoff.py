@@ -18,10 +18,18 @@ import numpy as np
 
 from dpdl.experiments.reproduce.report import Claim
 from dpdl.experiments.reproduce.tradeoff import (
-    Panel, Point, Study, Training, better, budget_claim, plot_study, significantly_better, summarise,
+    Panel,
+    Point,
+    Study,
+    Training,
+    better,
+    budget_claim,
+    plot_study,
+    significantly_better,
+    summarise,
 )
 
-__all__ = ["EPS_GRID", "P_GRID", "METHODS", "study", "analyse", "analyser"]
+__all__ = ["EPS_GRID", "METHODS", "P_GRID", "analyse", "analyser", "study"]
 
 Analysis = tuple[list[Path], list[Claim], list[str]]
 
@@ -38,8 +46,24 @@ def study(training: Training, quick: bool, quick_eps: tuple[float, ...] = QUICK_
     eps_grid, p_grid = (quick_eps, QUICK_P) if quick else (EPS_GRID, P_GRID)
     return Study(
         (
-            Panel("(a)", training, "eps", eps_grid, {"graph": "er", "n": 20, "p": 0.5}, METHODS, "privacy budget eps (p = 0.5)"),
-            Panel("(b)", training, "p", p_grid, {"graph": "er", "n": 20, "eps": 10.0}, METHODS, "connectivity p (eps = 10)"),
+            Panel(
+                "(a)",
+                training,
+                "eps",
+                eps_grid,
+                {"graph": "er", "n": 20, "p": 0.5},
+                METHODS,
+                "privacy budget eps (p = 0.5)",
+            ),
+            Panel(
+                "(b)",
+                training,
+                "p",
+                p_grid,
+                {"graph": "er", "n": 20, "eps": 10.0},
+                METHODS,
+                "connectivity p (eps = 10)",
+            ),
         ),
         DELTA,
     )
@@ -53,13 +77,20 @@ def _margin(a: Point, b: Point, lower_is_better: bool) -> str:
 
 
 def analyse(
-    the_study: Study, rows: list[dict[str, Any]], out: Path, figure_title: str, ylabel: str, log_y: bool
+    the_study: Study,
+    rows: list[dict[str, Any]],
+    out: Path,
+    figure_title: str,
+    ylabel: str,
+    log_y: bool,
 ) -> Analysis:
     """Figure, the papers' claims (Section VI-B) and notes."""
     summary = summarise(the_study, rows)
     training = the_study.panels[0].training
     lower = training.lower_is_better
-    figure = plot_study(the_study, summary, out / f"{training.metric}.png", figure_title, ylabel, log_y)
+    figure = plot_study(
+        the_study, summary, out / f"{training.metric}.png", figure_title, ylabel, log_y
+    )
     eps_panel, p_panel = the_study.panels
 
     def at(panel: Panel, x: float, method: str, calibration: str = "exact") -> Point:
@@ -67,53 +98,105 @@ def analyse(
 
     claims = []
     beats_ldp = [
-        (eps, method) for eps in eps_panel.values for method in ("decor", "whisper")
+        (eps, method)
+        for eps in eps_panel.values
+        for method in ("decor", "whisper")
         if better(at(eps_panel, eps, method).mean, at(eps_panel, eps, "ldp").mean, lower)
     ]
-    misses = [(eps, method) for eps in eps_panel.values for method in ("decor", "whisper") if (eps, method) not in beats_ldp]
-    ldp_ahead = [(eps, method) for eps, method in misses
-                 if significantly_better(at(eps_panel, eps, "ldp"), at(eps_panel, eps, method), lower)]
-    claims.append(Claim(
-        "(a)", "across all eps, both correlation-based approaches (DECOR and Whisper) outperform LDP",
-        f"{len(beats_ldp)}/{2 * len(eps_panel.values)} (eps, method) points; margin over LDP (DECOR / Whisper): "
-        + ", ".join(f"eps={eps:g}: {_margin(at(eps_panel, eps, 'decor'), at(eps_panel, eps, 'ldp'), lower)} / "
-                    f"{_margin(at(eps_panel, eps, 'whisper'), at(eps_panel, eps, 'ldp'), lower)}" for eps in eps_panel.values)
-        + (f"; of the {len(misses)} misses, LDP is significantly ahead (paired t test over seeds) "
-           f"at {len(ldp_ahead)}" + (": " + ", ".join(f"eps={eps:g} {method}" for eps, method in ldp_ahead) if ldp_ahead else "")
-           if misses else ""),
-        len(beats_ldp) == 2 * len(eps_panel.values),
-    ))
+    misses = [
+        (eps, method)
+        for eps in eps_panel.values
+        for method in ("decor", "whisper")
+        if (eps, method) not in beats_ldp
+    ]
+    ldp_ahead = [
+        (eps, method)
+        for eps, method in misses
+        if significantly_better(at(eps_panel, eps, "ldp"), at(eps_panel, eps, method), lower)
+    ]
+    claims.append(
+        Claim(
+            "(a)",
+            "across all eps, both correlation-based approaches (DECOR and Whisper) outperform LDP",
+            f"{len(beats_ldp)}/{2 * len(eps_panel.values)} (eps, method) points; margin over LDP (DECOR / Whisper): "
+            + ", ".join(
+                f"eps={eps:g}: {_margin(at(eps_panel, eps, 'decor'), at(eps_panel, eps, 'ldp'), lower)} / "
+                f"{_margin(at(eps_panel, eps, 'whisper'), at(eps_panel, eps, 'ldp'), lower)}"
+                for eps in eps_panel.values
+            )
+            + (
+                f"; of the {len(misses)} misses, LDP is significantly ahead (paired t test over seeds) "
+                f"at {len(ldp_ahead)}"
+                + (
+                    ": " + ", ".join(f"eps={eps:g} {method}" for eps, method in ldp_ahead)
+                    if ldp_ahead
+                    else ""
+                )
+                if misses
+                else ""
+            ),
+            len(beats_ldp) == 2 * len(eps_panel.values),
+        )
+    )
     sparse = [p for p in p_panel.values if p < 1.0]
-    whisper_wins = [p for p in sparse if not better(at(p_panel, p, "decor").mean, at(p_panel, p, "whisper").mean, lower)]
-    claims.append(Claim(
-        "(b)", "Whisper / CorN-DSGD outperforms DECOR for all network connectivities (p < 1)",
-        f"Whisper at least as good as DECOR at {len(whisper_wins)}/{len(sparse)} values of p; "
-        + ", ".join(f"p={p:g}: {_margin(at(p_panel, p, 'whisper'), at(p_panel, p, 'decor'), lower)}" for p in sparse),
-        len(whisper_wins) == len(sparse),
-    ))
+    whisper_wins = [
+        p
+        for p in sparse
+        if not better(at(p_panel, p, "decor").mean, at(p_panel, p, "whisper").mean, lower)
+    ]
+    claims.append(
+        Claim(
+            "(b)",
+            "Whisper / CorN-DSGD outperforms DECOR for all network connectivities (p < 1)",
+            f"Whisper at least as good as DECOR at {len(whisper_wins)}/{len(sparse)} values of p; "
+            + ", ".join(
+                f"p={p:g}: {_margin(at(p_panel, p, 'whisper'), at(p_panel, p, 'decor'), lower)}"
+                for p in sparse
+            ),
+            len(whisper_wins) == len(sparse),
+        )
+    )
     if 1.0 in p_panel.values:
         whisper, decor = at(p_panel, 1.0, "whisper"), at(p_panel, 1.0, "decor")
         overlap = whisper.low <= decor.high and decor.low <= whisper.high
         variance = {
-            method: np.mean([float(r["trace_WRW"]) for r in rows if float(r["p"]) == 1.0 and r["method"] == method and r["calibration"] == "exact"])
+            method: np.mean(
+                [
+                    float(r["trace_WRW"])
+                    for r in rows
+                    if float(r["p"]) == 1.0
+                    and r["method"] == method
+                    and r["calibration"] == "exact"
+                ]
+            )
             for method in ("whisper", "decor")
         }
-        claims.append(Claim(
-            "(b)", "at p = 1 (R_cor and L proportional) both methods achieve nearly the same utility",
-            f"{training.metric}: Whisper {whisper.mean:.4g} [{whisper.low:.4g}, {whisper.high:.4g}], DECOR {decor.mean:.4g} "
-            f"[{decor.low:.4g}, {decor.high:.4g}] (mean [interquartile range] over seeds); ranges {'overlap' if overlap else 'do not overlap'}. "
-            f"Both leave Tr(W R W^T) = {variance['whisper']:.4g} / {variance['decor']:.4g} (Whisper / DECOR) at their step sizes "
-            f"{whisper.hyperparameters.get('lr')} / {decor.hyperparameters.get('lr')}",
-            overlap,
-        ))
-    advantage = {p: (at(p_panel, p, "decor").mean - at(p_panel, p, "whisper").mean) * (1 if lower else -1) for p in p_panel.values}
+        claims.append(
+            Claim(
+                "(b)",
+                "at p = 1 (R_cor and L proportional) both methods achieve nearly the same utility",
+                f"{training.metric}: Whisper {whisper.mean:.4g} [{whisper.low:.4g}, {whisper.high:.4g}], DECOR {decor.mean:.4g} "
+                f"[{decor.low:.4g}, {decor.high:.4g}] (mean [interquartile range] over seeds); ranges {'overlap' if overlap else 'do not overlap'}. "
+                f"Both leave Tr(W R W^T) = {variance['whisper']:.4g} / {variance['decor']:.4g} (Whisper / DECOR) at their step sizes "
+                f"{whisper.hyperparameters.get('lr')} / {decor.hyperparameters.get('lr')}",
+                overlap,
+            )
+        )
+    advantage = {
+        p: (at(p_panel, p, "decor").mean - at(p_panel, p, "whisper").mean) * (1 if lower else -1)
+        for p in p_panel.values
+    }
     widest = max(advantage, key=lambda p: advantage[p])
-    claims.append(Claim(
-        "(b)", "at lower connectivities (p <= 0.4) Whisper outperforms DECOR by the largest margin",
-        "Whisper's advantage (DECOR - Whisper in the metric's units, positive is better) by p: "
-        + ", ".join(f"{p:g}: {a:+.3g}" for p, a in advantage.items()) + f"; largest at p = {widest:g}",
-        widest <= 0.4,
-    ))
+    claims.append(
+        Claim(
+            "(b)",
+            "at lower connectivities (p <= 0.4) Whisper outperforms DECOR by the largest margin",
+            "Whisper's advantage (DECOR - Whisper in the metric's units, positive is better) by p: "
+            + ", ".join(f"{p:g}: {a:+.3g}" for p, a in advantage.items())
+            + f"; largest at p = {widest:g}",
+            widest <= 0.4,
+        )
+    )
     claims.append(_exact_buys(the_study, summary, eps_panel, lower))
     claims.append(budget_claim(rows))
     notes = [
@@ -135,7 +218,9 @@ def analyse(
     return [figure], claims, notes
 
 
-def analyser(study_of: Callable[[bool], Study], title: str, ylabel: str, log_y: bool) -> Callable[[list[dict[str, Any]], Path, bool], Analysis]:
+def analyser(
+    study_of: Callable[[bool], Study], title: str, ylabel: str, log_y: bool
+) -> Callable[[list[dict[str, Any]], Path, bool], Analysis]:
     """A reproduction module's ``analyse(rows, out, quick)`` for the study ``study_of(quick)``."""
 
     def analyse_rows(rows: list[dict[str, Any]], out: Path, quick: bool) -> Analysis:
@@ -158,8 +243,12 @@ def _exact_buys(the_study: Study, summary: dict, eps_panel: Panel, lower: bool) 
                 holds = False
         parts.append(f"eps={eps:g}: " + ", ".join(pairs))
     return Claim(
-        "(a)", "(our addition) the exact accountant gives the same guarantee with less noise, so utility is no worse "
+        "(a)",
+        "(our addition) the exact accountant gives the same guarantee with less noise, so utility is no worse "
         f"than under the papers' calibration for eps <= log(1/delta) = {math.log(1 / the_study.delta):.1f}",
-        "exact vs papers' calibration: " + "; ".join(parts) + "; no worse: the papers' calibration is never significantly "
-        "ahead (paired t test over seeds)", holds,
+        "exact vs papers' calibration: "
+        + "; ".join(parts)
+        + "; no worse: the papers' calibration is never significantly "
+        "ahead (paired t test over seeds)",
+        holds,
     )

@@ -28,11 +28,19 @@ from dpdl.experiments.reproduce import tradeoff
 from dpdl.experiments.reproduce.corn_tradeoff import Analysis
 from dpdl.experiments.reproduce.report import Claim
 from dpdl.experiments.reproduce.tradeoff import (
-    Panel, Point, Study, Training, better, budget_claim, plot_study, significantly_better, summarise,
+    Panel,
+    Point,
+    Study,
+    Training,
+    better,
+    budget_claim,
+    plot_study,
+    significantly_better,
+    summarise,
 )
 from dpdl.graphs import algebraic_connectivity, build_graph
 
-__all__ = ["NAME", "PARTS", "SIGNIFICANCE", "jobs", "followup_jobs", "run_job", "analyse"]
+__all__ = ["NAME", "PARTS", "SIGNIFICANCE", "analyse", "followup_jobs", "jobs", "run_job"]
 
 NAME = "decor-fig1"
 SIGNIFICANCE = tradeoff.SIGNIFICANCE
@@ -60,28 +68,94 @@ def _trainings(quick: bool) -> dict[str, tuple[Training, tuple[float, ...]]]:
     mnist = {"lower_is_better": False, "batch_size": 64, "clip_level": "example"}
     if quick:
         return {
-            "least-squares": (Training("least-squares", 1000, (0.1, 0.01), (0.1, 1.0), "optimality_gap", decor_couples=COUPLES,
-                                       tune_seeds=2, seeds=4), (3.0, 40.0)),
-            "logreg-a9a": (Training("logreg-a9a", 500, (0.1,), (0.1,), "test_loss", batch_size=64, decor_couples=(None, 0), seeds=2),
-                           (3.0, 40.0)),
-            "mnist-mlp": (Training("mnist-mlp", 40, (0.5,), (1.0,), "test_accuracy", **mnist), (3.0,)),
+            "least-squares": (
+                Training(
+                    "least-squares",
+                    1000,
+                    (0.1, 0.01),
+                    (0.1, 1.0),
+                    "optimality_gap",
+                    decor_couples=COUPLES,
+                    tune_seeds=2,
+                    seeds=4,
+                ),
+                (3.0, 40.0),
+            ),
+            "logreg-a9a": (
+                Training(
+                    "logreg-a9a",
+                    500,
+                    (0.1,),
+                    (0.1,),
+                    "test_loss",
+                    batch_size=64,
+                    decor_couples=(None, 0),
+                    seeds=2,
+                ),
+                (3.0, 40.0),
+            ),
+            "mnist-mlp": (
+                Training("mnist-mlp", 40, (0.5,), (1.0,), "test_accuracy", **mnist),
+                (3.0,),
+            ),
         }
     eps = (3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0)
     return {
-        "least-squares": (Training("least-squares", 2000, (0.1, 0.05, 0.01), (0.1, 1.0), "optimality_gap", decor_couples=COUPLES,
-                                   tune_seeds=3, seeds=20), eps),
-        "logreg-a9a": (Training("logreg-a9a", 2000, (0.5, 0.1, 0.05, 0.01), (0.1,), "test_loss", batch_size=64,
-                                decor_couples=COUPLES, seeds=4), eps),
-        "mnist-mlp": (Training("mnist-mlp", 1000, (0.5, 0.1), (1.0,), "test_accuracy", decor_couples=COUPLES, seeds=4,
-                               **mnist), (0.1, 0.5, 1.0, 3.0)),
+        "least-squares": (
+            Training(
+                "least-squares",
+                2000,
+                (0.1, 0.05, 0.01),
+                (0.1, 1.0),
+                "optimality_gap",
+                decor_couples=COUPLES,
+                tune_seeds=3,
+                seeds=20,
+            ),
+            eps,
+        ),
+        "logreg-a9a": (
+            Training(
+                "logreg-a9a",
+                2000,
+                (0.5, 0.1, 0.05, 0.01),
+                (0.1,),
+                "test_loss",
+                batch_size=64,
+                decor_couples=COUPLES,
+                seeds=4,
+            ),
+            eps,
+        ),
+        "mnist-mlp": (
+            Training(
+                "mnist-mlp",
+                1000,
+                (0.5, 0.1),
+                (1.0,),
+                "test_accuracy",
+                decor_couples=COUPLES,
+                seeds=4,
+                **mnist,
+            ),
+            (0.1, 0.5, 1.0, 3.0),
+        ),
     }
 
 
 def _task_study(task: str, quick: bool) -> Study:
     training, eps = _trainings(quick)[task]
     panels = tuple(
-        Panel(f"{TASKS[task][0]}, {topology}", training, "eps", eps, {"graph": topology, "n": 16}, METHODS,
-              f"{training.clip_level}-level eps ({topology}, n = 16)", {"cdp": "complete"})
+        Panel(
+            f"{TASKS[task][0]}, {topology}",
+            training,
+            "eps",
+            eps,
+            {"graph": topology, "n": 16},
+            METHODS,
+            f"{training.clip_level}-level eps ({topology}, n = 16)",
+            {"cdp": "complete"},
+        )
         for topology in TOPOLOGIES
     )
     return Study(panels)
@@ -104,7 +178,9 @@ def _gap(point: Point, reference: Point, lower: bool) -> float:
     return point.mean / reference.mean if lower else 100 * (reference.mean - point.mean)
 
 
-def analyse(rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str, ...] = PARTS) -> Analysis:
+def analyse(
+    rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str, ...] = PARTS
+) -> Analysis:
     """One figure per task; DECOR Section 6's claims per task, checked on the exact calibration."""
     figures, claims = [], []
     notes = [
@@ -119,14 +195,18 @@ def analyse(rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str
         label, filename, ylabel, log_y = TASKS[task]
         task_study = _task_study(task, quick)
         summary = summarise(task_study, rows)
-        figures.append(plot_study(task_study, summary, out / filename, f"DECOR Fig. 1: {label}", ylabel, log_y))
+        figures.append(
+            plot_study(task_study, summary, out / filename, f"DECOR Fig. 1: {label}", ylabel, log_y)
+        )
         task_claims, misses = _task_claims(task, task_study, summary)
         claims += task_claims
         if misses:
             notes.append(_misses_note(task, task_study, misses, rows))
     claims.append(budget_claim(rows))
     if parts != PARTS:
-        notes.append(f"Parts run: {', '.join(parts)} (of {', '.join(PARTS)}); the others are not in this report.")
+        notes.append(
+            f"Parts run: {', '.join(parts)} (of {', '.join(PARTS)}); the others are not in this report."
+        )
     return figures, claims, notes
 
 
@@ -135,7 +215,9 @@ def _closes(decor_gap: float, ldp_gap: float, lower: bool) -> bool:
     return decor_gap <= ldp_gap**0.5 if lower else decor_gap <= ldp_gap / 2
 
 
-def _task_claims(task: str, task_study: Study, summary: dict) -> tuple[list[Claim], list[tuple[Panel, float]]]:
+def _task_claims(
+    task: str, task_study: Study, summary: dict
+) -> tuple[list[Claim], list[tuple[Panel, float]]]:
     """The task's claims, and the (panel, eps) points where DECOR does not close half of LDP's gap to CDP."""
     label = TASKS[task][0]
     lower = task_study.panels[0].training.lower_is_better
@@ -148,27 +230,45 @@ def _task_claims(task: str, task_study: Study, summary: dict) -> tuple[list[Clai
         decor_gap, ldp_gap = _gap(decor, cdp, lower), _gap(ldp, cdp, lower)
         if not _closes(decor_gap, ldp_gap, lower):
             misses.append((panel, eps))
-        parts.append(f"{panel.fixed['graph']} eps={eps:g}: {decor_gap:.3g}{unit} (LDP {ldp_gap:.3g}{unit})")
+        parts.append(
+            f"{panel.fixed['graph']} eps={eps:g}: {decor_gap:.3g}{unit} (LDP {ldp_gap:.3g}{unit})"
+        )
     claims = [
-        Claim(label, "DECOR considerably surpasses LDP across all topologies and privacy budgets",
-              f"DECOR better than LDP at {beats}/{len(points)} (topology, eps) points", beats == len(points)),
-        Claim(label, "DECOR closely matches the performance of CDP",
-              f"DECOR closes at least half of LDP's gap to CDP at {len(points) - len(misses)}/{len(points)} points; gap to CDP "
-              f"({'ratio' if lower else 'accuracy points'}): " + "; ".join(parts), not misses),
+        Claim(
+            label,
+            "DECOR considerably surpasses LDP across all topologies and privacy budgets",
+            f"DECOR better than LDP at {beats}/{len(points)} (topology, eps) points",
+            beats == len(points),
+        ),
+        Claim(
+            label,
+            "DECOR closely matches the performance of CDP",
+            f"DECOR closes at least half of LDP's gap to CDP at {len(points) - len(misses)}/{len(points)} points; gap to CDP "
+            f"({'ratio' if lower else 'accuracy points'}): " + "; ".join(parts),
+            not misses,
+        ),
     ]
     pairs = [
         (summary[(panel.label, eps, method, "exact")], summary[(panel.label, eps, method, "paper")])
-        for panel, eps in points if eps <= math.log(1 / task_study.delta) for method in ("ldp", "decor")
+        for panel, eps in points
+        if eps <= math.log(1 / task_study.delta)
+        for method in ("ldp", "decor")
     ]
     exact_as_good = sum(not better(paper.mean, exact.mean, lower) for exact, paper in pairs)
     paper_ahead = sum(significantly_better(paper, exact, lower) for exact, paper in pairs)
-    claims.append(Claim(label, "(our addition) the exact accountant's calibration gives utility no worse than the papers' "
-                        "for eps <= log(1/delta)",
-                        f"exact at least as good on the mean in {exact_as_good}/{len(pairs)} (topology, eps, method) points; "
-                        f"the papers' calibration significantly ahead (paired t test over seeds) "
-                        f"at {paper_ahead}/{len(pairs)}; what the exact accountant buys, mean over topologies "
-                        f"({'papers / exact' if lower else 'exact - papers'}): " + _exact_gains(task_study, summary, lower),
-                        paper_ahead == 0))
+    claims.append(
+        Claim(
+            label,
+            "(our addition) the exact accountant's calibration gives utility no worse than the papers' "
+            "for eps <= log(1/delta)",
+            f"exact at least as good on the mean in {exact_as_good}/{len(pairs)} (topology, eps, method) points; "
+            f"the papers' calibration significantly ahead (paired t test over seeds) "
+            f"at {paper_ahead}/{len(pairs)}; what the exact accountant buys, mean over topologies "
+            f"({'papers / exact' if lower else 'exact - papers'}): "
+            + _exact_gains(task_study, summary, lower),
+            paper_ahead == 0,
+        )
+    )
     return claims, misses
 
 
@@ -179,15 +279,24 @@ def _exact_gains(task_study: Study, summary: dict, lower: bool) -> str:
     for eps in task_study.panels[0].values:
         gains = []
         for method in ("ldp", "decor"):
-            pairs = [(summary[(panel.label, eps, method, "exact")].mean, summary[(panel.label, eps, method, "paper")].mean)
-                     for panel in task_study.panels]
-            gain = np.mean([paper / exact if lower else 100 * (exact - paper) for exact, paper in pairs])
+            pairs = [
+                (
+                    summary[(panel.label, eps, method, "exact")].mean,
+                    summary[(panel.label, eps, method, "paper")].mean,
+                )
+                for panel in task_study.panels
+            ]
+            gain = np.mean(
+                [paper / exact if lower else 100 * (exact - paper) for exact, paper in pairs]
+            )
             gains.append(f"{method} {gain:.2f}x" if lower else f"{method} {gain:+.2f} pts")
         parts.append(f"eps={eps:g}: " + ", ".join(gains))
     return "; ".join(parts)
 
 
-def _misses_note(task: str, task_study: Study, misses: list[tuple[Panel, float]], rows: list[dict[str, Any]]) -> str:
+def _misses_note(
+    task: str, task_study: Study, misses: list[tuple[Panel, float]], rows: list[dict[str, Any]]
+) -> str:
     """Why DECOR stays far from CDP at ``misses``: the agents' disagreement there (mean consensus
     distance of the tuned runs) against the graphs' algebraic connectivity, to which DECOR's
     pairwise noise variance is inversely proportional (DECOR Corollary 12)."""
@@ -197,14 +306,26 @@ def _misses_note(task: str, task_study: Study, misses: list[tuple[Panel, float]]
         return distances[(panel.label, eps, "decor", "exact")].mean
 
     complete = next(panel for panel in task_study.panels if panel.fixed["graph"] == "complete")
-    connectivity = {panel.fixed["graph"]: algebraic_connectivity(build_graph(panel.fixed["graph"], panel.fixed["n"])) for panel in task_study.panels}
+    connectivity = {
+        panel.fixed["graph"]: algebraic_connectivity(
+            build_graph(panel.fixed["graph"], panel.fixed["n"])
+        )
+        for panel in task_study.panels
+    }
     return (
         f"{TASKS[task][0]}: DECOR stays further than half of LDP's gap from CDP at "
-        + ", ".join(f"{panel.fixed['graph']} eps={eps:g} (consensus distance {consensus(panel, eps):.3g}, "
-                    f"{consensus(complete, eps):.2g} on the complete graph)" for panel, eps in misses)
+        + ", ".join(
+            f"{panel.fixed['graph']} eps={eps:g} (consensus distance {consensus(panel, eps):.3g}, "
+            f"{consensus(complete, eps):.2g} on the complete graph)"
+            for panel, eps in misses
+        )
         + ": there its agents still disagree at the end. DECOR's pairwise noise has variance proportional to "
         "1 / (eps^2 a(G)) (Corollary 12), a(G) the algebraic connectivity ("
         + ", ".join(f"{name} {value:.3g}" for name, value in connectivity.items())
         + "), and the gossip removes it slowest where a(G) is smallest"
-        + ("; the paper reports DECOR on the ring within one accuracy point of CDP." if task == "mnist-mlp" else ".")
+        + (
+            "; the paper reports DECOR on the ring within one accuracy point of CDP."
+            if task == "mnist-mlp"
+            else "."
+        )
     )

@@ -39,7 +39,7 @@ from dpdl.tasks import TaskOptions, build_task
 from dpdl.tasks.base import Batch
 from dpdl.tasks.torch_model import TorchModelTask
 
-__all__ = ["NAME", "jobs", "followup_jobs", "run_job", "analyse"]
+__all__ = ["NAME", "analyse", "followup_jobs", "jobs", "run_job"]
 
 NAME = "lppa"
 CLIENTS, EDGE_PROBABILITY, GRAPH_SEED = 5, 0.5, 0
@@ -60,29 +60,68 @@ def _setting(quick: bool) -> dict[str, Any]:
     examples, 300 L-BFGS iterations; quick: Adult and MNIST, step size 0.5, one seed, 2 epochs,
     2 examples, 100 iterations."""
     if quick:
-        return {"datasets": ("adult-mlp", "mnist-lenet"), "step_sizes": (0.5,), "seeds": 1, "epochs": 2, "examples": 2,
-                "iterations": 100}
-    return {"datasets": tuple(DATASETS), "step_sizes": STEP_SIZES, "seeds": 5, "epochs": 10, "examples": 10, "iterations": 300}
+        return {
+            "datasets": ("adult-mlp", "mnist-lenet"),
+            "step_sizes": (0.5,),
+            "seeds": 1,
+            "epochs": 2,
+            "examples": 2,
+            "iterations": 100,
+        }
+    return {
+        "datasets": tuple(DATASETS),
+        "step_sizes": STEP_SIZES,
+        "seeds": 5,
+        "epochs": 10,
+        "examples": 10,
+        "iterations": 300,
+    }
 
 
 def _train_job(task: str, method: str, lr: float, seed: int, epochs: int) -> dict[str, Any]:
-    return {"kind": "train", "task": task, "method": method, "lr": lr, "seed": seed, "epochs": epochs}
+    return {
+        "kind": "train",
+        "task": task,
+        "method": method,
+        "lr": lr,
+        "seed": seed,
+        "epochs": epochs,
+    }
 
 
 def jobs(quick: bool) -> list[dict[str, Any]]:
     """Tuning (plain DSGT at every step size on seed 0) and the DLG attacks."""
     setting = _setting(quick)
-    tuning = [_train_job(task, "dsgt", lr, 0, setting["epochs"]) for task in setting["datasets"] for lr in setting["step_sizes"]]
+    tuning = [
+        _train_job(task, "dsgt", lr, 0, setting["epochs"])
+        for task in setting["datasets"]
+        for lr in setting["step_sizes"]
+    ]
     attacks = [
-        {"kind": "dlg", "task": task, "method": method, "example": example, "iterations": setting["iterations"]}
-        for task in setting["datasets"] for method in METHODS for example in range(setting["examples"])
+        {
+            "kind": "dlg",
+            "task": task,
+            "method": method,
+            "example": example,
+            "iterations": setting["iterations"],
+        }
+        for task in setting["datasets"]
+        for method in METHODS
+        for example in range(setting["examples"])
     ]
     return tuning + attacks
 
 
 def _tuned(rows: list[dict[str, Any]], task: str) -> float:
     """DSGT's best step size on ``task`` (highest final accuracy on the tuning seed)."""
-    tuning = [row for row in rows if row["kind"] == "train" and row["task"] == task and row["method"] == "dsgt" and row["seed"] == 0]
+    tuning = [
+        row
+        for row in rows
+        if row["kind"] == "train"
+        and row["task"] == task
+        and row["method"] == "dsgt"
+        and row["seed"] == 0
+    ]
     return max(tuning, key=lambda row: row["test_accuracy"])["lr"]
 
 
@@ -93,7 +132,9 @@ def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any
     first = jobs(quick)
     final = [
         _train_job(task, method, _tuned(rows, task), seed, setting["epochs"])
-        for task in setting["datasets"] for method in METHODS for seed in range(setting["seeds"])
+        for task in setting["datasets"]
+        for method in METHODS
+        for seed in range(setting["seeds"])
     ]
     return [job for job in final if job not in first]
 
@@ -121,15 +162,21 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 def _train(job: dict[str, Any]) -> dict[str, Any]:
     task = build_task(job["task"], CLIENTS, job["seed"], TASK_OPTIONS)
     epoch = -(-int(task.agent_sizes.min()) // BATCH)
-    config = DSGDConfig(job["epochs"] * epoch, StepSize(job["lr"]), batch_size=BATCH, eval_every=epoch)
-    result = run_dsgt(task, sinkhorn_knopp(_graph()), config, _injection(job["method"]), seed=job["seed"])
+    config = DSGDConfig(
+        job["epochs"] * epoch, StepSize(job["lr"]), batch_size=BATCH, eval_every=epoch
+    )
+    result = run_dsgt(
+        task, sinkhorn_knopp(_graph()), config, _injection(job["method"]), seed=job["seed"]
+    )
     final = result.final_metrics
     return {
         "test_accuracy": final["test_accuracy"],
         "test_loss": final["test_loss"],
         "consensus_distance": final["consensus_distance"],
         "steps": config.steps,
-        "history": [{"step": r["step"] / epoch, "test_accuracy": r["test_accuracy"]} for r in result.history],
+        "history": [
+            {"step": r["step"] / epoch, "test_accuracy": r["test_accuracy"]} for r in result.history
+        ],
     }
 
 
@@ -138,16 +185,22 @@ def _attack(job: dict[str, Any]) -> dict[str, Any]:
     assert isinstance(task, TorchModelTask)
     graph = _graph()
     attacker = min(graph.successors(0))
-    rows = task.offsets[:-1] + job["example"]  # each client's example number ``example``; client 0 is attacked
+    rows = (
+        task.offsets[:-1] + job["example"]
+    )  # each client's example number ``example``; client 0 is attacked
     params = task.initial_params()
-    gradient = task.gradients(np.tile(params, (CLIENTS, 1)), Batch(rows[:, None], np.ones((CLIENTS, 1))), None)[0]
+    gradient = task.gradients(
+        np.tile(params, (CLIENTS, 1)), Batch(rows[:, None], np.ones((CLIENTS, 1))), None
+    )[0]
     injection = _injection(job["method"])
     message = gradient
     if injection is not None:
         rng = purpose_rng(job["example"], "dlg noise")
         message = gradient + injection.unknown_to([attacker]).sample(rng, task.dim)[0]
     truth = task.inputs[rows[0] : rows[0] + 1].numpy()
-    inversion = invert_gradient(task, params, message, truth, CLASSES[job["task"]], job["iterations"], seed=job["example"])
+    inversion = invert_gradient(
+        task, params, message, truth, CLASSES[job["task"]], job["iterations"], seed=job["example"]
+    )
     result: dict[str, Any] = {
         "mse": inversion.mse,
         "gradient_distance": inversion.gradient_distance,
@@ -161,62 +214,138 @@ def _attack(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _mean_std(values: list[float]) -> str:
-    return f"{np.mean(values):.2f} ± {np.std(values):.2f}" if len(values) > 1 else f"{values[0]:.2f}"
+    return (
+        f"{np.mean(values):.2f} ± {np.std(values):.2f}" if len(values) > 1 else f"{values[0]:.2f}"
+    )
 
 
-def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Path], list[Claim], list[str]]:
+def analyse(
+    rows: list[dict[str, Any]], out: Path, quick: bool
+) -> tuple[list[Path], list[Claim], list[str]]:
     """Tables 1-2 as claims, accuracy curves per data set, and DLG's reconstructions."""
     datasets = _setting(quick)["datasets"]
-    train = [row for row in rows if row["kind"] == "train" and row["lr"] == _tuned(rows, row["task"])]
+    train = [
+        row for row in rows if row["kind"] == "train" and row["lr"] == _tuned(rows, row["task"])
+    ]
     attacks = [row for row in rows if row["kind"] == "dlg"]
 
     def accuracy(task: str, method: str) -> list[float]:
-        return [100.0 * row["test_accuracy"] for row in train if row["task"] == task and row["method"] == method]
+        return [
+            100.0 * row["test_accuracy"]
+            for row in train
+            if row["task"] == task and row["method"] == method
+        ]
 
     def mse(task: str, method: str) -> list[float]:
         return [row["mse"] for row in attacks if row["task"] == task and row["method"] == method]
 
     figures = [
-        plot_curves({LABELS[m]: [row["history"] for row in train if row["task"] == task and row["method"] == m] for m in METHODS},
-                    "test_accuracy", out / f"accuracy_{DATASETS[task].lower()}.png",
-                    f"LPPA Fig. 3a: {DATASETS[task]}, DSGT vs DP vs LPPA", xlabel="epochs of local data")
+        plot_curves(
+            {
+                LABELS[m]: [
+                    row["history"] for row in train if row["task"] == task and row["method"] == m
+                ]
+                for m in METHODS
+            },
+            "test_accuracy",
+            out / f"accuracy_{DATASETS[task].lower()}.png",
+            f"LPPA Fig. 3a: {DATASETS[task]}, DSGT vs DP vs LPPA",
+            xlabel="epochs of local data",
+        )
         for task in datasets
     ]
     for task in datasets:
         shown = [row for row in attacks if row["task"] == task and "truth" in row]
         if shown:
             examples = sorted({row["example"] for row in shown})
-            grid = {"original": [next(r["truth"] for r in shown if r["example"] == e) for e in examples]}
+            grid = {
+                "original": [next(r["truth"] for r in shown if r["example"] == e) for e in examples]
+            }
             for method in METHODS:
-                grid[LABELS[method]] = [next(r["reconstruction"] for r in shown if r["example"] == e and r["method"] == method)
-                                        for e in examples]
-            figures.append(plot_images(grid, out / f"dlg_{DATASETS[task].lower()}.png",
-                                       f"LPPA Fig. 4: DLG reconstructions, {DATASETS[task]}"))
+                grid[LABELS[method]] = [
+                    next(
+                        r["reconstruction"]
+                        for r in shown
+                        if r["example"] == e and r["method"] == method
+                    )
+                    for e in examples
+                ]
+            figures.append(
+                plot_images(
+                    grid,
+                    out / f"dlg_{DATASETS[task].lower()}.png",
+                    f"LPPA Fig. 4: DLG reconstructions, {DATASETS[task]}",
+                )
+            )
 
-    gaps = {task: abs(np.mean(accuracy(task, "lppa")) - np.mean(accuracy(task, "dsgt"))) for task in datasets}
-    losses = {task: np.mean(accuracy(task, "dsgt")) - np.mean(accuracy(task, "dp")) for task in datasets}
-    table = "; ".join(f"{DATASETS[t]}: " + ", ".join(f"{LABELS[m]} {_mean_std(accuracy(t, m))}" for m in METHODS) for t in datasets)
-    mse_table = "; ".join(f"{DATASETS[t]}: " + ", ".join(f"{LABELS[m]} {np.mean(mse(t, m)):.3g}" for m in METHODS) for t in datasets)
+    gaps = {
+        task: abs(np.mean(accuracy(task, "lppa")) - np.mean(accuracy(task, "dsgt")))
+        for task in datasets
+    }
+    losses = {
+        task: np.mean(accuracy(task, "dsgt")) - np.mean(accuracy(task, "dp")) for task in datasets
+    }
+    table = "; ".join(
+        f"{DATASETS[t]}: " + ", ".join(f"{LABELS[m]} {_mean_std(accuracy(t, m))}" for m in METHODS)
+        for t in datasets
+    )
+    mse_table = "; ".join(
+        f"{DATASETS[t]}: " + ", ".join(f"{LABELS[m]} {np.mean(mse(t, m)):.3g}" for m in METHODS)
+        for t in datasets
+    )
     leak = {t: np.mean(mse(t, "lppa")) >= 10 * np.mean(mse(t, "dsgt")) for t in datasets}
     claims = [
-        Claim("Table 1", "LPPA's accuracy equals noise-free DSGT's (within 0.1 points on Adult and MNIST)",
-              table + " (accuracy %, mean ± std over seeds); |LPPA - DSGT|: "
-              + ", ".join(f"{DATASETS[t]} {gaps[t]:.3f}" for t in datasets), all(gaps[t] <= 0.1 for t in datasets)),
-        Claim("Table 1", "the DP baseline loses several points of accuracy (13.8 on average)",
-              "DSGT - DP: " + ", ".join(f"{DATASETS[t]} {losses[t]:.1f} points" for t in datasets),
-              all(losses[t] >= 2.0 for t in datasets)),
-        Claim("Table 2 / Fig. 4", "DLG reconstructs the sender's data from plain DSGT (low MSE) and fails against LPPA",
-              "mean DLG MSE: " + mse_table + "; LPPA / DSGT: "
-              + ", ".join(f"{DATASETS[t]} {np.mean(mse(t, 'lppa')) / max(np.mean(mse(t, 'dsgt')), 1e-12):.3g}x" for t in datasets),
-              all(leak.values())),
-        Claim("Table 2", "LPPA protects better than DP (MSE about 1.5x DP's)",
-              "LPPA / DP: " + ", ".join(f"{DATASETS[t]} {np.mean(mse(t, 'lppa')) / max(np.mean(mse(t, 'dp')), 1e-12):.3g}x"
-                                        for t in datasets),
-              all(np.mean(mse(t, "lppa")) > np.mean(mse(t, "dp")) for t in datasets)),
+        Claim(
+            "Table 1",
+            "LPPA's accuracy equals noise-free DSGT's (within 0.1 points on Adult and MNIST)",
+            table
+            + " (accuracy %, mean ± std over seeds); |LPPA - DSGT|: "
+            + ", ".join(f"{DATASETS[t]} {gaps[t]:.3f}" for t in datasets),
+            all(gaps[t] <= 0.1 for t in datasets),
+        ),
+        Claim(
+            "Table 1",
+            "the DP baseline loses several points of accuracy (13.8 on average)",
+            "DSGT - DP: " + ", ".join(f"{DATASETS[t]} {losses[t]:.1f} points" for t in datasets),
+            all(losses[t] >= 2.0 for t in datasets),
+        ),
+        Claim(
+            "Table 2 / Fig. 4",
+            "DLG reconstructs the sender's data from plain DSGT (low MSE) and fails against LPPA",
+            "mean DLG MSE: "
+            + mse_table
+            + "; LPPA / DSGT: "
+            + ", ".join(
+                f"{DATASETS[t]} {np.mean(mse(t, 'lppa')) / max(np.mean(mse(t, 'dsgt')), 1e-12):.3g}x"
+                for t in datasets
+            ),
+            all(leak.values()),
+        ),
+        Claim(
+            "Table 2",
+            "LPPA protects better than DP (MSE about 1.5x DP's)",
+            "LPPA / DP: "
+            + ", ".join(
+                f"{DATASETS[t]} {np.mean(mse(t, 'lppa')) / max(np.mean(mse(t, 'dp')), 1e-12):.3g}x"
+                for t in datasets
+            ),
+            all(np.mean(mse(t, "lppa")) > np.mean(mse(t, "dp")) for t in datasets),
+        ),
     ]
-    labels = {t: np.mean([row["label_recovered"] for row in attacks if row["task"] == t and row["method"] == "dsgt"]) for t in datasets}
+    labels = {
+        t: np.mean(
+            [
+                row["label_recovered"]
+                for row in attacks
+                if row["task"] == t and row["method"] == "dsgt"
+            ]
+        )
+        for t in datasets
+    }
     notes = [
-        "Step size (tuned on DSGT): " + ", ".join(f"{DATASETS[t]} {_tuned(rows, t):g}" for t in datasets) + ".",
+        "Step size (tuned on DSGT): "
+        + ", ".join(f"{DATASETS[t]} {_tuned(rows, t):g}" for t in datasets)
+        + ".",
         "The guarantee behind these numbers: none. LPPA's noise differences sum to zero, so an eavesdropper that adds up the "
         "first round's messages learns the sum of the clients' gradients exactly, and the accountant gives eps = inf; "
         "`dpdl audit` shows it beside the paper's sqrt(2) claim (results/audit/REPORT.md). DLG's failure against one "
@@ -227,6 +356,7 @@ def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Pa
         "Accuracy is measured on the test split, averaged over the clients' models (the paper: on the union of the "
         "training sets, for the consensus model).",
         "DLG's label was recovered from plain DSGT's gradient in "
-        + ", ".join(f"{DATASETS[t]} {100 * labels[t]:.0f}%" for t in datasets) + " of attacks.",
+        + ", ".join(f"{DATASETS[t]} {100 * labels[t]:.0f}%" for t in datasets)
+        + " of attacks.",
     ]
     return figures, claims, notes

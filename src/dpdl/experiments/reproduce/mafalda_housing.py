@@ -33,7 +33,7 @@ from dpdl.experiments.reproduce.mafalda_tradeoff import METHODS, REFERENCE_EPS
 from dpdl.experiments.reproduce.report import Claim
 from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training
 
-__all__ = ["NAME", "jobs", "followup_jobs", "run_job", "analyse"]
+__all__ = ["NAME", "analyse", "followup_jobs", "jobs", "run_job"]
 
 NAME = "mafalda-housing"
 GRAPH, AGENTS = "facebook-ego-414", 148
@@ -46,14 +46,38 @@ PAPER_IMPROVEMENT = 0.31
 def study(quick: bool) -> Study:
     """The full setting above; ``--quick``: 4 passes (T = 76), one step size, one seed."""
     if quick:
-        training = Training("housing-mlp", 4 * CYCLE, (0.05,), (1.0,), "test_loss", clip_level="example", cycle=CYCLE)
+        training = Training(
+            "housing-mlp",
+            4 * CYCLE,
+            (0.05,),
+            (1.0,),
+            "test_loss",
+            clip_level="example",
+            cycle=CYCLE,
+        )
         eps = QUICK_EPS
     else:
-        training = Training("housing-mlp", PARTICIPATIONS * CYCLE, (0.01, 0.03, 0.1), (0.3, 1.0, 3.0), "test_loss",
-                            clip_level="example", cycle=CYCLE, tune_seeds=2, seeds=20)
+        training = Training(
+            "housing-mlp",
+            PARTICIPATIONS * CYCLE,
+            (0.01, 0.03, 0.1),
+            (0.3, 1.0, 3.0),
+            "test_loss",
+            clip_level="example",
+            cycle=CYCLE,
+            tune_seeds=2,
+            seeds=20,
+        )
         eps = EPS_GRID
-    panel = Panel("Housing, Facebook ego", training, "eps", eps, {"graph": GRAPH, "n": AGENTS, "p": 0.0}, (*METHODS, "none"),
-                  "LDP privacy budget eps (delta = 1e-6)")
+    panel = Panel(
+        "Housing, Facebook ego",
+        training,
+        "eps",
+        eps,
+        {"graph": GRAPH, "n": AGENTS, "p": 0.0},
+        (*METHODS, "none"),
+        "LDP privacy budget eps (delta = 1e-6)",
+    )
     return Study((panel,), protocol.DELTA, calibrations=("exact",))
 
 
@@ -61,39 +85,78 @@ jobs, followup_jobs = protocol.stages(study)
 run_job = protocol.run_job
 
 
-def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Path], list[Claim], list[str]]:
+def analyse(
+    rows: list[dict[str, Any]], out: Path, quick: bool
+) -> tuple[list[Path], list[Claim], list[str]]:
     """Figure (test loss vs eps, the no-noise reference flat), claims and notes."""
     the_study = study(quick)
     private, reference = protocol.summaries(the_study, rows)
     panel = the_study.panels[0]
     label, grid = panel.label, list(panel.values)
-    figure = protocol.plot_tradeoff(the_study, rows, out / "test_loss.png", "MAFALDA-SGD Fig. 3 (right): Housing on Facebook ego 414",
-                                    "final test loss (MSE, standardised target)", log_y=True)
+    figure = protocol.plot_tradeoff(
+        the_study,
+        rows,
+        out / "test_loss.png",
+        "MAFALDA-SGD Fig. 3 (right): Housing on Facebook ego 414",
+        "final test loss (MSE, standardised target)",
+        log_y=True,
+    )
     none = reference[(label, REFERENCE_EPS, "none", "exact")]
-    ratios = [private[(label, x, "dp-dsgd", "exact")].mean / private[(label, x, "mafalda", "exact")].mean for x in grid]
-    beats = [private[(label, x, "mafalda", "exact")].mean < private[(label, x, method, "exact")].mean
-             for x in grid for method in ("dp-dsgd", "antipgd")]
+    ratios = [
+        private[(label, x, "dp-dsgd", "exact")].mean / private[(label, x, "mafalda", "exact")].mean
+        for x in grid
+    ]
+    beats = [
+        private[(label, x, "mafalda", "exact")].mean < private[(label, x, method, "exact")].mean
+        for x in grid
+        for method in ("dp-dsgd", "antipgd")
+    ]
     improvement = 1.0 - float(np.mean([1.0 / r for r in ratios]))
     met, runs = protocol.budget_met(rows)
     claims = [
-        Claim(label, "MAFALDA-SGD beats DP-D-SGD and AntiPGD at every eps",
-              f"lower loss in {sum(beats)}/{len(beats)} (baseline, eps) pairs; DP-D-SGD / MAFALDA "
-              f"test loss: " + ", ".join(f"eps {x:g}: {r:.2f}x" for x, r in zip(grid, ratios)), all(beats)),
-        Claim(label, f"{100 * PAPER_IMPROVEMENT:.0f}% lower test loss than the baselines on average (Section 7.2)",
-              f"{100 * improvement:.0f}% lower than DP-D-SGD, the stronger baseline, on average over eps (holds: at least "
-              f"half the paper's {100 * PAPER_IMPROVEMENT:.0f}%)", improvement >= PAPER_IMPROVEMENT / 2),
-        Claim("all", "every private run is (eps, 1e-6)-DP under LDP (matrix-factorization accounting)",
-              f"epsilon <= target in {met}/{runs} runs", met == runs),
+        Claim(
+            label,
+            "MAFALDA-SGD beats DP-D-SGD and AntiPGD at every eps",
+            f"lower loss in {sum(beats)}/{len(beats)} (baseline, eps) pairs; DP-D-SGD / MAFALDA "
+            f"test loss: " + ", ".join(f"eps {x:g}: {r:.2f}x" for x, r in zip(grid, ratios)),
+            all(beats),
+        ),
+        Claim(
+            label,
+            f"{100 * PAPER_IMPROVEMENT:.0f}% lower test loss than the baselines on average (Section 7.2)",
+            f"{100 * improvement:.0f}% lower than DP-D-SGD, the stronger baseline, on average over eps (holds: at least "
+            f"half the paper's {100 * PAPER_IMPROVEMENT:.0f}%)",
+            improvement >= PAPER_IMPROVEMENT / 2,
+        ),
+        Claim(
+            "all",
+            "every private run is (eps, 1e-6)-DP under LDP (matrix-factorization accounting)",
+            f"epsilon <= target in {met}/{runs} runs",
+            met == runs,
+        ),
     ]
-    at_ten = {method: next(row for row in rows if row["method"] == method and row["eps"] == REFERENCE_EPS) for method in METHODS}
+    at_ten = {
+        method: next(row for row in rows if row["method"] == method and row["eps"] == REFERENCE_EPS)
+        for method in METHODS
+    }
     notes = [
         f"No noise reaches a test loss of {none.mean:.3f} (tuned: {none.hyperparameters}).",
         "Tuned (lr, clip) per method and eps: "
-        + "; ".join(f"{m}: " + ", ".join(f"eps {x:g}: ({private[(label, x, m, 'exact')].hyperparameters['lr']:g}, "
-                                         f"{private[(label, x, m, 'exact')].hyperparameters['clip']:g})" for x in grid)
-                    for m in METHODS) + ".",
+        + "; ".join(
+            f"{m}: "
+            + ", ".join(
+                f"eps {x:g}: ({private[(label, x, m, 'exact')].hyperparameters['lr']:g}, "
+                f"{private[(label, x, m, 'exact')].hyperparameters['clip']:g})"
+                for x in grid
+            )
+            for m in METHODS
+        )
+        + ".",
         "Encoder sensitivity and noise per unit of clipping threshold (sigma / C, the same at every C) at eps = 10: "
-        + "; ".join(f"{m}: sens {row['sensitivity']:.3g}, sigma / C {row['sigma'] / row['clip']:.3g}" for m, row in at_ten.items())
+        + "; ".join(
+            f"{m}: sens {row['sensitivity']:.3g}, sigma / C {row['sigma'] / row['clip']:.3g}"
+            for m, row in at_ten.items()
+        )
         + ". MAFALDA's seeds are smaller than independent noise's and its correlation cancels part of them in the gossip; "
         "AntiPGD's encoder has no zero inside a participation pattern, so its sensitivity and noise are the largest "
         "(the paper sees it diverge too).",

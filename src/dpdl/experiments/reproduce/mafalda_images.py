@@ -24,7 +24,7 @@ from dpdl.experiments.reproduce.mafalda_tradeoff import METHODS, REFERENCE_EPS
 from dpdl.experiments.reproduce.report import Claim
 from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training
 
-__all__ = ["NAME", "jobs", "followup_jobs", "run_job", "analyse"]
+__all__ = ["NAME", "analyse", "followup_jobs", "jobs", "run_job"]
 
 NAME = "mafalda-images"
 GRAPH, AGENTS = "florentine", 15
@@ -36,19 +36,47 @@ DATASETS = {"mnist-cnn": "MNIST", "fashion-cnn": "Fashion-MNIST"}
 def study(quick: bool) -> Study:
     """The full setting above; ``--quick``: MNIST only, 2 passes (T = 32), one step size, one seed."""
     if quick:
-        trainings = {"mnist-cnn": Training("mnist-cnn", 2 * CYCLE, (0.1,), (1.0,), "test_accuracy", lower_is_better=False,
-                                           clip_level="example", cycle=CYCLE)}
+        trainings = {
+            "mnist-cnn": Training(
+                "mnist-cnn",
+                2 * CYCLE,
+                (0.1,),
+                (1.0,),
+                "test_accuracy",
+                lower_is_better=False,
+                clip_level="example",
+                cycle=CYCLE,
+            )
+        }
         eps = QUICK_EPS
     else:
         trainings = {
-            task: Training(task, PARTICIPATIONS * CYCLE, (0.05, 0.1, 0.2), (0.5, 1.0), "test_accuracy", lower_is_better=False,
-                           clip_level="example", cycle=CYCLE, tune_seeds=2, seeds=5, tune_at={"eps": REFERENCE_EPS})
+            task: Training(
+                task,
+                PARTICIPATIONS * CYCLE,
+                (0.05, 0.1, 0.2),
+                (0.5, 1.0),
+                "test_accuracy",
+                lower_is_better=False,
+                clip_level="example",
+                cycle=CYCLE,
+                tune_seeds=2,
+                seeds=5,
+                tune_at={"eps": REFERENCE_EPS},
+            )
             for task in DATASETS
         }
         eps = EPS_GRID
     panels = tuple(
-        Panel(f"{DATASETS[task]}, Florentine families", training, "eps", eps, {"graph": GRAPH, "n": AGENTS, "p": 0.0},
-              (*METHODS, "none"), "LDP privacy budget eps (delta = 1e-6)")
+        Panel(
+            f"{DATASETS[task]}, Florentine families",
+            training,
+            "eps",
+            eps,
+            {"graph": GRAPH, "n": AGENTS, "p": 0.0},
+            (*METHODS, "none"),
+            "LDP privacy budget eps (delta = 1e-6)",
+        )
         for task, training in trainings.items()
     )
     return Study(panels, protocol.DELTA, calibrations=("exact",))
@@ -58,28 +86,59 @@ jobs, followup_jobs = protocol.stages(study)
 run_job = protocol.run_job
 
 
-def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Path], list[Claim], list[str]]:
+def analyse(
+    rows: list[dict[str, Any]], out: Path, quick: bool
+) -> tuple[list[Path], list[Claim], list[str]]:
     """Figure (test accuracy vs eps, the no-noise reference flat), claims and notes."""
     the_study = study(quick)
     private, reference = protocol.summaries(the_study, rows)
-    figure = protocol.plot_tradeoff(the_study, rows, out / "test_accuracy.png", "MAFALDA-SGD Fig. 4 (right) / 6: images, LDP",
-                                    "final test accuracy", log_y=False)
+    figure = protocol.plot_tradeoff(
+        the_study,
+        rows,
+        out / "test_accuracy.png",
+        "MAFALDA-SGD Fig. 4 (right) / 6: images, LDP",
+        "final test accuracy",
+        log_y=False,
+    )
     claims, notes = [], []
     for panel in the_study.panels:
         label, grid = panel.label, list(panel.values)
-        accuracy = {method: [private[(label, x, method, "exact")].mean for x in grid] for method in METHODS}
-        beats = [accuracy["mafalda"][i] > accuracy[method][i] for i in range(len(grid)) for method in ("dp-dsgd", "antipgd")]
-        claims.append(Claim(
-            label, "MAFALDA-SGD achieves higher test accuracy than the private baselines at every eps",
-            f"higher in {sum(beats)}/{len(beats)} (baseline, eps) pairs; accuracy MAFALDA / DP-D-SGD / AntiPGD: "
-            + ", ".join(f"eps {x:g}: {100 * accuracy['mafalda'][i]:.1f} / {100 * accuracy['dp-dsgd'][i]:.1f} / "
-                        f"{100 * accuracy['antipgd'][i]:.1f}%" for i, x in enumerate(grid)),
-            all(beats),
-        ))
+        accuracy = {
+            method: [private[(label, x, method, "exact")].mean for x in grid] for method in METHODS
+        }
+        beats = [
+            accuracy["mafalda"][i] > accuracy[method][i]
+            for i in range(len(grid))
+            for method in ("dp-dsgd", "antipgd")
+        ]
+        claims.append(
+            Claim(
+                label,
+                "MAFALDA-SGD achieves higher test accuracy than the private baselines at every eps",
+                f"higher in {sum(beats)}/{len(beats)} (baseline, eps) pairs; accuracy MAFALDA / DP-D-SGD / AntiPGD: "
+                + ", ".join(
+                    f"eps {x:g}: {100 * accuracy['mafalda'][i]:.1f} / {100 * accuracy['dp-dsgd'][i]:.1f} / "
+                    f"{100 * accuracy['antipgd'][i]:.1f}%"
+                    for i, x in enumerate(grid)
+                ),
+                all(beats),
+            )
+        )
         none = reference[(label, REFERENCE_EPS, "none", "exact")]
-        notes.append(f"{label}: no noise reaches {100 * none.mean:.1f}% (tuned: {none.hyperparameters}); tuned (lr, clip) "
-                     + "; ".join(f"{m}: {private[(label, grid[0], m, 'exact')].hyperparameters}" for m in METHODS) + ".")
+        notes.append(
+            f"{label}: no noise reaches {100 * none.mean:.1f}% (tuned: {none.hyperparameters}); tuned (lr, clip) "
+            + "; ".join(
+                f"{m}: {private[(label, grid[0], m, 'exact')].hyperparameters}" for m in METHODS
+            )
+            + "."
+        )
     met, runs = protocol.budget_met(rows)
-    claims.append(Claim("all", "every private run is (eps, 1e-6)-DP under LDP (matrix-factorization accounting)",
-                        f"epsilon <= target in {met}/{runs} runs", met == runs))
+    claims.append(
+        Claim(
+            "all",
+            "every private run is (eps, 1e-6)-DP under LDP (matrix-factorization accounting)",
+            f"epsilon <= target in {met}/{runs} runs",
+            met == runs,
+        )
+    )
     return [figure], claims, notes

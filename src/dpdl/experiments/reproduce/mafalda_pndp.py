@@ -34,14 +34,25 @@ from threadpoolctl import threadpool_limits
 from dpdl.accounting import gdp
 from dpdl.experiments.plots import plt
 from dpdl.experiments.reproduce.report import Claim
-from dpdl.factorization import PNDP, LinearAlgorithm, Participation, agent_sensitivities, attacker_knowledge, dp_dsgd
+from dpdl.factorization import (
+    PNDP,
+    LinearAlgorithm,
+    Participation,
+    agent_sensitivities,
+    attacker_knowledge,
+    dp_dsgd,
+)
 from dpdl.graphs import build_graph, mixing_matrix
 
-__all__ = ["NAME", "jobs", "run_job", "analyse", "muffliato_renyi", "GRAPHS"]
+__all__ = ["GRAPHS", "NAME", "analyse", "jobs", "muffliato_renyi", "run_job"]
 
 NAME = "mafalda-pndp"
-GRAPHS = {"facebook-ego-414": "Facebook ego 414", "florentine": "Florentine families", "er-100-0.2": "Erdos-Renyi n=100, p=0.2",
-          "gnutella-271": "Gnutella P2P sample (for PeerTube)"}
+GRAPHS = {
+    "facebook-ego-414": "Facebook ego 414",
+    "florentine": "Florentine families",
+    "er-100-0.2": "Erdos-Renyi n=100, p=0.2",
+    "gnutella-271": "Gnutella P2P sample (for PeerTube)",
+}
 QUICK_GRAPHS = ("florentine",)
 STEPS, QUICK_STEPS, ORDER = 10, 4, 2.0
 
@@ -104,23 +115,48 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     with threadpool_limits(limits=1):
         knowledge = attacker_knowledge(algorithm, PNDP((attacker,)))
         every_step = Participation.every_step(steps)
-        ours = np.array([gdp.renyi(mu, order) for mu in np.nan_to_num(agent_sensitivities(knowledge, every_step), nan=0.0)])
-        bound = np.array([gdp.renyi(mu, order) for mu in np.nan_to_num(agent_sensitivities(knowledge, every_step, "bound"), nan=0.0)])
+        ours = np.array(
+            [
+                gdp.renyi(mu, order)
+                for mu in np.nan_to_num(agent_sensitivities(knowledge, every_step), nan=0.0)
+            ]
+        )
+        bound = np.array(
+            [
+                gdp.renyi(mu, order)
+                for mu in np.nan_to_num(
+                    agent_sensitivities(knowledge, every_step, "bound"), nan=0.0
+                )
+            ]
+        )
     theirs = muffliato_renyi(weights, steps, attacker, order)
     distance = nx.single_source_shortest_path_length(graph, attacker)
-    row: dict[str, Any] = {"graph": job["graph"], "attacker": attacker, "steps": steps, "order": order, "degree": graph.degree(attacker),
-                           "bound_over_exact_max": float(np.max(bound[ours > 0] / ours[ours > 0])), "exact_max": float(ours.max()),
-                           "bound_max": float(bound.max())}
+    row: dict[str, Any] = {
+        "graph": job["graph"],
+        "attacker": attacker,
+        "steps": steps,
+        "order": order,
+        "degree": graph.degree(attacker),
+        "bound_over_exact_max": float(np.max(bound[ours > 0] / ours[ours > 0])),
+        "exact_max": float(ours.max()),
+        "bound_max": float(bound.max()),
+    }
     for d in range(1, max(distance.values()) + 1):
         victims = [u for u, du in distance.items() if du == d]
         for name, values in (("ours", ours[victims]), ("muffliato", theirs[victims])):
-            row[f"{name}_min_d{d}"], row[f"{name}_mean_d{d}"], row[f"{name}_max_d{d}"] = values.min(), values.mean(), values.max()
+            row[f"{name}_min_d{d}"], row[f"{name}_mean_d{d}"], row[f"{name}_max_d{d}"] = (
+                values.min(),
+                values.mean(),
+                values.max(),
+            )
         row[f"count_d{d}"] = len(victims)
         row[f"below_d{d}"] = int(np.sum(ours[victims] <= theirs[victims] * (1 + 1e-9)))
     return row
 
 
-def _by_distance(rows: list[dict[str, Any]], graph: str, name: str) -> dict[int, tuple[float, float, float]]:
+def _by_distance(
+    rows: list[dict[str, Any]], graph: str, name: str
+) -> dict[int, tuple[float, float, float]]:
     """(min, mean, max) over all pairs of ``graph`` at each distance, for accounting ``name``."""
     result = {}
     graph_rows = [row for row in rows if row["graph"] == graph]
@@ -130,12 +166,17 @@ def _by_distance(rows: list[dict[str, Any]], graph: str, name: str) -> dict[int,
             break
         counts = np.array([row[f"count_d{d}"] for row in present], dtype=float)
         means = np.array([row[f"{name}_mean_d{d}"] for row in present], dtype=float)
-        result[d] = (min(row[f"{name}_min_d{d}"] for row in present), float(counts @ means / counts.sum()),
-                     max(row[f"{name}_max_d{d}"] for row in present))
+        result[d] = (
+            min(row[f"{name}_min_d{d}"] for row in present),
+            float(counts @ means / counts.sum()),
+            max(row[f"{name}_max_d{d}"] for row in present),
+        )
     return result
 
 
-def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Path], list[Claim], list[str]]:
+def analyse(
+    rows: list[dict[str, Any]], out: Path, quick: bool
+) -> tuple[list[Path], list[Claim], list[str]]:
     """Figure 2 (one panel per graph), the claims and notes."""
     graphs = [name for name in GRAPHS if any(row["graph"] == name for row in rows)]
     fig, axes = plt.subplots(1, len(graphs), figsize=(4.6 * len(graphs), 4.0), squeeze=False)
@@ -146,10 +187,19 @@ def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Pa
     for ax, name in zip(axes.flat, graphs):
         for accounting, style in (("ours", "-"), ("muffliato", "--")):
             stats = _by_distance(rows, name, accounting)
-            distances = [d for d in sorted(stats) if stats[d][1] > 0]  # zero: no path of at most T rounds
+            distances = [
+                d for d in sorted(stats) if stats[d][1] > 0
+            ]  # zero: no path of at most T rounds
             low, mean, high = (np.array([stats[d][i] for d in distances]) for i in range(3))
-            ax.errorbar(distances, mean, yerr=[mean - np.maximum(low, mean * 1e-6), high - mean],
-                        linestyle=style, marker="o", capsize=3, label="our accounting" if accounting == "ours" else "Muffliato accounting")
+            ax.errorbar(
+                distances,
+                mean,
+                yerr=[mean - np.maximum(low, mean * 1e-6), high - mean],
+                linestyle=style,
+                marker="o",
+                capsize=3,
+                label="our accounting" if accounting == "ours" else "Muffliato accounting",
+            )
         ax.axhline(ldp, color="grey", linestyle=":", label="LDP")
         ax.set_yscale("log")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -161,33 +211,60 @@ def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Pa
         graph_rows = [row for row in rows if row["graph"] == name]
         below = sum(row.get(f"below_d{d}", 0) for row in graph_rows for d in ours)
         pairs = sum(row.get(f"count_d{d}", 0) for row in graph_rows for d in ours)
-        claims.append(Claim(GRAPHS[name], "our PNDP accounting is below Muffliato's at every distance",
-                            f"at or below for {below}/{pairs} pairs; mean Muffliato / ours by distance: "
-                            + ", ".join(f"d={d}: {theirs[d][1] / ours[d][1]:.3g}x" for d in ours if ours[d][1] > 0),
-                            below == pairs))
+        claims.append(
+            Claim(
+                GRAPHS[name],
+                "our PNDP accounting is below Muffliato's at every distance",
+                f"at or below for {below}/{pairs} pairs; mean Muffliato / ours by distance: "
+                + ", ".join(
+                    f"d={d}: {theirs[d][1] / ours[d][1]:.3g}x" for d in ours if ours[d][1] > 0
+                ),
+                below == pairs,
+            )
+        )
         capped = {d: min(theirs[d][1], ldp) / ours[d][1] for d in ours if ours[d][1] > 0}
-        notes.append(f"{GRAPHS[name]}: against Muffliato capped at LDP (a PNDP view is never worse than all messages), "
-                     "mean ratio by distance " + ", ".join(f"d={d}: {r:.3g}x" for d, r in capped.items()) + ".")
+        notes.append(
+            f"{GRAPHS[name]}: against Muffliato capped at LDP (a PNDP view is never worse than all messages), "
+            "mean ratio by distance "
+            + ", ".join(f"d={d}: {r:.3g}x" for d, r in capped.items())
+            + "."
+        )
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"MAFALDA-SGD Fig. 2: PNDP of DP-D-SGD\n(T = {steps}, sigma = 1, unit sensitivity; min, mean, max over pairs)", fontsize=10)
+    fig.suptitle(
+        f"MAFALDA-SGD Fig. 2: PNDP of DP-D-SGD\n(T = {steps}, sigma = 1, unit sensitivity; min, mean, max over pairs)",
+        fontsize=10,
+    )
     fig.tight_layout()
     figure = out / "pndp_by_distance.png"
     fig.savefig(figure, dpi=120)
     plt.close(fig)
     if "facebook-ego-414" in graphs:
-        ours, theirs = _by_distance(rows, "facebook-ego-414", "ours"), _by_distance(rows, "facebook-ego-414", "muffliato")
+        ours, theirs = (
+            _by_distance(rows, "facebook-ego-414", "ours"),
+            _by_distance(rows, "facebook-ego-414", "muffliato"),
+        )
         gain = {d: min(theirs[d][1], ldp) / ours[d][1] for d in (1, 2)}
-        claims.append(Claim("Facebook ego 414", "up to an order of magnitude tighter at distance <= 2, where Muffliato gives no "
-                            "improvement over LDP", f"mean ratio to Muffliato capped at LDP: {gain[1]:.3g}x at d=1, {gain[2]:.3g}x at d=2; "
-                            f"Muffliato's own mean {theirs[1][1] / ldp:.3g}x and {theirs[2][1] / ldp:.3g}x LDP",
-                            max(gain.values()) >= 10))
+        claims.append(
+            Claim(
+                "Facebook ego 414",
+                "up to an order of magnitude tighter at distance <= 2, where Muffliato gives no "
+                "improvement over LDP",
+                f"mean ratio to Muffliato capped at LDP: {gain[1]:.3g}x at d=1, {gain[2]:.3g}x at d=2; "
+                f"Muffliato's own mean {theirs[1][1] / ldp:.3g}x and {theirs[2][1] / ldp:.3g}x LDP",
+                max(gain.values()) >= 10,
+            )
+        )
     loosest = max(rows, key=lambda row: row["bound_over_exact_max"])
     above = sum(row["bound_max"] > ldp for row in rows)
-    notes.append(f"Eq. (12)'s bound (sum of |X_st|, what the paper computes) exceeds the exact sensitivity by up to "
-                 f"{loosest['bound_over_exact_max']:.3g}x in Renyi divergence ({GRAPHS[loosest['graph']]}, attacker {loosest['attacker']}), "
-                 f"and goes above LDP for some neighbour of {above} of the {len(rows)} attackers, which an attacker seeing fewer "
-                 f"messages than LDP's cannot be; the exact value never does (largest {max(row['exact_max'] for row in rows):.6g} "
-                 f"against LDP's {ldp:g}).")
-    notes.append(f"LDP (every message public) gives alpha T / 2 = {ldp:g} for every pair (dotted line). Pairs farther apart "
-                 "than T rounds of gossip leak nothing under either accounting and are not drawn.")
+    notes.append(
+        f"Eq. (12)'s bound (sum of |X_st|, what the paper computes) exceeds the exact sensitivity by up to "
+        f"{loosest['bound_over_exact_max']:.3g}x in Renyi divergence ({GRAPHS[loosest['graph']]}, attacker {loosest['attacker']}), "
+        f"and goes above LDP for some neighbour of {above} of the {len(rows)} attackers, which an attacker seeing fewer "
+        f"messages than LDP's cannot be; the exact value never does (largest {max(row['exact_max'] for row in rows):.6g} "
+        f"against LDP's {ldp:g})."
+    )
+    notes.append(
+        f"LDP (every message public) gives alpha T / 2 = {ldp:g} for every pair (dotted line). Pairs farther apart "
+        "than T rounds of gossip leak nothing under either accounting and are not drawn."
+    )
     return [figure], claims, notes

@@ -29,8 +29,20 @@ from threadpoolctl import threadpool_limits
 
 from dpdl.accounting import gdp
 from dpdl.experiments.plots import plot_panels
-from dpdl.experiments.reproduce.tradeoff import Panel, Point, Study, final_jobs, summarise, tuning_jobs
-from dpdl.factorization.mafalda import local_sensitivity, noise_multiplier, optimize_local, utility_gram
+from dpdl.experiments.reproduce.tradeoff import (
+    Panel,
+    Point,
+    Study,
+    final_jobs,
+    summarise,
+    tuning_jobs,
+)
+from dpdl.factorization.mafalda import (
+    local_sensitivity,
+    noise_multiplier,
+    optimize_local,
+    utility_gram,
+)
 from dpdl.factorization.participation import Participation
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
@@ -38,8 +50,16 @@ from dpdl.simulation import DSGDConfig, StepSize, run_dsgd
 from dpdl.tasks import TaskOptions, build_task
 
 __all__ = [
-    "METHODS", "DELTA", "REFERENCE_EPS", "TASK_OPTIONS", "stages", "local_encoder", "run_job", "summaries",
-    "plot_tradeoff", "budget_met",
+    "DELTA",
+    "METHODS",
+    "REFERENCE_EPS",
+    "TASK_OPTIONS",
+    "budget_met",
+    "local_encoder",
+    "plot_tradeoff",
+    "run_job",
+    "stages",
+    "summaries",
 ]
 
 METHODS = ("dp-dsgd", "antipgd", "mafalda")
@@ -50,30 +70,52 @@ REFERENCE_EPS = 10.0
 #: strongly non-iid, two labels per agent, 128 examples each (FEMNIST's nodes hold ten writers'
 #: characters), evaluated on 2000 test images (a fixed random subset: every agent's model is
 #: evaluated, and the full test set would cost more than the training).
-_IMAGES = TaskOptions(partition="labels-per-agent", labels_per_agent=2, l2=0.0, examples_per_agent=128, test_examples=2000)
-TASK_OPTIONS = {"housing-mlp": TaskOptions(partition="iid", l2=0.0), "mnist-cnn": _IMAGES, "fashion-cnn": _IMAGES}
+_IMAGES = TaskOptions(
+    partition="labels-per-agent",
+    labels_per_agent=2,
+    l2=0.0,
+    examples_per_agent=128,
+    test_examples=2000,
+)
+TASK_OPTIONS = {
+    "housing-mlp": TaskOptions(partition="iid", l2=0.0),
+    "mnist-cnn": _IMAGES,
+    "fashion-cnn": _IMAGES,
+}
 
 
 def _reference_study(study: Study) -> Study:
     """The no-noise reference: once per panel, at :data:`REFERENCE_EPS`, not at every eps."""
-    panels = tuple(Panel(p.label, p.training, "eps", (REFERENCE_EPS,), p.fixed, ("none",), p.xlabel) for p in study.panels)
+    panels = tuple(
+        Panel(p.label, p.training, "eps", (REFERENCE_EPS,), p.fixed, ("none",), p.xlabel)
+        for p in study.panels
+    )
     return Study(panels, DELTA, ("exact",))
 
 
 def _private_study(study: Study) -> Study:
-    panels = tuple(Panel(p.label, p.training, "eps", p.values, p.fixed, METHODS, p.xlabel) for p in study.panels)
+    panels = tuple(
+        Panel(p.label, p.training, "eps", p.values, p.fixed, METHODS, p.xlabel)
+        for p in study.panels
+    )
     return Study(panels, DELTA, ("exact",))
 
 
-def stages(study: Callable[[bool], Study]) -> tuple[Callable[..., list[dict[str, Any]]], Callable[..., list[dict[str, Any]]]]:
+def stages(
+    study: Callable[[bool], Study],
+) -> tuple[Callable[..., list[dict[str, Any]]], Callable[..., list[dict[str, Any]]]]:
     """A reproduction's ``jobs(quick)`` (tuning) and ``followup_jobs(quick, rows)`` (the tuned points
     on every seed) for the study ``study(quick)``."""
 
     def jobs(quick: bool) -> list[dict[str, Any]]:
-        return tuning_jobs(_private_study(study(quick))) + tuning_jobs(_reference_study(study(quick)))
+        return tuning_jobs(_private_study(study(quick))) + tuning_jobs(
+            _reference_study(study(quick))
+        )
 
     def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return final_jobs(_private_study(study(quick)), rows) + final_jobs(_reference_study(study(quick)), rows)
+        return final_jobs(_private_study(study(quick)), rows) + final_jobs(
+            _reference_study(study(quick)), rows
+        )
 
     return jobs, followup_jobs
 
@@ -100,24 +142,44 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     encoder = local_encoder(job["method"], job["graph"], steps, cycle)
     row_sensitivity = 2.0 * job["clip"] / int(task.agent_sizes.min() // cycle)
     sensitivity = local_sensitivity(encoder, participation)
-    sigma = 0.0 if job["method"] == "none" else noise_multiplier(encoder, participation, row_sensitivity, job["eps"], DELTA)
+    sigma = (
+        0.0
+        if job["method"] == "none"
+        else noise_multiplier(encoder, participation, row_sensitivity, job["eps"], DELTA)
+    )
     noise = LocalCorrelatedNoise(graph.number_of_nodes(), encoder, sigma, job["method"])
-    config = DSGDConfig(steps, StepSize(job["lr"]), clip=job["clip"], clip_level="example", sampling="cyclic", cycle=cycle,
-                        eval_every=steps)
+    config = DSGDConfig(
+        steps,
+        StepSize(job["lr"]),
+        clip=job["clip"],
+        clip_level="example",
+        sampling="cyclic",
+        cycle=cycle,
+        eval_every=steps,
+    )
     torch.set_num_threads(1)
     with threadpool_limits(limits=1):
         result = run_dsgd(task, weights, noise, config, seed=job["seed"])
     epsilon = 0.0 if sigma == 0.0 else gdp.epsilon(row_sensitivity * sensitivity / sigma, DELTA)
     final = {key: value for key, value in result.final_metrics.items() if key != "step"}
-    return {**final, "epsilon": epsilon if sigma else float("inf"), "sigma": sigma, "sensitivity": sensitivity}
+    return {
+        **final,
+        "epsilon": epsilon if sigma else float("inf"),
+        "sigma": sigma,
+        "sensitivity": sensitivity,
+    }
 
 
-def summaries(study: Study, rows: list[dict[str, Any]]) -> tuple[dict[tuple[str, float, str, str], Point], dict[tuple[str, float, str, str], Point]]:
+def summaries(
+    study: Study, rows: list[dict[str, Any]]
+) -> tuple[dict[tuple[str, float, str, str], Point], dict[tuple[str, float, str, str], Point]]:
     """The private methods' points and the no-noise reference's, keyed (panel, eps, method, "exact")."""
     return summarise(_private_study(study), rows), summarise(_reference_study(study), rows)
 
 
-def plot_tradeoff(study: Study, rows: list[dict[str, Any]], path: Path, title: str, ylabel: str, log_y: bool) -> Path:
+def plot_tradeoff(
+    study: Study, rows: list[dict[str, Any]], path: Path, title: str, ylabel: str, log_y: bool
+) -> Path:
     """The metric against eps per method (band: interquartile range over seeds), no noise as a flat line."""
     private, reference = summaries(study, rows)
     grid = {panel.label: list(panel.values) for panel in study.panels}
@@ -125,12 +187,28 @@ def plot_tradeoff(study: Study, rows: list[dict[str, Any]], path: Path, title: s
     bands: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
     for panel in study.panels:
         xs = grid[panel.label]
-        points = {method: [private[(panel.label, x, method, "exact")] for x in xs] for method in METHODS}
+        points = {
+            method: [private[(panel.label, x, method, "exact")] for x in xs] for method in METHODS
+        }
         series[panel.label] = {method: [p.mean for p in ps] for method, ps in points.items()}
-        series[panel.label]["no noise"] = [reference[(panel.label, REFERENCE_EPS, "none", "exact")].mean] * len(xs)
-        bands[panel.label] = {method: ([p.low for p in ps], [p.high for p in ps]) for method, ps in points.items()}
-    return plot_panels(grid, series, {p.label: p.xlabel for p in study.panels}, ylabel, path, title, log_y=log_y,
-                       bands=bands, log_x=True, titles=True)
+        series[panel.label]["no noise"] = [
+            reference[(panel.label, REFERENCE_EPS, "none", "exact")].mean
+        ] * len(xs)
+        bands[panel.label] = {
+            method: ([p.low for p in ps], [p.high for p in ps]) for method, ps in points.items()
+        }
+    return plot_panels(
+        grid,
+        series,
+        {p.label: p.xlabel for p in study.panels},
+        ylabel,
+        path,
+        title,
+        log_y=log_y,
+        bands=bands,
+        log_x=True,
+        titles=True,
+    )
 
 
 def budget_met(rows: list[dict[str, Any]]) -> tuple[int, int]:

@@ -19,12 +19,28 @@ class Claim:
 
 
 def write_report(
-    path: Path, title: str, intro: str, claims: list[Claim], figures: list[Path], notes: list[str], significance: str = ""
+    path: Path,
+    title: str,
+    intro: str,
+    claims: list[Claim],
+    figures: list[Path],
+    notes: list[str],
+    significance: str = "",
 ) -> Path:
     """Markdown report: setting, claims table (paper / measured / holds), the statistical test its
     verdicts use (``significance``, one sentence under the table, where they use one), figures, notes."""
-    lines = [f"# {title}", "", intro, "", "| panel | the paper claims | we measured | holds |", "| --- | --- | --- | --- |"]
-    lines += [f"| {c.panel} | {c.paper} | {c.measured} | {'yes' if c.holds else '**no**'} |" for c in claims]
+    lines = [
+        f"# {title}",
+        "",
+        intro,
+        "",
+        "| panel | the paper claims | we measured | holds |",
+        "| --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {c.panel} | {c.paper} | {c.measured} | {'yes' if c.holds else '**no**'} |"
+        for c in claims
+    ]
     if significance:
         lines += ["", significance]
     lines += ["", "## Figures", ""]

@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -36,8 +36,8 @@ from tqdm.auto import tqdm
 
 from dpdl.data.paths import data_roots, manifest
 from dpdl.files import atomic_write, file_sha256
-from dpdl.processes import worker_context
 from dpdl.jobspec import ENGINE_VERSION
+from dpdl.processes import worker_context
 
 __all__ = ["CacheScan", "data_fingerprint", "job_key", "run_jobs", "scan_cache"]
 
@@ -65,7 +65,7 @@ def job_key(job: Job) -> str:
     return hashlib.sha256(_canonical(job).encode()).hexdigest()[:24]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _content_digest(path: str, size: int, mtime_ns: int) -> str:
     """SHA-256 of a file, remembered per (path, size, modification time) within a process."""
     return file_sha256(Path(path))
@@ -89,8 +89,7 @@ def data_fingerprint() -> str:
     bundled = Path(str(resources.files("dpdl.data")))
     described: dict[str, Any] = {
         "bundled": {
-            p.relative_to(bundled).as_posix(): _digest_of(p)
-            for p in sorted(bundled.rglob("*.gz"))
+            p.relative_to(bundled).as_posix(): _digest_of(p) for p in sorted(bundled.rglob("*.gz"))
         },
         "data": {},
     }
@@ -98,7 +97,15 @@ def data_fingerprint() -> str:
     for dataset in manifest().values():
         for entry in dataset["files"]:
             layouts = [entry["path"], *(alt["path"] for alt in entry.get("alternatives", []))]
-            found = next((root / layout for root in roots for layout in layouts if (root / layout).is_file()), None)
+            found = next(
+                (
+                    root / layout
+                    for root in roots
+                    for layout in layouts
+                    if (root / layout).is_file()
+                ),
+                None,
+            )
             described["data"][entry["path"]] = None if found is None else _digest_of(found)
     return hashlib.sha256(_canonical(described).encode()).hexdigest()
 
@@ -113,7 +120,13 @@ def _digest(key: dict[str, Any], row: dict[str, Any]) -> str:
 
 
 def _write_entry(path: Path, key: dict[str, Any], row: dict[str, Any]) -> None:
-    entry = {"format": FORMAT, "version": FORMAT_VERSION, "key": key, "row": row, "sha256": _digest(key, row)}
+    entry = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "key": key,
+        "row": row,
+        "sha256": _digest(key, row),
+    }
     atomic_write(path, json.dumps(entry).encode())
 
 
@@ -122,16 +135,28 @@ def _read_entry(path: Path, key: dict[str, Any]) -> tuple[dict[str, Any] | None,
     the file is an entry of the same job under another engine version or data."""
     try:
         entry = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError) as error:  # ValueError: empty, truncated, not UTF-8; RecursionError: nested too deep
+    except (
+        OSError,
+        ValueError,
+        RecursionError,
+    ) as error:  # ValueError: empty, truncated, not UTF-8; RecursionError: nested too deep
         return None, f"not JSON ({error})", False
     if not isinstance(entry, dict):
         return None, f"a JSON {type(entry).__name__}, not an entry", False
     if "format" not in entry and "sha256" not in entry:
         return None, "written before cache entries recorded their engine version and data", True
     if entry.get("format") != FORMAT or entry.get("version") != FORMAT_VERSION:
-        return None, f"format {entry.get('format')!r} version {entry.get('version')!r}, expected {FORMAT!r} {FORMAT_VERSION}", False
+        return (
+            None,
+            f"format {entry.get('format')!r} version {entry.get('version')!r}, expected {FORMAT!r} {FORMAT_VERSION}",
+            False,
+        )
     saved, row = entry.get("key"), entry.get("row")
-    if not isinstance(saved, dict) or not isinstance(row, dict) or entry.get("sha256") != _digest(saved, row):
+    if (
+        not isinstance(saved, dict)
+        or not isinstance(row, dict)
+        or entry.get("sha256") != _digest(saved, row)
+    ):
         return None, "fails its checksum (edited or torn)", False
     if saved.get("job") != key["job"]:
         return None, "the entry of another job", False
@@ -160,7 +185,9 @@ def scan_cache(jobs: list[Job], cache: Path, data: str | None = None) -> CacheSc
     scan = CacheScan()
     for job in jobs:
         path = cache / f"{job_key(job)}.json"
-        row, why, stale = _read_entry(path, _cache_key(job, data)) if path.is_file() else (None, None, False)
+        row, why, stale = (
+            _read_entry(path, _cache_key(job, data)) if path.is_file() else (None, None, False)
+        )
         if row is not None:
             scan.rows[job_key(job)] = row
             continue
@@ -196,9 +223,22 @@ def run_jobs(
         logger.warning("%s", label)
     results, pending = scan.rows, scan.pending
     workers = max(1, min(workers or os.cpu_count() or 1, len(pending) or 1))
-    logger.info("%s: %d of %d jobs from the cache %s; %d to run in %d worker processes",
-                label, len(jobs) - len(pending), len(jobs), cache, len(pending), workers)
-    bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc=label, unit="job", disable=None if progress else True)
+    logger.info(
+        "%s: %d of %d jobs from the cache %s; %d to run in %d worker processes",
+        label,
+        len(jobs) - len(pending),
+        len(jobs),
+        cache,
+        len(pending),
+        workers,
+    )
+    bar = tqdm(
+        total=len(jobs),
+        initial=len(jobs) - len(pending),
+        desc=label,
+        unit="job",
+        disable=None if progress else True,
+    )
     chunk = workers * MAX_JOBS_PER_WORKER
     for start in range(0, len(pending), chunk):
         with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context()) as pool:

@@ -37,8 +37,21 @@ from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.mechanisms.registry import DesignOptions
 
 __all__ = [
-    "Training", "Panel", "Study", "Point", "tuning_jobs", "final_jobs", "stages", "run_job", "summarise", "plot_study", "better",
-    "significantly_better", "budget_claim", "SIGNIFICANCE", "SIGNIFICANCE_LEVEL",
+    "SIGNIFICANCE",
+    "SIGNIFICANCE_LEVEL",
+    "Panel",
+    "Point",
+    "Study",
+    "Training",
+    "better",
+    "budget_claim",
+    "final_jobs",
+    "plot_study",
+    "run_job",
+    "significantly_better",
+    "stages",
+    "summarise",
+    "tuning_jobs",
 ]
 
 Job = dict[str, Any]
@@ -47,7 +60,7 @@ CALIBRATIONS = ("paper", "exact")
 SIGNIFICANCE_LEVEL = 0.95
 #: The sentence a report whose claims use :func:`significantly_better` prints under its claims table.
 SIGNIFICANCE = (
-    f"Significance (\"ahead\" in the claims): paired two-sided Student t test over seeds at {SIGNIFICANCE_LEVEL:.0%}, "
+    f'Significance ("ahead" in the claims): paired two-sided Student t test over seeds at {SIGNIFICANCE_LEVEL:.0%}, '
     "t quantile for n - 1 degrees of freedom (4.30, 3.18, 2.78 standard errors of the paired difference for 3, 4, 5 seeds)."
 )
 #: Part of every job: bump it when run_job's output changes, so cached runs are recomputed.
@@ -131,22 +144,52 @@ class Point:
 def _base(panel: Panel, x: float, method: str, calibration: str) -> Job:
     training = panel.training
     settings = panel.settings(x, method)
-    batches = {"batch_size": training.batch_size} if training.cycle is None else {"cycle": training.cycle}
+    batches = (
+        {"batch_size": training.batch_size} if training.cycle is None else {"cycle": training.cycle}
+    )
     return {
-        "task": training.task, "graph": settings["graph"], "n": int(settings["n"]), "p": float(settings["p"]),
-        "eps": float(settings["eps"]), "method": method, "calibration": calibration, "steps": training.steps,
-        "schedule": training.schedule, **batches, "clip_level": training.clip_level, "version": VERSION,
+        "task": training.task,
+        "graph": settings["graph"],
+        "n": int(settings["n"]),
+        "p": float(settings["p"]),
+        "eps": float(settings["eps"]),
+        "method": method,
+        "calibration": calibration,
+        "steps": training.steps,
+        "schedule": training.schedule,
+        **batches,
+        "clip_level": training.clip_level,
+        "version": VERSION,
     }
 
 
 #: The fields a job may have: :func:`_base`'s (``batch_size`` or ``cycle``), then :func:`_grid`'s
 #: and the seed.
-_JOB_KEYS = ("task", "graph", "n", "p", "eps", "method", "calibration", "steps", "schedule", "batch_size", "cycle",
-             "clip_level", "version", "lr", "clip", "decor_couple", "seed")
+_JOB_KEYS = (
+    "task",
+    "graph",
+    "n",
+    "p",
+    "eps",
+    "method",
+    "calibration",
+    "steps",
+    "schedule",
+    "batch_size",
+    "cycle",
+    "clip_level",
+    "version",
+    "lr",
+    "clip",
+    "decor_couple",
+    "seed",
+)
 
 
 def _grid(training: Training, method: str) -> Iterator[dict[str, Any]]:
-    couples: tuple[int | None, ...] = training.decor_couples if method == "decor" and training.decor_couples else (None,)
+    couples: tuple[int | None, ...] = (
+        training.decor_couples if method == "decor" and training.decor_couples else (None,)
+    )
     for lr in training.lrs:
         for clip in training.clips:
             for couple in couples:
@@ -177,12 +220,14 @@ def _tuning_base(training: Training, base: Job) -> Job:
 def tuning_jobs(study: Study) -> list[Job]:
     """Every grid point of every (setting, method, calibration) on the tuning seeds (of the
     setting ``tune_at`` moves them to, if any)."""
-    return _unique([
-        {**_tuning_base(panel.training, base), **hyper, "seed": seed}
-        for panel, _, method, _, base in _points(study)
-        for hyper in _grid(panel.training, method)
-        for seed in range(panel.training.tune_seeds)
-    ])
+    return _unique(
+        [
+            {**_tuning_base(panel.training, base), **hyper, "seed": seed}
+            for panel, _, method, _, base in _points(study)
+            for hyper in _grid(panel.training, method)
+            for seed in range(panel.training.tune_seeds)
+        ]
+    )
 
 
 def _score(value: float, lower_is_better: bool) -> float:
@@ -199,7 +244,10 @@ def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]]) ->
     tuned = _tuning_base(training, base)
 
     def score(hyper: dict[str, Any]) -> float:
-        values = [rows_by_key[_key({**tuned, **hyper, "seed": seed})][training.metric] for seed in range(training.tune_seeds)]
+        values = [
+            rows_by_key[_key({**tuned, **hyper, "seed": seed})][training.metric]
+            for seed in range(training.tune_seeds)
+        ]
         return _score(float(np.mean(values)), training.lower_is_better)
 
     return min(_grid(training, base["method"]), key=score)
@@ -221,7 +269,9 @@ def final_jobs(study: Study, tuning_rows: list[dict[str, Any]]) -> list[Job]:
     return [job for job in _unique(jobs) if _key(job) not in rows]
 
 
-def stages(study: Callable[..., Study]) -> tuple[Callable[..., list[Job]], Callable[..., list[Job]]]:
+def stages(
+    study: Callable[..., Study],
+) -> tuple[Callable[..., list[Job]], Callable[..., list[Job]]]:
     """A reproduction module's ``jobs(quick, **options)`` (tuning) and ``followup_jobs(quick, rows,
     **options)`` (final) for the study that ``study(quick, **options)`` describes (``options``: a
     figure's ``parts``, where it has them)."""
@@ -241,11 +291,25 @@ def run_job(job: Job) -> dict[str, Any]:
     One BLAS / torch thread per job: the jobs themselves fill the cores.
     """
     config = TrainConfig(
-        task=job["task"], graph=job["graph"], n=job["n"], p=job["p"], mechanism=job["method"], eps=job["eps"],
-        steps=job["steps"], clip=job["clip"], clip_level=job["clip_level"], calibration=job["calibration"],
-        batch_size=job["batch_size"], lr=job["lr"], schedule=job["schedule"], eval_every=job["steps"],
+        task=job["task"],
+        graph=job["graph"],
+        n=job["n"],
+        p=job["p"],
+        mechanism=job["method"],
+        eps=job["eps"],
+        steps=job["steps"],
+        clip=job["clip"],
+        clip_level=job["clip_level"],
+        calibration=job["calibration"],
+        batch_size=job["batch_size"],
+        lr=job["lr"],
+        schedule=job["schedule"],
+        eval_every=job["steps"],
         seeds=(job["seed"],),
-        design=DesignOptions(decor_search="appendix-d" if job["decor_couple"] is not None else "trace", decor_couple=job["decor_couple"]),
+        design=DesignOptions(
+            decor_search="appendix-d" if job["decor_couple"] is not None else "trace",
+            decor_couple=job["decor_couple"],
+        ),
     )
     torch.set_num_threads(1)
     with threadpool_limits(limits=1):
@@ -255,12 +319,16 @@ def run_job(job: Job) -> dict[str, Any]:
         **{key: value for key, value in run.final.items() if key != "step"},
         "epsilon": run.privacy[0].epsilon,
         "threat": run.privacy[0].threat,
-        "exact_epsilon_of_calibration": result.calibration.achieved_epsilon if result.calibration else 0.0,
+        "exact_epsilon_of_calibration": result.calibration.achieved_epsilon
+        if result.calibration
+        else 0.0,
         "trace_WRW": run.trace_wrw,
     }
 
 
-def summarise(study: Study, rows: list[dict[str, Any]], metric: str | None = None) -> dict[tuple[str, float, str, str], Point]:
+def summarise(
+    study: Study, rows: list[dict[str, Any]], metric: str | None = None
+) -> dict[tuple[str, float, str, str], Point]:
     """The final point of every (panel label, x, method, calibration): the training's metric, or
     ``metric`` (another field of the same runs, e.g. the consensus distance) at the tuned point."""
     by_key = _rows_by_key(rows)
@@ -268,9 +336,14 @@ def summarise(study: Study, rows: list[dict[str, Any]], metric: str | None = Non
     for panel, x, method, calibration, base in _points(study):
         hyper = _best(panel, base, by_key)
         field_ = metric or panel.training.metric
-        values = tuple(float(by_key[_key({**base, **hyper, "seed": seed})][field_]) for seed in range(panel.training.seeds))
+        values = tuple(
+            float(by_key[_key({**base, **hyper, "seed": seed})][field_])
+            for seed in range(panel.training.seeds)
+        )
         low, high = np.percentile(values, [25, 75])
-        summary[(panel.label, x, method, calibration)] = Point(float(np.mean(values)), float(low), float(high), values, hyper)
+        summary[(panel.label, x, method, calibration)] = Point(
+            float(np.mean(values)), float(low), float(high), values, hyper
+        )
     return summary
 
 
@@ -279,7 +352,9 @@ def better(a: float, b: float, lower_is_better: bool) -> bool:
     return _score(a, lower_is_better) < _score(b, lower_is_better)
 
 
-def significantly_better(a: Point, b: Point, lower_is_better: bool, level: float = SIGNIFICANCE_LEVEL) -> bool:
+def significantly_better(
+    a: Point, b: Point, lower_is_better: bool, level: float = SIGNIFICANCE_LEVEL
+) -> bool:
     """Whether ``a`` beats ``b`` in a paired two-sided Student t test over seeds at ``level`` (seed s
     of both shares its graph, data split, batches and noise stream): the mean paired gain exceeds
     ``t_{(1 + level)/2, n-1}`` standard errors of the paired difference (4.30, 3.18, 2.78 for 3, 4,
@@ -301,8 +376,13 @@ def significantly_better(a: Point, b: Point, lower_is_better: bool, level: float
 
 
 def plot_study(
-    study: Study, summary: Mapping[tuple[str, float, str, str], Point], path: Path, title: str, ylabel: str,
-    log_y: bool, columns: int | None = None,
+    study: Study,
+    summary: Mapping[tuple[str, float, str, str], Point],
+    path: Path,
+    title: str,
+    ylabel: str,
+    log_y: bool,
+    columns: int | None = None,
 ) -> Path:
     """Mean over seeds (band: interquartile range) per method; exact calibration solid, the papers' dashed."""
     suffix = {"exact": "", "paper": " (paper calibration)"}
@@ -318,7 +398,18 @@ def plot_study(
                 series[panel.label][label] = [p.mean for p in points]
                 bands[panel.label][label] = ([p.low for p in points], [p.high for p in points])
     xlabels = {panel.label: panel.xlabel for panel in study.panels}
-    return plot_panels(grid, series, xlabels, ylabel, path, title, log_y=log_y, bands=bands, columns=columns, titles=True)
+    return plot_panels(
+        grid,
+        series,
+        xlabels,
+        ylabel,
+        path,
+        title,
+        log_y=log_y,
+        bands=bands,
+        columns=columns,
+        titles=True,
+    )
 
 
 def budget_claim(rows: list[dict[str, Any]]) -> Claim:
@@ -330,8 +421,10 @@ def budget_claim(rows: list[dict[str, Any]]) -> Claim:
         if row["calibration"] == "paper":
             paper[row["eps"]] = max(paper.get(row["eps"], 0.0), row["exact_epsilon_of_calibration"])
     return Claim(
-        "all", "every run is (eps, delta)-DP against the external eavesdropper",
+        "all",
+        "every run is (eps, delta)-DP against the external eavesdropper",
         f"exact calibration: epsilon <= target in {sum(row['epsilon'] <= row['eps'] for row in exact)}/{len(exact)} runs; "
-        "exact epsilon of the papers' calibration: " + ", ".join(f"{eps:g} -> {value:.3g}" for eps, value in sorted(paper.items())),
+        "exact epsilon of the papers' calibration: "
+        + ", ".join(f"{eps:g} -> {value:.3g}" for eps, value in sorted(paper.items())),
         met,
     )

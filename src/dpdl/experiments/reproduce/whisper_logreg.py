@@ -10,7 +10,7 @@ from __future__ import annotations
 from dpdl.experiments.reproduce import corn_tradeoff, tradeoff
 from dpdl.experiments.reproduce.tradeoff import Study, Training
 
-__all__ = ["NAME", "SIGNIFICANCE", "jobs", "followup_jobs", "run_job", "analyse"]
+__all__ = ["NAME", "SIGNIFICANCE", "analyse", "followup_jobs", "jobs", "run_job"]
 
 NAME = "whisper-logreg"
 SIGNIFICANCE = tradeoff.SIGNIFICANCE
@@ -20,10 +20,22 @@ run_job = tradeoff.run_job
 def study(quick: bool) -> Study:
     """The papers' setting, or T = 1000, two step sizes and fewer grid points for ``--quick``."""
     if quick:
-        return corn_tradeoff.study(Training("logreg-a9a", 1000, (1e-1, 1e-2), (0.1,), "test_loss", seeds=2), quick)
-    training = Training("logreg-a9a", 5000, (1e-1, 5e-2, 1e-2, 5e-3, 1e-3), (0.1,), "test_loss", tune_seeds=2, seeds=10)
+        return corn_tradeoff.study(
+            Training("logreg-a9a", 1000, (1e-1, 1e-2), (0.1,), "test_loss", seeds=2), quick
+        )
+    training = Training(
+        "logreg-a9a",
+        5000,
+        (1e-1, 5e-2, 1e-2, 5e-3, 1e-3),
+        (0.1,),
+        "test_loss",
+        tune_seeds=2,
+        seeds=10,
+    )
     return corn_tradeoff.study(training, quick)
 
 
 jobs, followup_jobs = tradeoff.stages(study)
-analyse = corn_tradeoff.analyser(study, "Logistic regression on a9a (Whisper Fig. 3 / CorN Fig. 4)", "test loss", log_y=True)
+analyse = corn_tradeoff.analyser(
+    study, "Logistic regression on a9a (Whisper Fig. 3 / CorN Fig. 4)", "test loss", log_y=True
+)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dpdl.experiments.reproduce import corn_tradeoff, tradeoff
 from dpdl.experiments.reproduce.tradeoff import Study, Training
 
-__all__ = ["NAME", "SIGNIFICANCE", "jobs", "followup_jobs", "run_job", "analyse"]
+__all__ = ["NAME", "SIGNIFICANCE", "analyse", "followup_jobs", "jobs", "run_job"]
 
 NAME = "whisper-quadratic"
 SIGNIFICANCE = tradeoff.SIGNIFICANCE
@@ -41,9 +41,13 @@ CLIPS = (0.1, 1.0, 10.0, 100.0, 1000.0)
 def study(quick: bool) -> Study:
     """The papers' setting with C and eta_1 tuned; fewer grid points and seeds for ``--quick``."""
     seeds = {"tune_seeds": 1, "seeds": 2} if quick else {"tune_seeds": 5, "seeds": 30}
-    training = Training("quadratic", 5000, (1e-1, 1e-2, 1e-3), CLIPS, "optimality_gap", schedule="inv-sqrt", **seeds)
+    training = Training(
+        "quadratic", 5000, (1e-1, 1e-2, 1e-3), CLIPS, "optimality_gap", schedule="inv-sqrt", **seeds
+    )
     return corn_tradeoff.study(training, quick)
 
 
 jobs, followup_jobs = tradeoff.stages(study)
-analyse = corn_tradeoff.analyser(study, "Quadratic optimisation (Whisper Fig. 2 / CorN Fig. 3)", "optimality gap", log_y=True)
+analyse = corn_tradeoff.analyser(
+    study, "Quadratic optimisation (Whisper Fig. 2 / CorN Fig. 3)", "optimality gap", log_y=True
+)

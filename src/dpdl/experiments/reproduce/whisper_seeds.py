@@ -34,7 +34,7 @@ from dpdl.solvers.coalition import solve_multiseed
 from dpdl.solvers.whisper_dual import solve_whisper
 from dpdl.threats import Colluding
 
-__all__ = ["NAME", "jobs", "run_job", "analyse"]
+__all__ = ["NAME", "analyse", "jobs", "run_job"]
 
 NAME = "whisper-seeds"
 EPS, DELTA, STEPS, CLIP, P = 10.0, 1e-5, 5000, 0.1, 0.5
@@ -51,10 +51,22 @@ def setting(quick: bool) -> tuple[int, list[int], int]:
 
 def jobs(quick: bool) -> list[dict[str, Any]]:
     n, ms, seeds = setting(quick)
-    grid = [{"kind": "references", "n": n, "seed": seed, "version": VERSION} for seed in range(seeds)]
+    grid = [
+        {"kind": "references", "n": n, "seed": seed, "version": VERSION} for seed in range(seeds)
+    ]
     grid += [
-        {"kind": "program", "n": n, "seed": seed, "m": m, "groups": structure, "q": q, "version": VERSION}
-        for seed in range(seeds) for m in ms for structure, q in CURVES
+        {
+            "kind": "program",
+            "n": n,
+            "seed": seed,
+            "m": m,
+            "groups": structure,
+            "q": q,
+            "version": VERSION,
+        }
+        for seed in range(seeds)
+        for m in ms
+        for structure, q in CURVES
     ]
     return grid
 
@@ -86,7 +98,9 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     return {"ldp": ldp, "relative": solution.objective / ldp, "seconds": solution.seconds}
 
 
-def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Path], list[Claim], list[str]]:
+def analyse(
+    rows: list[dict[str, Any]], out: Path, quick: bool
+) -> tuple[list[Path], list[Claim], list[str]]:
     n, ms, _ = setting(quick)
     references = [row for row in rows if row["kind"] == "references"]
     whisper = float(np.mean([row["whisper_relative"] for row in references]))
@@ -94,7 +108,18 @@ def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Pa
 
     def curve(structure: str, q: int) -> list[float]:
         return [
-            float(np.mean([r["relative"] for r in rows if r["kind"] == "program" and r["groups"] == structure and r["q"] == q and r["m"] == m]))
+            float(
+                np.mean(
+                    [
+                        r["relative"]
+                        for r in rows
+                        if r["kind"] == "program"
+                        and r["groups"] == structure
+                        and r["q"] == q
+                        and r["m"] == m
+                    ]
+                )
+            )
             for m in ms
         ]
 
@@ -103,23 +128,43 @@ def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Pa
     series["DECOR against curious agents (m=|E|)"] = [decor] * len(ms)
     series["LDP"] = [1.0] * len(ms)
     figure = plot_panels(
-        {"m": ms}, {"m": series}, {"m": f"number of seeds m (n = {n}, disjoint groups)"},
-        "Tr(W R W^T) / LDP", out / "objective_vs_seeds.png", "CorN-DSGD Fig. 2: objective vs number of seeds", log_y=False,
+        {"m": ms},
+        {"m": series},
+        {"m": f"number of seeds m (n = {n}, disjoint groups)"},
+        "Tr(W R W^T) / LDP",
+        out / "objective_vs_seeds.png",
+        "CorN-DSGD Fig. 2: objective vs number of seeds",
+        log_y=False,
     )
-    partition_eaves, partition_curious, complement_curious = (series[f"{s}, q={q}"] for s, q in CURVES)
+    partition_eaves, partition_curious, complement_curious = (
+        series[f"{s}, q={q}"] for s, q in CURVES
+    )
     tol = 1e-4
     claims = [
-        Claim("Fig. 2 (q=0, partition)", "restricting correlation to m seed groups costs utility: Whisper at m = 1, LDP at m = n",
-              "relative objective by m: " + ", ".join(f"{m}: {v:.3f}" for m, v in zip(ms, partition_eaves)),
-              abs(partition_eaves[0] - whisper) < tol and abs(partition_eaves[-1] - 1) < tol
-              and all(a <= b + tol for a, b in zip(partition_eaves, partition_eaves[1:]))),
-        Claim("Fig. 2 (q=1, partition)", "(not in the paper; follows from (10)) a block seed known to a curious block-mate protects nothing: LDP",
-              "relative objective by m: " + ", ".join(f"{m}: {v:.3f}" for m, v in zip(ms, partition_curious)),
-              all(abs(v - 1) < tol for v in partition_curious)),
-        Claim("Fig. 2 (q=1, complement)", "more seeds protect against honest-but-curious agents",
-              "relative objective by m: " + ", ".join(f"{m}: {v:.3f}" for m, v in zip(ms, complement_curious))
-              + f"; DECOR's pairwise seeds reach {decor:.3f}",
-              complement_curious[-1] <= complement_curious[0] + tol),
+        Claim(
+            "Fig. 2 (q=0, partition)",
+            "restricting correlation to m seed groups costs utility: Whisper at m = 1, LDP at m = n",
+            "relative objective by m: "
+            + ", ".join(f"{m}: {v:.3f}" for m, v in zip(ms, partition_eaves)),
+            abs(partition_eaves[0] - whisper) < tol
+            and abs(partition_eaves[-1] - 1) < tol
+            and all(a <= b + tol for a, b in zip(partition_eaves, partition_eaves[1:])),
+        ),
+        Claim(
+            "Fig. 2 (q=1, partition)",
+            "(not in the paper; follows from (10)) a block seed known to a curious block-mate protects nothing: LDP",
+            "relative objective by m: "
+            + ", ".join(f"{m}: {v:.3f}" for m, v in zip(ms, partition_curious)),
+            all(abs(v - 1) < tol for v in partition_curious),
+        ),
+        Claim(
+            "Fig. 2 (q=1, complement)",
+            "more seeds protect against honest-but-curious agents",
+            "relative objective by m: "
+            + ", ".join(f"{m}: {v:.3f}" for m, v in zip(ms, complement_curious))
+            + f"; DECOR's pairwise seeds reach {decor:.3f}",
+            complement_curious[-1] <= complement_curious[0] + tol,
+        ),
     ]
     notes = [
         "The caption's 'disjoint groups' is ambiguous; with pairwise-disjoint groups (a partition) the objective against "

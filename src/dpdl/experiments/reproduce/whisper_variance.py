@@ -25,7 +25,7 @@ from dpdl.mechanisms.registry import build_mechanism
 from dpdl.seeding import purpose_seed
 from dpdl.threats import Eavesdropper
 
-__all__ = ["NAME", "jobs", "run_job", "analyse"]
+__all__ = ["NAME", "analyse", "jobs", "run_job"]
 
 NAME = "whisper-variance"
 DELTA, STEPS, CLIP = 1e-5, 5000, 0.1
@@ -61,8 +61,14 @@ def jobs(quick: bool) -> list[dict[str, Any]]:
             settings = _panel_settings(panel, x)
             for seed in seeds:
                 for calibration in CALIBRATIONS:
-                    job = {"n": int(settings["n"]), "p": float(settings["p"]), "eps": float(settings["eps"]), "seed": seed,
-                           "calibration": calibration, "version": VERSION}
+                    job = {
+                        "n": int(settings["n"]),
+                        "p": float(settings["p"]),
+                        "eps": float(settings["eps"]),
+                        "seed": seed,
+                        "calibration": calibration,
+                        "version": VERSION,
+                    }
                     unique[str(sorted(job.items()))] = job
     return list(unique.values())
 
@@ -79,7 +85,9 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     for method in METHODS:
         mechanism = build_mechanism(method, graph, weights, calibration)
         result[f"trace_{method}"] = mechanism.variance_after_mixing(weights)
-        result[f"epsilon_{method}"] = account(mechanism, Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA).epsilon
+        result[f"epsilon_{method}"] = account(
+            mechanism, Eavesdropper(), AgentLevel(CLIP), STEPS, DELTA
+        ).epsilon
         result[f"private_variance_{method}"] = float(mechanism.private_variances.min())
     result["cdp_line"] = result["private_variance_ldp"] / job["n"]
     return result
@@ -89,17 +97,29 @@ def _mean(rows: list[dict[str, Any]], key: str) -> float:
     return float(np.mean([row[key] for row in rows]))
 
 
-def _select(rows: list[dict[str, Any]], panel: str, x: float, calibration: str) -> list[dict[str, Any]]:
+def _select(
+    rows: list[dict[str, Any]], panel: str, x: float, calibration: str
+) -> list[dict[str, Any]]:
     settings = _panel_settings(panel, x)
     return [
-        row for row in rows
-        if row["calibration"] == calibration and row["n"] == settings["n"] and row["p"] == settings["p"] and row["eps"] == settings["eps"]
+        row
+        for row in rows
+        if row["calibration"] == calibration
+        and row["n"] == settings["n"]
+        and row["p"] == settings["p"]
+        and row["eps"] == settings["eps"]
     ]
 
 
-def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Path], list[Claim], list[str]]:
+def analyse(
+    rows: list[dict[str, Any]], out: Path, quick: bool
+) -> tuple[list[Path], list[Claim], list[str]]:
     """Figures, claims and notes of the reproduction from all job rows."""
-    labels = {"eps": "privacy budget eps (p = 0.5, n = 20)", "p": "connectivity p (eps = 10, n = 20)", "n": "number of agents n (p = 0.5, eps = 10)"}
+    labels = {
+        "eps": "privacy budget eps (p = 0.5, n = 20)",
+        "p": "connectivity p (eps = 10, n = 20)",
+        "n": "number of agents n (p = 0.5, eps = 10)",
+    }
     grid = grids(quick)
     traces: dict[str, dict[str, dict[str, list[float]]]] = {}
     variances: dict[str, dict[str, dict[str, list[float]]]] = {}
@@ -108,13 +128,35 @@ def analyse(rows: list[dict[str, Any]], out: Path, quick: bool) -> tuple[list[Pa
         for calibration in CALIBRATIONS:
             style = "" if calibration == "exact" else " (paper calibration)"
             for method in METHODS:
-                traces[panel][f"{method}{style}"] = [_mean(_select(rows, panel, x, calibration), f"trace_{method}") for x in values]
-            for key, label in (("private_variance_whisper", "whisper sigma_mix^2"), ("private_variance_decor", "decor sigma_pair^2"),
-                               ("private_variance_ldp", "sigma_ldp^2"), ("cdp_line", "CDP sigma_ldp^2 / n")):
-                variances[panel][f"{label}{style}"] = [_mean(_select(rows, panel, x, calibration), key) for x in values]
+                traces[panel][f"{method}{style}"] = [
+                    _mean(_select(rows, panel, x, calibration), f"trace_{method}") for x in values
+                ]
+            for key, label in (
+                ("private_variance_whisper", "whisper sigma_mix^2"),
+                ("private_variance_decor", "decor sigma_pair^2"),
+                ("private_variance_ldp", "sigma_ldp^2"),
+                ("cdp_line", "CDP sigma_ldp^2 / n"),
+            ):
+                variances[panel][f"{label}{style}"] = [
+                    _mean(_select(rows, panel, x, calibration), key) for x in values
+                ]
     figures = [
-        plot_panels(grid, traces, labels, "Tr(W R W^T)", out / "trace_WRW.png", "Noise variance after mixing (Whisper Fig. 1 / CorN Fig. 1)"),
-        plot_panels(grid, variances, labels, "variance", out / "independent_variance.png", "Independent noise variances and the CDP line"),
+        plot_panels(
+            grid,
+            traces,
+            labels,
+            "Tr(W R W^T)",
+            out / "trace_WRW.png",
+            "Noise variance after mixing (Whisper Fig. 1 / CorN Fig. 1)",
+        ),
+        plot_panels(
+            grid,
+            variances,
+            labels,
+            "variance",
+            out / "independent_variance.png",
+            "Independent noise variances and the CDP line",
+        ),
     ]
     claims = _claims(rows, grid)
     notes = [
@@ -131,31 +173,68 @@ def _claims(rows: list[dict[str, Any]], grid: dict[str, list[float]]) -> list[Cl
     strictly = sum(row["trace_whisper"] < row["trace_decor"] * (1 - 1e-3) for row in exact)
     decor_below = sum(row["trace_decor"] <= row["trace_ldp"] * (1 + 1e-9) for row in exact)
     decor_strict = sum(row["trace_decor"] < row["trace_ldp"] * (1 - 1e-3) for row in exact)
-    equal_degrees = sorted({row["min_degree"] for row in exact if row["trace_decor"] >= row["trace_ldp"] * (1 - 1e-3)})
-    gaps = {p: _mean(_select(rows, "p", p, "exact"), "trace_decor") - _mean(_select(rows, "p", p, "exact"), "trace_whisper") for p in grid["p"]}
+    equal_degrees = sorted(
+        {row["min_degree"] for row in exact if row["trace_decor"] >= row["trace_ldp"] * (1 - 1e-3)}
+    )
+    gaps = {
+        p: _mean(_select(rows, "p", p, "exact"), "trace_decor")
+        - _mean(_select(rows, "p", p, "exact"), "trace_whisper")
+        for p in grid["p"]
+    }
     low_p = min(grid["p"])
-    ratios = {eps: _mean(_select(rows, "eps", eps, "paper"), "trace_whisper") / _mean(_select(rows, "eps", eps, "exact"), "trace_whisper") for eps in grid["eps"]}
-    overshoot = {eps: max(row["exact_epsilon_of_calibration"] for row in _select(rows, "eps", eps, "paper")) for eps in grid["eps"]}
+    ratios = {
+        eps: _mean(_select(rows, "eps", eps, "paper"), "trace_whisper")
+        / _mean(_select(rows, "eps", eps, "exact"), "trace_whisper")
+        for eps in grid["eps"]
+    }
+    overshoot = {
+        eps: max(row["exact_epsilon_of_calibration"] for row in _select(rows, "eps", eps, "paper"))
+        for eps in grid["eps"]
+    }
     valid = [eps for eps in grid["eps"] if eps <= math.log(1 / DELTA)]
     met_budget = all(row[f"epsilon_{m}"] <= row["eps"] for row in exact for m in METHODS)
     return [
-        Claim("(a)-(c)", "R_mix (Whisper) consistently achieves lower variance than R_pair (DECOR)",
-              f"Whisper <= DECOR in {whisper_below}/{len(exact)} (graph, setting) pairs, strictly (by 0.1%) in {strictly}; equal only on complete graphs (p = 1)",
-              whisper_below == len(exact)),
-        Claim("(a)-(c)", "LDP imposes the highest variance", f"DECOR <= LDP in {decor_below}/{len(exact)} pairs, strictly in {decor_strict}"
-              + (f"; where equal the trace-optimal DECOR is LDP, on graphs of minimum degree {equal_degrees} (an agent with few "
-                 "pairwise secrets gains little protection from them, so sigma_pair cannot drop)" if equal_degrees else ""),
-              decor_below == len(exact)),
-        Claim("(b)", "the gap is particularly large for sparser networks (lower p)",
-              "absolute gap DECOR - Whisper by p: " + ", ".join(f"{p:g}: {g:.3g}" for p, g in gaps.items()),
-              gaps[low_p] == max(gaps.values())),
-        Claim("(a)", "(the papers' calibration is the closed form eps^2 / (16 C^2 T log(1/delta)))",
-              "the exact accountant gives the same guarantee with less noise: variance ratio paper / exact "
-              + ", ".join(f"eps={eps:g}: {r:.2f}x" for eps, r in ratios.items() if eps in valid),
-              all(ratios[eps] > 1 for eps in valid)),
-        Claim("(a)", "every design is (eps, delta)-DP at its calibration",
-              "closed form at large eps overshoots (exact eps of the paper calibration: "
-              + ", ".join(f"{eps:g} -> {overshoot[eps]:.3g}" for eps in grid["eps"] if overshoot[eps] > eps) + "); exact calibration never does"
-              + ("" if met_budget else " (VIOLATED)"),
-              met_budget),
+        Claim(
+            "(a)-(c)",
+            "R_mix (Whisper) consistently achieves lower variance than R_pair (DECOR)",
+            f"Whisper <= DECOR in {whisper_below}/{len(exact)} (graph, setting) pairs, strictly (by 0.1%) in {strictly}; equal only on complete graphs (p = 1)",
+            whisper_below == len(exact),
+        ),
+        Claim(
+            "(a)-(c)",
+            "LDP imposes the highest variance",
+            f"DECOR <= LDP in {decor_below}/{len(exact)} pairs, strictly in {decor_strict}"
+            + (
+                f"; where equal the trace-optimal DECOR is LDP, on graphs of minimum degree {equal_degrees} (an agent with few "
+                "pairwise secrets gains little protection from them, so sigma_pair cannot drop)"
+                if equal_degrees
+                else ""
+            ),
+            decor_below == len(exact),
+        ),
+        Claim(
+            "(b)",
+            "the gap is particularly large for sparser networks (lower p)",
+            "absolute gap DECOR - Whisper by p: "
+            + ", ".join(f"{p:g}: {g:.3g}" for p, g in gaps.items()),
+            gaps[low_p] == max(gaps.values()),
+        ),
+        Claim(
+            "(a)",
+            "(the papers' calibration is the closed form eps^2 / (16 C^2 T log(1/delta)))",
+            "the exact accountant gives the same guarantee with less noise: variance ratio paper / exact "
+            + ", ".join(f"eps={eps:g}: {r:.2f}x" for eps, r in ratios.items() if eps in valid),
+            all(ratios[eps] > 1 for eps in valid),
+        ),
+        Claim(
+            "(a)",
+            "every design is (eps, delta)-DP at its calibration",
+            "closed form at large eps overshoots (exact eps of the paper calibration: "
+            + ", ".join(
+                f"{eps:g} -> {overshoot[eps]:.3g}" for eps in grid["eps"] if overshoot[eps] > eps
+            )
+            + "); exact calibration never does"
+            + ("" if met_budget else " (VIOLATED)"),
+            met_budget,
+        ),
     ]
