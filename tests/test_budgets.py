@@ -73,7 +73,9 @@ def test_mu_for_budget_and_epsilon_are_safe_and_tight_in_60_digits() -> None:
         assert true_delta(reported * (1 - 1e-9), mu) > target, (eps, target)
 
 
-@pytest.mark.parametrize("eps, target", [(1e-4, 1e-15), (1e-3, 1e-12), (300.0, 1e-15), (2.0, 0.5)])
+@pytest.mark.parametrize(
+    ("eps", "target"), [(1e-4, 1e-15), (1e-3, 1e-12), (300.0, 1e-15), (2.0, 0.5)]
+)
 def test_budgets_beyond_the_grid_are_safe(eps: float, target: float) -> None:
     """Far out (cancellation of 4e5 at eps = 1e-4, where the float delta errs by 3e-9 relative),
     the rounding bound grows with the error and still holds."""
@@ -154,7 +156,7 @@ def test_factorization_noise_multiplier_never_exceeds_the_budget(encoder: np.nda
         assert true_delta(eps, mp.mpf(0.3) * mp.mpf(sensitivity) / mp.mpf(sigma)) <= target
 
 
-@pytest.mark.parametrize("eps, target", [(0.5, 1e-5), (2.0, 1e-7), (8.0, 1e-9)])
+@pytest.mark.parametrize(("eps", "target"), [(0.5, 1e-5), (2.0, 1e-7), (8.0, 1e-9)])
 def test_example_level_pld_calibration_never_exceeds_the_budget(eps: float, target: float) -> None:
     """Example level (PLD, dp_accounting's pessimistic discretisation): the calibration and the LDP
     design built on it report at most the target."""

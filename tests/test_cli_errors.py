@@ -114,7 +114,7 @@ def test_bad_input_gives_one_error_line(run_main, tmp_path, name):
 
 
 @pytest.mark.parametrize(
-    "args, keyword",
+    ("args", "keyword"),
     [
         (["reproduce", "no-such-figure"], "unknown reproduction"),
         (["reproduce", "whisper-logreg", "--parts", "logreg-a9a"], "no parts"),
@@ -133,7 +133,7 @@ def test_no_command_is_a_usage_error(run_main):
 
 
 @pytest.mark.parametrize(
-    "args, usage, words",
+    ("args", "usage", "words"),
     [
         (["--help"], "usage: dpdl", ["train", "demo"]),
         (
@@ -173,7 +173,7 @@ def test_help(run_main, args, usage, words):
 
 
 @pytest.mark.parametrize(
-    "args, keyword",
+    ("args", "keyword"),
     [
         (["--restart", "7"], "restart"),
         (["--eps", "0"], "epsilon"),
@@ -251,7 +251,7 @@ def processes(tmp_path_factory) -> tuple[Path, dict[str, Result]]:
     disconnected = root / "disconnected.txt"
     disconnected.write_text(DISCONNECTED_EDGES)
     commands = {
-        "help": _dpdl_command() + ["--help"],
+        "help": [*_dpdl_command(), "--help"],
         "unknown-task": [
             sys.executable,
             "-m",

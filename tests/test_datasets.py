@@ -182,7 +182,7 @@ def test_housing_table_is_read_from_either_layout(tmp_path, monkeypatch, fresh_c
         gzip.compress(raw + b"1.0,2.0\n")
     )
     housing._load.cache_clear()
-    with pytest.raises(DataError, match="cal_housing.data.gz"):
+    with pytest.raises(DataError, match=r"cal_housing\.data\.gz"):
         housing.load_california_housing()
 
 

@@ -89,7 +89,7 @@ def test_example_level_clipping_matches_explicit_per_example_gradients() -> None
     got = task.gradients(params, batch, example_clip=0.05)
     for i in range(task.n_agents):
         expected = np.zeros(task.dim)
-        for row, weight in zip(batch.indices[i], batch.weights[i]):
+        for row, weight in zip(batch.indices[i], batch.weights[i], strict=True):
             a, y = task.features[row], task.labels[row]
             g = -y * expit(-y * a @ params[i]) * a
             expected += weight * g * min(1.0, 0.05 / np.linalg.norm(g))

@@ -318,7 +318,7 @@ def test_noise_multiplier_never_overshoots_the_budget(encoder: np.ndarray) -> No
     participation = Participation.cyclic(40, 10, 4)
     sensitivity = local_sensitivity(encoder, participation)
     rng = np.random.default_rng(0)
-    for eps, row in zip(rng.uniform(0.5, 60.0, 300), rng.uniform(1e-3, 1.0, 300)):
+    for eps, row in zip(rng.uniform(0.5, 60.0, 300), rng.uniform(1e-3, 1.0, 300), strict=True):
         sigma = noise_multiplier(encoder, participation, row, eps, 1e-6)
         assert gdp.epsilon(row * sensitivity / sigma, 1e-6) <= eps
         assert (

@@ -101,7 +101,7 @@ def test_every_format_gives_the_edge_lists_graph(tmp_path, reference, fmt):
 
 
 @pytest.mark.parametrize(
-    "fmt, name, detected",
+    ("fmt", "name", "detected"),
     [
         ("npz", "adjacency.bin", "npz"),
         ("graphml", "graph.xml", "graphml"),

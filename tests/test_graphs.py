@@ -184,7 +184,7 @@ def test_star(n):
 
 
 @pytest.mark.parametrize(
-    "n, degree",
+    ("n", "degree"),
     [
         (2, 1),  # hop 1 only, and i+1 == i-1
         (8, 5),  # hops 1, 2, 4: +-1, +-2, 4 (4 == -4 mod 8)
@@ -463,7 +463,7 @@ def test_vertex_connectivity():
 
 
 @pytest.mark.parametrize(
-    "name, nodes, edges, reference",
+    ("name", "nodes", "edges", "reference"),
     [
         ("florentine", 15, 20, nx.florentine_families_graph),
         ("karate", 34, 78, nx.karate_club_graph),
@@ -509,7 +509,7 @@ def test_networkx_graphs_are_the_ones_read_from_csv_before(name):
 
 @pytest.mark.full_data
 @pytest.mark.parametrize(
-    "name, file",
+    ("name", "file"),
     [
         ("florentine", "florentine_families"),
         ("karate", "karate_club"),
@@ -648,7 +648,7 @@ def test_build_graph_edgelist(tmp_path):
 
 @pytest.mark.parametrize("name", ["no-such-graph", "facebook-ego-abc", "Karate"])
 def test_unknown_graph_names(name):
-    with pytest.raises(GraphError, match="unknown|facebook-ego-<id>"):
+    with pytest.raises(GraphError, match=r"unknown|facebook-ego-<id>"):
         build_graph(name)
 
 

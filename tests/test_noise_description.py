@@ -148,7 +148,7 @@ def test_a_description_is_frozen_and_validated() -> None:
     noise = GaussianNoise(3, 1.0)
     with pytest.raises(AttributeError):
         noise.n = 4  # type: ignore[misc]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="read-only"):
         noise.private_variances[0] = 2.0
     with pytest.raises(ValueError, match="finite and >= 0"):
         GaussianNoise(3, -1.0)
@@ -198,7 +198,7 @@ OLD_COMPOSED = [
 ]
 
 
-@pytest.mark.parametrize("phases, old", OLD_COMPOSED)
+@pytest.mark.parametrize(("phases", "old"), OLD_COMPOSED)
 def test_composed_phases_give_the_old_departure_numbers_and_the_closed_form(
     phases, old: float
 ) -> None:
@@ -248,7 +248,7 @@ OLD_REMAINING = [
 ]
 
 
-@pytest.mark.parametrize("inputs, old", OLD_REMAINING)
+@pytest.mark.parametrize(("inputs", "old"), OLD_REMAINING)
 def test_the_last_phase_spends_what_is_left_as_before_and_never_more(inputs, old) -> None:
     spent, t0, rest, eps, delta = inputs
     calibration = calibrate_last_phase(eps, delta, [Phase(spent, t0)], rest, AgentLevel(CLIP))

@@ -98,7 +98,8 @@ def cases() -> dict[str, tuple[NoiseMechanism, np.ndarray]]:
         "whisper-random": (Whisper.from_covariance(WHISPER_R), WHISPER_R),
         "multiseed": (
             MultiSeedWhisper(8, MS_SIGMA_MIX2, MS_GROUPS, MS_BLOCKS, q=1),
-            MS_SIGMA_MIX2 * np.eye(8) + sum(embed(b, g, 8) for g, b in zip(MS_GROUPS, MS_BLOCKS)),
+            MS_SIGMA_MIX2 * np.eye(8)
+            + sum(embed(b, g, 8) for g, b in zip(MS_GROUPS, MS_BLOCKS, strict=True)),
         ),
         "zero-sum": (ZeroSum(ER8, 0.9), 0.81 * nx_laplacian(ER8)),
     }
@@ -500,7 +501,7 @@ def test_multiseed_unknown_covariance_keeps_the_seeds_no_member_holds() -> None:
     for coalition in _coalitions(8):
         honest = [i for i in range(8) if i not in coalition]
         expected = MS_SIGMA_MIX2 * np.eye(8)
-        for group, block in zip(MS_GROUPS, MS_BLOCKS):
+        for group, block in zip(MS_GROUPS, MS_BLOCKS, strict=True):
             if not set(group) & set(coalition):
                 expected = expected + embed(block, group, 8)
         unknown = mechanism.unknown_covariance(coalition)

@@ -70,7 +70,7 @@ def test_deterministic_for_a_seed_and_varies_with_it(name):
     assert not all(np.array_equal(a, b) for a, b in zip(first, other, strict=True))
 
 
-@pytest.mark.parametrize("n_examples, n_agents", [(100, 7), (10, 10), (3001, 20), (5, 1)])
+@pytest.mark.parametrize(("n_examples", "n_agents"), [(100, 7), (10, 10), (3001, 20), (5, 1)])
 def test_iid_sizes_differ_by_at_most_one(n_examples, n_agents):
     parts = iid(n_examples, n_agents, rng(1))
     assert_exact_cover(parts, n_examples, n_agents)

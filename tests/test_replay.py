@@ -154,7 +154,7 @@ def test_command_line_overrides_the_file_and_set_overrides_one_key(runs):
 
 
 @pytest.mark.parametrize(
-    "text, sets, words",
+    ("text", "sets", "words"),
     [
         (
             'task = "quadratic"\n\nbatchsize = 3\n',

@@ -483,7 +483,7 @@ OLD_DEPARTURES = [
 ]
 
 
-@pytest.mark.parametrize("calibration, threat, t0, budget, reports", OLD_DEPARTURES)
+@pytest.mark.parametrize(("calibration", "threat", "t0", "budget", "reports"), OLD_DEPARTURES)
 def test_a_departures_two_phase_accounting_keeps_its_numbers(
     calibration: str, threat: str, t0: int, budget, reports
 ) -> None:

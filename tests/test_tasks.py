@@ -110,7 +110,7 @@ def test_housing_has_the_published_rows_and_means() -> None:
 
 
 def test_housing_task_standardises_on_the_training_split() -> None:
-    features, values = load_california_housing()
+    _features, values = load_california_housing()
     task = build_task("housing-mlp", 10, seed=3, options=TaskOptions(partition="iid"))
     assert task.agent_sizes.sum() == round(0.8 * len(values)) and task.dim == 8 * 64 + 64 + 64 + 1
     inputs, targets = task.inputs.numpy(), task.targets.numpy()
