@@ -42,6 +42,7 @@ def measured(libraries: str) -> str:
     and the load average when the measurement ended."""
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     return (
-        f"Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; CPUs: {os.cpu_count()}; {libraries}; "
-        f"Python {platform.python_version()}; load average at the end (1, 5, 15 min): {load}."
+        f"Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; CPUs: "
+        f"{os.cpu_count()}; {libraries}; Python {platform.python_version()}; load average at the "
+        f"end (1, 5, 15 min): {load}."
     )

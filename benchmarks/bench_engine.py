@@ -60,7 +60,8 @@ EPS, DELTA = 10.0, 1e-5
 ETA = 0.1
 EDGE_PROBABILITY = 0.5
 SEED = 0
-#: Steps of the per-step comparison (engine, bare loop, noise, sampling), each timed best of REPEATS.
+#: Steps of the per-step comparison (engine, bare loop, noise, sampling), each timed best of
+#: REPEATS.
 COMPARE_STEPS = 500
 REPEATS = 3
 #: Whole-run repeats by n: a whole run at n = 100 takes about 30 s, so it is timed once.
@@ -137,7 +138,8 @@ def engine_run(setting: Setting, steps: int, eval_every: int) -> Callable[[], ob
 
 
 def evaluation_record(task: Task, rng: np.random.Generator, rows: int) -> Callable[[], object]:
-    """One evaluation record (``task.evaluate``) on ``rows`` parameter vectors of a realistic size."""
+    """One evaluation record (``task.evaluate``) on ``rows`` parameter vectors of a realistic
+    size."""
     params = 0.01 * rng.standard_normal((rows, task.dim))
     return lambda: task.evaluate(params)
 
@@ -233,16 +235,17 @@ def whole_run_table(figures: list[Figures]) -> list[str]:
     """Markdown table of the whole-run timings and their evaluation share."""
     count = records(STEPS, EVAL_EVERY)
     lines = [
-        "| n | `run_dsgd` wall clock (s) | timed | evaluation records (s) | steps without evaluation (ms/step) |",
+        "| n | `run_dsgd` wall clock (s) | timed | evaluation records (s) | steps without "
+        "evaluation (ms/step) |",
         "|---:|---:|---|---:|---:|",
     ]
     for f in figures:
         evaluation = count * f.evaluation + f.initial_evaluation
         timed = f"best of {f.whole_run_repeats}" if f.whole_run_repeats > 1 else "once"
         lines.append(
-            f"| {f.n} | {f.whole_run:.2f} | {timed} | {evaluation:.2f} ({count} x {f.evaluation * 1e3:.0f} ms "
-            f"+ {f.initial_evaluation * 1e3:.1f} ms at step 0) "
-            f"| {(f.whole_run - evaluation) / STEPS * 1e3:.3f} |"
+            f"| {f.n} | {f.whole_run:.2f} | {timed} | {evaluation:.2f} ({count} x "
+            f"{f.evaluation * 1e3:.0f} ms + {f.initial_evaluation * 1e3:.1f} ms at step 0) | "
+            f"{(f.whole_run - evaluation) / STEPS * 1e3:.3f} |"
         )
     return lines
 
@@ -268,7 +271,8 @@ def targets(figures: list[Figures]) -> list[str]:
     by_n = {f.n: f for f in figures}
     verdict = {True: "met", False: "MISSED"}
     lines = [
-        f"- n = 20 whole run under 10 s: {verdict[by_n[20].whole_run < 10.0]} ({by_n[20].whole_run:.2f} s)."
+        f"- n = 20 whole run under 10 s: {verdict[by_n[20].whole_run < 10.0]} "
+        f"({by_n[20].whole_run:.2f} s)."
     ]
     lines += [
         f"- n = {f.n} engine within 3x of bare: {verdict[f.ratio <= 3.0]} ({f.ratio:.2f}x)."
@@ -284,37 +288,40 @@ def section(figures: list[Figures]) -> str:
         "## D-SGD engine (`benchmarks/bench_engine.py`)",
         "",
         f"Measured {machine_facts()}.",
-        "Times are wall clock (`time.perf_counter`), the best of the repeats stated; other processes "
-        "running at the same time (see the load average) slow them down.",
+        "Times are wall clock (`time.perf_counter`), the best of the repeats stated; other "
+        "processes running at the same time (see the load average) slow them down.",
         "",
-        f"Setting: logistic regression on a9a (d = 123), Erdos-Renyi G(n, p = {EDGE_PROBABILITY}) with "
-        f"Metropolis-Hastings W, T = {STEPS} steps, batch {BATCH}, agent-level clipping C = {CLIP}, "
-        f"LDP noise calibrated to eps = {EPS:g}, delta = {DELTA:g}, step size {ETA}, seed {SEED}.",
+        f"Setting: logistic regression on a9a (d = 123), Erdos-Renyi G(n, p = {EDGE_PROBABILITY}) "
+        f"with Metropolis-Hastings W, T = {STEPS} steps, batch {BATCH}, agent-level clipping C = "
+        f"{CLIP}, LDP noise calibrated to eps = {EPS:g}, delta = {DELTA:g}, step size {ETA}, seed "
+        f"{SEED}.",
         "",
         f"### Whole run (T = {STEPS}, eval_every = {EVAL_EVERY})",
         "",
         *whole_run_table(figures),
         "",
-        "An evaluation record is one `task.evaluate` call (train objective over all training rows, test "
-        "loss and accuracy of every agent and of the average model), timed on its own, best of "
-        f"{REPEATS}; the step-0 record evaluates one row, since every agent starts at the same point.",
+        "An evaluation record is one `task.evaluate` call (train objective over all training "
+        "rows, test loss and accuracy of every agent and of the average model), timed on its own, "
+        f"best of {REPEATS}; the step-0 record evaluates one row, since every agent starts at the "
+        "same point.",
         "",
         f"### Per step: engine vs bare numpy ({COMPARE_STEPS} steps each, best of {REPEATS})",
         "",
         *per_step_table(figures),
         "",
-        f"- *engine*: a `run_dsgd` call of {COMPARE_STEPS} steps with eval_every = {COMPARE_STEPS}, minus "
-        "its step-0 and final evaluation records, divided by the steps.",
-        "- *bare numpy*: per step, gather the batch rows `np.take(X, idx, axis=0)` (n, 128, d) and labels `y[idx]`, "
-        "margins by batched `matmul`, `expit`, gradients by batched `matmul` (n, d), and "
-        "one gossip product `W @ (x - eta g)` ((n, n) x (n, d)). Same data, shapes and W as the engine; "
-        f"the batch indices cycle through {BATCH_POOL} batches drawn beforehand, so the bare loop "
-        "excludes drawing indices, clipping, the regulariser and the noise.",
+        f"- *engine*: a `run_dsgd` call of {COMPARE_STEPS} steps with eval_every = "
+        f"{COMPARE_STEPS}, minus its step-0 and final evaluation records, divided by the steps.",
+        "- *bare numpy*: per step, gather the batch rows `np.take(X, idx, axis=0)` (n, 128, d) "
+        "and labels `y[idx]`, margins by batched `matmul`, `expit`, gradients by batched `matmul` "
+        "(n, d), and one gossip product `W @ (x - eta g)` ((n, n) x (n, d)). Same data, shapes "
+        f"and W as the engine; the batch indices cycle through {BATCH_POOL} batches drawn "
+        "beforehand, so the bare loop excludes drawing indices, clipping, the regulariser and the "
+        "noise.",
         "- *noise draw*: `rng.standard_normal((n, d))`, which the engine also does every step "
         "(then scales by sigma).",
         "- *batch sampling*: the engine's `UniformSampler.sample` (n x 128 indices).",
-        "- *rest of the engine*: engine minus bare, noise and sampling: clipping, the L2 regulariser, "
-        "the scaled noise add and Python overhead.",
+        "- *rest of the engine*: engine minus bare, noise and sampling: clipping, the L2 "
+        "regulariser, the scaled noise add and Python overhead.",
         "",
         "Targets:",
         "",

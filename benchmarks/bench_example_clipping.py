@@ -14,8 +14,8 @@ What is measured (wall clock, ``time.perf_counter``, best of 3 repeats of 10 cal
 
 Target: the ghost path at least 10x faster than vmap. Figures go to stdout and, between
 ``<!-- bench_example_clipping:start -->`` and ``<!-- bench_example_clipping:end -->``, to
-``BENCHMARKS.md``. Run from the repository root: ``.venv/bin/python benchmarks/bench_example_clipping.py``
-(about a minute).
+``BENCHMARKS.md``. Run from the repository root:
+``.venv/bin/python benchmarks/bench_example_clipping.py`` (about a minute).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ BATCH, CLIP, REPEATS, CALLS = 64, 1.0, 3, 10
 
 
 def best_seconds(call: Callable[[], object]) -> float:
-    """Best of :data:`REPEATS` repeats of the mean time of :data:`CALLS` calls (after a warm-up call)."""
+    """Best of :data:`REPEATS` repeats of the mean time of :data:`CALLS` calls (after a warm-up
+    call)."""
     call()
     best = np.inf
     for _ in range(REPEATS):
@@ -80,16 +81,19 @@ def main() -> None:
         "",
         measured(f"torch {torch.__version__} (1 thread)"),
         "",
-        f"MNIST network 784-64-10 (d = 50890), Poisson batches of expected size {BATCH}, per-example clipping at C = {CLIP:g}; "
-        f"one `TorchModelTask.gradients` call for all agents, best of {REPEATS} x {CALLS} calls.",
+        f"MNIST network 784-64-10 (d = 50890), Poisson batches of expected size {BATCH}, "
+        f"per-example clipping at C = {CLIP:g}; one `TorchModelTask.gradients` call for all "
+        f"agents, best of {REPEATS} x {CALLS} calls.",
         "",
-        "| n | ghost norms (ms/step) | torch.func.vmap per-example (ms/step) | speed-up | max difference (float32) | batch gradient, no clipping (ms/step) |",
+        "| n | ghost norms (ms/step) | torch.func.vmap per-example (ms/step) | speed-up | max "
+        "difference (float32) | batch gradient, no clipping (ms/step) |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for n, row in rows.items():
         lines.append(
-            f"| {n} | {1e3 * row['ghost']:.1f} | {1e3 * row['vmap']:.1f} | {row['vmap'] / row['ghost']:.0f}x | "
-            f"{row['error']:.1e} (of values up to {row['scale']:.2g}) | {1e3 * row['batch']:.1f} |"
+            f"| {n} | {1e3 * row['ghost']:.1f} | {1e3 * row['vmap']:.1f} | "
+            f"{row['vmap'] / row['ghost']:.0f}x | {row['error']:.1e} (of values up to "
+            f"{row['scale']:.2g}) | {1e3 * row['batch']:.1f} |"
         )
     met = all(row["vmap"] / row["ghost"] >= 10 for row in rows.values())
     lines += [

@@ -82,23 +82,26 @@ def main() -> None:
         "",
         measured(f"numpy {np.__version__} (BLAS threads: default)"),
         "",
-        f"Facebook ego 414 (n = {n}), Metropolis-Hastings W, cyclic participation b = {CYCLE}, k = T / {CYCLE}. "
-        "Loss = sens^2 tr(H X^-1) (Lemma 12); DP-D-SGD is C = I.",
+        f"Facebook ego 414 (n = {n}), Metropolis-Hastings W, cyclic participation b = {CYCLE}, k = "
+        f"T / {CYCLE}. Loss = sens^2 tr(H X^-1) (Lemma 12); DP-D-SGD is C = I.",
         "",
-        "| T | H, eigenvalue route (s) | H, general route (s) | L-BFGS (s) | iterations | MAFALDA loss | DP-D-SGD loss | ratio |",
+        "| T | H, eigenvalue route (s) | H, general route (s) | L-BFGS (s) | iterations | MAFALDA "
+        "loss | DP-D-SGD loss | ratio |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for steps, eigen_seconds, general_seconds, optimize_seconds, result, identity in rows:
         general = f"{general_seconds:.2f}" if general_seconds is not None else "-"
         lines.append(
-            f"| {steps} | {eigen_seconds:.3f} | {general} | {optimize_seconds:.2f} | {result.iterations} | "
-            f"{result.loss:.4g} | {identity:.4g} | {identity / result.loss:.2f}x |"
+            f"| {steps} | {eigen_seconds:.3f} | {general} | {optimize_seconds:.2f} | "
+            f"{result.iterations} | {result.loss:.4g} | {identity:.4g} | "
+            f"{identity / result.loss:.2f}x |"
         )
     lines += [
         "",
-        f"Correlation restarts, T = {RESTART_STEPS} in blocks of {RESTART_BLOCK}: H blocks {block_seconds:.2f} s, "
-        f"L-BFGS {block_optimize:.2f} s ({block.iterations} iterations); loss {restart_loss:.4g} against "
-        f"{restart_identity:.4g} for DP-D-SGD ({restart_identity / restart_loss:.2f}x).",
+        f"Correlation restarts, T = {RESTART_STEPS} in blocks of {RESTART_BLOCK}: H blocks "
+        f"{block_seconds:.2f} s, L-BFGS {block_optimize:.2f} s ({block.iterations} iterations); "
+        f"loss {restart_loss:.4g} against {restart_identity:.4g} for DP-D-SGD "
+        f"({restart_identity / restart_loss:.2f}x).",
         end,
         "",
     ]

@@ -10,7 +10,8 @@ process exchanges one vector with each graph neighbour per round, measured three
 - **round**: a whole runtime round without the gradient, whose cost is the model's, not the
   runtime's: DECOR noise drawn from the agent's seeds (one private and one per edge secret), the
   local step into the message buffer, the authenticated exchange and the mixing (as
-  :func:`dpdl.runtime.agent.run_agent`, whose round keeps its result for a checkpoint without copying it).
+  :func:`dpdl.runtime.agent.run_agent`, whose round keeps its result for a checkpoint without
+  copying it).
 
 Each measurement starts 8 fresh processes; the timing (after 3 warm-up rounds, between two
 barriers) is agent 0's, wall clock. Eight processes share two cores, so a measurement swings by a
@@ -143,12 +144,13 @@ def main() -> None:
             "",
             measured(f"numpy {np.__version__}, torch {torch.__version__} (gloo)"),
             "",
-            "Eight agent processes on loopback, one float64 vector per neighbour per round; the best of "
-            f"{REPEATS} starts of each; ratio = bare rate / rate (1.00x: as fast as gloo alone). The authenticated exchanges "
-            "add the round header and a tag per link: GMAC (AES-256-GCM, the runtime's default) or Poly1305 over each "
-            "outgoing and incoming vector, or one SHA-256 of the outgoing vector, one of each incoming vector and an HMAC "
-            "per link. The whole round adds DECOR noise drawn from the agent's seeds (one private draw and one per edge), "
-            "the step and the mixing.",
+            "Eight agent processes on loopback, one float64 vector per neighbour per round; the "
+            f"best of {REPEATS} starts of each; ratio = bare rate / rate (1.00x: as fast as gloo "
+            "alone). The authenticated exchanges add the round header and a tag per link: GMAC "
+            "(AES-256-GCM, the runtime's default) or Poly1305 over each outgoing and incoming "
+            "vector, or one SHA-256 of the outgoing vector, one of each incoming vector and an "
+            "HMAC per link. The whole round adds DECOR noise drawn from the agent's seeds (one "
+            "private draw and one per edge), the step and the mixing.",
             "",
             *rows,
             END,

@@ -26,11 +26,11 @@ reference. What is measured, in one run:
 The dual is timed twice: with BLAS at its default thread count and limited to one thread
 (threadpoolctl). numpy and scipy each load their own OpenBLAS here, and the dual alternates between
 them (numpy's ``eigh``, scipy's L-BFGS-B): with two threads each on a 2-core machine, the threads of
-one library spin while the other's work, and the dual is several to 30 times slower at n = 30-100 than with one
-thread (over 100x when another process is busy). So the two settings are reported side by side, with a
-small table limiting each library in turn, and the load average at the start and the end of the
-run. Small problems are timed best of 3; at n = 1000 the dual runs once per setting, in a child
-process stopped after 120 s.
+one library spin while the other's work, and the dual is several to 30 times slower at n = 30-100
+than with one thread (over 100x when another process is busy). So the two settings are reported side
+by side, with a small table limiting each library in turn, and the load average at the start and the
+end of the run. Small problems are timed best of 3; at n = 1000 the dual runs once per setting, in a
+child process stopped after 120 s.
 
 Figures go to stdout and, as the section between ``<!-- bench_solver:start -->`` and
 ``<!-- bench_solver:end -->``, to ``BENCHMARKS.md`` at the repository root (the rest of the file is
@@ -126,7 +126,8 @@ class Comparison:
     multiseed: Outcome
 
     def relative_difference(self, other: Outcome) -> float:
-        """(dual - other) / other, on the recomputed objectives: positive means the dual is worse."""
+        """(dual - other) / other, on the recomputed objectives: positive means the dual is
+        worse."""
         return (self.dual.objective - other.objective) / other.objective
 
     def feasible_difference(self, other: Outcome) -> float:
@@ -203,7 +204,8 @@ def inverse_diagonal(covariance: np.ndarray) -> np.ndarray:
 
 
 def assess(weights: np.ndarray, covariance: np.ndarray, c: float, seconds: float) -> Outcome:
-    """Objective Tr(W R W^T) and worst relative violation max_i([R^-1]_ii / c - 1), from R itself."""
+    """Objective Tr(W R W^T) and worst relative violation max_i([R^-1]_ii / c - 1), from R
+    itself."""
     objective = float(np.sum((weights @ covariance) * weights))
     violation = float(np.max(inverse_diagonal(covariance) / c - 1.0))
     return Outcome(objective, violation, seconds)
@@ -323,7 +325,8 @@ def time_dual(
 def blas_interference(n: int, c: float) -> dict[str, float]:
     """Best wall clock of the dual at size n with each BLAS copy (numpy's, scipy's) limited to one
     thread in turn, next to the default and to all limited: the dual alternates between numpy
-    (eigh) and scipy (L-BFGS-B), which here load separate OpenBLAS libraries with their own threads."""
+    (eigh) and scipy (L-BFGS-B), which here load separate OpenBLAS libraries with their own
+    threads."""
     _, weights = er_weights(n, EDGE_PROBABILITY)
     controller = ThreadpoolController()
     blas = [
@@ -361,13 +364,15 @@ def compare(n: int, c: float, multiseed: bool) -> Comparison:
         papers = cvxpy_outcome(weights, c, lambda: multiseed_covariance(weights, c))
     else:
         papers = Outcome(
-            note=f"skipped ({MULTISEED_SLOW_NOTE}; --multiseed-n30 tries it, {CVXPY_LIMIT:.0f} s limit)"
+            note=f"skipped ({MULTISEED_SLOW_NOTE}; --multiseed-n30 tries it, "
+            f"{CVXPY_LIMIT:.0f} s limit)"
         )
     return Comparison(n, dual, seconds, solution, sdp, papers)
 
 
 def scale(n: int, p: float, c: float) -> Scale:
-    """The dual alone at size n: timed under each thread setting (best of REPEATS, once for n = 1000)."""
+    """The dual alone at size n: timed under each thread setting (best of REPEATS, once for
+    n = 1000)."""
     graph, weights = er_weights(n, p)
     repeats = REPEATS if n < 1000 else 1
     seconds, notes, solution = {}, {}, None
@@ -392,7 +397,8 @@ def scale(n: int, p: float, c: float) -> Scale:
 
 
 def singular(n: int, c: float) -> Singular:
-    """The dual on the complete graph with W = 11^T / n, where the infimum 1 / (n c) is not attained."""
+    """The dual on the complete graph with W = 11^T / n, where the infimum 1 / (n c) is not
+    attained."""
     weights = max_degree(complete(n))
     solution, seconds = time_dual(weights, c, REPEATS)
     outcome = assess(weights, solution.covariance, c, seconds["default"])
@@ -420,16 +426,18 @@ def machine_facts(load_at_start: tuple[float, ...]) -> str:
     """Date, CPUs, versions, BLAS, and the load average at the start and the end of the run."""
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     blas = ", ".join(
-        f"{info.get('internal_api', '?')} {info.get('version', '?')} in {Path(info['filepath']).parent.name} "
-        f"({info['num_threads']} thread{'s' * (info['num_threads'] != 1)} by default)"
+        f"{info.get('internal_api', '?')} {info.get('version', '?')} in "
+        f"{Path(info['filepath']).parent.name} ({info['num_threads']} "
+        f"thread{'s' * (info['num_threads'] != 1)} by default)"
         for info in threadpool_info()
         if info.get("user_api") == "blas"
     )
     return (
         f"{now}; CPUs (os.cpu_count()): {os.cpu_count()}; Python {platform.python_version()}; "
-        f"numpy {np.__version__}; scipy {version('scipy')}; cvxpy {cp.__version__}; "
-        f"clarabel {version('clarabel')}; BLAS: {blas}; {platform.machine()} {platform.system()}; "
-        f"load average (1, 5, 15 min) at the start: {_load(load_at_start)}, at the end: {_load(os.getloadavg())}"
+        f"numpy {np.__version__}; scipy {version('scipy')}; cvxpy {cp.__version__}; clarabel "
+        f"{version('clarabel')}; BLAS: {blas}; {platform.machine()} {platform.system()}; load "
+        f"average (1, 5, 15 min) at the start: {_load(load_at_start)}, at the end: "
+        f"{_load(os.getloadavg())}"
     )
 
 
@@ -448,9 +456,9 @@ def calibration_lines(cals: dict[str, Calibration]) -> list[str]:
     lines = []
     for method, cal in cals.items():
         lines.append(
-            f"- {method}: mu_step = {cal.mu_step:.6g}, c = (mu_step / C)^2 = {cal.inverse_variance_bound:.6g}, "
-            f"exact epsilon of that calibration = {cal.achieved_epsilon:.4g}"
-            + (" (used below)" if method == "exact" else "")
+            f"- {method}: mu_step = {cal.mu_step:.6g}, c = (mu_step / C)^2 = "
+            f"{cal.inverse_variance_bound:.6g}, exact epsilon of that calibration = "
+            f"{cal.achieved_epsilon:.4g}" + (" (used below)" if method == "exact" else "")
         )
     return lines
 
@@ -499,15 +507,16 @@ def _cvxpy_cell(outcome: Outcome) -> str:
         return outcome.note
     split = outcome.split
     return (
-        f"{outcome.seconds:.2f} (compile {split.get('compile', math.nan):.2f}, "
-        f"Clarabel {split.get('solve', math.nan):.2f} in {split.get('iterations', math.nan):.0f} it.)"
+        f"{outcome.seconds:.2f} (compile {split.get('compile', math.nan):.2f}, Clarabel "
+        f"{split.get('solve', math.nan):.2f} in {split.get('iterations', math.nan):.0f} it.)"
     )
 
 
 def speed_table(comparisons: list[Comparison]) -> list[str]:
     lines = [
-        "| n | dual (s), default BLAS threads | dual (s), 1 thread | dual iterations "
-        "| matrix-fractional SDP (s) | papers' R formulation (s) | SDP / dual | R formulation / dual |",
+        "| n | dual (s), default BLAS threads | dual (s), 1 thread | dual iterations | "
+        "matrix-fractional SDP (s) | papers' R formulation (s) | SDP / dual | R formulation / "
+        "dual |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for cmp in comparisons:
@@ -516,10 +525,9 @@ def speed_table(comparisons: list[Comparison]) -> list[str]:
             f"{o.seconds / fastest:,.0f}x" if o.solved else "-" for o in (cmp.sdp, cmp.multiseed)
         ]
         lines.append(
-            f"| {cmp.n} | {cmp.dual_seconds['default']:.4f} | {cmp.dual_seconds['1 thread']:.4f} "
-            f"| {cmp.dual_solution.iterations} | {_cvxpy_cell(cmp.sdp)} | {_cvxpy_cell(cmp.multiseed)} | "
-            + " | ".join(ratios)
-            + " |"
+            f"| {cmp.n} | {cmp.dual_seconds['default']:.4f} | {cmp.dual_seconds['1 thread']:.4f} | "
+            f"{cmp.dual_solution.iterations} | {_cvxpy_cell(cmp.sdp)} | "
+            f"{_cvxpy_cell(cmp.multiseed)} | " + " | ".join(ratios) + " |"
         )
     return lines
 
@@ -542,8 +550,9 @@ def scale_table(scales: list[Scale]) -> list[str]:
     for s in scales:
         times = [s.notes[label] or f"{s.seconds[label]:.3f}" for label in THREADS]
         lines.append(
-            f"| {s.n} | {s.p} | {s.edges} | {times[0]} | {times[1]} | {s.iterations} | {_number(s.gap, '.1e')} "
-            f"| {_number(s.outcome.violation, '+.2e')} | {_number(s.outcome.objective, '.8g')} |"
+            f"| {s.n} | {s.p} | {s.edges} | {times[0]} | {times[1]} | {s.iterations} | "
+            f"{_number(s.gap, '.1e')} | {_number(s.outcome.violation, '+.2e')} | "
+            f"{_number(s.outcome.objective, '.8g')} |"
         )
     return lines
 
@@ -552,14 +561,16 @@ def singular_lines(result: Singular) -> list[str]:
     o = result.outcome
     excess = (o.objective - result.infimum) / result.infimum
     return [
-        f"- kernel of W: dimension {result.kernel_dimension}; cap (kernel variance, `solution.cap`) = {result.cap:.6g}",
+        f"- kernel of W: dimension {result.kernel_dimension}; cap (kernel variance, "
+        f"`solution.cap`) = {result.cap:.6g}",
         f"- Tr(W R W^T) = {o.objective:.10g}; the infimum 1 / (n c) = {result.infimum:.10g}; "
         f"excess {excess:+.2e} relative (reported objective {result.reported_objective:.10g}, "
         f"certified gap {result.gap:.1e})",
         f"- max_i [R^-1]_ii / c - 1 = {o.violation:+.2e} (constraints "
-        f"{'hold' if o.violation <= VIOLATION_TARGET else 'VIOLATED'}), computed in 40-digit arithmetic "
-        f"from the float64 R: cond(R) = {result.condition:.2e}, so rounding R's entries alone moves "
-        f"[R^-1]_ii by up to about cond(R) x 1e-16 = {result.condition * 1e-16:.0e} relative",
+        f"{'hold' if o.violation <= VIOLATION_TARGET else 'VIOLATED'}), computed in 40-digit "
+        f"arithmetic from the float64 R: cond(R) = {result.condition:.2e}, so rounding R's entries "
+        f"alone moves [R^-1]_ii by up to about cond(R) x 1e-16 = {result.condition * 1e-16:.0e} "
+        "relative",
         f"- the same check at n = {', '.join(map(str, result.other_violations))}: "
         + ", ".join(f"{value:+.2e}" for value in result.other_violations.values())
         + " (rounding alone moves these by about cond(R) x 1e-16; the solver keeps a margin of "
@@ -594,7 +605,8 @@ def targets(comparisons: list[Comparison], scales: list[Scale], result: Singular
             )
     lines.append(
         f"- singular W (n = {result.n}), constraints hold (violation <= {VIOLATION_TARGET:g}): "
-        f"{verdict[result.outcome.violation <= VIOLATION_TARGET]} ({result.outcome.violation:+.1e})."
+        f"{verdict[result.outcome.violation <= VIOLATION_TARGET]} "
+        f"({result.outcome.violation:+.1e})."
     )
     for m, violation in result.other_violations.items():
         lines.append(
@@ -606,7 +618,8 @@ def targets(comparisons: list[Comparison], scales: list[Scale], result: Singular
             took = s.notes[label] or f"{s.seconds[label]:.3f} s"
             met = not s.notes[label] and s.seconds[label] < SCALE_TARGETS[s.n]
             lines.append(
-                f"- n = {s.n} dual under {SCALE_TARGETS[s.n]:g} s (BLAS: {label}): {verdict[met]} ({took})."
+                f"- n = {s.n} dual under {SCALE_TARGETS[s.n]:g} s (BLAS: {label}): {verdict[met]} "
+                f"({took})."
             )
     return lines
 
@@ -625,12 +638,14 @@ def section(results: Results) -> str:
         "## Whisper covariance solver (`benchmarks/bench_solver.py`)",
         "",
         f"Measured {results.facts}.",
-        "Times are wall clock (`time.perf_counter`); the dual's are the best of "
-        f"{REPEATS} (one run at n = 1000), CVXPY's are one run each, in a child process stopped after "
-        f"{CVXPY_LIMIT:.0f} s. Other processes running at the same time (see the load average) slow them down.",
+        f"Times are wall clock (`time.perf_counter`); the dual's are the best of {REPEATS} (one "
+        "run at n = 1000), CVXPY's are one run each, in a child process stopped after "
+        f"{CVXPY_LIMIT:.0f} s. Other processes running at the same time (see the load average) "
+        "slow them down.",
         "",
-        "Problem (9): minimise Tr(W R W^T) over R > 0 subject to [R^-1]_ii <= c for every agent, with "
-        f"c calibrated for agent-level clipping C = {CLIP}, eps = {EPS:g}, delta = {DELTA:g}, T = {STEPS} steps:",
+        "Problem (9): minimise Tr(W R W^T) over R > 0 subject to [R^-1]_ii <= c for every agent, "
+        f"with c calibrated for agent-level clipping C = {CLIP}, eps = {EPS:g}, delta = {DELTA:g}, "
+        f"T = {STEPS} steps:",
         "",
         *calibration_lines(cals),
         "",
@@ -640,7 +655,8 @@ def section(results: Results) -> str:
         "- *dual*: `dpdl.solvers.whisper_dual.solve_whisper`.",
         "- *matrix-fractional SDP*: `dpdl.solvers.coalition.solve_whisper_sdp`, minimise "
         "Tr(W P^-1 W^T) s.t. diag(P) <= c, in the precision P = R^-1.",
-        "- *papers' R formulation*: `dpdl.solvers.coalition.solve_multiseed(W, [all agents], q = 0, c)`, "
+        "- *papers' R formulation*: "
+        "`dpdl.solvers.coalition.solve_multiseed(W, [all agents], q = 0, c)`, "
         "R = sigma_mix^2 I + R_cor with one Schur LMI `matrix_frac(e_i, R) <= c` per agent.",
         "",
         "Objectives, recomputed from each returned R (relative difference: (dual - CVXPY) / CVXPY, "
@@ -655,15 +671,16 @@ def section(results: Results) -> str:
         "",
         *violations_table(comparisons),
         "",
-        "Wall clock; for CVXPY, the part spent compiling the problem and the part spent in Clarabel, "
-        "with its iterations. Ratios are against the dual's faster thread setting:",
+        "Wall clock; for CVXPY, the part spent compiling the problem and the part spent in "
+        "Clarabel, with its iterations. Ratios are against the dual's faster thread setting:",
         "",
         *speed_table(comparisons),
         "",
-        "The dual alternates between numpy (`eigh`) and scipy (L-BFGS-B), which here load two separate "
-        "OpenBLAS libraries, each with its own pool of threads; between calls one pool's threads keep "
-        "spinning while the other's work, which is what makes the default setting slow at small n. "
-        f"Limiting either copy to one thread is enough (n = {results.interference_n}, best of {REPEATS}, seconds):",
+        "The dual alternates between numpy (`eigh`) and scipy (L-BFGS-B), which here load two "
+        "separate OpenBLAS libraries, each with its own pool of threads; between calls one pool's "
+        "threads keep spinning while the other's work, which is what makes the default setting "
+        "slow at small n. Limiting either copy to one thread is enough (n = "
+        f"{results.interference_n}, best of {REPEATS}, seconds):",
         "",
         *interference_lines(results.interference_n, results.interference),
         "",
@@ -689,7 +706,8 @@ def main() -> None:
     parser.add_argument(
         "--multiseed-n30",
         action="store_true",
-        help=f"also run solve_multiseed at n = {MULTISEED_SLOW_N} (stopped after {CVXPY_LIMIT:.0f} s)",
+        help=f"also run solve_multiseed at n = {MULTISEED_SLOW_N} "
+        f"(stopped after {CVXPY_LIMIT:.0f} s)",
     )
     args = parser.parse_args()
     load_at_start = os.getloadavg()

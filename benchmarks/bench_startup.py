@@ -3,9 +3,9 @@
 real command, ``dpdl noise`` (DECOR on a ring of 6 agents, T = 100), whose implementation now
 imports what it uses (networkx, scipy) and not torch, matplotlib or dp_accounting.
 
-Each command is a fresh interpreter (``python -m dpdl.cli ...``, with this checkout's ``src`` first on
-``PYTHONPATH``), timed wall clock from start to exit. The commands take turns, round after round, so
-a burst of load on a shared machine hits all of them alike; the table gives the minimum and the
+Each command is a fresh interpreter (``python -m dpdl.cli ...``, with this checkout's ``src`` first
+on ``PYTHONPATH``), timed wall clock from start to exit. The commands take turns, round after round,
+so a burst of load on a shared machine hits all of them alike; the table gives the minimum and the
 median of each.
 
 The previous way is the same help after importing what the parser imported before its names moved
@@ -30,7 +30,8 @@ from pathlib import Path
 
 from _report import markers, measured, write_section  # benchmarks/_report.py
 
-#: Rounds of the fast commands; the slow ones (the previous way: 5-8 s a start) run in the first :data:`SLOW_ROUNDS`.
+#: Rounds of the fast commands; the slow ones (the previous way: 5-8 s a start) run in the first
+#: :data:`SLOW_ROUNDS`.
 ROUNDS, SLOW_ROUNDS = 20, 5
 START, END = markers("bench_startup")
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -129,17 +130,19 @@ def main() -> None:
         START,
         "## Start of the command line (`benchmarks/bench_startup.py`)",
         "",
-        f"Wall clock of a fresh interpreter from start to exit, the commands taking turns ({ROUNDS} rounds, "
-        f"{SLOW_ROUNDS} for `dpdl noise` and the previous imports). `dpdl noise` is `dpdl {' '.join(NOISE)}`. The previous imports replay what `dpdl.cli` imported before the parser "
-        "was built from `dpdl.choices` alone (torch, cvxpy, dp_accounting, scipy, sklearn, matplotlib, networkx, "
-        "cryptography, tqdm and every dpdl module).",
+        "Wall clock of a fresh interpreter from start to exit, the commands taking turns "
+        f"({ROUNDS} rounds, {SLOW_ROUNDS} for `dpdl noise` and the previous imports). `dpdl noise` "
+        f"is `dpdl {' '.join(NOISE)}`. The previous imports replay what `dpdl.cli` imported before "
+        "the parser was built from `dpdl.choices` alone (torch, cvxpy, dp_accounting, scipy, "
+        "sklearn, matplotlib, networkx, cryptography, tqdm and every dpdl module).",
         "",
         "| command | runs | min (s) | median (s) | min / import numpy |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for label, values in times.items():
         lines.append(
-            f"| `{label}` | {len(values)} | {best[label]:.3f} | {statistics.median(values):.3f} | {best[label] / numpy:.2f}x |"
+            f"| `{label}` | {len(values)} | {best[label]:.3f} | {statistics.median(values):.3f} | "
+            f"{best[label] / numpy:.2f}x |"
         )
     for command in ("dpdl --help", "dpdl train --help", "dpdl noise"):
         old, new = times[f"{command}, previous imports"], times[command]

@@ -64,7 +64,8 @@ def engines(n: int) -> dict[str, float]:
 
 
 def dlg() -> dict[str, float]:
-    """Seconds of one DLG attack on MNIST's LeNet, from an exact and from an LPPA-noised gradient."""
+    """Seconds of one DLG attack on MNIST's LeNet, from an exact and from an LPPA-noised
+    gradient."""
     torch.set_num_threads(1)
     task = build_task("mnist-lenet", 5, 0, TaskOptions(partition="iid"))
     params = task.initial_params()
@@ -106,7 +107,8 @@ def main() -> None:
         START,
         "## Gradient tracking and the attacks (`benchmarks/bench_tracking.py`)",
         "",
-        f"Per step on a9a (logistic regression, d = 123, G(n, 0.5), batch 128, {STEPS} steps; best of {REPEATS}):",
+        f"Per step on a9a (logistic regression, d = 123, G(n, 0.5), batch 128, {STEPS} steps; best "
+        f"of {REPEATS}):",
         "",
         "| n | " + " | ".join(per_step[20]) + " | DSGT / D-SGD |",
         "| --- |" + " --- |" * (len(per_step[20]) + 1),
@@ -122,8 +124,9 @@ def main() -> None:
     ]
     lines += [
         "",
-        "DSGT computes one batch gradient per step like D-SGD and gossips twice (parameters and tracking "
-        "variable); LPPA's every-round injection adds one Laplace draw per arc and a sparse incidence product.",
+        "DSGT computes one batch gradient per step like D-SGD and gossips twice (parameters and "
+        "tracking variable); LPPA's every-round injection adds one Laplace draw per arc and a "
+        "sparse incidence product.",
         "",
         measured(f"numpy {np.__version__}, torch {torch.__version__}"),
         END,

@@ -36,12 +36,14 @@ COPIED = (
 
 
 def _gzip(data: bytes) -> bytes:
-    """``gzip -n -9``: no file name and time 0 in the header, so the bytes depend on the data only."""
+    """``gzip -n -9``: no file name and time 0 in the header, so the bytes depend on the data
+    only."""
     return gzip.compress(data, compresslevel=9, mtime=0)
 
 
 def _idx_head(raw: bytes, count: int) -> bytes:
-    """The first ``count`` records of an IDX file, with the header's first dimension set to ``count``."""
+    """The first ``count`` records of an IDX file, with the header's first dimension set to
+    ``count``."""
     ndim = raw[3]
     dims = [int.from_bytes(raw[4 + 4 * k : 8 + 4 * k], "big") for k in range(ndim)]
     record = 1
@@ -107,7 +109,8 @@ def make_slices(source: Path, dest: Path) -> None:
     )
     (dest / "SHA256SUMS").write_text(
         "".join(
-            f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(dest).as_posix()}\n"
+            f"{hashlib.sha256(path.read_bytes()).hexdigest()}  "
+            f"{path.relative_to(dest).as_posix()}\n"
             for path in files
         )
     )

@@ -50,7 +50,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if FULL_DATA:
         return
     skip = pytest.mark.skip(
-        reason="needs the full data sets: set DPDL_DATA_DIR to a folder holding them (see 'dpdl data list')"
+        reason="needs the full data sets: set DPDL_DATA_DIR to a folder holding them "
+        "(see 'dpdl data list')"
     )
     for item in items:
         if "full_data" in item.keywords:

@@ -83,7 +83,8 @@ def test_exact_calibration_never_overshoots_and_is_tight(eps: float, steps: int)
 
 @pytest.mark.parametrize("eps", [1.0, 3.0, 10.0, 20.0])
 def test_exact_calibration_agrees_with_dp_accounting(eps: float) -> None:
-    """LDP noise calibrated exactly: dp_accounting's PLD gives the same eps, its RDP a larger one."""
+    """LDP noise calibrated exactly: dp_accounting's PLD gives the same eps, its RDP a larger
+    one."""
     steps, clip = 5000, 0.1
     calibration = calibrate(eps, DELTA, steps, AgentLevel(clip))
     sigma = noise_scale(LocalDP(3, 1.0), Eavesdropper(), calibration)

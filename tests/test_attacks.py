@@ -1,4 +1,5 @@
-"""The eavesdropper's attacks against the accountant: membership lower bounds, the sum attack, the audit."""
+"""The eavesdropper's attacks against the accountant: membership lower bounds, the sum attack, the
+audit."""
 
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ def test_epsilon_of_a_huge_mu_is_safe_not_an_overflow(mu: float) -> None:
     assert gdp.epsilon(1e160, 1e-5) == math.inf
 
 
-# -- every design of the registry --------------------------------------------------------------------
+# -- every design of the registry ------------------------------------------------------------------
 
 GRAPH = erdos_renyi(8, 0.5, 0)
 WEIGHTS = metropolis_hastings(GRAPH)
@@ -167,14 +167,15 @@ def test_example_level_pld_calibration_never_exceeds_the_budget(eps: float, targ
     assert account(mechanism, Eavesdropper(), relation, 50, target).epsilon <= eps
 
 
-# -- singular and nearly singular covariances ---------------------------------------------------------
+# -- singular and nearly singular covariances ------------------------------------------------------
 
 SMALL = erdos_renyi(8, 0.5, 1)
 THREATS: list[ThreatModel] = [Eavesdropper(), CentralObserver(), Colluding(1), Colluding(3)]
 
 
 def exact_worst_sensitivity(mechanism: NoiseMechanism, threat: ThreatModel) -> mp.mpf:
-    """``max_i sqrt(e_i^T P^T (P R_H P^T)^-1 P e_i)`` over coalitions and honest agents in 60 digits."""
+    """``max_i sqrt(e_i^T P^T (P R_H P^T)^-1 P e_i)`` over coalitions and honest agents in 60
+    digits."""
     worst = mp.mpf(0)
     for coalition in threat.coalitions(mechanism.n):
         honest = [i for i in range(mechanism.n) if i not in coalition]
@@ -210,9 +211,9 @@ def test_an_unprotected_direction_is_infinite_for_every_threat_at_every_scale(
 def test_a_tiny_genuine_private_variance_keeps_an_accurate_finite_value(
     threat: ThreatModel, relative: float
 ) -> None:
-    """The same noise plus private variance ``relative`` times the largest pairwise variance: finite,
-    at every scale, and equal to the 60-digit Mahalanobis norm (the condition number is 1/relative,
-    so double precision keeps about 16 + log10(relative) digits)."""
+    """The same noise plus private variance ``relative`` times the largest pairwise variance:
+    finite, at every scale, and equal to the 60-digit Mahalanobis norm (the condition number is
+    1/relative, so double precision keeps about 16 + log10(relative) digits)."""
     lam = float(np.linalg.eigvalsh(laplacian(SMALL)).max())
     reference = None
     for scale in (1e-30, 1.0, 1e30):

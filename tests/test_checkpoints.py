@@ -280,7 +280,8 @@ def test_a_checksummed_state_that_does_not_fit_the_run_is_refused_naming_the_fil
     tmp_path: Path,
 ) -> None:
     """The checksum says a file is whole, not that its contents fit: the agent checks the
-    parameters' shape and that its batch streams accept the state (numpy's own range checks included)."""
+    parameters' shape and that its batch streams accept the state (numpy's own range checks
+    included)."""
     from dpdl.runtime.agent import _restore
 
     batches = AgentBatches(SIZES, BUILDERS["uniform"], 5, [1])

@@ -199,8 +199,8 @@ def test_bad_factorize_requests_give_one_error_line(run_main, tmp_path, args, ke
 
 
 def test_factorize_reports_the_encoders_and_saves_mafaldas(run_main, tmp_path):
-    """k = 4 passes: independent noise has sensitivity sqrt(4) = 2, MAFALDA's encoder 1 and a lower loss;
-    the saved encoder is the lower-triangular one that was reported."""
+    """k = 4 passes: independent noise has sensitivity sqrt(4) = 2, MAFALDA's encoder 1 and a lower
+    loss; the saved encoder is the lower-triangular one that was reported."""
     result = run_main(
         [
             "factorize",
@@ -239,7 +239,8 @@ SMOKE_ARGS = [
 
 
 def _dpdl_command() -> list[str]:
-    """The installed ``dpdl`` console script next to the interpreter, else ``python -m dpdl.cli``."""
+    """The installed ``dpdl`` console script next to the interpreter, else
+    ``python -m dpdl.cli``."""
     script = Path(sys.executable).with_name("dpdl")
     return [str(script)] if script.is_file() else [sys.executable, "-m", "dpdl.cli"]
 

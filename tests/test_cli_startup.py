@@ -52,7 +52,8 @@ def test_help_imports_no_heavy_library():
 
 
 def test_registries_offer_the_choices():
-    """The parser offers the names of :mod:`dpdl.choices`; the registries must have exactly those."""
+    """The parser offers the names of :mod:`dpdl.choices`; the registries must have exactly
+    those."""
     assert tuple(MECHANISMS) == choices.MECHANISM_NAMES
     assert tuple(MIXING_RULES) == choices.MIXING_RULE_NAMES
 
@@ -90,7 +91,8 @@ def test_training_and_the_coalition_free_designs_need_neither_extra(tmp_path: Pa
     code = (
         "import sys; sys.modules['cryptography'] = None; sys.modules['cvxpy'] = None\n"
         "from dpdl.cli import main\n"
-        f"sys.exit(main(['train', '--task', 'quadratic', '--graph', 'ring', '--n', '4', '--mechanism', 'decor',"
+        "sys.exit(main(['train', '--task', 'quadratic', '--graph', 'ring', '--n', '4', "
+        "'--mechanism', 'decor',"
         f" '--steps', '5', '--no-progress', '--out', {str(tmp_path / 'run')!r}]))\n"
     )
     subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -138,7 +138,10 @@ def test_adult_rows_are_standardised_one_hot_and_labelled_as_in_the_files() -> N
 
 def test_adult_rejects_a_row_with_missing_fields(tmp_path, monkeypatch, fresh_caches) -> None:
     (tmp_path / "adult").mkdir()
-    good = "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K\n"
+    good = (
+        "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, "
+        "Male, 2174, 0, 40, United-States, <=50K\n"
+    )
     (tmp_path / "adult" / "adult.data").write_text(
         good + "50, Self-emp-not-inc, 83311, Bachelors, 13\n"
     )
@@ -186,7 +189,7 @@ def test_housing_table_is_read_from_either_layout(tmp_path, monkeypatch, fresh_c
         housing.load_california_housing()
 
 
-# --------------------------------------------------------------------------- where data sets are found
+# ------------------------------------------------------------------------ where data sets are found
 
 
 def test_data_dir_comes_before_the_cache(tmp_path, monkeypatch) -> None:

@@ -4,13 +4,14 @@ Independent references written here from the papers:
 
 - DECOR Algorithm 2 / Algorithm 3 (Appendix A): per-step RDP of order alpha is alpha * eps with
   ``eps = max_{|I| = q} 2 C^2 max_i [(sigma_cdp^2 I + sigma_cor^2 L(G minus I))^-1]_ii``
-  (Algorithm 2 as printed omits the ^-1 on its line 3; Algorithm 3 and the proof, eq. (19), have it).
-  A Gaussian mechanism of Mahalanobis sensitivity mu is (alpha, alpha mu^2 / 2)-RDP, so dpdl's
+  (Algorithm 2 as printed omits the ^-1 on its line 3; Algorithm 3 and the proof, eq. (19), have
+  it). A Gaussian mechanism of Mahalanobis sensitivity mu is (alpha, alpha mu^2 / 2)-RDP, so dpdl's
   ``mu_step`` must satisfy ``mu_step^2 / 2 = eps``.
-- DECOR Theorem 1 / Theorem 6: the closed form ``2 C^2 (1/((n-q) s^2) + (1 - 1/(n-q)) / (s^2 + a_q s_cor^2))``.
+- DECOR Theorem 1 / Theorem 6: the closed form ``2 C^2 (1/((n-q) s^2) + (1 - 1/(n-q)) / (s^2 + a_q
+  s_cor^2))``.
 - CorN-DSGD eq. (7) / (9b): the RDP-to-DP conversion and the closed-form calibration.
-- Gaussian DP (Dong, Roth & Su, Corollary 2.13): ``delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)``,
-  inverted here with scipy, independently of :mod:`dpdl.accounting.gdp`.
+- Gaussian DP (Dong, Roth & Su, Corollary 2.13): ``delta(eps) = Phi(-eps/mu + mu/2) - e^eps
+  Phi(-eps/mu - mu/2)``, inverted here with scipy, independently of :mod:`dpdl.accounting.gdp`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ THREATS = {
 NOISE = [(0.7, 2.0), (1.5, 0.3)]  # (sigma_cdp, sigma_cor)
 
 
-# -- the papers' formulas, written independently ----------------------------------------------------
+# -- the papers' formulas, written independently ---------------------------------------------------
 
 
 def laplacian_without(graph: nx.Graph, removed: tuple[int, ...]) -> np.ndarray:
@@ -240,7 +241,7 @@ def test_any_private_noise_restores_a_finite_guarantee() -> None:
         assert math.isfinite(report.epsilon) and "no guarantee" not in str(report)
 
 
-# -- exact calibration against the papers' closed form ----------------------------------------------
+# -- exact calibration against the papers' closed form ---------------------------------------------
 
 ER20 = erdos_renyi(20, 0.5, 0)
 W20 = metropolis_hastings(ER20)
@@ -303,7 +304,7 @@ def test_papers_closed_form_overshoots_at_eps_40() -> None:
     )
 
 
-# -- the registry's designs meet their budgets -------------------------------------------------------
+# -- the registry's designs meet their budgets -----------------------------------------------------
 
 ER12 = erdos_renyi(12, 0.5, 0)
 W12 = metropolis_hastings(ER12)

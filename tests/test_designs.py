@@ -97,7 +97,8 @@ def test_multiseed_program_recovers_its_special_cases() -> None:
     assert solve_multiseed(weights, disjoint_groups(n, n), n - 1, c).objective == pytest.approx(
         ldp, rel=1e-5
     )
-    # Restricting correlation to groups costs utility against the eavesdropper: between Whisper and LDP.
+    # Restricting correlation to groups costs utility against the eavesdropper: between Whisper and
+    # LDP.
     two_groups = solve_multiseed(weights, disjoint_groups(n, 2), 0, c).objective
     assert whisper * (1 - 1e-6) <= two_groups <= ldp * (1 + 1e-6)
 

@@ -231,7 +231,8 @@ def test_cyclic_sampler_uses_every_example_once_per_cycle_in_a_fixed_order() -> 
 
 def test_time_correlated_noise_has_the_covariance_of_its_encoder() -> None:
     """``C^-1 Z`` over time: the empirical covariance of one coordinate's T values is
-    ``sigma^2 C^-1 C^-T``, agents are independent, and the stream stops at T steps with a clear error."""
+    ``sigma^2 C^-1 C^-T``, agents are independent, and the stream stops at T steps with a clear
+    error."""
     rng = np.random.default_rng(1)
     encoder = np.tril(rng.random((5, 5))) + np.eye(5)
     noise = LocalCorrelatedNoise(3, encoder, 0.7)

@@ -109,7 +109,8 @@ TRUST_MODELS = [LDP(), SecLDP((0,)), SecLDP((1, 4)), PNDP((0,)), PNDP((2, 5))]
 @pytest.mark.parametrize("trust", TRUST_MODELS, ids=str)
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_attacker_knowledge_factorizes(name: str, trust) -> None:
-    """Theorem 6: after Lemma 14's reduction some C has A = B C, for every algorithm and trust model."""
+    """Theorem 6: after Lemma 14's reduction some C has A = B C, for every algorithm and trust
+    model."""
     knowledge = attacker_knowledge(ALGORITHMS[name](), trust)
     assert knowledge.encoder is not None
     np.testing.assert_allclose(knowledge.decoder @ knowledge.encoder, knowledge.workload, atol=1e-9)
@@ -124,7 +125,8 @@ def test_attacker_knowledge_factorizes(name: str, trust) -> None:
 
 @pytest.mark.parametrize("name", ["dp-dsgd", "antipgd", "mafalda", "decor", "whisper"])
 def test_the_papers_encoders_are_the_ones_used(name: str) -> None:
-    """The encoders of Appendix A (C = I, 1_{t >= t'} (x) I, [I; 0] for DECOR, ...) factorize as they are."""
+    """The encoders of Appendix A (C = I, 1_{t >= t'} (x) I, [I; 0] for DECOR, ...) factorize as
+    they are."""
     for trust in TRUST_MODELS:
         knowledge = attacker_knowledge(ALGORITHMS[name](), trust)
         assert knowledge.encoder is knowledge.structured
@@ -224,7 +226,8 @@ def test_exact_pattern_sensitivity_is_attained_and_below_the_bound() -> None:
 @pytest.mark.parametrize("name", ["dp-dsgd", "zip-dl"])
 def test_privacy_loss_is_gaussian_with_the_accounted_mu(name: str) -> None:
     """Monte Carlo: the log-likelihood ratio of the attacker's view under two neighbouring gradient
-    sequences (the worst agent and pattern) is N(mu^2/2, mu^2), and its delta(eps) matches mu-GDP."""
+    sequences (the worst agent and pattern) is N(mu^2/2, mu^2), and its delta(eps) matches
+    mu-GDP."""
     algorithm = ALGORITHMS[name]()
     knowledge = attacker_knowledge(algorithm, PNDP((0,)))
     participation = Participation.cyclic(STEPS, 2, 2)
@@ -278,7 +281,8 @@ def test_utility_gram_routes_agree_with_the_commutation_matrix() -> None:
 
 def test_mafalda_factorization_matches_a_convex_solver_and_beats_the_baselines() -> None:
     """L-BFGS reaches CVXPY's optimum of the convex program min tr(H X^-1) under the multi-epoch
-    constraints; its encoder has sensitivity exactly 1 and a lower loss than DP-D-SGD and AntiPGD."""
+    constraints; its encoder has sensitivity exactly 1 and a lower loss than DP-D-SGD and
+    AntiPGD."""
     steps, k, b = 8, 2, 4
     participation = Participation.cyclic(steps, k, b)
     utility = utility_gram(WEIGHTS, steps)
@@ -353,9 +357,9 @@ def test_bad_inputs_are_named() -> None:
 
 
 def test_correlation_restarts_factorize_blocks_at_the_predicted_cost() -> None:
-    """An encoder restarted every B steps has sensitivity sqrt(T / B) under cyclic participation, and its
-    loss on the full horizon is T / B times the block's loss on the summed diagonal blocks of H; it sits
-    between the full-horizon optimum and independent noise."""
+    """An encoder restarted every B steps has sensitivity sqrt(T / B) under cyclic participation,
+    and its loss on the full horizon is T / B times the block's loss on the summed diagonal blocks
+    of H; it sits between the full-horizon optimum and independent noise."""
     steps, block, b = 24, 8, 4
     participation = Participation.cyclic(steps, steps // b, b)
     utility = utility_gram(WEIGHTS, steps)
@@ -383,7 +387,8 @@ def test_correlation_restarts_factorize_blocks_at_the_predicted_cost() -> None:
 
 
 def test_renyi_divergence_of_the_gaussian_mechanism() -> None:
-    """alpha mu^2 / 2 equals the Renyi divergence of N(mu, 1) from N(0, 1) computed by quadrature."""
+    """alpha mu^2 / 2 equals the Renyi divergence of N(mu, 1) from N(0, 1) computed by
+    quadrature."""
     from scipy.integrate import quad
     from scipy.stats import norm
 

@@ -87,7 +87,8 @@ def test_a_corrupted_file_is_a_checksum_error_and_leaves_nothing(server, tmp_pat
     server.files["/data.bin"] = bytes(corrupted)
     with pytest.raises(
         DataError,
-        match=f"sha256 {hashlib.sha256(corrupted).hexdigest()} is not the published {SHA}; nothing was kept",
+        match=f"sha256 {hashlib.sha256(corrupted).hexdigest()} is not the published {SHA}; nothing "
+        "was kept",
     ):
         download(f"{server.url}/data.bin", tmp_path / "data.bin", SHA, len(PAYLOAD), backoff=0.0)
     assert _leftovers(tmp_path) == []
@@ -200,7 +201,8 @@ def test_fetch_of_a_data_set_without_a_verifiable_original_says_where_and_what(t
     datasets, _ = _toy_manifest("http://127.0.0.1:9")
     with pytest.raises(
         DataError,
-        match=f"handmade cannot be fetched: copy it to {tmp_path}/hand/c.txt. Expected: hand/c.txt sha256 {'ab' * 32}",
+        match=f"handmade cannot be fetched: copy it to {tmp_path}/hand/c.txt. Expected: hand/c.txt "
+        f"sha256 {'ab' * 32}",
     ):
         fetch("handmade", tmp_path, datasets=datasets)
     with pytest.raises(DataError, match="unknown data set 'nope'; known: toy, handmade"):
@@ -224,8 +226,8 @@ def test_cli_fetch_and_list(server, tmp_path, monkeypatch, capsys) -> None:
     assert main(["data", "list"]) == 0
     out = capsys.readouterr().out
     assert (
-        f"  {'toy/a.bin':<45} {len(PAYLOAD):>10} bytes  sha256 ok  (DPDL_DATA_DIR: {tmp_path / 'toy' / 'a.bin'})"
-        in out
+        f"  {'toy/a.bin':<45} {len(PAYLOAD):>10} bytes  sha256 ok  (DPDL_DATA_DIR: "
+        f"{tmp_path / 'toy' / 'a.bin'})" in out
     )
     assert "toy/b.txt" in out and "sha256 differs from the published file" in out
     assert "handmade: handmade [missing; get it with 'dpdl data fetch handmade']" in out

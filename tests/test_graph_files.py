@@ -1,4 +1,5 @@
-"""Graphs read from files: every format gives the edge list's graph, every wrong file one clear error.
+"""Graphs read from files: every format gives the edge list's graph, every wrong file one clear
+error.
 
 The files are written with networkx, numpy and scipy's own writers (what a user would hand us), and
 each is compared with the graph :func:`read_edgelist` reads from the same edges.

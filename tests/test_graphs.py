@@ -125,7 +125,7 @@ def test_build_graph_er_needs_n_and_p():
         build_graph("er", n=10, p=None)
 
 
-# --------------------------------------------------------------------------- deterministic topologies
+# ------------------------------------------------------------------------- deterministic topologies
 
 
 @pytest.mark.parametrize("n", [3, 7, 12])
@@ -459,7 +459,7 @@ def test_vertex_connectivity():
     assert vertex_connectivity(torus(16)) == 4
 
 
-# --------------------------------------------------------------------------- real graphs and edge lists
+# ----------------------------------------------------------------------- real graphs and edge lists
 
 
 @pytest.mark.parametrize(
@@ -584,7 +584,8 @@ def test_a_missing_ego_network_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("DPDL_CACHE_DIR", str(tmp_path / "cache"))
     with pytest.raises(
         DataError,
-        match=r"data set 'facebook_ego' not found: no facebook/ego/107.edges or facebook/ego/107.edges.gz .*'dpdl data fetch facebook_ego'",
+        match=r"data set 'facebook_ego' not found: no facebook/ego/107.edges or "
+        r"facebook/ego/107.edges.gz .*'dpdl data fetch facebook_ego'",
     ):
         build_graph("facebook-ego-107")
 

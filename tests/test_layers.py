@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def imported_modules(source: str, package: str) -> set[str]:
     """Every module the code ``source`` of a module of ``package`` imports, at any depth, relative
-    imports made absolute (``from x import y`` counts as ``x`` and ``x.y``: ``y`` may be a module)."""
+    imports made absolute (``from x import y`` counts as ``x`` and ``x.y``: ``y`` may be a
+    module)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -42,7 +43,8 @@ def imported_modules(source: str, package: str) -> set[str]:
 
 
 def climbs(layer: str, above: tuple[str, ...]) -> list[str]:
-    """``module imports name`` for every import by a module of ``dpdl.<layer>`` of one of ``above``."""
+    """``module imports name`` for every import by a module of ``dpdl.<layer>`` of one of
+    ``above``."""
     found = []
     for path in sorted((PACKAGE / layer).rglob("*.py")):
         package = ".".join(path.relative_to(PACKAGE.parent).parts[:-1])
@@ -66,7 +68,12 @@ def test_no_layer_imports_a_layer_above_it(layer: str, above: tuple[str, ...]) -
 
 
 def test_the_check_sees_imports_in_functions_and_relative_ones() -> None:
-    source = "import numpy\n\ndef f():\n    from dpdl.experiments import train\n    from ..runtime import agent\n    from . import job\n"
+    source = (
+        "import numpy\n\ndef f():\n"
+        "    from dpdl.experiments import train\n"
+        "    from ..runtime import agent\n"
+        "    from . import job\n"
+    )
     names = imported_modules(source, "dpdl.jobspec")
     assert {"numpy", "dpdl.experiments.train", "dpdl.runtime.agent", "dpdl.jobspec.job"} <= names
 

@@ -1,4 +1,5 @@
-"""Noise as plain data: the accountant reads descriptions, imports no mechanism, and composes phases.
+"""Noise as plain data: the accountant reads descriptions, imports no mechanism, and composes
+phases.
 
 Independent references:
 
@@ -92,7 +93,7 @@ def test_the_import_walk_sees_function_level_and_relative_imports(tmp_path: Path
     ]
 
 
-# -- the description carries what the accountant reads ----------------------------------------------
+# -- the description carries what the accountant reads ---------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +182,7 @@ def test_the_base_mechanism_holds_its_description() -> None:
     )
 
 
-# -- composition across phases ----------------------------------------------------------------------
+# -- composition across phases ---------------------------------------------------------------------
 
 
 def gdp_delta(eps: float, mu: float) -> float:
@@ -265,7 +266,8 @@ def test_a_spent_budget_or_an_example_level_relation_leaves_no_last_phase() -> N
         calibrate_last_phase(3.0, 1e-3, [Phase(0.25, 999)], 1, AgentLevel(CLIP))
     with pytest.raises(ConfigError, match="spent the whole budget"):
         calibrate_last_phase(3.0, 1e-3, [Phase(math.inf, 1)], 10, AgentLevel(CLIP))
-    # a departure before any round: an unprotected first design released nothing (the old code looped here)
+    # a departure before any round: an unprotected first design released nothing (the old code
+    # looped here)
     assert calibrate_last_phase(
         3.0, 1e-3, [Phase(math.inf, 0)], 10, AgentLevel(CLIP)
     ) == calibrate_last_phase(3.0, 1e-3, [], 10, AgentLevel(CLIP))

@@ -173,7 +173,8 @@ def test_covariance_is_the_papers_formula(name: str) -> None:
 def test_designed_whisper_is_private_noise_plus_psd_correlated_part() -> None:
     mechanism, solver_covariance = _whisper_designed()
     covariance = mechanism.covariance()
-    # design_whisper rescales the solver's R by a factor within 1e-9 of 1 (safe_scale steps of 1e-12)
+    # design_whisper rescales the solver's R by a factor within 1e-9 of 1 (safe_scale steps of
+    # 1e-12)
     np.testing.assert_allclose(
         covariance, solver_covariance, rtol=1e-8, atol=1e-10 * np.abs(covariance).max()
     )
@@ -284,7 +285,8 @@ def test_pairwise_terms_cancel_in_the_sum_of_agents_noise(graph: nx.Graph, make)
     "make", [lambda g: ZeroSum(g, 1.3), lambda g: Decor(g, 0.0, 1.3)], ids=["zero-sum", "decor0"]
 )
 def test_pairwise_terms_cancel_exactly_when_each_agent_holds_one_edge(make) -> None:
-    """On a perfect matching no agent accumulates: v_ij and v_ji are exact negatives, bit for bit."""
+    """On a perfect matching no agent accumulates: v_ij and v_ji are exact negatives, bit for
+    bit."""
     matching = nx.Graph([(0, 1), (2, 3), (4, 5)])
     mechanism = make(matching)
     book = SeedBook.for_run(RUN_SEED, 6, len(mechanism.secrets))
@@ -322,7 +324,7 @@ def test_with_private_noise_the_sum_is_the_sum_of_private_parts(graph: nx.Graph)
         assert np.abs(noise - private).std() > 1.0  # the correlated terms are there, and large
 
 
-# -- each agent uses exactly the seeds its threat model allows ---------------------------------------
+# -- each agent uses exactly the seeds its threat model allows -------------------------------------
 
 
 @pytest.mark.parametrize("graph", [ER8, RING8], ids=["er8", "ring8"])
@@ -496,7 +498,8 @@ def test_whisper_any_coalition_knows_the_global_seed_and_leaves_only_private_noi
 
 
 def test_multiseed_unknown_covariance_keeps_the_seeds_no_member_holds() -> None:
-    """CorN-DSGD Section V-D: R^(I) = sigma_mix^2 I + sum over k with H_k disjoint from I of R^(k)."""
+    """CorN-DSGD Section V-D: R^(I) = sigma_mix^2 I + sum over k with H_k disjoint from I of
+    R^(k)."""
     mechanism, _ = CASES["multiseed"]
     for coalition in _coalitions(8):
         honest = [i for i in range(8) if i not in coalition]

@@ -90,7 +90,8 @@ def test_set_seed_changes_the_seed_and_nothing_else(runs, capsys):
 
 
 def test_file_records_every_option_of_the_parser(runs):
-    """The keys are the train parser's long options: a new option is recorded without a list to update."""
+    """The keys are the train parser's long options: a new option is recorded without a list to
+    update."""
     text = (runs / "a" / "config.toml").read_text()
     written = set(tomllib.loads(text))
     unset = {"decor-couple", "key-seed"}  # default None: named in a comment, not written
@@ -105,7 +106,8 @@ def test_file_records_every_option_of_the_parser(runs):
 
 
 def test_round_trip_of_every_value_type(tmp_path):
-    """Lists, flags, floats, strings with a colon, choices: what is written is read back as parsed."""
+    """Lists, flags, floats, strings with a colon, choices: what is written is read back as
+    parsed."""
     parser = _train_parser()
     args = parser.parse_args(
         [

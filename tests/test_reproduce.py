@@ -37,7 +37,8 @@ def test_run_jobs_replaces_its_workers_after_a_bounded_number_of_jobs(
 
 
 def _counted_square(job: dict) -> dict:
-    """The square of ``x``, leaving one file in ``job["calls"]`` per call (calls from worker processes)."""
+    """The square of ``x``, leaving one file in ``job["calls"]`` per call (calls from worker
+    processes)."""
     (Path(job["calls"]) / f"{job['x']}-{uuid.uuid4().hex}").touch()
     return {"value": job["x"] ** 2}
 
@@ -248,8 +249,8 @@ def test_quick_mafalda_housing_trains_every_method_within_budget(tmp_path) -> No
 
 
 def test_quick_lppa_trains_attacks_and_reports(tmp_path) -> None:
-    """The --quick setting of lppa: DSGT, DP and LPPA train on Adult and MNIST, DLG attacks each, the
-    figures are written, and the claims that hold by a wide margin even here are confirmed (LPPA
+    """The --quick setting of lppa: DSGT, DP and LPPA train on Adult and MNIST, DLG attacks each,
+    the figures are written, and the claims that hold by a wide margin even here are confirmed (LPPA
     ends where DSGT does; DLG recovers plain DSGT's example and not LPPA's)."""
     report = reproduce("lppa", tmp_path, quick=True, workers=2, progress=False).read_text()
     for figure in ("accuracy_mnist.png", "accuracy_adult.png", "dlg_mnist.png"):

@@ -344,7 +344,8 @@ def test_a_killed_agent_stops_its_neighbours_and_a_restart_finishes_the_same_run
 
     resumed = run_local(config, 0, replace(options, resume=True))
     assert resumed.errors == {}
-    # the latest round all saved: agent 2's last periodic checkpoint (the others saved rounds 52-57 on the way out)
+    # the latest round all saved: agent 2's last periodic checkpoint (the others saved rounds 52-57
+    # on the way out)
     assert {
         json.loads(run_record_path(tmp_path, a).read_text())["started_at_round"] for a in range(6)
     } == {40}
@@ -370,7 +371,8 @@ def test_a_silent_agent_times_out_with_its_name_and_round(tmp_path: Path) -> Non
         in agent_error_path(tmp_path, 0).read_text()
     )
     resumed = run_local(config, 0, replace(options, resume=True, timeout=30.0))
-    # every agent saved its last rounds on the way out, so the run resumes from the last one completed everywhere
+    # every agent saved its last rounds on the way out, so the run resumes from the last one
+    # completed everywhere
     assert {
         json.loads(run_record_path(tmp_path, a).read_text())["started_at_round"] for a in range(4)
     } == {12}
@@ -408,7 +410,8 @@ def test_after_an_agent_leaves_the_others_finish_with_the_design_recomputed_and_
     left = run_local(config, 0, replace(options, resume=True, departed=(2,)))
     assert left.errors == {} and left.agents == [0, 1, 3, 4, 5]
     assert left.models is not None and np.isfinite(left.models).all()
-    # the others saved their last rounds on the way out: the second phase starts after the last round all completed
+    # the others saved their last rounds on the way out: the second phase starts after the last
+    # round all completed
     assert json.loads(phase_path(tmp_path, 0).read_text())["after_round"] == 45
     assert {
         json.loads(run_record_path(tmp_path, a).read_text())["started_at_round"]
@@ -419,7 +422,8 @@ def test_after_an_agent_leaves_the_others_finish_with_the_design_recomputed_and_
     phase = second_phase(config.resolved(), first, [2], 45)
     keep = [0, 1, 3, 4, 5]
     assert phase.job.weights.shape == (5, 5) and phase.job.mechanism.n == 5
-    # the design is solved again for W', and does at least as well as the old covariance rescaled to the same budget
+    # the design is solved again for W', and does at least as well as the old covariance rescaled to
+    # the same budget
     reused = Whisper.from_covariance(first.mechanism.covariance()[np.ix_(keep, keep)])
     reused = reused.scaled(noise_scale(reused, Eavesdropper(), phase.job.calibration))
     assert phase.job.mechanism.variance_after_mixing(
@@ -433,7 +437,8 @@ def test_after_an_agent_leaves_the_others_finish_with_the_design_recomputed_and_
     }
     assert before.isdisjoint(after)
 
-    # both phases together spend the budget, no more: checked against dp_accounting's PLD of the two Gaussian phases
+    # both phases together spend the budget, no more: checked against dp_accounting's PLD of the two
+    # Gaussian phases
     report = left.privacy[0]
     assert report["threat"] == "eavesdropper" and 5.0 - 1e-6 <= report["epsilon"] <= 5.0
     mu1 = account(first.mechanism, Eavesdropper(), first.neighbouring, 45, config.delta).mu_step

@@ -1,6 +1,6 @@
-"""A run's settings are declared once (:mod:`dpdl.jobspec.config`, :mod:`dpdl.settings`): the command
-line's options are generated from them, parsed options become a :class:`TrainConfig` generically,
-and a ``TrainConfig`` built in Python is checked against the same declarations."""
+"""A run's settings are declared once (:mod:`dpdl.jobspec.config`, :mod:`dpdl.settings`): the
+command line's options are generated from them, parsed options become a :class:`TrainConfig`
+generically, and a ``TrainConfig`` built in Python is checked against the same declarations."""
 
 from __future__ import annotations
 

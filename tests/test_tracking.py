@@ -1,4 +1,5 @@
-"""Gradient tracking (DSGT), LPPA's noise flow and the DP baseline (LPPA, Algorithm 1, Theorem 1)."""
+"""Gradient tracking (DSGT), LPPA's noise flow and the DP baseline
+(LPPA, Algorithm 1, Theorem 1)."""
 
 from __future__ import annotations
 

@@ -239,7 +239,8 @@ def test_every_report_using_the_test_states_it_under_its_claims_table(tmp_path) 
         not in write_report(tmp_path / "other.md", "t", "intro", [], [], []).read_text()
     )
 
-    # The complete graph at eps = 3 (DECOR Fig. 1, MNIST): 0.03 points apart, seeds disagree on the sign.
+    # The complete graph at eps = 3 (DECOR Fig. 1, MNIST): 0.03 points apart, seeds disagree on the
+    # sign.
     paper, exact = _point([0.913, 0.912, 0.911, 0.910]), _point([0.914, 0.911, 0.910, 0.910])
     assert tradeoff.better(paper.mean, exact.mean, lower_is_better=False)
     assert not tradeoff.significantly_better(paper, exact, lower_is_better=False)
