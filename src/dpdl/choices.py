@@ -32,7 +32,8 @@ __all__ = [
     "TASKS",
 ]
 
-#: Synthetic topologies by CLI name (``er`` also takes ``p`` and ``seed``; :func:`dpdl.graphs.build_graph`).
+#: Synthetic topologies by CLI name (``er`` also takes ``p`` and ``seed``;
+#: :func:`dpdl.graphs.build_graph`).
 SYNTHETIC_GRAPHS = ("er", "ring", "torus", "complete", "star", "exponential")
 
 #: Real graphs, by CLI name, with what is kept of them (:func:`dpdl.graphs.real_graph`).
@@ -41,24 +42,29 @@ REAL_GRAPHS: dict[str, str] = {
     "karate": "Zachary's karate club (34 nodes, 78 edges)",
     "davis": "Davis Southern Women, bipartite women/events (32 nodes, 89 edges)",
     "les-miserables": "Les Miserables co-appearances (77 nodes, 254 edges)",
-    "facebook-ego-<id>": "SNAP ego-Facebook ego network <id> (0, 107, 348, 414, 686, 698, 1684, 1912, 3437, 3980): "
-    "largest component of the alters' friendships",
+    "facebook-ego-<id>": "SNAP ego-Facebook ego network <id> (0, 107, 348, 414, 686, 698, 1684, "
+    "1912, 3437, 3980): largest component of the alters' friendships",
     "facebook": "SNAP ego-Facebook combined graph (4039 nodes, 88234 edges)",
     "gnutella": "SNAP p2p-Gnutella08 overlay, largest connected component (6299 nodes)",
-    "gnutella-<k>": "the first k nodes a breadth-first search of the Gnutella overlay reaches from its best-connected "
-    "peer, with their links (a connected sample of a real P2P overlay)",
+    "gnutella-<k>": "the first k nodes a breadth-first search of the Gnutella overlay reaches "
+    "from its best-connected peer, with their links (a connected sample of a real P2P overlay)",
     "collegemsg": "UC Irvine CollegeMsg messages as a static undirected graph, largest component",
 }
 
-#: The array of an ``.npz`` graph file that holds a dense adjacency matrix (:mod:`dpdl.graphs.readers`).
+#: The array of an ``.npz`` graph file that holds a dense adjacency matrix
+#: (:mod:`dpdl.graphs.readers`).
 ADJACENCY_KEY = "adjacency"
 
-#: Graph file formats by prefix, with what each expects (:func:`dpdl.graphs.readers.read_graph_file`).
+#: Graph file formats by prefix, with what each expects
+#: (:func:`dpdl.graphs.readers.read_graph_file`).
 GRAPH_FILE_FORMATS: dict[str, str] = {
-    "edgelist": "text, one edge 'u v' per line, integer ids ('#' or '%' comments, extra columns ignored, .gz read)",
-    "decentralizepy": "decentralizepy's edges file: the node count n on the first line, then 'u v' per line, ids 0..n-1",
+    "edgelist": "text, one edge 'u v' per line, integer ids ('#' or '%' comments, extra columns "
+    "ignored, .gz read)",
+    "decentralizepy": "decentralizepy's edges file: the node count n on the first line, then 'u "
+    "v' per line, ids 0..n-1",
     "npz": f"numpy .npz with a symmetric adjacency matrix under the key '{ADJACENCY_KEY}', "
-    "or a scipy.sparse matrix saved by scipy.sparse.save_npz (nonzero off-diagonal entries are edges)",
+    "or a scipy.sparse matrix saved by scipy.sparse.save_npz (nonzero off-diagonal entries are "
+    "edges)",
     "graphml": "GraphML (as networkx.write_graphml writes it; .gz read)",
     "gml": "GML (nodes named by their 'id'; .gz read)",
 }
@@ -66,13 +72,15 @@ GRAPH_FILE_FORMATS: dict[str, str] = {
 #: Mixing rules, the keys of :data:`dpdl.graphs.mixing.MIXING_RULES`.
 MIXING_RULE_NAMES = ("metropolis-hastings", "local-degree", "max-degree", "sinkhorn")
 
-#: Calibrated mechanisms, the keys of :data:`dpdl.mechanisms.registry.MECHANISMS` ("none" takes no budget).
+#: Calibrated mechanisms, the keys of :data:`dpdl.mechanisms.registry.MECHANISMS` ("none" takes no
+#: budget).
 MECHANISM_NAMES = ("ldp", "cdp", "decor", "whisper", "whisper-multiseed", "zero-sum", "lppa")
 
 #: How DECOR picks its noise couple (:class:`dpdl.mechanisms.registry.DesignOptions`).
 DECOR_SEARCHES = ("trace", "appendix-d")
 
-#: Distributions of the noise gradient tracking injects (:class:`dpdl.mechanisms.lppa.TrackingOptions`).
+#: Distributions of the noise gradient tracking injects
+#: (:class:`dpdl.mechanisms.lppa.TrackingOptions`).
 DISTRIBUTIONS = ("laplace", "gaussian")
 
 #: How a target epsilon becomes a noise scale (:func:`dpdl.accounting.calibrate`).
@@ -81,14 +89,16 @@ CALIBRATIONS = ("exact", "paper")
 #: The engines a training job can run: D-SGD, and gradient tracking (DSGT).
 ALGORITHMS = ("dsgd", "dsgt")
 
-#: Whose gradient is clipped: each agent's batch gradient, or each example's (:class:`dpdl.jobspec.engine.DSGDConfig`).
+#: Whose gradient is clipped: each agent's batch gradient, or each example's
+#: (:class:`dpdl.jobspec.engine.DSGDConfig`).
 CLIP_LEVELS = ("agent", "example")
 
-#: How a training step draws its batches (:class:`dpdl.jobspec.sampling.UniformSampler`, ``PoissonSampler``,
-#: ``CyclicSampler``).
+#: How a training step draws its batches (:class:`dpdl.jobspec.sampling.UniformSampler`,
+#: ``PoissonSampler``, ``CyclicSampler``).
 SAMPLERS = ("uniform", "poisson", "cyclic")
 
-#: Noise gradient tracking can inject into its tracking variable (:func:`dpdl.mechanisms.lppa.build_injection`).
+#: Noise gradient tracking can inject into its tracking variable
+#: (:func:`dpdl.mechanisms.lppa.build_injection`).
 INJECTIONS = ("none", "lppa", "dp")
 
 #: Step-size schedules (:class:`dpdl.jobspec.engine.StepSize`).
@@ -114,6 +124,6 @@ PARTITIONS = ("iid", "dirichlet", "quantity-skew", "labels-per-agent")
 #: Message authentication per link of the runtime (:class:`dpdl.runtime.channel.NeighbourChannel`).
 MACS = ("aes-gmac", "poly1305", "hmac-sha256")
 
-#: Membership-test trials per hypothesis of the empirical lower bounds (:func:`dpdl.attacks.membership_lower_bound`;
-#: about a second per mechanism at n = 10, T = 100).
+#: Membership-test trials per hypothesis of the empirical lower bounds
+#: (:func:`dpdl.attacks.membership_lower_bound`; about a second per mechanism at n = 10, T = 100).
 DEFAULT_TRIALS = 20_000

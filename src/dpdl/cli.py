@@ -1,11 +1,13 @@
-"""The ``dpdl`` command line: ``train``, ``run-agent``, ``run-local``, ``noise``, ``audit``, ``factorize``, ``reproduce``,
-``demo``, ``data`` (``--help`` on each).
+"""The ``dpdl`` command line: ``train``, ``run-agent``, ``run-local``, ``noise``, ``audit``,
+``factorize``, ``reproduce``, ``demo``, ``data`` (``--help`` on each).
 
-The parser is built from :mod:`dpdl.choices` and the settings a run declares, which are light: the fields of
-:class:`~dpdl.jobspec.config.TrainConfig` give the train, run-agent and run-local options (and the graph, privacy and
-noise-design options of the other commands), those of :class:`~dpdl.runtime.options.AgentOptions` the runtime options
-(:mod:`dpdl.settings`). Each command imports its implementation when it runs, so ``dpdl --help`` and
-``dpdl <command> --help`` do not import torch, scipy or networkx.
+The parser is built from :mod:`dpdl.choices` and the settings a run declares, which are light: the
+fields of
+:class:`~dpdl.jobspec.config.TrainConfig` give the train, run-agent and run-local options (and the
+graph, privacy and noise-design options of the other commands), those of
+:class:`~dpdl.runtime.options.AgentOptions` the runtime options (:mod:`dpdl.settings`). Each command
+imports its implementation when it runs, so ``dpdl --help`` and ``dpdl <command> --help`` do not
+import torch, scipy or networkx.
 
 Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback.
 
@@ -62,7 +64,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options that choose the communication graph and its mixing matrix (:class:`TrainConfig`'s)."""
+    """Options that choose the communication graph and its mixing matrix
+    (:class:`TrainConfig`'s)."""
     add_arguments(parser, TrainConfig, groups=("graph",))
 
 
@@ -74,7 +77,8 @@ def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
 def add_output_arguments(
     parser: argparse.ArgumentParser, out: Path | None, out_help: str, json_help: str | None
 ) -> None:
-    """``--out`` (results folder), ``--json`` (when the command has a JSON result) and ``--no-progress``."""
+    """``--out`` (results folder), ``--json`` (when the command has a JSON result) and
+    ``--no-progress``."""
     group = parser.add_argument_group("output")
     group.add_argument("--out", type=Path, default=out, help=f"results folder (default {out_help})")
     if json_help:
@@ -108,17 +112,19 @@ def add_options_file_arguments(parser: argparse.ArgumentParser) -> None:
         "--config",
         type=Path,
         metavar="FILE",
-        help="take every option from this TOML file, the config.toml each run writes in its results folder "
-        "(keys: the long options, as batch-size or batch_size); an option also given on the command line "
-        "overrides the file's",
+        help="take every option from this TOML file, the config.toml each run writes in its "
+        "results folder (keys: the long options, as batch-size or batch_size); an option also "
+        "given on the command line overrides the file's",
     )
     group.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override one option of the file (or of the defaults), e.g. --set seed=[1] --set graph=ring: "
-        'VALUE is a TOML literal (3, 0.5, [1, 2], true, "text"), or else a plain string; repeatable',
+        help="override one option of the file (or of the defaults), e.g. --set seed=[1] --set "
+        "graph=ring: "
+        'VALUE is a TOML literal (3, 0.5, [1, 2], true, "text"), or else a plain string; '
+        "repeatable",
     )
 
 
@@ -126,8 +132,8 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "train",
         help="train one model by private D-SGD and write a results folder",
-        description="Train by D-SGD with privacy noise; writes config.toml (every option, to replay the run with "
-        "--config), config.json, metrics.csv, final.json and a figure.",
+        description="Train by D-SGD with privacy noise; writes config.toml (every option, to "
+        "replay the run with --config), config.json, metrics.csv, final.json and a figure.",
     )
     add_training_arguments(parser)
     add_output_arguments(parser, None, "results/train/<job name>", "the final metrics")
@@ -152,11 +158,13 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_agent_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "run-agent",
-        help="run one agent as one rank of torch.distributed (launch with torchrun, one rank per agent)",
-        description="Run agent RANK of the job as a gloo process: agree keys with the others (X25519), then train (D-SGD, or "
-        "gradient tracking with --algorithm dsgt) exchanging authenticated messages with its graph neighbours only. Reads RANK, WORLD_SIZE, MASTER_ADDR and "
-        "MASTER_PORT from the environment, as torchrun sets them (torchrun ... -m dpdl.cli -- run-agent ...); writes the final "
-        "model to WORKDIR/agent<id>/final.npy.",
+        help="run one agent as one rank of torch.distributed (launch with torchrun, one rank per "
+        "agent)",
+        description="Run agent RANK of the job as a gloo process: agree keys with the others "
+        "(X25519), then train (D-SGD, or gradient tracking with --algorithm dsgt) exchanging "
+        "authenticated messages with its graph neighbours only. Reads RANK, WORLD_SIZE, "
+        "MASTER_ADDR and MASTER_PORT from the environment, as torchrun sets them (torchrun ... -m "
+        "dpdl.cli -- run-agent ...); writes the final model to WORKDIR/agent<id>/final.npy.",
     )
     add_training_arguments(parser)
     add_agent_arguments(parser)
@@ -166,10 +174,11 @@ def _run_agent_parser(sub: argparse._SubParsersAction) -> None:
 def _run_local_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "run-local",
-        help="run every agent of a job as its own process on this machine (loopback gloo) and evaluate the models",
-        description="Start n run-agent processes on loopback, wait for them, and write models.npy and final.json "
-        "(the metrics of the agents' final models) to WORKDIR; on a failure print which agent stopped and why "
-        "(rerun with --resume to continue from the checkpoints).",
+        help="run every agent of a job as its own process on this machine (loopback gloo) and "
+        "evaluate the models",
+        description="Start n run-agent processes on loopback, wait for them, and write models.npy "
+        "and final.json (the metrics of the agents' final models) to WORKDIR; on a failure print "
+        "which agent stopped and why (rerun with --resume to continue from the checkpoints).",
     )
     add_training_arguments(parser)
     add_agent_arguments(parser)
@@ -184,9 +193,11 @@ def _run_local_parser(sub: argparse._SubParsersAction) -> None:
 def _noise_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "noise",
-        help="design one mechanism's noise for a graph and budget; report Tr(W R W^T) and epsilon per threat",
-        description="Calibrate a noise design to (eps, delta) over T steps on a graph; print the variance left after "
-        "mixing, Tr(W R W^T), and the exact epsilon against each threat model (Infinity where none holds).",
+        help="design one mechanism's noise for a graph and budget; report Tr(W R W^T) and epsilon "
+        "per threat",
+        description="Calibrate a noise design to (eps, delta) over T steps on a graph; print the "
+        "variance left after mixing, Tr(W R W^T), and the exact epsilon against each threat model "
+        "(Infinity where none holds).",
     )
     parser.add_argument(
         "--method", required=True, help=f"noise design: {', '.join(MECHANISM_NAMES)}"
@@ -199,7 +210,8 @@ def _noise_parser(sub: argparse._SubParsersAction) -> None:
         "--threat",
         nargs="+",
         default=None,
-        help="threats to account against (default: eavesdropper honest-but-curious colluding-2 central)",
+        help="threats to account against (default: eavesdropper honest-but-curious colluding-2 "
+        "central)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print the report as one JSON object on the last line"
@@ -211,11 +223,11 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "audit",
         help="every mechanism x every threat model -> epsilon, with each threat's attack beside it",
-        description="Calibrate every mechanism (and no noise: D-SGD, DSGT) to the budget against the threat it is designed "
-        "for, account each exactly against every threat model, and attack each as every threat (membership test: an "
-        "empirical lower bound on epsilon) and as the eavesdropper that sums the messages (the aggregate's error); prints a "
-        "table and writes audit.csv, "
-        "audit.json and REPORT.md.",
+        description="Calibrate every mechanism (and no noise: D-SGD, DSGT) to the budget against "
+        "the threat it is designed for, account each exactly against every threat model, and "
+        "attack each as every threat (membership test: an empirical lower bound on epsilon) and "
+        "as the eavesdropper that sums the messages (the aggregate's error); prints a table and "
+        "writes audit.csv, audit.json and REPORT.md.",
     )
     add_graph_arguments(parser)
     add_graph_seed_argument(parser)
@@ -225,7 +237,8 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
         "--attack-trials",
         type=positive_int,
         default=DEFAULT_TRIALS,
-        help="membership-test trials per hypothesis for the empirical lower bounds; the attacks' noise is "
+        help="membership-test trials per hypothesis for the empirical lower bounds; the attacks' "
+        "noise is "
         f"seeded by --seed (default {DEFAULT_TRIALS})",
     )
     add_output_arguments(parser, Path("results/audit"), "results/audit", "the audit")
@@ -235,10 +248,12 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
 def _factorize_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "factorize",
-        help="MAFALDA-SGD's noise correlation for a graph and cyclic participation, against DP-D-SGD and AntiPGD",
-        description="Optimise the local encoder of MAFALDA-SGD (Lemma 12, L-BFGS) for the graph's gossip under cyclic "
-        "(k, b)-participation; print each encoder's sensitivity, the error its noise causes (sens^2 tr(H X^-1)) and the "
-        "noise multiplier it needs for (eps, delta)-DP under LDP per unit of gradient sensitivity; save the encoder.",
+        help="MAFALDA-SGD's noise correlation for a graph and cyclic participation, against "
+        "DP-D-SGD and AntiPGD",
+        description="Optimise the local encoder of MAFALDA-SGD (Lemma 12, L-BFGS) for the graph's "
+        "gossip under cyclic (k, b)-participation; print each encoder's sensitivity, the error "
+        "its noise causes (sens^2 tr(H X^-1)) and the noise multiplier it needs for (eps, "
+        "delta)-DP under LDP per unit of gradient sensitivity; save the encoder.",
     )
     add_graph_arguments(parser)
     add_graph_seed_argument(parser)
@@ -259,7 +274,8 @@ def _factorize_parser(sub: argparse._SubParsersAction) -> None:
         "--restart",
         type=positive_int,
         default=None,
-        help="restart the correlation every this many steps (a multiple of b dividing T = k b); default: never",
+        help="restart the correlation every this many steps (a multiple of b dividing T = k b); "
+        "default: never",
     )
     group.add_argument(
         "--eps",
@@ -285,8 +301,9 @@ def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "reproduce",
         help="reproduce a paper's figure: raw runs (CSV), figures (PNG) and REPORT.md",
-        description="Run a named reproduction of the papers' figures; finished grid points are cached, so an "
-        "interrupted run resumes. REPORT.md states each claim of the paper, what we measured, and whether it holds.",
+        description="Run a named reproduction of the papers' figures; finished grid points are "
+        "cached, so an interrupted run resumes. REPORT.md states each claim of the paper, what we "
+        "measured, and whether it holds.",
     )
     parser.add_argument("name", nargs="?", help="reproduction name (see --list)")
     parser.add_argument("--list", action="store_true", help="list the reproductions and exit")
@@ -301,7 +318,8 @@ def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
         nargs="+",
         default=None,
         metavar="PART",
-        help="run only these parts of a figure that has parts (see --list), e.g. decor-fig1's logreg-a9a",
+        help="run only these parts of a figure that has parts (see --list), e.g. decor-fig1's "
+        "logreg-a9a",
     )
     add_output_arguments(parser, None, "results/<name>, or results/quick/<name>", None)
     parser.set_defaults(handler=_reproduce)
@@ -311,8 +329,8 @@ def _demo_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "demo",
         help="the headline comparison: every mechanism on a9a, ER n=20 p=0.5, eps=10",
-        description="Run every mechanism on the papers' a9a setting with the step size tuned over the papers' grid; "
-        "prints a table and writes a figure.",
+        description="Run every mechanism on the papers' a9a setting with the step size tuned over "
+        "the papers' grid; prints a table and writes a figure.",
     )
     parser.add_argument(
         "--steps", type=positive_int, default=5000, help="number of D-SGD steps (default 5000)"
@@ -330,9 +348,10 @@ def _data_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "data",
         help="list the data sets and where they are, or fetch one",
-        description="Data sets are looked up in DPDL_DATA_DIR, then in the user cache folder (DPDL_CACHE_DIR, "
-        "default the platform's, ~/.cache/dpdl on Linux). 'list' shows each file's place, size and whether its sha256 "
-        "is the published one; 'fetch NAME' downloads a data set, verified, into the cache (or --dest).",
+        description="Data sets are looked up in DPDL_DATA_DIR, then in the user cache folder "
+        "(DPDL_CACHE_DIR, default the platform's, ~/.cache/dpdl on Linux). 'list' shows each "
+        "file's place, size and whether its sha256 is the published one; 'fetch NAME' downloads a "
+        "data set, verified, into the cache (or --dest).",
     )
     actions = parser.add_subparsers(
         title="actions", dest="action", required=True, parser_class=_Parser
@@ -345,16 +364,17 @@ def _data_parser(sub: argparse._SubParsersAction) -> None:
     fetching = actions.add_parser(
         "fetch",
         help="download a data set and check it against the published sha256",
-        description="Download data set NAME file by file, each checked against the sha256 in dpdl's "
-        "manifest before it is put in place (a wrong file is deleted); files already there and "
-        "correct are kept.",
+        description="Download data set NAME file by file, each checked against the sha256 in "
+        "dpdl's manifest before it is put in place (a wrong file is deleted); files already there "
+        "and correct are kept.",
     )
     fetching.add_argument("name", help="data set, as 'dpdl data list' names it")
     fetching.add_argument(
         "--dest",
         type=Path,
         default=None,
-        help="data folder to write into (default: the user cache folder, where dpdl looks after DPDL_DATA_DIR)",
+        help="data folder to write into (default: the user cache folder, where dpdl looks after "
+        "DPDL_DATA_DIR)",
     )
     fetching.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     fetching.set_defaults(handler=_data_fetch)
@@ -373,7 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose",
         action="count",
         default=0,
-        help="show what dpdl is doing: INFO records with -v, DEBUG with -vv (default: warnings and errors)",
+        help="show what dpdl is doing: INFO records with -v, DEBUG with -vv (default: warnings "
+        "and errors)",
     )
     loudness.add_argument(
         "-q", "--quiet", action="store_true", help="show errors only (no warnings)"
@@ -400,7 +421,10 @@ def _train(args: argparse.Namespace) -> int:
     from dpdl.experiments.train import run_training
 
     result = run_training(from_options(TrainConfig, args), progress=not args.no_progress)
-    name = f"{args.task}-{args.mechanism}-{args.graph.replace(':', '_').replace('/', '_')}-eps{args.eps:g}-seed{'_'.join(map(str, args.seed))}"
+    name = (
+        f"{args.task}-{args.mechanism}-{args.graph.replace(':', '_').replace('/', '_')}"
+        f"-eps{args.eps:g}-seed{'_'.join(map(str, args.seed))}"
+    )
     folder = args.out or Path("results") / "train" / name
     paths = write_results(result, folder)
     _write_options(args, result.config, folder)
@@ -477,7 +501,8 @@ def _run_local(args: argparse.Namespace) -> int:
         for agent, error in sorted(outcome.errors.items()):
             print(f"agent {agent}: {error.strip().splitlines()[-1]}", file=sys.stderr)
         raise PeerFailure(
-            f"{len(outcome.errors)} of {len(outcome.agents)} agents stopped; rerun with --resume to continue from the checkpoints",
+            f"{len(outcome.errors)} of {len(outcome.agents)} agents stopped; rerun with --resume "
+            "to continue from the checkpoints",
             min(outcome.errors),
             0,
         )
@@ -486,7 +511,8 @@ def _run_local(args: argparse.Namespace) -> int:
     (args.workdir / "final.json").write_text(json.dumps(json_safe(final), indent=2) + "\n")
     for report in outcome.privacy:
         print(
-            f"privacy: eps={report['epsilon']:.4g} at delta={report['delta']:g}; {report['threat']}; accountant {report['accountant']}",
+            f"privacy: eps={report['epsilon']:.4g} at delta={report['delta']:g}; "
+            f"{report['threat']}; accountant {report['accountant']}",
             file=sys.stderr,
         )
     for name, value in outcome.metrics.items():
@@ -526,7 +552,8 @@ def _noise(args: argparse.Namespace) -> int:
     calibration = report.calibration
     print(
         f"{args.method} on {args.graph} (n={graph.number_of_nodes()}, {args.mixing} weights), "
-        f"target eps={args.eps:g} delta={args.delta:g} T={args.steps} C={args.clip:g}, calibration {args.calibration}",
+        f"target eps={args.eps:g} delta={args.delta:g} T={args.steps} C={args.clip:g}, "
+        f"calibration {args.calibration}",
         file=sys.stderr,
     )
     if calibration.overshoots:
@@ -547,7 +574,8 @@ def _noise(args: argparse.Namespace) -> int:
             else (f" (worst of {count} coalitions)" if count > 1 else "")
         )
         print(
-            f"  eps against {threat:<20} {eps:.6g}{bound}   [papers' RDP bound: {report.epsilon_paper_rdp[threat]:.6g}]",
+            f"  eps against {threat:<20} {eps:.6g}{bound}   [papers' RDP bound: "
+            f"{report.epsilon_paper_rdp[threat]:.6g}]",
             file=sys.stderr,
         )
     if args.json:
@@ -574,8 +602,9 @@ def _audit(args: argparse.Namespace) -> int:
     )
     table = format_audit(reports)
     print(
-        f"audit: {args.graph} (n={graph.number_of_nodes()}), eps={args.eps:g}, delta={args.delta:g}, T={args.steps}, C={args.clip:g}, "
-        f"calibration {args.calibration}; exact GDP epsilon per threat (each design calibrated against its own threat)"
+        f"audit: {args.graph} (n={graph.number_of_nodes()}), eps={args.eps:g}, "
+        f"delta={args.delta:g}, T={args.steps}, C={args.clip:g}, calibration {args.calibration}; "
+        "exact GDP epsilon per threat (each design calibrated against its own threat)"
     )
     print(table)
     write_audit(reports, args.out)
@@ -599,10 +628,12 @@ def _factorize(args: argparse.Namespace) -> int:
         result, args.out or Path("results") / "factorize" / name
     )
     print(
-        f"{args.graph} (n={graph.number_of_nodes()}), T={result.steps} (k={args.participations}, b={args.batches})"
+        f"{args.graph} (n={graph.number_of_nodes()}), T={result.steps} (k={args.participations}, "
+        f"b={args.batches})"
         + (f", restarts every {args.restart}" if args.restart else "")
-        + f"; L-BFGS {result.iterations} iterations in {result.seconds:.2f} s{'' if result.converged else ' (not converged)'}; "
-        f"sigma for (eps={args.eps:g}, delta={args.delta:g}) under LDP"
+        + f"; L-BFGS {result.iterations} iterations in {result.seconds:.2f} "
+        f"s{'' if result.converged else ' (not converged)'}; sigma for (eps={args.eps:g}, "
+        f"delta={args.delta:g}) under LDP"
     )
     print(table)
     print(f"\nresults: {folder}")
@@ -672,7 +703,8 @@ def _data_list(args: argparse.Namespace) -> int:
                 None: "no published sha256",
             }
             print(
-                f"  {status.relative:<45} {status.size:>10} bytes  {check[status.verified]}  ({status.where}: {status.path})"
+                f"  {status.relative:<45} {status.size:>10} bytes  {check[status.verified]}  "
+                f"({status.where}: {status.path})"
             )
     return 0
 
@@ -718,7 +750,8 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:  # n
 
 def _configure_logging(args: argparse.Namespace) -> None:
     """One stderr handler at the level of ``-v`` / ``-q``; without either, at the level a parent
-    ``dpdl`` passed on (:data:`dpdl.logs.LEVEL_ENV`, e.g. to agents started by torchrun), else WARNING."""
+    ``dpdl`` passed on (:data:`dpdl.logs.LEVEL_ENV`, e.g. to agents started by torchrun), else
+    WARNING."""
     from dpdl import logs
 
     level = logs.level_from_flags(args.verbose, args.quiet)

@@ -30,8 +30,8 @@ def json_safe(value: Any) -> Any:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` by ``data`` atomically: a temporary file beside it, ``fsync``, ``os.replace``,
-    then ``fsync`` of the folder so that the rename itself survives a power cut."""
+    """Replace ``path`` by ``data`` atomically: a temporary file beside it, ``fsync``,
+    ``os.replace``, then ``fsync`` of the folder so that the rename itself survives a power cut."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(

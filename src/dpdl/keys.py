@@ -38,8 +38,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305  # noqa: E402
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF  # noqa: E402
 
-from dpdl.errors import AuthenticationError, ConfigError
-from dpdl.mechanisms.base import NoiseMechanism, SeedBook, SharedSecret
+from dpdl.errors import AuthenticationError, ConfigError  # noqa: E402
+from dpdl.mechanisms.base import NoiseMechanism, SeedBook, SharedSecret  # noqa: E402
 
 __all__ = [
     "AgentKey",
@@ -142,7 +142,8 @@ def wrap_seed(pair_key: bytes, secret: int, seed: bytes) -> bytes:
 
 
 def unwrap_seed(pair_key: bytes, secret: int, wrapped: bytes, sender: int) -> bytes:
-    """The group seed from :func:`wrap_seed`; a forged or altered one raises :class:`AuthenticationError`."""
+    """The group seed from :func:`wrap_seed`; a forged or altered one raises
+    :class:`AuthenticationError`."""
     try:
         return ChaCha20Poly1305(derive(pair_key, "wrap")).decrypt(_nonce(secret), wrapped, None)
     except InvalidTag as error:
@@ -171,8 +172,9 @@ def secret_seed(
 
 
 def simulated_seed_book(mechanism: NoiseMechanism, key_seed: int, epoch: int = 0) -> SeedBook:
-    """Every seed that agents with keys from ``key_seed`` (and ``epoch``) agree on for ``mechanism``,
-    computed in one process by the same derivations the agents run (:mod:`dpdl.runtime.handshake`)."""
+    """Every seed that agents with keys from ``key_seed`` (and ``epoch``) agree on for
+    ``mechanism``, computed in one process by the same derivations the agents run
+    (:mod:`dpdl.runtime.handshake`)."""
     keys = [AgentKey.create(i, key_seed, epoch) for i in range(mechanism.n)]
     publics = {i: key.public for i, key in enumerate(keys)}
     secrets = {}

@@ -25,7 +25,9 @@ def require(module: str, extra: str, feature: str) -> ModuleType:
     except ModuleNotFoundError as error:
         top = module.split(".")[0]
         if error.name is None or error.name.split(".")[0] != top:
-            raise  # the module exists but one of its own imports failed: a real bug, not a missing extra
+            # the module exists but one of its own imports failed: a real bug, not a missing extra
+            raise
         raise MissingDependencyError(
-            f"{feature} needs {top}, which is not installed; install it with: pip install 'dpdl[{extra}]'"
+            f"{feature} needs {top}, which is not installed; install it with: pip install "
+            f"'dpdl[{extra}]'"
         ) from None

@@ -17,7 +17,8 @@ __all__ = ["purpose_rng", "purpose_seed"]
 
 
 def purpose_seed(seed: int, purpose: str) -> np.random.SeedSequence:
-    """Seed sequence for ``purpose`` (e.g. ``"graph"``, ``"partition"``, ``"batches"``, ``"noise"``)."""
+    """Seed sequence for ``purpose`` (e.g. ``"graph"``, ``"partition"``, ``"batches"``,
+    ``"noise"``)."""
     if seed < 0:
         raise ConfigError(f"seeds must be integers >= 0, got {seed}")
     return np.random.SeedSequence(seed, spawn_key=(zlib.crc32(purpose.encode()),))

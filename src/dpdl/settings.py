@@ -89,7 +89,8 @@ def setting(
     metavar: str | None = None,
     default_factory: Any = dataclasses.MISSING,
 ) -> Any:
-    """A dataclass field declared with its :class:`Setting`; ``cli=False``: no command-line option."""
+    """A dataclass field declared with its :class:`Setting`; ``cli=False``: no command-line
+    option."""
     meta = Setting(help, option, cli, choices, positive, group, metavar)
     return dataclasses.field(
         default=default, default_factory=default_factory, metadata={_KEY: meta}
@@ -141,7 +142,8 @@ def _optional(hint: Any) -> tuple[Any, bool]:
 
 
 def leaves(cls: type) -> Iterator[Leaf]:
-    """Every command-line option of settings class ``cls``, nested groups flattened, in field order."""
+    """Every command-line option of settings class ``cls``, nested groups flattened, in field
+    order."""
     for field in dataclasses.fields(cls):
         hint = _hints(cls)[field.name]
         if dataclasses.is_dataclass(hint):
@@ -348,7 +350,8 @@ class DesignOptions:
 
     threat: str = setting(
         "eavesdropper",
-        "threat DECOR is calibrated against: eavesdropper, honest-but-curious, colluding-<q> (default eavesdropper)",
+        "threat DECOR is calibrated against: eavesdropper, honest-but-curious, colluding-<q> "
+        "(default eavesdropper)",
         option="design-against",
         group="noise design",
     )

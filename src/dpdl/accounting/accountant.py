@@ -55,7 +55,8 @@ ACCOUNTANTS = ("gdp", "paper-rdp", "pld")
 MAX_ENUMERATION_FLOPS = 3e11
 
 #: dp_accounting PLD discretisation; finer is tighter but slower. Its PLDs are pessimistic: a
-#: coarser grid over-estimates epsilon, so calibration searches on :data:`PLD_SEARCH_DISCRETIZATION`.
+#: coarser grid over-estimates epsilon, so calibration searches on
+#: :data:`PLD_SEARCH_DISCRETIZATION`.
 PLD_DISCRETIZATION = 1e-4
 PLD_SEARCH_DISCRETIZATION = 1e-3
 
@@ -100,7 +101,10 @@ class PrivacyReport:
             how = f" (worst of {self.coalitions} coalitions)"
         else:
             how = ""
-        return f"eps={eps} at delta={self.delta:g} over {self.steps} steps; {self.threat}; {self.neighbouring}; accountant {self.accountant}{how}"
+        return (
+            f"eps={eps} at delta={self.delta:g} over {self.steps} steps; {self.threat}; "
+            f"{self.neighbouring}; accountant {self.accountant}{how}"
+        )
 
 
 #: What the accountant reads: a noise description, anything holding one, or a bare covariance.
@@ -158,7 +162,8 @@ def pld_epsilon(
     delta: float,
     discretization: float = PLD_DISCRETIZATION,
 ) -> float:
-    """Epsilon of ``steps`` Poisson-subsampled Gaussian mechanisms with noise multiplier ``1/mu_step``."""
+    """Epsilon of ``steps`` Poisson-subsampled Gaussian mechanisms with noise multiplier
+    ``1/mu_step``."""
     import dp_accounting  # 1.3 s to import, and only example-level accounting needs it
 
     event = dp_accounting.SelfComposedDpEvent(
@@ -198,7 +203,8 @@ def epsilon_from_mu_step(
         raise ConfigError(f"unknown accountant {accountant!r}; known: {', '.join(ACCOUNTANTS)}")
     if accountant == ("gdp" if isinstance(neighbouring, ExampleLevel) else "pld"):
         raise ConfigError(
-            "example-level privacy is accounted by 'pld' or 'paper-rdp', agent-level by 'gdp' or 'paper-rdp'"
+            "example-level privacy is accounted by 'pld' or 'paper-rdp', agent-level by 'gdp' or "
+            "'paper-rdp'"
         )
     if math.isinf(mu_step):
         return math.inf

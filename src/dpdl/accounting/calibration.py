@@ -7,9 +7,9 @@ covariance shape it fixes the noise scale (:func:`noise_scale`).
 
 Methods:
 
-- ``"exact"`` (default): the largest ``mu_step`` (to 1e-3 relative at example level) whose exact accounting (GDP at agent level, PLD at
-  example level) gives at most the target eps. It never overshoots: the returned value is checked
-  against the accountant and moved to the safe side.
+- ``"exact"`` (default): the largest ``mu_step`` (to 1e-3 relative at example level) whose exact
+  accounting (GDP at agent level, PLD at example level) gives at most the target eps. It never
+  overshoots: the returned value is checked against the accountant and moved to the safe side.
 - ``"paper"``: the papers' closed form ``mu_step^2 = eps^2 / (4 T log(1/delta))``
   (CorN-DSGD eq. (9b)) at agent level; at example level the papers' Renyi-DP accounting of the
   Poisson-subsampled Gaussian (DECOR Appendix D), calibrated like the exact one. To reproduce
@@ -185,6 +185,7 @@ def noise_scale(
     unit_mu = step_sensitivity(unit, threat, calibration.neighbouring)
     if math.isinf(unit_mu):
         raise PrivacyParameterError(
-            f"the {unit.name or 'noise'} covariance is singular against the {threat} threat: no noise scale gives privacy"
+            f"the {unit.name or 'noise'} covariance is singular against the {threat} threat: no "
+            "noise scale gives privacy"
         )
     return safe_scale(unit.scaled, threat, calibration, unit_mu / calibration.mu_step)

@@ -129,7 +129,8 @@ def epsilon(mu: float, delta_: float) -> float:
 
 
 def mu_for_budget(eps: float, delta_: float) -> float:
-    """Largest float mu such that mu-GDP is :func:`within` (eps, delta_) (never above the exact value)."""
+    """Largest float mu such that mu-GDP is :func:`within` (eps, delta_) (never above the exact
+    value)."""
     check_budget(eps, delta_)
     upper = 1.0
     while within(eps, upper, delta_):

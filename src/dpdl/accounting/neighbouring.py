@@ -71,8 +71,8 @@ class ExampleLevel:
 
     def __str__(self) -> str:
         return (
-            f"example-level add/remove-one (C={self.clip:g}, Poisson rate q={self.sampling_rate:.4g}, "
-            f"expected batch {self.batch_size})"
+            f"example-level add/remove-one (C={self.clip:g}, Poisson rate "
+            f"q={self.sampling_rate:.4g}, expected batch {self.batch_size})"
         )
 
 

@@ -36,7 +36,8 @@ __all__ = ["GaussianNoise", "NoiseSource", "ScalableNoise", "SharedSecret", "noi
 
 @dataclass(frozen=True)
 class SharedSecret:
-    """Noise from one seed known to ``holders``: ``F z``, ``z ~ N(0, I_r)``, on the holders' rows."""
+    """Noise from one seed known to ``holders``: ``F z``, ``z ~ N(0, I_r)``, on the holders'
+    rows."""
 
     holders: tuple[int, ...]
     factor: np.ndarray  # (len(holders), r)
@@ -44,7 +45,8 @@ class SharedSecret:
     def __post_init__(self) -> None:
         if self.factor.ndim != 2 or self.factor.shape[0] != len(self.holders):
             raise ValueError(
-                f"a secret's factor must have one row per holder, got {self.factor.shape} for {len(self.holders)} holders"
+                f"a secret's factor must have one row per holder, got {self.factor.shape} for "
+                f"{len(self.holders)} holders"
             )
 
 
@@ -53,7 +55,7 @@ def _generator(
 ) -> np.ndarray | sparse.csr_matrix:
     """All secrets' factors side by side as an (n, sum r_k) matrix; sparse unless it is dense."""
     rows, cols, data = [np.zeros(0, int)], [np.zeros(0, int)], [np.zeros(0)]
-    for start, secret in zip(offsets, secrets):
+    for start, secret in zip(offsets, secrets, strict=False):
         width = secret.factor.shape[1]
         rows.append(np.repeat(np.asarray(secret.holders), width))
         cols.append(np.tile(np.arange(start, start + width), len(secret.holders)))

@@ -33,12 +33,14 @@ class Phase:
     def __post_init__(self) -> None:
         if self.steps < 0 or not self.mu_step >= 0:
             raise PrivacyParameterError(
-                f"a phase has steps >= 0 and mu_step >= 0, got {self.steps} steps of mu_step {self.mu_step}"
+                f"a phase has steps >= 0 and mu_step >= 0, got {self.steps} steps of mu_step "
+                f"{self.mu_step}"
             )
 
 
 def _squared_mu(phases: Sequence[Phase]) -> float:
-    """``sum_k T_k mu_k^2`` over the phases that release something (``inf`` if one is unprotected)."""
+    """``sum_k T_k mu_k^2`` over the phases that release something (``inf`` if one is
+    unprotected)."""
     released = [phase for phase in phases if phase.steps]
     if any(math.isinf(phase.mu_step) for phase in released):
         return math.inf
@@ -70,7 +72,8 @@ def calibrate_last_phase(
     left = gdp.mu_for_budget(eps, delta) ** 2 - _squared_mu(before)
     if left <= 0:
         raise ConfigError(
-            f"the first {sum(phase.steps for phase in before)} rounds spent the whole budget eps={eps}"
+            f"the first {sum(phase.steps for phase in before)} rounds spent the whole budget "
+            f"eps={eps}"
         )
     mu_step = math.sqrt(left / steps)
     while compose_phases([*before, Phase(mu_step, steps)], delta) > eps:

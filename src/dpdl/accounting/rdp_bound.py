@@ -29,13 +29,15 @@ __all__ = ["paper_epsilon", "paper_mu_step"]
 
 
 def paper_epsilon(mu_step: float, steps: int, delta: float) -> float:
-    """Epsilon of the papers' RDP bound (eq. (7)) for T steps of per-step sensitivity ``mu_step``."""
+    """Epsilon of the papers' RDP bound (eq. (7)) for T steps of per-step sensitivity
+    ``mu_step``."""
     if math.isinf(mu_step):
         return math.inf
     return steps * mu_step**2 / 2.0 + mu_step * math.sqrt(2.0 * steps * math.log(1.0 / delta))
 
 
 def paper_mu_step(eps: float, delta: float, steps: int) -> float:
-    """Per-step sensitivity allowed by the papers' calibration (eq. (9b)): ``eps / sqrt(4 T log(1/delta))``."""
+    """Per-step sensitivity allowed by the papers' calibration (eq. (9b)):
+    ``eps / sqrt(4 T log(1/delta))``."""
     check_budget(eps, delta)
     return eps / math.sqrt(4.0 * steps * math.log(1.0 / delta))

@@ -159,8 +159,8 @@ def membership_lower_bound(
         raise ConfigError(f"the sensitivity must be a finite number > 0, got {sensitivity}")
     if threat.coalition_count(noise.n) > MAX_COALITIONS:
         raise ConfigError(
-            f"the {threat} threat has {threat.coalition_count(noise.n)} coalitions on {noise.n} agents; "
-            f"the membership test searches at most {MAX_COALITIONS}"
+            f"the {threat} threat has {threat.coalition_count(noise.n)} coalitions on {noise.n} "
+            f"agents; the membership test searches at most {MAX_COALITIONS}"
         )
     best: tuple[Aim, tuple[int, ...], Sampled, np.ndarray, np.ndarray] | None = None
     for coalition in threat.coalitions(noise.n):
@@ -187,7 +187,8 @@ def membership_lower_bound(
             np.abs(statistic).max() >= 1e-6 * shift
         ):  # the sampler puts noise where the covariance says there is none
             raise ConfigError(
-                "the mechanism's samples have noise in the direction its covariance calls noise-free"
+                "the mechanism's samples have noise in the direction its covariance calls "
+                "noise-free"
             )
         return EmpiricalPrivacy(math.inf, agent, coalition, trials, 0.0, 0.0, True)
     half = trials // 2

@@ -1,11 +1,11 @@
-"""UCI Adult / Census Income, read from the original files ``adult/adult.data`` and ``adult/adult.test``
-(or their ``.gz``).
+"""UCI Adult / Census Income, read from the original files ``adult/adult.data`` and
+``adult/adult.test`` (or their ``.gz``).
 
 The original 32561 training and 16281 test rows, 14 attributes and the income label (>50K or not),
 the binary task of LPPA's Tables 1-4. Numeric attributes are standardised with the training rows'
 statistics; categorical ones are one-hot encoded by scikit-learn's
-:class:`~sklearn.preprocessing.OneHotEncoder` fitted on the training rows (a missing value, "?", is a
-category of its own, as in the original files).
+:class:`~sklearn.preprocessing.OneHotEncoder` fitted on the training rows (a missing value, "?", is
+a category of its own, as in the original files).
 
 Every row is checked (15 fields, numbers where numbers belong, a known label), not the number of
 rows, so that a slice of the files reads too; a truncated file fails on its last, broken row or on
@@ -80,7 +80,8 @@ def _read_rows(path: Path) -> list[list[str]]:
                     continue
                 if len(fields) != len(COLUMNS):
                     raise DataError(
-                        f"{path}:{lineno}: expected {len(COLUMNS)} comma-separated fields, got {len(fields)}"
+                        f"{path}:{lineno}: expected {len(COLUMNS)} comma-separated fields, got "
+                        f"{len(fields)}"
                     )
                 rows.append([field.strip() for field in fields])
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:

@@ -103,7 +103,8 @@ def download(
     and a :class:`DataError` says why. Transient failures are retried ``retries`` times in all,
     waiting ``backoff``, ``2 backoff``, ... seconds between attempts."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile(
+    # closed by `with handle:` below, which needs its name outside it: the finally deletes it
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115
         dir=path.parent, prefix=f".{path.name}.", suffix=".part", delete=False
     )
     temporary = Path(handle.name)
@@ -134,7 +135,8 @@ def download(
             )
         if size is not None and temporary.stat().st_size != size:
             raise DataError(
-                f"{url}: {temporary.stat().st_size} bytes, not the published {size}; nothing was kept"
+                f"{url}: {temporary.stat().st_size} bytes, not the published {size}; nothing was "
+                "kept"
             )
         os.replace(temporary, path)
     finally:
@@ -162,7 +164,8 @@ def fetch(
     if "manual" in entry:
         expected = "; ".join(f"{item['path']} sha256 {item['sha256']}" for item in entry["files"])
         raise DataError(
-            f"{name} cannot be fetched: {entry['manual'].replace('<dest>', str(dest))} Expected: {expected}"
+            f"{name} cannot be fetched: {entry['manual'].replace('<dest>', str(dest))} Expected: "
+            f"{expected}"
         )
     paths = []
     for item in entry["files"]:

@@ -1,8 +1,8 @@
 """Where data files live.
 
 Two sources: files bundled inside the package (a9a, so that ``make demo`` needs nothing else), and
-the full data sets listed in ``manifest.json`` (MNIST, Adult, real graphs, ...), which are looked up,
-in this order, in
+the full data sets listed in ``manifest.json`` (MNIST, Adult, real graphs, ...), which are looked
+up, in this order, in
 
 1. the folder named by the ``DPDL_DATA_DIR`` environment variable, if set (it must be a folder);
 2. the user cache folder, ``DPDL_CACHE_DIR`` if set, else the platform's (``~/.cache/dpdl`` on
@@ -47,7 +47,8 @@ def manifest() -> dict[str, dict[str, Any]]:
 
 
 def cache_dir() -> Path:
-    """The user cache folder: ``DPDL_CACHE_DIR`` if set, else ``platformdirs.user_cache_dir("dpdl")``."""
+    """The user cache folder: ``DPDL_CACHE_DIR`` if set, else
+    ``platformdirs.user_cache_dir("dpdl")``."""
     return Path(
         os.environ.get("DPDL_CACHE_DIR") or platformdirs.user_cache_dir("dpdl")
     ).expanduser()
@@ -61,7 +62,8 @@ def data_roots() -> list[tuple[str, Path]]:
         path = Path(env).expanduser()
         if not path.is_dir():
             raise DataError(
-                f"DPDL_DATA_DIR={env} is not a folder; point it at the folder holding mnist/, adult/, ... or unset it"
+                f"DPDL_DATA_DIR={env} is not a folder; point it at the folder holding mnist/, "
+                "adult/, ... or unset it"
             )
         roots.append(("DPDL_DATA_DIR", path))
     roots.append(("cache", cache_dir()))

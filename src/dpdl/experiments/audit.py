@@ -125,8 +125,9 @@ def format_audit(reports: list[NoiseReport]) -> str:
         lines.append("* upper bound: too many coalitions to enumerate, full collusion assumed")
     if attacked:
         lines.append(
-            "each cell: the accountant's epsilon (the threat's membership test: a lower bound with 95% confidence; inf: the "
-            "test never errs); sum error/C: the eavesdropper's RMS error on the aggregate gradient, in units of C"
+            "each cell: the accountant's epsilon (the threat's membership test: a lower bound "
+            "with 95% confidence; inf: the test never errs); sum error/C: the eavesdropper's RMS "
+            "error on the aggregate gradient, in units of C"
         )
     return "\n".join(lines)
 
@@ -143,11 +144,13 @@ def _report_markdown(reports: list[NoiseReport], table: str) -> str:
     lines = [
         "# The audit: every method against every threat model",
         "",
-        f"Graph: {reports[0].graph.get('nodes', '?')} agents; eps = {calibration.eps:g}, delta = {calibration.delta:g}, "
-        f"T = {calibration.steps}; each design calibrated against the threat it is designed for, then accounted exactly "
-        "(Gaussian DP) against every threat. Upper bounds are the accountant's; the lower bounds in parentheses are each "
-        "threat's likelihood-ratio membership test on the mechanism's own noise samples, after subtracting what the "
-        "threat's coalition knows (inf: the test statistic carries no noise, so it never errs, for any number of trials).",
+        f"Graph: {reports[0].graph.get('nodes', '?')} agents; eps = {calibration.eps:g}, delta = "
+        f"{calibration.delta:g}, T = {calibration.steps}; each design calibrated against the "
+        "threat it is designed for, then accounted exactly "
+        "(Gaussian DP) against every threat. Upper bounds are the accountant's; the lower bounds "
+        "in parentheses are each threat's likelihood-ratio membership test on the mechanism's own "
+        "noise samples, after subtracting what the threat's coalition knows (inf: the test "
+        "statistic carries no noise, so it never errs, for any number of trials).",
         "",
         "```",
         table,
@@ -155,28 +158,35 @@ def _report_markdown(reports: list[NoiseReport], table: str) -> str:
         "",
         "## Findings",
         "",
-        f"- Lower bound above upper bound (a bug in one of them): {', '.join(violations) if violations else 'none'}.",
+        "- Lower bound above upper bound (a bug in one of them): "
+        f"{', '.join(violations) if violations else 'none'}.",
     ]
     if NoiseFlow.name in by_name:
         lppa = by_name[NoiseFlow.name]
         lines.append(
-            f"- **LPPA** (Miao et al. 2025): its noise flow injects `B delta` (B the arc incidence matrix), of covariance "
-            "`Var(delta) B B^T`, a Laplacian singular along 1. Theorem 2 claims a privacy budget sqrt(2) times smaller than "
-            f"the DP baseline's; the accountant finds eps = {_cell(lppa.epsilon[ATTACKER], True)} against the eavesdropper, and "
-            f"so does the membership test ({_cell(lppa.epsilon_lower_bound.get(ATTACKER, math.nan))} on the Gaussian "
-            f"flow, {_cell(lppa.attack.get('laplace_eavesdropper_lower_bound', math.nan))} on the paper's own Laplace flow of "
-            f"scale {LPPA_LAPLACE_SCALE}): adding up the messages recovers the aggregate gradient with an RMS error of "
-            f"{lppa.attack.get('sum_attack_rms_error', math.nan):.2g}. The sqrt(2) is the scale of the difference of two "
+            "- **LPPA** (Miao et al. 2025): its noise flow injects `B delta` (B the arc "
+            "incidence matrix), of covariance "
+            "`Var(delta) B B^T`, a Laplacian singular along 1. Theorem 2 claims a privacy budget "
+            "sqrt(2) times smaller than "
+            f"the DP baseline's; the accountant finds eps = {_cell(lppa.epsilon[ATTACKER], True)} "
+            "against the eavesdropper, and so does the membership test "
+            f"({_cell(lppa.epsilon_lower_bound.get(ATTACKER, math.nan))} on the Gaussian flow, "
+            f"{_cell(lppa.attack.get('laplace_eavesdropper_lower_bound', math.nan))} on the "
+            f"paper's own Laplace flow of scale {LPPA_LAPLACE_SCALE}): adding up the messages "
+            "recovers the aggregate gradient with an RMS error of "
+            f"{lppa.attack.get('sum_attack_rms_error', math.nan):.2g}. The sqrt(2) is the scale "
+            "of the difference of two "
             "draws, not a guarantee."
         )
     if NoNoise.name in by_name:
         lines.append(
-            "- **No noise** (plain D-SGD and DSGT): no guarantee against anyone, and the attacks confirm it."
+            "- **No noise** (plain D-SGD and DSGT): no guarantee against anyone, and the attacks "
+            "confirm it."
         )
     if "zero-sum" in by_name:
         lines.append(
-            "- **Zero-sum noise** (pairwise cancelling, no independent noise): the same verdict as LPPA, for the same "
-            "reason."
+            "- **Zero-sum noise** (pairwise cancelling, no independent noise): the same verdict "
+            "as LPPA, for the same reason."
         )
     finite = [r for r in reports if r.attack and math.isfinite(r.epsilon[ATTACKER])]
     if finite:
@@ -185,14 +195,15 @@ def _report_markdown(reports: list[NoiseReport], table: str) -> str:
             for r in finite
         )
         lines.append(
-            f"- Where a guarantee holds against the eavesdropper, its lower and upper bounds: {gaps}."
+            "- Where a guarantee holds against the eavesdropper, its lower and upper bounds: "
+            f"{gaps}."
         )
     return "\n".join(lines) + "\n"
 
 
 def write_audit(reports: list[NoiseReport], folder: Path) -> None:
-    """``audit.json`` (every report in full), ``audit.csv`` (mechanism, Tr(W R W^T), epsilon per threat,
-    the attacks' results) and ``REPORT.md`` (the table and what it shows)."""
+    """``audit.json`` (every report in full), ``audit.csv`` (mechanism, Tr(W R W^T), epsilon per
+    threat, the attacks' results) and ``REPORT.md`` (the table and what it shows)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "audit.json").write_text(
         json.dumps(json_safe([report.as_dict() for report in reports]), indent=2) + "\n"

@@ -51,7 +51,8 @@ NOT_IN_DEMO = ("whisper-multiseed", "lppa")
 
 
 def demo_mechanisms() -> list[str]:
-    """Every mechanism the library offers (but :data:`NOT_IN_DEMO`), the noiseless reference first."""
+    """Every mechanism the library offers (but :data:`NOT_IN_DEMO`), the noiseless reference
+    first."""
     return ["none", *(name for name in MECHANISMS if name not in NOT_IN_DEMO)]
 
 
@@ -120,21 +121,23 @@ def _row(result: TrainResult) -> dict[str, Any]:
 def format_table(rows: list[dict[str, Any]]) -> str:
     """A fixed-width text table of the demo's rows (epsilon: exact, per threat model)."""
     header = (
-        f"{'mechanism':<10} {'designed for':<13} {'eps':>7} {'eps eavesdr.':>12} {'eps curious':>11} "
-        f"{'Tr(WRW^T)':>10} {'lr':>7} {'test loss':>10} {'test acc':>9}"
+        f"{'mechanism':<10} {'designed for':<13} {'eps':>7} {'eps eavesdr.':>12} "
+        f"{'eps curious':>11} {'Tr(WRW^T)':>10} {'lr':>7} {'test loss':>10} {'test acc':>9}"
     )
     lines = [header, "-" * len(header)]
     for row in rows:
         lines.append(
-            f"{row['mechanism']:<10} {row['threat']:<13} {row['epsilon']:>7.3g} {row['epsilon_eavesdropper']:>12.3g} "
-            f"{row['epsilon_honest_but_curious']:>11.3g} {row['trace_WRW']:>10.4g} {row['lr']:>7.0e} "
-            f"{row['test_loss']:>10.4f} {row['test_accuracy']:>9.4f}"
+            f"{row['mechanism']:<10} {row['threat']:<13} {row['epsilon']:>7.3g} "
+            f"{row['epsilon_eavesdropper']:>12.3g} {row['epsilon_honest_but_curious']:>11.3g} "
+            f"{row['trace_WRW']:>10.4g} {row['lr']:>7.0e} {row['test_loss']:>10.4f} "
+            f"{row['test_accuracy']:>9.4f}"
         )
     return "\n".join(lines)
 
 
 def write_demo(result: DemoResult, folder: Path) -> tuple[str, Path]:
-    """Write ``grid.csv``, ``summary.json``, ``table.txt`` and ``test_loss.png``; return (table, figure)."""
+    """Write ``grid.csv``, ``summary.json``, ``table.txt`` and ``test_loss.png``; return (table,
+    figure)."""
     folder.mkdir(parents=True, exist_ok=True)
     rows = [_row(r) for r in result.best.values()]
     table = format_table(rows)
@@ -163,7 +166,8 @@ def write_demo(result: DemoResult, folder: Path) -> tuple[str, Path]:
         },
         some.primary_metric,
         folder / f"{some.primary_metric}.png",
-        f"{some.config.task}, ER n={some.config.n} p={some.config.p}, eps={some.config.eps:g}, delta={some.config.delta:g}",
+        f"{some.config.task}, ER n={some.config.n} p={some.config.p}, eps={some.config.eps:g}, "
+        f"delta={some.config.delta:g}",
         log_y=True,
     )
     return table, figure

@@ -67,7 +67,8 @@ def factorize(
     delta: float,
     restart: int | None = None,
 ) -> FactorizeResult:
-    """MAFALDA's encoder for ``weights`` under cyclic (``participations``, ``batches``)-participation."""
+    """MAFALDA's encoder for ``weights`` under cyclic (``participations``,
+    ``batches``)-participation."""
     steps = participations * batches
     if restart is not None and (restart % batches or steps % restart):
         raise ConfigError(
@@ -132,7 +133,8 @@ def write_factorize(result: FactorizeResult, folder: Path) -> tuple[str, dict[st
         f"{'method':<10} {'sensitivity':>12} {'loss':>12} {'vs DP-D-SGD':>12} {'sigma / Delta':>14}"
     ]
     lines += [
-        f"{row.method:<10} {row.sensitivity:>12.4g} {row.loss:>12.4g} {row.loss_ratio_to_dp_dsgd:>11.3g}x {row.sigma_per_unit_sensitivity:>14.4g}"
+        f"{row.method:<10} {row.sensitivity:>12.4g} {row.loss:>12.4g} "
+        f"{row.loss_ratio_to_dp_dsgd:>11.3g}x {row.sigma_per_unit_sensitivity:>14.4g}"
         for row in result.rows
     ]
     return "\n".join(lines), summary, folder

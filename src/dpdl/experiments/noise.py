@@ -52,7 +52,8 @@ class NoiseReport:
     #: When attacked: the membership test's empirical lower bound on epsilon per threat
     #: (:mod:`dpdl.attacks.membership`; NaN where the threat has too many coalitions to search) ...
     epsilon_lower_bound: dict[str, float] = field(default_factory=dict)
-    #: ... each test's details, and the eavesdropper's sum attack (:mod:`dpdl.attacks.eavesdropper`).
+    #: ... each test's details, and the eavesdropper's sum attack
+    #: (:mod:`dpdl.attacks.eavesdropper`).
     attack: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:

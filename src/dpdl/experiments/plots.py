@@ -80,7 +80,7 @@ def plot_panels(
     rows = math.ceil(len(grid) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.2 * rows), squeeze=False)
     colours: dict[str, str] = {}
-    for ax, (panel, xs) in zip(axes.flat, grid.items()):
+    for ax, (panel, xs) in zip(axes.flat, grid.items(), strict=False):
         for label, ys in series[panel].items():
             base = label.removesuffix(suffix)
             colour = colours.setdefault(base, f"C{len(colours)}")
@@ -120,13 +120,14 @@ def plot_panels(
 
 
 def plot_images(rows: Mapping[str, Sequence[np.ndarray]], path: Path, title: str) -> Path:
-    """A grid of grey-scale images: one row per label (its name on the left), one column per image."""
+    """A grid of grey-scale images: one row per label (its name on the left), one column per
+    image."""
     columns = max(len(images) for images in rows.values())
     fig, axes = plt.subplots(
         len(rows), columns, figsize=(1.3 * columns + 0.8, 1.4 * len(rows)), squeeze=False
     )
-    for axes_row, (label, images) in zip(axes, rows.items()):
-        for ax, image in zip(axes_row, images):
+    for axes_row, (label, images) in zip(axes, rows.items(), strict=True):
+        for ax, image in zip(axes_row, images, strict=False):
             ax.imshow(np.asarray(image), cmap="gray")
         for ax in axes_row:
             ax.set_xticks([])

@@ -99,7 +99,7 @@ def _scalar(action: argparse.Action, value: Any, where: str) -> Any:
     have parsed it from the command line."""
     wanted = _value_type(action)
     wrong = ConfigError(f"{where}: expected {_type_name(action)}, got {value!r}")
-    if isinstance(value, bool) or isinstance(value, (dict, list)):
+    if isinstance(value, (bool, dict, list)):
         raise wrong
     if wanted is int and not isinstance(value, int):
         raise wrong

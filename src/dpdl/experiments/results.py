@@ -1,5 +1,5 @@
-"""Writing results: a training job's folder (config JSON, metrics CSV, final JSON, figure), rows as CSV,
-JSON with non-finite numbers (:func:`dpdl.files.json_safe`, re-exported here).
+"""Writing results: a training job's folder (config JSON, metrics CSV, final JSON, figure), rows as
+CSV, JSON with non-finite numbers (:func:`dpdl.files.json_safe`, re-exported here).
 
 The commands that write JSON or CSV alone (``dpdl noise``, ``audit``, ``factorize``) import this
 module too, so matplotlib is imported by :func:`write_results`, which draws the figure.
@@ -21,7 +21,8 @@ __all__ = ["json_safe", "write_results", "write_rows"]
 
 
 def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
-    """Write ``config.json``, ``metrics.csv``, ``final.json`` and ``<metric>.png`` into ``folder``."""
+    """Write ``config.json``, ``metrics.csv``, ``final.json`` and ``<metric>.png`` into
+    ``folder``."""
     from dpdl.experiments.plots import plot_curves
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -59,7 +60,8 @@ def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
         {result.config.mechanism: [run.history for run in result.runs]},
         metric,
         folder / f"{metric}.png",
-        f"{result.config.task} on {result.config.graph} (n={result.runs[0].graph['nodes']}), eps={result.config.eps:g}",
+        f"{result.config.task} on {result.config.graph} (n={result.runs[0].graph['nodes']}), "
+        f"eps={result.config.eps:g}",
         log_y=metric == "optimality_gap",
     )
     return paths

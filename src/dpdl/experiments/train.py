@@ -66,7 +66,8 @@ class TrainResult:
     runs: list[SeedRun]
 
     def final_metrics(self) -> dict[str, float]:
-        """Mean over seeds of every final metric, plus ``<metric>_std`` when there are several seeds."""
+        """Mean over seeds of every final metric, plus ``<metric>_std`` when there are several
+        seeds."""
         keys = [k for k in self.runs[0].final if k != "step"]
         summary: dict[str, float] = {}
         for key in keys:

@@ -6,7 +6,8 @@ each column of ``Z`` (the seed's holders), and the algorithm's own encoder ``C``
 when its structure gives one (Theorem 6). Data-independent terms (initial models) and the step
 size are dropped: they change no privacy guarantee. Constructors:
 
-- :func:`dp_dsgd`: DP-D-SGD, independent noise (A.2): ``M = W_T``, ``N = sigma I``, ``C = I / sigma``.
+- :func:`dp_dsgd`: DP-D-SGD, independent noise (A.2): ``M = W_T``, ``N = sigma I``,
+  ``C = I / sigma``.
 - :func:`mf_dsgd`: MF-D-SGD with any encoder C (Algorithm 1, eq. (5)): ``N = C^-1``.
 - :func:`antipgd`: AntiPGD (Koloskova et al., NeurIPS 2023; A.3): noise ``z_t - z_{t-1}``.
 - :func:`muffliato`: Muffliato-SGD with K gossip rounds per gradient (A.4).
@@ -68,7 +69,8 @@ class LinearAlgorithm:
         messages = self.gradients.shape[0]
         if self.gradients.shape != (messages, self.n * self.steps):
             raise ConfigError(
-                f"M must be (messages, n T) = (., {self.n * self.steps}), got {self.gradients.shape}"
+                f"M must be (messages, n T) = (., {self.n * self.steps}), got "
+                f"{self.gradients.shape}"
             )
         if (
             self.noise.shape[0] != messages
@@ -78,7 +80,8 @@ class LinearAlgorithm:
             raise ConfigError("M, N, senders and receivers must have one row per message")
         if self.holders.shape != (self.noise.shape[1], self.n):
             raise ConfigError(
-                f"holders must be (seeds, n) = ({self.noise.shape[1]}, {self.n}), got {self.holders.shape}"
+                f"holders must be (seeds, n) = ({self.noise.shape[1]}, {self.n}), got "
+                f"{self.holders.shape}"
             )
 
     def agent_of_row(self) -> np.ndarray:
@@ -121,8 +124,8 @@ def dp_dsgd(weights: np.ndarray, steps: int, sigma: float = 1.0) -> LinearAlgori
 def mf_dsgd(
     weights: np.ndarray, steps: int, encoder: np.ndarray, sigma: float = 1.0, name: str = "MF-D-SGD"
 ) -> LinearAlgorithm:
-    """MF-D-SGD (Algorithm 1): noise ``C^-1 Z``, ``Z ~ N(0, sigma^2 I)``, for an invertible encoder C
-    (``n T x n T``; use :func:`local_encoder` for ``C_local (x) I_n``)."""
+    """MF-D-SGD (Algorithm 1): noise ``C^-1 Z``, ``Z ~ N(0, sigma^2 I)``, for an invertible encoder
+    C (``n T x n T``; use :func:`local_encoder` for ``C_local (x) I_n``)."""
     sequence = gossip_sequence(weights, steps)
     n = sequence[0].shape[0]
     encoder = np.asarray(encoder, dtype=float)
@@ -200,7 +203,8 @@ def zip_dl(weights: np.ndarray, steps: int, sigma: float = 1.0) -> LinearAlgorit
     """Zip-DL: agent i draws ``z_ij ~ N(0, sigma^2)`` for every j of its closed neighbourhood and
     sends ``y_i + z_ij - sum_k W_ki z_ik`` to j, so the noise its receivers average in cancels
     (``sum_j W_ji n_ij = 0``, column-stochastic W); messages are per edge (A.6). Built by
-    propagating the linear maps of G and Z through the rounds (models ``x_{t+1} = sum_i W_ji m_ij``)."""
+    propagating the linear maps of G and Z through the rounds (models
+    ``x_{t+1} = sum_i W_ji m_ij``)."""
     sequence = gossip_sequence(weights, steps)
     n = sequence[0].shape[0]
     rows_g, rows_z, senders, receivers, holders = [], [], [], [], []
@@ -209,7 +213,7 @@ def zip_dl(weights: np.ndarray, steps: int, sigma: float = 1.0) -> LinearAlgorit
     total_seeds = sum(len(pairs) for pairs in seeds_per_step)
     state_z = np.zeros((n, total_seeds))
     offset = 0
-    for t, (w, pairs) in enumerate(zip(sequence, seeds_per_step)):
+    for t, (w, pairs) in enumerate(zip(sequence, seeds_per_step, strict=True)):
         y_g = state_g.copy()
         y_g[:, t * n : (t + 1) * n] += np.eye(n)
         seed_index = offset + np.arange(len(pairs))

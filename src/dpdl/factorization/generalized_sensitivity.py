@@ -54,7 +54,8 @@ LEAK_TOL = 1e-7
 
 
 def whiten(knowledge: Knowledge) -> tuple[np.ndarray, np.ndarray]:
-    """``Y`` with ``Y^T Y = A^T (B B^T)^+ A`` (``r x n T``), and which columns of A leave range(B)."""
+    """``Y`` with ``Y^T Y = A^T (B B^T)^+ A`` (``r x n T``), and which columns of A leave
+    range(B)."""
     workload, decoder = knowledge.workload, knowledge.decoder
     left, singular, _ = np.linalg.svd(decoder, full_matrices=False)
     keep = singular > RANK_TOL * singular.max(initial=0.0)
@@ -66,7 +67,8 @@ def whiten(knowledge: Knowledge) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _elliptope_maximum(gram: np.ndarray, sweeps: int = 2000, tolerance: float = 1e-12) -> float:
-    """A certified upper bound on ``max <gram, Y>``, ``Y`` PSD with ``diag(Y) <= 1`` (module doc)."""
+    """A certified upper bound on ``max <gram, Y>``, ``Y`` PSD with ``diag(Y) <= 1`` (module
+    doc)."""
     size = len(gram)
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((size, size))
@@ -88,7 +90,8 @@ def _elliptope_maximum(gram: np.ndarray, sweeps: int = 2000, tolerance: float = 
 
 
 def pattern_sensitivity(gram: np.ndarray, method: str = "exact") -> float:
-    """Squared sensitivity of one pattern with Gram block ``gram`` (``X_pattern``), see module doc."""
+    """Squared sensitivity of one pattern with Gram block ``gram`` (``X_pattern``), see module
+    doc."""
     if method not in SENSITIVITY_METHODS:
         raise ConfigError(
             f"unknown sensitivity method {method!r}; known: {', '.join(SENSITIVITY_METHODS)}"

@@ -1,4 +1,5 @@
-"""MAFALDA-SGD's noise correlation: a local encoder optimised for the gossip (Lemma 12, Algorithm 2).
+"""MAFALDA-SGD's noise correlation: a local encoder optimised for the gossip (Lemma 12, Algorithm
+2).
 
 Every agent correlates its own noise over time with the same ``C_local`` (``C = C_local (x) I_n``,
 LDP: no seed is shared). The utility term of eq. (9) is then ``||L C_local^-1||_F^2 =
@@ -71,7 +72,8 @@ def utility_gram(
     size = block or steps
     if block is not None and (block < 1 or steps % block):
         raise ConfigError(
-            f"correlation restarts need the {steps} steps to be a whole number of blocks, got block={block}"
+            f"correlation restarts need the {steps} steps to be a whole number of blocks, got "
+            f"block={block}"
         )
     inside = np.arange(size)
     lag = np.abs(np.subtract.outer(inside, inside))
@@ -102,7 +104,8 @@ def utility_gram(
 def restarted(block_encoder: np.ndarray, steps: int) -> np.ndarray:
     """The encoder that restarts ``block_encoder``'s correlation every ``len(block_encoder)`` steps
     (correlation restarts, Pillutla et al. 2025): ``I_(T/B) (x) C_block``. Its noise costs
-    ``O(B)`` memory per agent instead of ``O(T)``, and its factorization ``O(B^3)`` per L-BFGS step."""
+    ``O(B)`` memory per agent instead of ``O(T)``, and its factorization ``O(B^3)`` per L-BFGS
+    step."""
     size = len(block_encoder)
     if steps % size:
         raise ConfigError(f"{steps} steps are not a whole number of blocks of {size}")
@@ -114,7 +117,8 @@ def _pattern_labels(participation: Participation) -> np.ndarray:
     for index, pattern in enumerate(participation.patterns):
         if (labels[list(pattern)] >= 0).any():
             raise ConfigError(
-                "the MAFALDA factorization needs disjoint participation patterns (cyclic participation)"
+                "the MAFALDA factorization needs disjoint participation patterns (cyclic "
+                "participation)"
             )
         labels[list(pattern)] = index
     if (labels < 0).any():
@@ -123,7 +127,8 @@ def _pattern_labels(participation: Participation) -> np.ndarray:
 
 
 def factor_gram(gram: np.ndarray) -> np.ndarray:
-    """Lower-triangular C with ``C^T C = gram`` (a reversed Cholesky factor): causal noise ``C^-1 Z``."""
+    """Lower-triangular C with ``C^T C = gram`` (a reversed Cholesky factor): causal noise
+    ``C^-1 Z``."""
     flip = np.flip(np.eye(gram.shape[0]), axis=0)
     lower = cholesky(flip @ gram @ flip, lower=True)
     return flip @ lower.T @ flip
@@ -231,7 +236,7 @@ def optimize_local(
     history: list[tuple[np.ndarray, np.ndarray]] = []
     converged = False
     iteration = 0
-    for iteration in range(1, max_iterations + 1):
+    for iteration in range(1, max_iterations + 1):  # noqa: B007 - its last value is returned
         direction = gradient.copy()
         alphas = []
         for s, y in reversed(history):
@@ -243,7 +248,7 @@ def optimize_local(
             direction *= np.sum(s * y) / np.sum(y * y)
         else:
             direction *= 1.0 / max(np.abs(gradient).max(), 1e-300) * np.abs(gram).max() * 0.1
-        for (s, y), alpha in zip(history, reversed(alphas)):
+        for (s, y), alpha in zip(history, reversed(alphas), strict=True):
             beta = np.sum(y * direction) / np.sum(y * s)
             direction += s * (alpha - beta)
         if np.sum(direction * gradient) <= 0:  # not a descent direction: restart from the gradient

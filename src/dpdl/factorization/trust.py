@@ -65,7 +65,8 @@ class SecLDP(TrustModel):
 
 @dataclass(frozen=True)
 class PNDP(TrustModel):
-    """Pairwise network DP: the attackers see the messages they receive, their gradients and seeds."""
+    """Pairwise network DP: the attackers see the messages they receive, their gradients and
+    seeds."""
 
     all_messages: bool = False
 

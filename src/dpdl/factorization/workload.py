@@ -31,7 +31,8 @@ def gossip_sequence(weights: np.ndarray | Sequence[np.ndarray], steps: int) -> l
     sequence = [validate_mixing_matrix(w, doubly_stochastic=False, mixing=False) for w in weights]
     if len(sequence) != steps:
         raise ConfigError(
-            f"a time-varying gossip needs one matrix per step: got {len(sequence)} for {steps} steps"
+            f"a time-varying gossip needs one matrix per step: got {len(sequence)} for {steps} "
+            "steps"
         )
     if len({w.shape for w in sequence}) != 1:
         raise ConfigError(
@@ -41,7 +42,8 @@ def gossip_sequence(weights: np.ndarray | Sequence[np.ndarray], steps: int) -> l
 
 
 def gossip_workload(weights: np.ndarray | Sequence[np.ndarray], steps: int) -> np.ndarray:
-    """``W_T`` (``n T x n T``): block ``(i, j) = W_{i-1} ... W_j`` for ``i > j``, ``I_n`` for ``i = j``."""
+    """``W_T`` (``n T x n T``): block ``(i, j) = W_{i-1} ... W_j`` for ``i > j``, ``I_n`` for
+    ``i = j``."""
     sequence = gossip_sequence(weights, steps)
     n = sequence[0].shape[0]
     workload = np.zeros((n * steps, n * steps))
@@ -66,8 +68,8 @@ def gossip_blocks(weights: np.ndarray | Sequence[np.ndarray], steps: int) -> np.
 def muffliato_workload(
     weights: np.ndarray | Sequence[np.ndarray], steps: int, rounds: int
 ) -> np.ndarray:
-    """Messages of Muffliato-SGD (Cyffers et al., NeurIPS 2022; MAFALDA-SGD Appendix A.4): ``rounds``
-    gossip rounds after each of ``steps`` gradient steps, a message at every round:
+    """Messages of Muffliato-SGD (Cyffers et al., NeurIPS 2022; MAFALDA-SGD Appendix A.4):
+    ``rounds`` gossip rounds after each of ``steps`` gradient steps, a message at every round:
     ``W_{K T} (I_T (x) [I_n; 0_{(K-1) n x n}])``, ``(K T n) x (T n)``."""
     if rounds < 1:
         raise ConfigError(f"Muffliato needs at least one gossip round per step, got {rounds}")

@@ -46,7 +46,8 @@ def _adjacency(graph: nx.Graph) -> np.ndarray:
 
 
 def metropolis_hastings(graph: nx.Graph) -> np.ndarray:
-    """Metropolis-Hastings weights ``w_ij = 1 / (1 + max(d_i, d_j))`` on edges; rest on the diagonal.
+    """Metropolis-Hastings weights ``w_ij = 1 / (1 + max(d_i, d_j))`` on edges; rest on the
+    diagonal.
 
     Symmetric and doubly stochastic on every undirected graph (Boyd et al., 2006, eq. (5)
     without the lazy half); dpdl's default.
@@ -75,7 +76,8 @@ def local_degree(graph: nx.Graph) -> np.ndarray:
     if column_error > STOCHASTIC_TOL:
         warnings.warn(
             "the 1/(|N_i|+1) rule is only row-stochastic on this irregular graph "
-            f"(column sums off by up to {column_error:.3g}); D-SGD will converge to a weighted average",
+            f"(column sums off by up to {column_error:.3g}); D-SGD will converge to a weighted "
+            "average",
             NotDoublyStochasticWarning,
             stacklevel=2,
         )
@@ -134,7 +136,8 @@ def sinkhorn_knopp(
         if np.abs(scaled.sum(axis=1) - 1.0).max() < tol:
             return scaled
     raise MixingMatrixError(
-        f"Sinkhorn-Knopp did not converge in {max_iter} iterations: the support lacks total support "
+        f"Sinkhorn-Knopp did not converge in {max_iter} iterations: the support lacks total "
+        "support "
         "(is the graph strongly connected, with self-loops?)"
     )
 
@@ -186,7 +189,8 @@ def validate_mixing_matrix(
         column_error = np.abs(weights.sum(axis=0) - 1.0).max()
         if column_error > STOCHASTIC_TOL:
             raise MixingMatrixError(
-                f"the mixing matrix is not doubly stochastic (column sums off by up to {column_error:.3g})"
+                "the mixing matrix is not doubly stochastic (column sums off by up to "
+                f"{column_error:.3g})"
             )
     n = weights.shape[0]
     if graph is not None:
@@ -201,7 +205,8 @@ def validate_mixing_matrix(
         if outside.any():
             i, j = np.argwhere(outside)[0]
             raise MixingMatrixError(
-                f"the mixing matrix puts weight {weights[i, j]:.3g} on ({i}, {j}), which is not an edge"
+                f"the mixing matrix puts weight {weights[i, j]:.3g} on ({i}, {j}), which is not "
+                "an edge"
             )
     if (
         mixing

@@ -56,7 +56,8 @@ def _error(path: Path, problem: str) -> GraphError:
 
 
 def _text(path: Path) -> str:
-    """The file's text (``.gz`` decompressed); a binary file is an error, not a decoding traceback."""
+    """The file's text (``.gz`` decompressed); a binary file is an error, not a decoding
+    traceback."""
     try:
         raw = path.read_bytes()
     except OSError as error:
@@ -113,7 +114,8 @@ def read_decentralizepy(path: str | Path) -> nx.Graph:
     if len(first) != 1 or not first[0].isdigit() or int(first[0]) < 1:
         raise _error(
             path,
-            f"decentralizepy's first line is the node count, a positive integer; got {(lines or [''])[0].strip()!r}",
+            "decentralizepy's first line is the node count, a positive integer; got "
+            f"{(lines or [''])[0].strip()!r}",
         )
     n = int(first[0])
     graph = nx.empty_graph(n)
@@ -127,7 +129,8 @@ def read_decentralizepy(path: str | Path) -> nx.Graph:
         if max(u, v) >= n:
             raise _error(
                 path,
-                f"line {lineno}: node id {max(u, v)} is out of range for the {n} nodes of line 1 (ids 0..{n - 1})",
+                f"line {lineno}: node id {max(u, v)} is out of range for the {n} nodes of line 1 "
+                f"(ids 0..{n - 1})",
             )
         if u != v:
             graph.add_edge(u, v)
@@ -136,7 +139,8 @@ def read_decentralizepy(path: str | Path) -> nx.Graph:
 
 def _adjacency_matrix(path: Path) -> np.ndarray | scipy.sparse.csr_array:
     """The matrix an ``.npz`` file holds: its dense array :data:`ADJACENCY_KEY`, or its
-    ``scipy.sparse.save_npz`` matrix (recognised by the ``format`` and ``shape`` arrays it saves)."""
+    ``scipy.sparse.save_npz`` matrix (recognised by the ``format`` and ``shape`` arrays it
+    saves)."""
     import scipy.sparse  # here, not at the top: only .npz graphs need it
 
     try:
@@ -157,7 +161,8 @@ def _adjacency_matrix(path: Path) -> np.ndarray | scipy.sparse.csr_array:
         if ADJACENCY_KEY not in keys:
             raise _error(
                 path,
-                f"no array '{ADJACENCY_KEY}' and no scipy.sparse matrix in the .npz (its arrays: {', '.join(keys) or 'none'})",
+                f"no array '{ADJACENCY_KEY}' and no scipy.sparse matrix in the .npz (its arrays: "
+                f"{', '.join(keys) or 'none'})",
             )
         try:
             return loaded[ADJACENCY_KEY]
@@ -189,11 +194,12 @@ def read_adjacency_npz(path: str | Path) -> nx.Graph:
         i, j = int(rows[0]), int(cols[0])
         raise _error(
             path,
-            f"the adjacency matrix of an undirected graph must be symmetric; entry ({i}, {j}) differs from ({j}, {i})",
+            f"the adjacency matrix of an undirected graph must be symmetric; entry ({i}, {j}) "
+            f"differs from ({j}, {i})",
         )
     graph = nx.empty_graph(matrix.shape[0])
     rows, cols = matrix.nonzero()
-    graph.add_edges_from((i, j) for i, j in zip(rows.tolist(), cols.tolist()) if i < j)
+    graph.add_edges_from((i, j) for i, j in zip(rows.tolist(), cols.tolist(), strict=True) if i < j)
     return graph
 
 

@@ -48,7 +48,8 @@ def spectral_gap(weights: np.ndarray) -> float:
 
 
 def vertex_connectivity(graph: nx.Graph) -> int:
-    """Least number of agents whose removal disconnects the graph (``n - 1`` for a complete graph)."""
+    """Least number of agents whose removal disconnects the graph (``n - 1`` for a complete
+    graph)."""
     return int(nx.node_connectivity(graph))
 
 

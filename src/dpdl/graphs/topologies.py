@@ -2,8 +2,8 @@
 and SNAP's, read from the data folders of :mod:`dpdl.data.paths`).
 
 Every function returns an undirected :class:`networkx.Graph` (a directed one where asked) whose
-nodes are the integers ``0..n-1`` (agents first, as everywhere in dpdl). Generators that can produce a disconnected
-graph either guarantee connectivity or raise :class:`~dpdl.errors.GraphError`.
+nodes are the integers ``0..n-1`` (agents first, as everywhere in dpdl). Generators that can produce
+a disconnected graph either guarantee connectivity or raise :class:`~dpdl.errors.GraphError`.
 """
 
 from __future__ import annotations
@@ -49,10 +49,7 @@ def require_connected(graph: nx.Graph, what: str = "graph") -> nx.Graph:
     n = graph.number_of_nodes()
     if n == 0:
         raise GraphError(f"the {what} has no nodes")
-    if graph.is_directed():
-        connected = nx.is_strongly_connected(graph)
-    else:
-        connected = nx.is_connected(graph)
+    connected = nx.is_strongly_connected(graph) if graph.is_directed() else nx.is_connected(graph)
     if not connected:
         if graph.is_directed():
             parts = nx.number_strongly_connected_components(graph)
@@ -93,8 +90,9 @@ def erdos_renyi(
         if (nx.is_strongly_connected if directed else nx.is_connected)(graph):
             return graph
     raise GraphError(
-        f"no {'strongly ' if directed else ''}connected Erdos-Renyi graph with n={n}, p={p} in {max_tries} draws; "
-        f"the connectivity threshold is about log(n)/n = {math.log(max(n, 2)) / n:.3f}"
+        f"no {'strongly ' if directed else ''}connected Erdos-Renyi graph with n={n}, p={p} in "
+        f"{max_tries} draws; the connectivity threshold is about log(n)/n = "
+        f"{math.log(max(n, 2)) / n:.3f}"
     )
 
 
@@ -117,7 +115,8 @@ def torus(n: int, rows: int | None = None) -> nx.Graph:
     cols = n // rows
     if rows < 3 or cols < 3:
         raise GraphError(
-            f"a 2-d torus needs at least 3 rows and 3 columns; n={n} factors only as {rows} x {cols}"
+            f"a 2-d torus needs at least 3 rows and 3 columns; n={n} factors only as {rows} x "
+            f"{cols}"
         )
     return relabel_consecutive(nx.grid_2d_graph(rows, cols, periodic=True))
 
@@ -172,12 +171,14 @@ def read_edgelist(path: str | Path) -> nx.Graph:
                     continue
                 if len(fields) < 2:
                     hint = (
-                        " (a node count first, as in decentralizepy's files? name it decentralizepy:PATH)"
+                        " (a node count first, as in decentralizepy's files? name it "
+                        "decentralizepy:PATH)"
                         if (graph.number_of_nodes() == 0 and fields[0].isdigit())
                         else ""
                     )
                     raise GraphError(
-                        f"{path}:{lineno}: expected two integer node ids, got {line.strip()!r}{hint}"
+                        f"{path}:{lineno}: expected two integer node ids, got "
+                        f"{line.strip()!r}{hint}"
                     )
                 try:
                     u, v = int(fields[0]), int(fields[1])
@@ -264,7 +265,8 @@ def real_graph(name: str) -> nx.Graph:
             raise GraphError(f"facebook ego networks are named facebook-ego-<id>, got {name!r}")
         if int(suffix) not in FACEBOOK_EGOS:
             raise GraphError(
-                f"SNAP ego-Facebook has no ego {suffix}; its egos: {', '.join(map(str, FACEBOOK_EGOS))}"
+                f"SNAP ego-Facebook has no ego {suffix}; its egos: "
+                f"{', '.join(map(str, FACEBOOK_EGOS))}"
             )
         return _facebook_ego(int(suffix))
     if name == "facebook":

@@ -5,7 +5,8 @@ Each field carries its default, help text, command-line option, choices and rang
 generated from them (:func:`dpdl.settings.add_arguments`), the parsed options become a
 ``TrainConfig`` by :func:`dpdl.settings.from_options`, and a ``TrainConfig`` made in Python is
 checked against the same declarations. Light: this module imports the standard library,
-:mod:`dpdl.choices`, :mod:`dpdl.errors` and :mod:`dpdl.settings` only, so ``dpdl --help`` stays fast.
+:mod:`dpdl.choices`, :mod:`dpdl.errors` and :mod:`dpdl.settings` only, so ``dpdl --help`` stays
+fast.
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ DEFAULT_STEP_SIZES: dict[str, tuple[float, str]] = {
 
 _GRAPH_HELP = (
     f"topology: one of {', '.join(SYNTHETIC_GRAPHS)}; a real graph ({', '.join(REAL_GRAPHS)}); "
-    "or a graph file, file:PATH (format told by the extension .npz/.graphml/.gml, else by the content) or FORMAT:PATH, "
-    f"FORMAT one of: {'; '.join(f'{name}: {what}' for name, what in GRAPH_FILE_FORMATS.items())}. Default: er"
+    "or a graph file, file:PATH (format told by the extension .npz/.graphml/.gml, else by the "
+    "content) or FORMAT:PATH, "
+    f"FORMAT one of: {'; '.join(f'{name}: {what}' for name, what in GRAPH_FILE_FORMATS.items())}. "
+    "Default: er"
 )
 
 
@@ -83,8 +86,8 @@ class TrainConfig:
     clip: float = setting(0.1, "clipping threshold C (default 0.1)", group="privacy")
     clip_level: str = setting(
         "agent",
-        "agent: clip each agent's batch gradient; example: clip each example's gradient, Poisson batches, "
-        "example-level PLD accounting (default agent)",
+        "agent: clip each agent's batch gradient; example: clip each example's gradient, Poisson "
+        "batches, example-level PLD accounting (default agent)",
         choices=CLIP_LEVELS,
         group="training",
     )
@@ -113,15 +116,16 @@ class TrainConfig:
         option="seed",
         group="training",
     )
-    task_options: TaskOptions = setting(default_factory=TaskOptions)
-    design: DesignOptions = setting(default_factory=DesignOptions)
+    task_options: TaskOptions = setting(default_factory=TaskOptions)  # noqa: RUF009 - setting() returns a dataclasses.field
+    design: DesignOptions = setting(default_factory=DesignOptions)  # noqa: RUF009 - setting() returns a dataclasses.field
     #: Draw batches and noise agent by agent, from the seeds agents with keys derived from this
     #: number agree on: the models of a runtime run with the same key seed (:mod:`dpdl.runtime`).
     key_seed: int | None = setting(
         None,
-        "derive the agents' X25519 keys from this number; every agent then draws its batches and noise "
-        "from the seeds they agree on, so train and run-local/run-agent with the same key seed give the same "
-        "models (a reproducibility check; a deployment leaves it out and draws fresh keys)",
+        "derive the agents' X25519 keys from this number; every agent then draws its batches and "
+        "noise from the seeds they agree on, so train and run-local/run-agent with the same key "
+        "seed give the same models (a reproducibility check; a deployment leaves it out and draws "
+        "fresh keys)",
         group="secrets",
     )
     #: ``"dsgd"``, or ``"dsgt"``: gradient tracking (LPPA eqs. (2)-(3)), whose ``mechanism`` is then
@@ -130,11 +134,12 @@ class TrainConfig:
     algorithm: str = setting(
         "dsgd",
         "dsgd, or dsgt: gradient tracking, with --mechanism none, lppa (LPPA's noise flow) or dp "
-        "(i.i.d.) injected into the tracking variable, not calibrated to (eps, delta) (default dsgd)",
+        "(i.i.d.) injected into the tracking variable, not calibrated to (eps, delta) (default "
+        "dsgd)",
         choices=ALGORITHMS,
         group="gradient tracking",
     )
-    tracking: TrackingOptions = setting(default_factory=TrackingOptions)
+    tracking: TrackingOptions = setting(default_factory=TrackingOptions)  # noqa: RUF009 - setting() returns a dataclasses.field
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -21,7 +21,8 @@ __all__ = ["DSGDConfig", "StepSize", "poisson_rates"]
 
 @dataclass(frozen=True)
 class StepSize:
-    """``constant``: ``eta_t = eta``; ``inv-sqrt``: ``eta_t = eta / sqrt(t)`` (Whisper's quadratic task)."""
+    """``constant``: ``eta_t = eta``; ``inv-sqrt``: ``eta_t = eta / sqrt(t)`` (Whisper's quadratic
+    task)."""
 
     eta: float
     schedule: str = "constant"
@@ -78,14 +79,14 @@ class DSGDConfig:
 
 def poisson_rates(sizes: np.ndarray, batch_size: int) -> np.ndarray:
     """The rate ``q_i = batch_size / m_i`` at which each example of agent i joins its batch under
-    Poisson sampling (:class:`dpdl.simulation.PoissonSampler`); the largest is the rate example-level
-    accounting assumes for every agent (:func:`dpdl.jobspec.job.neighbouring`)."""
+    Poisson sampling (:class:`dpdl.simulation.PoissonSampler`); the largest is the rate
+    example-level accounting assumes for every agent (:func:`dpdl.jobspec.job.neighbouring`)."""
     sizes = np.asarray(sizes)
     if batch_size < 1:
         raise ConfigError(f"the batch size must be >= 1, got {batch_size}")
     if batch_size > sizes.min():
         raise ConfigError(
-            f"Poisson sampling with expected batch {batch_size} needs every agent to hold at least that many "
-            f"examples; the smallest agent holds {sizes.min()}"
+            f"Poisson sampling with expected batch {batch_size} needs every agent to hold at "
+            f"least that many examples; the smallest agent holds {sizes.min()}"
         )
     return batch_size / sizes

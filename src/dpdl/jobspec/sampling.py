@@ -79,7 +79,8 @@ class UniformSampler:
 
 
 class PoissonSampler:
-    """Poisson sampling at rate ``q_i = batch_size / m_i`` per agent; gradients divided by ``batch_size``."""
+    """Poisson sampling at rate ``q_i = batch_size / m_i`` per agent; gradients divided by
+    ``batch_size``."""
 
     def __init__(self, sizes: np.ndarray, batch_size: int) -> None:
         self.sizes = np.asarray(sizes)
@@ -125,7 +126,8 @@ class CyclicSampler:
             raise ConfigError(f"a cycle has at least one batch, got {cycle}")
         if cycle > self.sizes.min():
             raise ConfigError(
-                f"{cycle} batches per cycle need every agent to hold at least {cycle} examples; the smallest holds {self.sizes.min()}"
+                f"{cycle} batches per cycle need every agent to hold at least {cycle} examples; "
+                f"the smallest holds {self.sizes.min()}"
             )
         self.cycle = cycle
         self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]])
@@ -144,7 +146,7 @@ class CyclicSampler:
         indices = np.zeros(self._shape, dtype=np.int64)
         weights = np.zeros(self._shape)
         for agent, (start, size) in enumerate(
-            zip(self.starts, self.sizes)
+            zip(self.starts, self.sizes, strict=True)
         ):  # once per run, not per step
             for batch, rows in enumerate(np.array_split(start + rng.permutation(size), self.cycle)):
                 indices[batch, agent, : len(rows)] = rows
@@ -166,7 +168,8 @@ class CyclicSampler:
         return {"step": np.array(self._step), "indices": self._indices, "weights": self._weights}
 
     def set_state(self, arrays: Mapping[str, np.ndarray]) -> None:
-        """Take back a :meth:`state` of a sampler of the same sizes and cycle (ValueError otherwise)."""
+        """Take back a :meth:`state` of a sampler of the same sizes and cycle (ValueError
+        otherwise)."""
         if set(arrays) not in ({"step"}, {"step", "indices", "weights"}):
             raise ValueError(
                 f"a cyclic sampler's state holds step, indices and weights, got {sorted(arrays)}"
@@ -177,7 +180,8 @@ class CyclicSampler:
         if "indices" not in arrays:
             if int(step) != 0:
                 raise ValueError(
-                    f"a cyclic sampler at step {int(step)} has cut its batches, but the state holds none"
+                    f"a cyclic sampler at step {int(step)} has cut its batches, but the state "
+                    "holds none"
                 )
             self._indices, self._weights, self._step = None, None, 0
             return
@@ -189,12 +193,14 @@ class CyclicSampler:
             or weights.dtype.kind != "f"
         ):
             raise ValueError(
-                f"a cyclic sampler's batches are integer indices and float weights of shape {self._shape}, "
-                f"got {indices.dtype} {indices.shape} and {weights.dtype} {weights.shape}"
+                "a cyclic sampler's batches are integer indices and float weights of shape "
+                f"{self._shape}, got {indices.dtype} {indices.shape} and {weights.dtype} "
+                f"{weights.shape}"
             )
         if indices.size and (indices.min() < 0 or indices.max() >= self.sizes.sum()):
             raise ValueError(
-                f"a cyclic sampler's indices lie in [0, {self.sizes.sum()}), got [{indices.min()}, {indices.max()}]"
+                f"a cyclic sampler's indices lie in [0, {self.sizes.sum()}), got "
+                f"[{indices.min()}, {indices.max()}]"
             )
         self._indices, self._weights = indices.astype(np.int64), weights.astype(np.float64)
         self._step = int(step)
@@ -245,8 +251,8 @@ class AgentBatches:
         return Batch(batch.indices + self.starts[agent], batch.weights)
 
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """Where every agent's stream stands, as data: the generators' states (JSON-able dicts, keyed
-        by agent as a string) and the samplers' arrays (keyed ``"<agent>/<name>"``)."""
+        """Where every agent's stream stands, as data: the generators' states (JSON-able dicts,
+        keyed by agent as a string) and the samplers' arrays (keyed ``"<agent>/<name>"``)."""
         generators = {str(i): self.rngs[i].bit_generator.state for i in self.agents}
         arrays = {
             f"{i}/{name}": array
@@ -266,7 +272,8 @@ class AgentBatches:
             saved, current = generators[str(i)], self.rngs[i].bit_generator.state
             if not _same_layout(saved, current):
                 raise ValueError(
-                    f"agent {i}'s generator state is not a {current['bit_generator']} state: {saved!r}"
+                    f"agent {i}'s generator state is not a {current['bit_generator']} state: "
+                    f"{saved!r}"
                 )
         unknown = {
             name for name in arrays if name.partition("/")[0] not in {str(i) for i in self.agents}

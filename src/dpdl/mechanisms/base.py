@@ -94,7 +94,8 @@ class NoiseMechanism:
     def __init__(
         self, n: int, private_variances: np.ndarray | float, secrets: Sequence[SharedSecret] = ()
     ) -> None:
-        #: The per-round noise as plain data: what the accountant reads (:mod:`dpdl.accounting.noise`).
+        #: The per-round noise as plain data: what the accountant reads
+        #: (:mod:`dpdl.accounting.noise`).
         self.noise = GaussianNoise(n, np.asarray(private_variances, dtype=float), tuple(secrets))
 
     @property
@@ -121,7 +122,8 @@ class NoiseMechanism:
         return self.noise.covariance()
 
     def unknown_covariance(self, coalition: Iterable[int] = ()) -> np.ndarray:
-        """Covariance of the noise a coalition cannot reconstruct (:meth:`GaussianNoise.unknown_covariance`)."""
+        """Covariance of the noise a coalition cannot reconstruct
+        (:meth:`GaussianNoise.unknown_covariance`)."""
         return self.noise.unknown_covariance(coalition)
 
     def unknown_to(self, coalition: Iterable[int]) -> NoiseMechanism:
@@ -138,8 +140,8 @@ class NoiseMechanism:
         return self.noise.secrets_of(agent)
 
     def variance_after_mixing(self, weights: np.ndarray) -> float:
-        """``Tr(W R W^T)``: noise variance one gossip round leaves, per coordinate, summed over agents
-        (the privacy term of CorN-DSGD Theorem 1, eq. (6))."""
+        """``Tr(W R W^T)``: noise variance one gossip round leaves, per coordinate, summed over
+        agents (the privacy term of CorN-DSGD Theorem 1, eq. (6))."""
         return float(np.sum((weights @ self.covariance()) * weights))
 
     @property

@@ -72,7 +72,8 @@ class Decor(NoiseMechanism):
 def _pair_scale(
     graph: nx.Graph, ratio: float, threat: ThreatModel, calibration: Calibration
 ) -> float:
-    """sigma_pair such that ``sigma_pair^2 (I + ratio L)`` meets the calibration against ``threat``."""
+    """sigma_pair such that ``sigma_pair^2 (I + ratio L)`` meets the calibration against
+    ``threat``."""
     unit = step_sensitivity(Decor(graph, 1.0, math.sqrt(ratio)), threat, calibration.neighbouring)
     if math.isinf(unit):
         raise PrivacyParameterError(

@@ -53,8 +53,8 @@ __all__ = [
 
 
 def flow_arcs(graph: nx.Graph) -> list[tuple[int, int]]:
-    """The arcs ``(sender, receiver)`` noise flows along: a directed graph's arcs, both directions of
-    an undirected graph's edges; self-loops excluded."""
+    """The arcs ``(sender, receiver)`` noise flows along: a directed graph's arcs, both directions
+    of an undirected graph's edges; self-loops excluded."""
     arcs = (
         graph.edges()
         if graph.is_directed()
@@ -97,7 +97,8 @@ class TrackingNoise:
             )
         if self.distribution not in DISTRIBUTIONS:
             raise ConfigError(
-                f"unknown noise distribution {self.distribution!r}; known: {', '.join(DISTRIBUTIONS)}"
+                f"unknown noise distribution {self.distribution!r}; known: "
+                f"{', '.join(DISTRIBUTIONS)}"
             )
 
     @property
@@ -145,7 +146,7 @@ class TrackingNoise:
         (secret c of :meth:`seed_structure` is column c)."""
         row = self.spread.getrow(agent)
         noise = np.zeros(dim)
-        for c, weight in zip(row.indices, row.data):
+        for c, weight in zip(row.indices, row.data, strict=True):
             noise += weight * self._draws(SeedBook.generator(seeds.secrets[int(c)], step), (dim,))
         return noise
 
@@ -184,7 +185,8 @@ def lppa_noise(
 def dp_noise(
     n: int, scale: float, distribution: str = "laplace", every_round: bool = False
 ) -> TrackingNoise:
-    """The DP baseline of LPPA's Section 6: i.i.d. noise added to every agent's tracking variable."""
+    """The DP baseline of LPPA's Section 6: i.i.d. noise added to every agent's tracking
+    variable."""
     return TrackingNoise(
         "dp", sparse.identity(n, format="csr"), float(scale), distribution, every_round
     )

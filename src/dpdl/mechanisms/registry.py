@@ -1,4 +1,5 @@
-"""Mechanisms by name, each calibrated to a budget: what ``dpdl train``, ``noise`` and ``audit`` use.
+"""Mechanisms by name, each calibrated to a budget: what ``dpdl train``, ``noise`` and ``audit``
+use.
 
 Every factory takes the graph, its mixing matrix, the calibration and :class:`DesignOptions`, and
 returns a mechanism whose guarantee against the threat it is designed for is the calibrated one.
@@ -60,7 +61,8 @@ def _decor(
             return min(couples, key=lambda m: m.variance_after_mixing(weights))
         if not 0 <= options.decor_couple < len(couples):
             raise ConfigError(
-                f"DECOR couple {options.decor_couple} asked for, but the Appendix D search found {len(couples)} on this graph"
+                f"DECOR couple {options.decor_couple} asked for, but the Appendix D search found "
+                f"{len(couples)} on this graph"
             )
         return couples[options.decor_couple]
     raise ConfigError(
@@ -96,8 +98,8 @@ def _multiseed(
         )
 
     # The solver meets its constraint only to its tolerance, loosely where the bound c is small (at
-    # eps = 0.05, delta = 1e-10 its solution used 70% of the budget's mu_step): scale it to the budget
-    # (the sensitivity scales as 1 / scale), then let the accountant confirm.
+    # eps = 0.05, delta = 1e-10 its solution used 70% of the budget's mu_step): scale it to the
+    # budget (the sensitivity scales as 1 / scale), then let the accountant confirm.
     unit = step_sensitivity(build(1.0), threat, calibration.neighbouring)
     return build(safe_scale(build, threat, calibration, unit / calibration.mu_step))
 

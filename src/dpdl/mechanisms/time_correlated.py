@@ -6,8 +6,8 @@ independent over steps, agents and coordinates: the noise ``C^-1 Z`` of eq. (5) 
 encoder's sensitivity under the participation scheme (:mod:`dpdl.factorization.mafalda`), not a
 per-step covariance, so it is a noise *source* for the engine and not a
 :class:`~dpdl.mechanisms.base.NoiseMechanism`: it has no per-round description
-(:class:`~dpdl.accounting.noise.GaussianNoise`) for the accountant to read. DP-D-SGD (``C_local = I``) and AntiPGD
-(``C_local = 1_{t >= s}``) are the same source with other encoders.
+(:class:`~dpdl.accounting.noise.GaussianNoise`) for the accountant to read. DP-D-SGD
+(``C_local = I``) and AntiPGD (``C_local = 1_{t >= s}``) are the same source with other encoders.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ __all__ = ["LocalCorrelatedNoise"]
 
 
 class LocalCorrelatedNoise:
-    """``C_local^-1 Z`` for every agent, drawn step by step (lower-triangular ``C_local``: causal)."""
+    """``C_local^-1 Z`` for every agent, drawn step by step (lower-triangular ``C_local``:
+    causal)."""
 
     calibrated = True
 

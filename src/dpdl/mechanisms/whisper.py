@@ -1,9 +1,9 @@
 """Whisper D-SGD / CorN-DSGD: noise covariance optimised for the mixing matrix.
 
 Single seed (Whisper D-SGD Algorithm 1; CorN-DSGD Algorithm 1): ``R = sigma_mix^2 I + R_cor`` solves
-problem (9) for the eavesdropper (:func:`dpdl.solvers.whisper_dual.solve_whisper`); every agent holds the
-shared seed s and computes its own row of ``R_cor^1/2 s_t``, plus its private ``sigma_mix`` noise.
-We split R with the largest private part, ``sigma_mix^2 = lambda_min(R)``.
+problem (9) for the eavesdropper (:func:`dpdl.solvers.whisper_dual.solve_whisper`); every agent
+holds the shared seed s and computes its own row of ``R_cor^1/2 s_t``, plus its private
+``sigma_mix`` noise. We split R with the largest private part, ``sigma_mix^2 = lambda_min(R)``.
 
 Multiple seeds (CorN-DSGD Section V-D, problem (10)): seed s_k is held by the group H_k and
 generates ``R_cor^(k)`` supported on H_k x H_k; the program protects every agent against every
@@ -83,7 +83,8 @@ class Whisper(NoiseMechanism):
 
 
 def design_whisper(weights: np.ndarray, calibration: Calibration) -> Whisper:
-    """Whisper noise for ``weights`` meeting ``calibration`` against the eavesdropper (problem (9))."""
+    """Whisper noise for ``weights`` meeting ``calibration`` against the eavesdropper (problem
+    (9))."""
     solution = solve_whisper(weights, calibration.inverse_variance_bound)
     unit = Whisper.from_covariance(solution.covariance, solution)
     return unit.scaled(safe_scale(unit.scaled, Eavesdropper(), calibration, 1.0))
@@ -108,7 +109,8 @@ class MultiSeedWhisper(NoiseMechanism):
         q: int,
     ) -> None:
         secrets = [
-            SharedSecret(tuple(group), psd_factor(block)) for group, block in zip(groups, blocks)
+            SharedSecret(tuple(group), psd_factor(block))
+            for group, block in zip(groups, blocks, strict=True)
         ]
         super().__init__(n, sigma_mix2, [s for s in secrets if s.factor.shape[1]])
         self.sigma_mix2 = float(sigma_mix2)

@@ -44,8 +44,10 @@ class ZeroSum(NoiseMechanism):
 
 
 def matched_to_ldp(build: Callable[[float], M], calibration: Calibration) -> M:
-    """``build(sigma)`` at the smallest sigma giving every agent at least the calibrated LDP variance
-    (zero-sum designs have no calibration of their own: their guarantee is void whatever the scale)."""
+    """``build(sigma)`` at the smallest sigma giving every agent at least the calibrated LDP
+    variance (zero-sum designs have no calibration of their own: their guarantee is void whatever
+    the
+    scale)."""
     unit = build(1.0)
     sigma_ldp = noise_scale(LocalDP(unit.n, 1.0), Eavesdropper(), calibration)
     return build(sigma_ldp / np.sqrt(np.diag(unit.covariance()).min()))

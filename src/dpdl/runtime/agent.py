@@ -101,7 +101,8 @@ def _phase_start(options: AgentOptions, agent: int, resumed_round: int) -> int:
             departed, after_round = record["departed"], record["after_round"]
         except (ValueError, TypeError, KeyError) as error:
             raise FileFormatError(
-                f"{path} is not a record of a departure (JSON with departed and after_round): {error}"
+                f"{path} is not a record of a departure (JSON with departed and after_round): "
+                f"{error}"
             ) from None
         if departed == sorted(options.departed):
             if not isinstance(after_round, int) or after_round < 0:
@@ -140,11 +141,13 @@ def _restore(
     move ``batches`` to where it stood."""
     if state.params.shape != shape:
         raise FileFormatError(
-            f"{path}: the parameters of round {state.round} have shape {state.params.shape}, this run's {shape}"
+            f"{path}: the parameters of round {state.round} have shape {state.params.shape}, this "
+            f"run's {shape}"
         )
     if (state.batches is None) != (batches is None):
         raise FileFormatError(
-            f"{path}: round {state.round} {'lacks' if state.batches is None else 'has'} the batch streams this run {'has' if batches is not None else 'lacks'}"
+            f"{path}: round {state.round} {'lacks' if state.batches is None else 'has'} the batch "
+            f"streams this run {'has' if batches is not None else 'lacks'}"
         )
     if batches is not None and state.batches is not None:
         try:
@@ -167,7 +170,8 @@ def run_agent(
     on_round: Callable[[int], None] | None = None,
     progress: bool = False,
 ) -> np.ndarray:
-    """Run agent ``agent`` of replicate ``seed`` of ``config`` to the end and return its final model.
+    """Run agent ``agent`` of replicate ``seed`` of ``config`` to the end and return its final
+    model.
 
     The default process group must be initialised (gloo), one rank per agent: rank = agent, or,
     after departures, the agent's position among the remaining ones (:func:`remaining_agents`).
@@ -186,13 +190,15 @@ def run_agent(
         or dist.get_world_size() != len(remaining)
     ):
         raise ConfigError(
-            f"agent {agent} must run as rank {rank} of an initialised torch.distributed process group of {len(remaining)} ranks"
+            f"agent {agent} must run as rank {rank} of an initialised torch.distributed process "
+            f"group of {len(remaining)} ranks"
         )
 
     tracking = config.algorithm == "dsgt"
     if tracking and options.departed:
         raise ConfigError(
-            "departures are supported for D-SGD only: under gradient tracking the departed agents' share of the tracked gradient sum is lost"
+            "departures are supported for D-SGD only: under gradient tracking the departed "
+            "agents' share of the tracked gradient sum is lost"
         )
     start_vector = first.task.initial_params()
     if tracking:  # the model, the tracking variable and the last gradient
@@ -315,7 +321,8 @@ def run_agent(
     try:
         for t in range(state.round + 1, config.steps + 1):
             params = advance(t, params)
-            # a round makes new parameter arrays, and batches.state() new generator dicts: no copy needed
+            # a round makes new parameter arrays, and batches.state() new generator dicts: no copy
+            # needed
             recent.append(AgentState(t, params, None if batches is None else batches.state()))
             if t % options.checkpoint_every == 0:
                 periodic.append(recent[-1])

@@ -92,7 +92,8 @@ def one_time_key(key: bytes, nonce: bytes) -> bytes:
 
 
 def wait(work: dist.Work, peer: int, round_: int, agent: int, timeout: datetime.timedelta) -> None:
-    """Wait for a point-to-point operation with ``peer``; its death or silence is a :class:`PeerFailure`."""
+    """Wait for a point-to-point operation with ``peer``; its death or silence is a
+    :class:`PeerFailure`."""
     try:
         work.wait(timeout=timeout)
     except RuntimeError as error:
@@ -104,12 +105,14 @@ def wait(work: dist.Work, peer: int, round_: int, agent: int, timeout: datetime.
 
 
 def receivers_of(weights: np.ndarray, agent: int) -> list[int]:
-    """The agents ``agent`` sends to: j with ``W[j, agent] > 0``, j != agent, in increasing order."""
+    """The agents ``agent`` sends to: j with ``W[j, agent] > 0``, j != agent, in increasing
+    order."""
     return [int(j) for j in np.flatnonzero(weights[:, agent]) if j != agent]
 
 
 def senders_of(weights: np.ndarray, agent: int) -> list[int]:
-    """The agents ``agent`` hears from: j with ``W[agent, j] > 0``, j != agent, in increasing order."""
+    """The agents ``agent`` hears from: j with ``W[agent, j] > 0``, j != agent, in increasing
+    order."""
     return [int(j) for j in np.flatnonzero(weights[agent]) if j != agent]
 
 
@@ -188,7 +191,8 @@ class NeighbourChannel:
         (stamped,) = struct.unpack("<q", raw[:8])
         if stamped != round_:
             raise AuthenticationError(
-                f"agent {self.names[self.agent]} got a message of round {stamped} from agent {self.names[sender]} at round {round_} (replayed or out of order)"
+                f"agent {self.names[self.agent]} got a message of round {stamped} from agent "
+                f"{self.names[sender]} at round {round_} (replayed or out of order)"
             )
         payload = message[len(message) - self.dim :]
         expected = message_tag(
@@ -196,6 +200,7 @@ class NeighbourChannel:
         )
         if not hmac.compare_digest(expected, raw[8:]):
             raise AuthenticationError(
-                f"the message from agent {self.names[sender]} to agent {self.names[self.agent]} at round {round_} failed authentication (forged or altered)"
+                f"the message from agent {self.names[sender]} to agent {self.names[self.agent]} "
+                f"at round {round_} failed authentication (forged or altered)"
             )
         return payload

@@ -77,7 +77,8 @@ def _digest(manifest: bytes, arrays: Mapping[str, np.ndarray]) -> bytes:
 
 
 def save_checkpoint(path: Path, states: list[AgentState], run: str, agent: int) -> None:
-    """Write ``states`` of agent ``agent`` of run ``run`` (a :func:`run_fingerprint`) to ``path``, atomically."""
+    """Write ``states`` of agent ``agent`` of run ``run`` (a :func:`run_fingerprint`) to ``path``,
+    atomically."""
     arrays: dict[str, np.ndarray] = {}
     described = []
     for k, state in enumerate(states):
@@ -133,11 +134,15 @@ def load_checkpoint(path: Path, run: str, agent: int) -> list[AgentState]:
     path = Path(path)
     if not path.is_file():
         return []
-    expected = f"expected a checkpoint of agent {agent} of this run, written by dpdl (format {FORMAT} {FORMAT_VERSION})"
+    expected = (
+        f"expected a checkpoint of agent {agent} of this run, written by dpdl (format {FORMAT} "
+        f"{FORMAT_VERSION})"
+    )
     try:
         manifest_bytes, arrays, stored = _read(path)
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:
-        # a pickle, random bytes, a truncated archive, an object array: numpy refuses without running anything
+        # a pickle, random bytes, a truncated archive, an object array: numpy refuses without
+        # running anything
         raise FileFormatError(
             f"{path} is not a readable checkpoint ({error}); {expected}"
         ) from None
@@ -157,7 +162,8 @@ def load_checkpoint(path: Path, run: str, agent: int) -> list[AgentState]:
             )
         if manifest["engine"] != ENGINE_VERSION:
             raise FileFormatError(
-                f"{path} was written by engine version {manifest['engine']}, this is version {ENGINE_VERSION}: its run "
+                f"{path} was written by engine version {manifest['engine']}, this is version "
+                f"{ENGINE_VERSION}: its run "
                 "would not continue the same numbers; start afresh (without resume)"
             )
         if manifest["agent"] != agent:
@@ -166,7 +172,8 @@ def load_checkpoint(path: Path, run: str, agent: int) -> list[AgentState]:
             )
         if manifest["run"] != run:
             raise FileFormatError(
-                f"{path} belongs to another run (configuration, seed or noise design differ from this one's); "
+                f"{path} belongs to another run (configuration, seed or noise design differ from "
+                "this one's); "
                 "resume with the options it was started with, or start afresh (without resume)"
             )
         states = []

@@ -45,7 +45,8 @@ __all__ = ["SecondPhase", "remaining_agents", "second_phase", "two_phase_reports
 @dataclass
 class SecondPhase:
     """The run after a departure: who is left (original ids, in rank order), from which round,
-    and the job rebuilt for them (graph and mixing matrix over ranks 0..m-1, the recomputed design)."""
+    and the job rebuilt for them (graph and mixing matrix over ranks 0..m-1, the recomputed
+    design)."""
 
     agents: list[int]
     departed: list[int]
@@ -68,7 +69,8 @@ def _remaining_graph(graph: nx.Graph, departed: list[int]) -> tuple[nx.Graph, li
     )
     if not nx.is_connected(remaining):
         raise GraphError(
-            f"the graph without agents {departed} is disconnected: the remaining agents cannot keep training together"
+            f"the graph without agents {departed} is disconnected: the remaining agents cannot "
+            "keep training together"
         )
     return remaining, agents
 
@@ -76,7 +78,8 @@ def _remaining_graph(graph: nx.Graph, departed: list[int]) -> tuple[nx.Graph, li
 def second_phase(
     config: TrainConfig, first: Job, departed: list[int], start_round: int
 ) -> SecondPhase:
-    """The second phase of ``config`` (resolved) after ``departed`` left at the end of ``start_round``."""
+    """The second phase of ``config`` (resolved) after ``departed`` left at the end of
+    ``start_round``."""
     n = first.task.n_agents
     if not departed or any(not 0 <= a < n for a in departed):
         raise ConfigError(f"departed agents must be among 0..{n - 1}, got {departed}")
@@ -124,6 +127,7 @@ def two_phase_reports(config: TrainConfig, first: Job, phase: SecondPhase) -> li
     for before, after in zip(
         privacy_reports(first.mechanism, first.neighbouring, max(t0, 1), config.delta),
         privacy_reports(phase.job.mechanism, phase.job.neighbouring, rest, config.delta),
+        strict=False,
     ):
         phases = [Phase(before.mu_step, t0), Phase(after.mu_step, rest)]
         reports.append(

@@ -79,7 +79,8 @@ def handshake(
     disagree = [i for i, digest in enumerate(digests) if digest != digests[agent]]
     if disagree:
         raise ConfigError(
-            f"agent {names[agent]} computed another mixing matrix or noise covariance than agents {[names[i] for i in disagree]}: "
+            f"agent {names[agent]} computed another mixing matrix or noise covariance than agents "
+            f"{[names[i] for i in disagree]}: "
             "same dpdl version and options everywhere?"
         )
 

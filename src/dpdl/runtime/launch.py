@@ -1,7 +1,8 @@
 """Starting agents: one per ``torchrun`` rank across machines, or n local processes on loopback.
 
-``torchrun --nnodes ... --nproc-per-node ... -m dpdl.cli -- run-agent <options>`` sets the rendezvous
-(``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``) that :func:`init_agent` reads;
+``torchrun --nnodes ... --nproc-per-node ... -m dpdl.cli -- run-agent <options>`` sets the
+rendezvous (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``) that :func:`init_agent`
+reads;
 :func:`run_local` starts all n agents of a run as processes of this machine, collects their final
 models and evaluates them as ``dpdl train`` does.
 """
@@ -84,7 +85,8 @@ def _local_agent(
 def spawn_agents(
     world: int, workdir: Path, target: Callable[..., Any], *args: Any
 ) -> list[multiprocessing.Process]:
-    """Start ``target(rank, *args)`` in ``world`` fresh processes joined in one gloo group on loopback."""
+    """Start ``target(rank, *args)`` in ``world`` fresh processes joined in one gloo group on
+    loopback."""
     context = worker_context()
     port = free_port()
     for rank in range(world):
@@ -140,7 +142,7 @@ def run_local(
     for process in processes:
         process.join()
     errors = {}
-    for rank, (agent, process) in enumerate(zip(agents, processes)):
+    for rank, (agent, process) in enumerate(zip(agents, processes, strict=True)):
         path = agent_error_path(options.workdir, rank)
         if path.is_file():
             errors[agent] = path.read_text()

@@ -1,4 +1,5 @@
-"""How an agent runs, apart from the training configuration every agent shares: :class:`AgentOptions`.
+"""How an agent runs, apart from the training configuration every agent shares:
+:class:`AgentOptions`.
 
 Declared with :func:`dpdl.settings.setting`, like :class:`dpdl.jobspec.config.TrainConfig`: the
 runtime options of ``dpdl run-agent`` and ``run-local`` are generated from these fields. Light (the
@@ -23,7 +24,7 @@ class AgentOptions:
     """How an agent runs, apart from the training configuration every agent shares."""
 
     #: Where agent i keeps ``agent<i>/``: its checkpoints and its final model.
-    workdir: Path = setting(
+    workdir: Path = setting(  # noqa: RUF009 - setting() returns a dataclasses.field
         help="folder of the agents' checkpoints and final models", group="runtime"
     )
     #: None: fresh X25519 keys from the operating system (a deployment). A number: keys derived
@@ -43,8 +44,8 @@ class AgentOptions:
     resume: bool = setting(False, "resume from the latest round every agent saved", group="runtime")
     mac: str = setting(
         "aes-gmac",
-        "message authentication per link: aes-gmac (fastest with AES instructions), poly1305 (fast without them) "
-        "or hmac-sha256 (default aes-gmac)",
+        "message authentication per link: aes-gmac (fastest with AES instructions), poly1305 "
+        "(fast without them) or hmac-sha256 (default aes-gmac)",
         choices=MACS,
         group="runtime",
     )
@@ -52,8 +53,8 @@ class AgentOptions:
     #: the remaining graph, with the noise design recomputed for it (:mod:`dpdl.runtime.departure`).
     departed: tuple[int, ...] = setting(
         (),
-        "agents that left for good: with --resume, the others continue as a second phase on the remaining "
-        "graph, the noise design recomputed for it and both phases accounted together",
+        "agents that left for good: with --resume, the others continue as a second phase on the "
+        "remaining graph, the noise design recomputed for it and both phases accounted together",
         metavar="AGENT",
         group="runtime",
     )

@@ -83,7 +83,8 @@ def run_dsgd(
         raise ConfigError(f"the mechanism is for {mechanism.n} agents but the task has {n}")
     if agent_seeds is not None and not isinstance(mechanism, NoiseMechanism):
         raise ConfigError(
-            f"{mechanism.name} noise is correlated over time: agents cannot draw it step by step from seeds"
+            f"{mechanism.name} noise is correlated over time: agents cannot draw it step by step "
+            "from seeds"
         )
     if agent_seeds is None:
         sampler, batch_rng = make_sampler(task, config), purpose_rng(seed, "batches")
@@ -120,8 +121,8 @@ def iterate(
     progress: bool = False,
     callback: Callable[[int, dict[str, float]], None] | None = None,
 ) -> DSGDResult:
-    """Apply ``params <- step(t, params)`` for t = 1..T from the task's initial point on every agent,
-    recording metrics at step 0, every ``config.eval_every`` steps and at the last step (each
+    """Apply ``params <- step(t, params)`` for t = 1..T from the task's initial point on every
+    agent, recording metrics at step 0, every ``config.eval_every`` steps and at the last step (each
     record holds ``step`` plus the task's metrics; ``callback(step, metrics)`` sees each one)."""
     result = DSGDResult(np.tile(task.initial_params(), (task.n_agents, 1)))
 

@@ -47,7 +47,8 @@ def run_dsgt(
     to the tracking variable, and return the final models and the metric history (as
     :func:`dpdl.simulation.run_dsgd`; the batches and noise come from the same seeded streams, or,
     with ``agent_seeds``, agent by agent from the seeds of the injection's
-    :meth:`~dpdl.mechanisms.lppa.TrackingNoise.seed_structure`, as :mod:`dpdl.runtime` draws them)."""
+    :meth:`~dpdl.mechanisms.lppa.TrackingNoise.seed_structure`, as :mod:`dpdl.runtime` draws
+    them)."""
     n = task.n_agents
     if weights.shape != (n, n):
         raise ConfigError(f"the mixing matrix is {weights.shape} but the task has {n} agents")

@@ -2,10 +2,11 @@
 
 - :func:`solve_multiseed`: CorN-DSGD problem (10). Seeds s_k held by groups H_k generate
   ``R_cor^(k)`` (PSD, supported on H_k x H_k); against every coalition I of q agents, the covariance
-  it cannot see on the honest agents J, ``(sigma_mix^2 I + sum_{k: H_k and I disjoint} R_cor^(k))[J, J]``,
-  must satisfy ``[(.)^-1]_jj <= c``; minimise ``Tr(W R W^T)``. Larger coalitions know more, so
-  coalitions of size exactly q suffice (q = 0: the eavesdropper, I empty). Special cases: q = 0 and
-  one group is problem (9) (Whisper); one seed per agent with q = n - 1 is LDP.
+  it cannot see on the honest agents J,
+  ``(sigma_mix^2 I + sum_{k: H_k and I disjoint} R_cor^(k))[J, J]``, must satisfy
+  ``[(.)^-1]_jj <= c``; minimise ``Tr(W R W^T)``. Larger coalitions know more, so coalitions of size
+  exactly q suffice (q = 0: the eavesdropper, I empty). Special cases: q = 0 and one group is
+  problem (9) (Whisper); one seed per agent with q = n - 1 is LDP.
 - :func:`solve_whisper_sdp`: problem (9) in the precision ``P = R^-1``:
   ``minimise Tr(W P^-1 W^T) s.t. diag(P) <= c`` (a matrix-fractional program), an independent
   formulation used to check the dual solver of :mod:`dpdl.solvers.whisper_dual`.
@@ -61,14 +62,14 @@ def solve_multiseed(
     sigma_mix2 = cp.Variable(nonneg=True)
     blocks = [cp.Variable((len(g), len(g)), PSD=True) for g in groups]
     objective = sigma_mix2 * np.trace(gram) + sum(
-        cp.trace(gram[np.ix_(g, g)] @ b) for g, b in zip(groups, blocks)
+        cp.trace(gram[np.ix_(g, g)] @ b) for g, b in zip(groups, blocks, strict=True)
     )
     constraints = []
     for coalition in combinations(range(n), q):
         honest = [j for j in range(n) if j not in coalition]
         index = {agent: row for row, agent in enumerate(honest)}
         unknown = sigma_mix2 * np.eye(len(honest))
-        for group, block in zip(groups, blocks):
+        for group, block in zip(groups, blocks, strict=True):
             if not set(group) & set(coalition):
                 selector = np.zeros((len(honest), len(group)))
                 selector[[index[a] for a in group], range(len(group))] = 1.0

@@ -13,9 +13,10 @@ minimised at ``P = B A^-1/2 B^T`` with ``A = B^T Lambda B``, which gives the con
 
 (for invertible M, ``2 Tr((Lambda^1/2 M Lambda^1/2)^1/2)`` of docs/design.md: same spectrum). It is
 maximised by L-BFGS over ``log lambda`` and polished by a fixed point on the optimality
-conditions, one eigendecomposition of the r x r matrix A per step. The primal is ``R = M_+^-1/2 A^1/2 M_+^-1/2`` on the range of W, built as ``F F^T``
-(positive semidefinite by construction, nothing is inverted), scaled by ``max_i P_ii / c`` so that
-no constraint is violated; ``Tr(M R) - g(lambda)`` certifies the optimality gap.
+conditions, one eigendecomposition of the r x r matrix A per step. The primal is
+``R = M_+^-1/2 A^1/2 M_+^-1/2`` on the range of W, built as ``F F^T`` (positive semidefinite by
+construction, nothing is inverted), scaled by ``max_i P_ii / c`` so that no constraint is violated;
+``Tr(M R) - g(lambda)`` certifies the optimality gap.
 
 Written by hand: a generic SDP solver (CVXPY + Clarabel) takes seconds at n = 20 and runs out of
 memory near n = 50, while this is O(n^3) per iteration (n = 1000 in seconds).

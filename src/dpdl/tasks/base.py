@@ -46,7 +46,8 @@ class Task(ABC):
         return None
 
     def initial_params(self) -> np.ndarray:
-        """Common starting point of all agents, shape ``(d,)`` (zeros unless a task says otherwise)."""
+        """Common starting point of all agents, shape ``(d,)`` (zeros unless a task says
+        otherwise)."""
         return np.zeros(self.dim)
 
     @abstractmethod
@@ -73,7 +74,8 @@ class Task(ABC):
 
     @abstractmethod
     def evaluate(self, params: np.ndarray) -> dict[str, float]:
-        """Metrics of all agents' parameters (averaged over agents), including :attr:`primary_metric`."""
+        """Metrics of all agents' parameters (averaged over agents), including
+        :attr:`primary_metric`."""
 
     def describe(self) -> dict[str, object]:
         """Parameters for the run's config file."""

@@ -31,7 +31,8 @@ __all__ = [
     "train_test_split",
 ]
 
-#: Agent x test-example pairs per evaluation pass of the convolutional tasks (about 1 GB of activations).
+#: Agent x test-example pairs per evaluation pass of the convolutional tasks (about 1 GB of
+#: activations).
 CNN_EVAL_CHUNK = 20_000
 
 
@@ -42,7 +43,7 @@ def train_test_split(
     if not 0.0 < test_fraction < 1.0:
         raise ConfigError(f"the test fraction must be in (0, 1), got {test_fraction}")
     order = rng.permutation(n_examples)
-    n_test = int(round(test_fraction * n_examples))
+    n_test = int(round(test_fraction * n_examples))  # noqa: RUF046 - the product may be a numpy float
     return np.sort(order[n_test:]), np.sort(order[:n_test])
 
 
@@ -255,7 +256,8 @@ def _image_task(name: str, n_agents: int, seed: int, options: TaskOptions) -> To
         )
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
     return TorchModelTask(
-        name, image_cnn() if name.endswith("cnn") else lenet(), _cross_entropy, (train_inputs - mean) / std, train_labels,
+        name, image_cnn() if name.endswith("cnn") else lenet(), _cross_entropy,
+        (train_inputs - mean) / std, train_labels,
         parts, (scaled(test_images[test]) - mean) / std, test_labels[test], options.l2,
         eval_chunk=CNN_EVAL_CHUNK,
     )  # fmt: skip

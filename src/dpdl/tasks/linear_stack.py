@@ -1,4 +1,5 @@
-"""Per-example clipped gradients of a stack of linear layers, for all agents, without per-example gradients.
+"""Per-example clipped gradients of a stack of linear layers, for all agents, without per-example
+gradients.
 
 For a linear layer ``z = W a + b`` the gradient of example k's loss is ``delta_k a_k^T`` (and
 ``delta_k`` for the bias), with ``delta_k = dloss_k / dz_k``; its squared norm is
@@ -7,7 +8,8 @@ the "ghost norm" of ghost clipping, Li et al. 2022). So one forward pass (keepin
 input a) and one backward pass (the deltas) give every example's gradient norm, and the clipped
 sum ``sum_k s_k delta_k a_k^T`` with ``s_k = w_k min(1, C / ||g_k||)`` is one batched product per
 layer. Cost: about two ordinary backward passes, against materialising an ``(n, B, d)`` tensor of
-per-example gradients with ``torch.func.vmap`` (about 40x faster for the MNIST network at n = 16-20, B = 64).
+per-example gradients with ``torch.func.vmap`` (about 40x faster for the MNIST network at n = 16-20,
+B = 64).
 
 Written here because the libraries that implement ghost clipping (Opacus) hook a single module's
 layers; dpdl batches every agent's own parameters into one ``(n, d)`` array, which they do not
@@ -28,7 +30,8 @@ Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class LinearStack:
-    """The layers of a supported ``nn.Sequential`` and where their parameters sit in a flat vector."""
+    """The layers of a supported ``nn.Sequential`` and where their parameters sit in a flat
+    vector."""
 
     def __init__(self, model: nn.Sequential) -> None:
         if not self.supports(model):
@@ -85,7 +88,8 @@ class LinearStack:
             weight, shape, bias = self.slices[index]
             if h.dim() != 3:
                 raise ValueError(
-                    f"layer {index}: ghost norms need one input vector per example, got shape {tuple(h.shape)}"
+                    f"layer {index}: ghost norms need one input vector per example, got shape "
+                    f"{tuple(h.shape)}"
                 )
             layer_inputs[index] = h.detach()
             w = flat[:, weight].reshape(n, *shape)
@@ -97,7 +101,9 @@ class LinearStack:
             outputs[index] = z
             h = z
         losses = loss(h.reshape(n * batch, *h.shape[2:]), targets.reshape(n * batch))
-        deltas = dict(zip(outputs, torch.autograd.grad(losses.sum(), list(outputs.values()))))
+        deltas = dict(
+            zip(outputs, torch.autograd.grad(losses.sum(), list(outputs.values())), strict=True)
+        )
         squared = torch.zeros(n, batch, dtype=flat.dtype)
         for index, delta in deltas.items():
             extra = 1.0 if self.slices[index][2] is not None else 0.0

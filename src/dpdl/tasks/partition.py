@@ -69,7 +69,8 @@ def dirichlet(
         if min(len(part) for part in result) >= min_size:
             return result
     raise ConfigError(
-        f"Dirichlet(alpha={alpha}) left some agent with fewer than {min_size} examples in {MAX_REDRAWS} draws; "
+        f"Dirichlet(alpha={alpha}) left some agent with fewer than {min_size} examples in "
+        f"{MAX_REDRAWS} draws; "
         "raise alpha or lower the number of agents"
     )
 
@@ -119,7 +120,9 @@ def labels_per_agent(
     parts: list[list[np.ndarray]] = [[] for _ in range(n_agents)]
     for c, agents in holders.items():
         for agent, chunk in zip(
-            agents, np.array_split(rng.permutation(np.flatnonzero(labels == c)), len(agents))
+            agents,
+            np.array_split(rng.permutation(np.flatnonzero(labels == c)), len(agents)),
+            strict=True,
         ):
             parts[agent].append(chunk)
     result = [np.sort(np.concatenate(chunks)) for chunks in parts]

@@ -82,7 +82,8 @@ def whisper_quadratic(n: int, angle_degrees: float = 15.0) -> QuadraticObjective
 
 
 def decor_least_squares(n: int, dim: int, rng: np.random.Generator) -> QuadraticObjectives:
-    """DECOR least squares: ``1/2 ||A_i x - b_i||^2``, ``A_i = (i / sqrt(n)) I``, ``b_i ~ N(0, I / i^2)``.
+    """DECOR least squares: ``1/2 ||A_i x - b_i||^2``, ``A_i = (i / sqrt(n)) I``,
+    ``b_i ~ N(0, I / i^2)``.
 
     Written as ``a_i^2 / 2 ||x - b_i / a_i||^2`` with ``a_i = i / sqrt(n)``.
     """

@@ -86,7 +86,9 @@ class TorchModelTask(Task):
     def _unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         return {
             n: t.reshape(s)
-            for n, t, s in zip(self._names, torch.split(flat, self._sizes), self._shapes)
+            for n, t, s in zip(
+                self._names, torch.split(flat, self._sizes), self._shapes, strict=True
+            )
         }
 
     def _forward(self, flat: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
@@ -131,7 +133,8 @@ class TorchModelTask(Task):
         return self.l2 * params if self.l2 else None
 
     def outputs(self, flat: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
-        """The model with parameters ``flat`` (d,) on ``inputs`` (B, ...): differentiable in both."""
+        """The model with parameters ``flat`` (d,) on ``inputs`` (B, ...): differentiable in
+        both."""
         return self._forward(flat, inputs)
 
     def evaluate(self, params: np.ndarray) -> dict[str, float]:

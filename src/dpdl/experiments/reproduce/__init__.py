@@ -91,7 +91,8 @@ def reproduce(
     the path of its REPORT.md."""
     if name not in REPRODUCTIONS:
         raise ConfigError(
-            f"unknown reproduction {name!r}; known: {', '.join(REPRODUCTIONS)} (see dpdl reproduce --list)"
+            f"unknown reproduction {name!r}; known: {', '.join(REPRODUCTIONS)} (see dpdl "
+            "reproduce --list)"
         )
     module = REPRODUCTIONS[name]
     options = _parts(name, module, parts)
@@ -119,11 +120,17 @@ def reproduce(
         f" --parts {' '.join(options['parts'])}" if options else ""
     )
     if cached == len(rows):
-        timing = f"{len(rows)} runs, all cached by earlier invocations (their wall time is in BENCHMARKS.md)"
+        timing = (
+            f"{len(rows)} runs, all cached by earlier invocations (their wall time is in "
+            "BENCHMARKS.md)"
+        )
     else:
         reused = f" ({cached} of them cached by an earlier invocation)" if cached else ""
         timing = f"{len(rows)} runs{reused}, {time.perf_counter() - start:.0f} s wall time"
-    intro = f"{(module.__doc__ or '').strip()}\n\nRun: `{command}`, {setting}, {timing}. Raw runs: `runs.csv`."
+    intro = (
+        f"{(module.__doc__ or '').strip()}\n\nRun: `{command}`, {setting}, {timing}. Raw runs: "
+        "`runs.csv`."
+    )
     significance = getattr(
         module, "SIGNIFICANCE", ""
     )  # the test behind "ahead" in the claims, where they use one

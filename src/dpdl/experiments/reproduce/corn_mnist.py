@@ -23,7 +23,8 @@ run_job = tradeoff.run_job
 
 def study(quick: bool) -> Study:
     """T = 1000, the papers' grids, tuned at one setting; T = 100, one step size and one seed for
-    ``--quick``, with eps from 10: in 100 steps no method learns at eps = 3 (all stay at chance, 10%)."""
+    ``--quick``, with eps from 10: in 100 steps no method learns at eps = 3 (all stay at chance,
+    10%)."""
     if quick:
         training = Training(
             "mnist-mlp", 100, (1e-1,), (0.1,), "test_accuracy", lower_is_better=False

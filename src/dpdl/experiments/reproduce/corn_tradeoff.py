@@ -118,15 +118,17 @@ def analyse(
         Claim(
             "(a)",
             "across all eps, both correlation-based approaches (DECOR and Whisper) outperform LDP",
-            f"{len(beats_ldp)}/{2 * len(eps_panel.values)} (eps, method) points; margin over LDP (DECOR / Whisper): "
+            f"{len(beats_ldp)}/{2 * len(eps_panel.values)} (eps, method) points; margin over LDP "
+            "(DECOR / Whisper): "
             + ", ".join(
-                f"eps={eps:g}: {_margin(at(eps_panel, eps, 'decor'), at(eps_panel, eps, 'ldp'), lower)} / "
+                f"eps={eps:g}: "
+                f"{_margin(at(eps_panel, eps, 'decor'), at(eps_panel, eps, 'ldp'), lower)} / "
                 f"{_margin(at(eps_panel, eps, 'whisper'), at(eps_panel, eps, 'ldp'), lower)}"
                 for eps in eps_panel.values
             )
             + (
-                f"; of the {len(misses)} misses, LDP is significantly ahead (paired t test over seeds) "
-                f"at {len(ldp_ahead)}"
+                f"; of the {len(misses)} misses, LDP is significantly ahead (paired t test over "
+                f"seeds) at {len(ldp_ahead)}"
                 + (
                     ": " + ", ".join(f"eps={eps:g} {method}" for eps, method in ldp_ahead)
                     if ldp_ahead
@@ -175,10 +177,13 @@ def analyse(
             Claim(
                 "(b)",
                 "at p = 1 (R_cor and L proportional) both methods achieve nearly the same utility",
-                f"{training.metric}: Whisper {whisper.mean:.4g} [{whisper.low:.4g}, {whisper.high:.4g}], DECOR {decor.mean:.4g} "
-                f"[{decor.low:.4g}, {decor.high:.4g}] (mean [interquartile range] over seeds); ranges {'overlap' if overlap else 'do not overlap'}. "
-                f"Both leave Tr(W R W^T) = {variance['whisper']:.4g} / {variance['decor']:.4g} (Whisper / DECOR) at their step sizes "
-                f"{whisper.hyperparameters.get('lr')} / {decor.hyperparameters.get('lr')}",
+                f"{training.metric}: Whisper {whisper.mean:.4g} [{whisper.low:.4g}, "
+                f"{whisper.high:.4g}], DECOR {decor.mean:.4g} [{decor.low:.4g}, {decor.high:.4g}] "
+                "(mean [interquartile range] over seeds); ranges "
+                f"{'overlap' if overlap else 'do not overlap'}. Both leave Tr(W R W^T) = "
+                f"{variance['whisper']:.4g} / {variance['decor']:.4g} (Whisper / DECOR) at their "
+                f"step sizes {whisper.hyperparameters.get('lr')} / "
+                f"{decor.hyperparameters.get('lr')}",
                 overlap,
             )
         )
@@ -200,20 +205,26 @@ def analyse(
     claims.append(_exact_buys(the_study, summary, eps_panel, lower))
     claims.append(budget_claim(rows))
     notes = [
-        f"Tuning: step size over {list(training.lrs)}, clipping threshold over {list(training.clips)}, on the mean final "
-        f"{training.metric} of {training.tune_seeds} seed(s); the tuned point then runs on {training.seeds} seeds "
+        f"Tuning: step size over {list(training.lrs)}, clipping threshold over "
+        f"{list(training.clips)}, on the mean final {training.metric} of {training.tune_seeds} "
+        f"seed(s); the tuned point then runs on {training.seeds} seeds "
         "(band: interquartile range over seeds). Tuned per (setting, method, calibration).",
-        "Metropolis-Hastings weights 1/(1+max(d_i, d_j)) (doubly stochastic); the papers write 1/(|N_i|+1).",
-        "DECOR's noise couple is the one minimising Tr(W R W^T) under the same privacy constraint (the papers' comparison).",
-        "Tuning on few seeds selects with noise: where a claim misses by a few percent, compare the point's band (the "
-        "spread over seeds) in the figure; runs.csv holds every grid point of the tuning.",
+        "Metropolis-Hastings weights 1/(1+max(d_i, d_j)) (doubly stochastic); the papers write "
+        "1/(|N_i|+1).",
+        "DECOR's noise couple is the one minimising Tr(W R W^T) under the same privacy constraint "
+        "(the papers' comparison).",
+        "Tuning on few seeds selects with noise: where a claim misses by a few percent, compare "
+        "the point's band (the spread over seeds) in the figure; runs.csv holds every grid point "
+        "of the tuning.",
     ]
     ldp = [at(p_panel, p, "ldp").mean for p in p_panel.values]
     if max(ldp) <= 1.05 * min(ldp):
         notes.append(
-            f"LDP barely moves with p in panel (b) ({min(ldp):.4g} to {max(ldp):.4g}): with a doubly stochastic W the average "
-            "model's noise has variance sigma_ldp^2 / n whatever the graph, and at the tuned step sizes the agents stay close "
-            "to their average. Correlated noise is designed for the graph, so its curves move with p."
+            f"LDP barely moves with p in panel (b) ({min(ldp):.4g} to {max(ldp):.4g}): with a "
+            "doubly stochastic W the average "
+            "model's noise has variance sigma_ldp^2 / n whatever the graph, and at the tuned step "
+            "sizes the agents stay close to their average. Correlated noise is designed for the "
+            "graph, so its curves move with p."
         )
     return [figure], claims, notes
 
@@ -244,8 +255,10 @@ def _exact_buys(the_study: Study, summary: dict, eps_panel: Panel, lower: bool) 
         parts.append(f"eps={eps:g}: " + ", ".join(pairs))
     return Claim(
         "(a)",
-        "(our addition) the exact accountant gives the same guarantee with less noise, so utility is no worse "
-        f"than under the papers' calibration for eps <= log(1/delta) = {math.log(1 / the_study.delta):.1f}",
+        "(our addition) the exact accountant gives the same guarantee with less noise, so utility "
+        "is no worse "
+        "than under the papers' calibration for eps <= log(1/delta) = "
+        f"{math.log(1 / the_study.delta):.1f}",
         "exact vs papers' calibration: "
         + "; ".join(parts)
         + "; no worse: the papers' calibration is never significantly "

@@ -14,7 +14,7 @@ Hyperparameters are tuned as in DECOR Appendix D.2: the step size (and the clipp
 least squares) per method and point, and for DECOR also the noise couple among three of its
 Appendix D.1 search (sigma_pair low, middle, high between the CDP and LDP levels), to which we
 add the couple that minimises Tr(W R W^T) (on the complete graph it is CDP's variance exactly).
-"""
+"""  # noqa: E501 - verbatim in REPORT.md; its first line is the `reproduce --list` summary
 
 from __future__ import annotations
 
@@ -161,7 +161,8 @@ def _task_study(task: str, quick: bool) -> Study:
     return Study(panels)
 
 
-#: The figure's parts, one per task, each worth running alone (``dpdl reproduce decor-fig1 --parts``).
+#: The figure's parts, one per task, each worth running alone
+#: (``dpdl reproduce decor-fig1 --parts``).
 PARTS = tuple(TASKS)
 
 
@@ -184,12 +185,15 @@ def analyse(
     """One figure per task; DECOR Section 6's claims per task, checked on the exact calibration."""
     figures, claims = [], []
     notes = [
-        "Each point: the hyperparameters tuned on the first seed(s), then the mean over all seeds (band: interquartile range over seeds); "
-        "exact calibration solid, the papers' calibration dashed (closed-form RDP at agent level, RDP of the "
-        "Poisson-subsampled Gaussian at example level).",
-        "The a9a panel reports the test loss (the paper plots the training loss minus its optimum); the MNIST split is "
-        "80/20 over all 70000 images with a Dirichlet(10) partition (the paper: the 60000 training images).",
-        "Eps grids: the authors' released scripts (agent level 3..40; example level 0.1, 0.5, 1, 3).",
+        "Each point: the hyperparameters tuned on the first seed(s), then the mean over all seeds "
+        "(band: interquartile range over seeds); exact calibration solid, the papers' calibration "
+        "dashed (closed-form RDP at agent level, RDP of the Poisson-subsampled Gaussian at "
+        "example level).",
+        "The a9a panel reports the test loss (the paper plots the training loss minus its "
+        "optimum); the MNIST split is 80/20 over all 70000 images with a Dirichlet(10) partition "
+        "(the paper: the 60000 training images).",
+        "Eps grids: the authors' released scripts (agent level 3..40; example level 0.1, 0.5, 1, "
+        "3).",
     ]
     for task in parts:
         label, filename, ylabel, log_y = TASKS[task]
@@ -205,20 +209,23 @@ def analyse(
     claims.append(budget_claim(rows))
     if parts != PARTS:
         notes.append(
-            f"Parts run: {', '.join(parts)} (of {', '.join(PARTS)}); the others are not in this report."
+            f"Parts run: {', '.join(parts)} (of {', '.join(PARTS)}); the others are not in this "
+            "report."
         )
     return figures, claims, notes
 
 
 def _closes(decor_gap: float, ldp_gap: float, lower: bool) -> bool:
-    """Whether DECOR closes at least half of LDP's gap to CDP (in log-ratio for losses, points for accuracy)."""
+    """Whether DECOR closes at least half of LDP's gap to CDP (in log-ratio for losses, points for
+    accuracy)."""
     return decor_gap <= ldp_gap**0.5 if lower else decor_gap <= ldp_gap / 2
 
 
 def _task_claims(
     task: str, task_study: Study, summary: dict
 ) -> tuple[list[Claim], list[tuple[Panel, float]]]:
-    """The task's claims, and the (panel, eps) points where DECOR does not close half of LDP's gap to CDP."""
+    """The task's claims, and the (panel, eps) points where DECOR does not close half of LDP's gap
+    to CDP."""
     label = TASKS[task][0]
     lower = task_study.panels[0].training.lower_is_better
     unit = "x" if lower else " pts"
@@ -243,7 +250,8 @@ def _task_claims(
         Claim(
             label,
             "DECOR closely matches the performance of CDP",
-            f"DECOR closes at least half of LDP's gap to CDP at {len(points) - len(misses)}/{len(points)} points; gap to CDP "
+            "DECOR closes at least half of LDP's gap to CDP at "
+            f"{len(points) - len(misses)}/{len(points)} points; gap to CDP "
             f"({'ratio' if lower else 'accuracy points'}): " + "; ".join(parts),
             not misses,
         ),
@@ -259,12 +267,12 @@ def _task_claims(
     claims.append(
         Claim(
             label,
-            "(our addition) the exact accountant's calibration gives utility no worse than the papers' "
-            "for eps <= log(1/delta)",
-            f"exact at least as good on the mean in {exact_as_good}/{len(pairs)} (topology, eps, method) points; "
-            f"the papers' calibration significantly ahead (paired t test over seeds) "
-            f"at {paper_ahead}/{len(pairs)}; what the exact accountant buys, mean over topologies "
-            f"({'papers / exact' if lower else 'exact - papers'}): "
+            "(our addition) the exact accountant's calibration gives utility no worse than the "
+            "papers' for eps <= log(1/delta)",
+            f"exact at least as good on the mean in {exact_as_good}/{len(pairs)} (topology, eps, "
+            "method) points; the papers' calibration significantly ahead (paired t test over "
+            f"seeds) at {paper_ahead}/{len(pairs)}; what the exact accountant buys, mean over "
+            f"topologies ({'papers / exact' if lower else 'exact - papers'}): "
             + _exact_gains(task_study, summary, lower),
             paper_ahead == 0,
         )
@@ -273,8 +281,9 @@ def _task_claims(
 
 
 def _exact_gains(task_study: Study, summary: dict, lower: bool) -> str:
-    """Per eps and method, the exact calibration's gain over the papers' averaged over the topologies:
-    the ratio of the losses (above 1: exact better) or the difference in accuracy points."""
+    """Per eps and method, the exact calibration's gain over the papers' averaged over the
+    topologies: the ratio of the losses (above 1: exact better) or the difference in accuracy
+    points."""
     parts = []
     for eps in task_study.panels[0].values:
         gains = []
@@ -319,8 +328,8 @@ def _misses_note(
             f"{consensus(complete, eps):.2g} on the complete graph)"
             for panel, eps in misses
         )
-        + ": there its agents still disagree at the end. DECOR's pairwise noise has variance proportional to "
-        "1 / (eps^2 a(G)) (Corollary 12), a(G) the algebraic connectivity ("
+        + ": there its agents still disagree at the end. DECOR's pairwise noise has variance "
+        "proportional to 1 / (eps^2 a(G)) (Corollary 12), a(G) the algebraic connectivity ("
         + ", ".join(f"{name} {value:.3g}" for name, value in connectivity.items())
         + "), and the gossip removes it slowest where a(G) is smallest"
         + (

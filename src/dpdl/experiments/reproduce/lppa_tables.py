@@ -16,7 +16,7 @@ Gradient inversion: an honest-but-curious out-neighbour of client 0 receives ``g
 images) plus the noise the attacker cannot subtract (under LPPA it knows the arcs it shares with
 client 0), and runs DLG (L-BFGS, 300 iterations, from a random dummy example and soft label). MSE is measured in
 the model's input units (standardised pixels or features).
-"""
+"""  # noqa: E501 - verbatim in REPORT.md; its first line is the `reproduce --list` summary
 
 from __future__ import annotations
 
@@ -316,7 +316,8 @@ def analyse(
             + mse_table
             + "; LPPA / DSGT: "
             + ", ".join(
-                f"{DATASETS[t]} {np.mean(mse(t, 'lppa')) / max(np.mean(mse(t, 'dsgt')), 1e-12):.3g}x"
+                f"{DATASETS[t]} "
+                f"{np.mean(mse(t, 'lppa')) / max(np.mean(mse(t, 'dsgt')), 1e-12):.3g}x"
                 for t in datasets
             ),
             all(leak.values()),
@@ -346,15 +347,17 @@ def analyse(
         "Step size (tuned on DSGT): "
         + ", ".join(f"{DATASETS[t]} {_tuned(rows, t):g}" for t in datasets)
         + ".",
-        "The guarantee behind these numbers: none. LPPA's noise differences sum to zero, so an eavesdropper that adds up the "
-        "first round's messages learns the sum of the clients' gradients exactly, and the accountant gives eps = inf; "
-        "`dpdl audit` shows it beside the paper's sqrt(2) claim (results/audit/REPORT.md). DLG's failure against one "
-        "message is not differential privacy.",
-        "A round here is one DSGT step on a batch of 128 (Algorithm 1: one gradient per exchange); the paper's round is one "
-        "local epoch, so we run as many steps as its epochs would take batches, for "
+        "The guarantee behind these numbers: none. LPPA's noise differences sum to zero, so an "
+        "eavesdropper that adds up the first round's messages learns the sum of the clients' "
+        "gradients exactly, and the accountant gives eps = inf; `dpdl audit` shows it beside the "
+        "paper's sqrt(2) claim (results/audit/REPORT.md). DLG's failure against one message is "
+        "not differential privacy.",
+        "A round here is one DSGT step on a batch of 128 (Algorithm 1: one gradient per "
+        "exchange); the paper's round is one local epoch, so we run as many steps as its epochs "
+        "would take batches, for "
         f"{_setting(quick)['epochs']} epochs instead of 50 rounds (the computing budget here).",
-        "Accuracy is measured on the test split, averaged over the clients' models (the paper: on the union of the "
-        "training sets, for the consensus model).",
+        "Accuracy is measured on the test split, averaged over the clients' models (the paper: on "
+        "the union of the training sets, for the consensus model).",
         "DLG's label was recovered from plain DSGT's gradient in "
         + ", ".join(f"{DATASETS[t]} {100 * labels[t]:.0f}%" for t in datasets)
         + " of attacks.",

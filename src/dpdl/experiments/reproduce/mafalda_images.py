@@ -12,7 +12,7 @@ Metropolis-Hastings weights), one of the "various graphs" of its Fig. 6. MAFALDA
 AntiPGD are each (eps, 1e-6)-DP under LDP by the matrix-factorization accounting
 (:mod:`dpdl.experiments.reproduce.mafalda_tradeoff`); step size and clipping are tuned at eps = 10
 on two seeds, and every point averages 5 seeds (the paper: 20).
-"""
+"""  # noqa: E501 - verbatim in REPORT.md; its first line is the `reproduce --list` summary
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ DATASETS = {"mnist-cnn": "MNIST", "fashion-cnn": "Fashion-MNIST"}
 
 
 def study(quick: bool) -> Study:
-    """The full setting above; ``--quick``: MNIST only, 2 passes (T = 32), one step size, one seed."""
+    """The full setting above; ``--quick``: MNIST only, 2 passes (T = 32), one step size, one
+    seed."""
     if quick:
         trainings = {
             "mnist-cnn": Training(
@@ -115,10 +116,11 @@ def analyse(
             Claim(
                 label,
                 "MAFALDA-SGD achieves higher test accuracy than the private baselines at every eps",
-                f"higher in {sum(beats)}/{len(beats)} (baseline, eps) pairs; accuracy MAFALDA / DP-D-SGD / AntiPGD: "
+                f"higher in {sum(beats)}/{len(beats)} (baseline, eps) pairs; accuracy MAFALDA / "
+                "DP-D-SGD / AntiPGD: "
                 + ", ".join(
-                    f"eps {x:g}: {100 * accuracy['mafalda'][i]:.1f} / {100 * accuracy['dp-dsgd'][i]:.1f} / "
-                    f"{100 * accuracy['antipgd'][i]:.1f}%"
+                    f"eps {x:g}: {100 * accuracy['mafalda'][i]:.1f} / "
+                    f"{100 * accuracy['dp-dsgd'][i]:.1f} / {100 * accuracy['antipgd'][i]:.1f}%"
                     for i, x in enumerate(grid)
                 ),
                 all(beats),
@@ -126,7 +128,8 @@ def analyse(
         )
         none = reference[(label, REFERENCE_EPS, "none", "exact")]
         notes.append(
-            f"{label}: no noise reaches {100 * none.mean:.1f}% (tuned: {none.hyperparameters}); tuned (lr, clip) "
+            f"{label}: no noise reaches {100 * none.mean:.1f}% (tuned: {none.hyperparameters}); "
+            "tuned (lr, clip) "
             + "; ".join(
                 f"{m}: {private[(label, grid[0], m, 'exact')].hyperparameters}" for m in METHODS
             )

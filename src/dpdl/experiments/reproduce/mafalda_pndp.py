@@ -18,7 +18,7 @@ families (15), an Erdos-Renyi graph G(100, 0.2) (seed 0), and, in place of the P
 the paper (not obtainable offline), a connected sample of a real P2P overlay: the 271 nodes (the
 PeerTube graph's size) a breadth-first search of SNAP's Gnutella08 reaches from its best-connected
 peer. Metropolis-Hastings weights on all.
-"""
+"""  # noqa: E501 - verbatim in REPORT.md; its first line is the `reproduce --list` summary
 
 from __future__ import annotations
 
@@ -82,9 +82,9 @@ def muffliato_renyi(weights: np.ndarray, steps: int, attacker: int, order: float
     noisy value for k rounds by composing, over the rounds and the attacker's neighbours w, one
     Gaussian mechanism per received message with the message's own noise:
     ``alpha / 2 * sum_k sum_w (W^k)_wu^2 / ||(W^k)_w||^2``. Applied to DP-D-SGD (K = 1), the
-    gradient and noise of step s are gossiped for the ``T - s`` rounds left, and the T steps compose:
-    ``alpha / 2 * sum_k (T - k) sum_w (W^k)_wu^2 / ||(W^k)_w||^2``. Correlations between messages
-    (the same noise seen again, the attacker's own noise) are ignored; that is what the
+    gradient and noise of step s are gossiped for the ``T - s`` rounds left, and the T steps
+    compose: ``alpha / 2 * sum_k (T - k) sum_w (W^k)_wu^2 / ||(W^k)_w||^2``. Correlations between
+    messages (the same noise seen again, the attacker's own noise) are ignored; that is what the
     factorization accounting adds. (Our reading of their theorem for this algorithm: the paper's
     Fig. 2 does not restate the formula.)
     """
@@ -102,7 +102,8 @@ def muffliato_renyi(weights: np.ndarray, steps: int, attacker: int, order: float
 
 @lru_cache(maxsize=2)
 def _algorithm(graph: str, steps: int) -> tuple[nx.Graph, np.ndarray, LinearAlgorithm]:
-    """The graph, its weights and DP-D-SGD on it, built once per worker process for all attackers."""
+    """The graph, its weights and DP-D-SGD on it, built once per worker process for all
+    attackers."""
     network = _graph(graph)
     weights = mixing_matrix(network)
     return network, weights, dp_dsgd(weights, steps)
@@ -184,7 +185,7 @@ def analyse(
     notes: list[str] = []
     steps = rows[0]["steps"]
     ldp = gdp.renyi(np.sqrt(steps), ORDER)
-    for ax, name in zip(axes.flat, graphs):
+    for ax, name in zip(axes.flat, graphs, strict=True):
         for accounting, style in (("ours", "-"), ("muffliato", "--")):
             stats = _by_distance(rows, name, accounting)
             distances = [
@@ -224,14 +225,16 @@ def analyse(
         )
         capped = {d: min(theirs[d][1], ldp) / ours[d][1] for d in ours if ours[d][1] > 0}
         notes.append(
-            f"{GRAPHS[name]}: against Muffliato capped at LDP (a PNDP view is never worse than all messages), "
+            f"{GRAPHS[name]}: against Muffliato capped at LDP (a PNDP view is never worse than "
+            "all messages), "
             "mean ratio by distance "
             + ", ".join(f"d={d}: {r:.3g}x" for d, r in capped.items())
             + "."
         )
     axes[0][0].legend(fontsize=7)
     fig.suptitle(
-        f"MAFALDA-SGD Fig. 2: PNDP of DP-D-SGD\n(T = {steps}, sigma = 1, unit sensitivity; min, mean, max over pairs)",
+        f"MAFALDA-SGD Fig. 2: PNDP of DP-D-SGD\n(T = {steps}, sigma = 1, unit sensitivity; min, "
+        "mean, max over pairs)",
         fontsize=10,
     )
     fig.tight_layout()
@@ -249,22 +252,25 @@ def analyse(
                 "Facebook ego 414",
                 "up to an order of magnitude tighter at distance <= 2, where Muffliato gives no "
                 "improvement over LDP",
-                f"mean ratio to Muffliato capped at LDP: {gain[1]:.3g}x at d=1, {gain[2]:.3g}x at d=2; "
-                f"Muffliato's own mean {theirs[1][1] / ldp:.3g}x and {theirs[2][1] / ldp:.3g}x LDP",
+                f"mean ratio to Muffliato capped at LDP: {gain[1]:.3g}x at d=1, {gain[2]:.3g}x at "
+                f"d=2; Muffliato's own mean {theirs[1][1] / ldp:.3g}x and "
+                f"{theirs[2][1] / ldp:.3g}x LDP",
                 max(gain.values()) >= 10,
             )
         )
     loosest = max(rows, key=lambda row: row["bound_over_exact_max"])
     above = sum(row["bound_max"] > ldp for row in rows)
     notes.append(
-        f"Eq. (12)'s bound (sum of |X_st|, what the paper computes) exceeds the exact sensitivity by up to "
-        f"{loosest['bound_over_exact_max']:.3g}x in Renyi divergence ({GRAPHS[loosest['graph']]}, attacker {loosest['attacker']}), "
-        f"and goes above LDP for some neighbour of {above} of the {len(rows)} attackers, which an attacker seeing fewer "
-        f"messages than LDP's cannot be; the exact value never does (largest {max(row['exact_max'] for row in rows):.6g} "
-        f"against LDP's {ldp:g})."
+        "Eq. (12)'s bound (sum of |X_st|, what the paper computes) exceeds the exact sensitivity "
+        f"by up to {loosest['bound_over_exact_max']:.3g}x in Renyi divergence "
+        f"({GRAPHS[loosest['graph']]}, attacker {loosest['attacker']}), and goes above LDP for "
+        f"some neighbour of {above} of the {len(rows)} attackers, which an attacker seeing fewer "
+        "messages than LDP's cannot be; the exact value never does (largest "
+        f"{max(row['exact_max'] for row in rows):.6g} against LDP's {ldp:g})."
     )
     notes.append(
-        f"LDP (every message public) gives alpha T / 2 = {ldp:g} for every pair (dotted line). Pairs farther apart "
+        f"LDP (every message public) gives alpha T / 2 = {ldp:g} for every pair (dotted line). "
+        "Pairs farther apart "
         "than T rounds of gossip leak nothing under either accounting and are not drawn."
     )
     return [figure], claims, notes

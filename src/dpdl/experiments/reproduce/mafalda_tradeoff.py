@@ -1,4 +1,5 @@
-"""MAFALDA-SGD's privacy-utility trade-offs (Figs. 3-6): the protocol its Housing and image figures share.
+"""MAFALDA-SGD's privacy-utility trade-offs (Figs. 3-6): the protocol its Housing and image figures
+share.
 
 Every method is (eps, 1e-6)-DP against LDP's attacker (every message public), accounted by the
 matrix-factorization sensitivity (Theorem 8), under cyclic (k, b)-participation: each agent's
@@ -104,8 +105,8 @@ def _private_study(study: Study) -> Study:
 def stages(
     study: Callable[[bool], Study],
 ) -> tuple[Callable[..., list[dict[str, Any]]], Callable[..., list[dict[str, Any]]]]:
-    """A reproduction's ``jobs(quick)`` (tuning) and ``followup_jobs(quick, rows)`` (the tuned points
-    on every seed) for the study ``study(quick)``."""
+    """A reproduction's ``jobs(quick)`` (tuning) and ``followup_jobs(quick, rows)`` (the tuned
+    points on every seed) for the study ``study(quick)``."""
 
     def jobs(quick: bool) -> list[dict[str, Any]]:
         return tuning_jobs(_private_study(study(quick))) + tuning_jobs(
@@ -122,7 +123,8 @@ def stages(
 
 @lru_cache(maxsize=8)
 def local_encoder(method: str, graph: str, steps: int, cycle: int) -> np.ndarray:
-    """C_local of ``method`` for the gossip on ``graph`` over ``steps`` steps of cyclic participation."""
+    """C_local of ``method`` for the gossip on ``graph`` over ``steps`` steps of cyclic
+    participation."""
     if method in ("dp-dsgd", "none"):
         return np.eye(steps)
     if method == "antipgd":
@@ -173,14 +175,16 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 def summaries(
     study: Study, rows: list[dict[str, Any]]
 ) -> tuple[dict[tuple[str, float, str, str], Point], dict[tuple[str, float, str, str], Point]]:
-    """The private methods' points and the no-noise reference's, keyed (panel, eps, method, "exact")."""
+    """The private methods' points and the no-noise reference's, keyed (panel, eps, method,
+    "exact")."""
     return summarise(_private_study(study), rows), summarise(_reference_study(study), rows)
 
 
 def plot_tradeoff(
     study: Study, rows: list[dict[str, Any]], path: Path, title: str, ylabel: str, log_y: bool
 ) -> Path:
-    """The metric against eps per method (band: interquartile range over seeds), no noise as a flat line."""
+    """The metric against eps per method (band: interquartile range over seeds), no noise as a flat
+    line."""
     private, reference = summaries(study, rows)
     grid = {panel.label: list(panel.values) for panel in study.panels}
     series: dict[str, dict[str, list[float]]] = {}

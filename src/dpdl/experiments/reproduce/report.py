@@ -28,7 +28,8 @@ def write_report(
     significance: str = "",
 ) -> Path:
     """Markdown report: setting, claims table (paper / measured / holds), the statistical test its
-    verdicts use (``significance``, one sentence under the table, where they use one), figures, notes."""
+    verdicts use (``significance``, one sentence under the table, where they use one), figures,
+    notes."""
     lines = [
         f"# {title}",
         "",

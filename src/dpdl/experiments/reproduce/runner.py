@@ -48,8 +48,8 @@ logger = logging.getLogger(__name__)
 #: Name and version of the entry layout above.
 FORMAT, FORMAT_VERSION = "dpdl-cache-entry", 1
 
-#: A pool of w workers runs at most ``w * MAX_JOBS_PER_WORKER`` jobs before it is replaced by a fresh
-#: one, so whatever a long run accumulates in one process
+#: A pool of w workers runs at most ``w * MAX_JOBS_PER_WORKER`` jobs before it is replaced by a
+#: fresh one, so whatever a long run accumulates in one process
 #: (allocator fragmentation, caches) stays bounded: a full corn-mnist run lost a worker to the
 #: out-of-memory killer at 11.5 GB after about 60 jobs. A fresh pool per chunk of jobs, because
 #: ``max_tasks_per_child`` deadlocks on Python 3.11-3.14 (CPython gh-115634: no replacement worker).
@@ -61,7 +61,8 @@ def _canonical(value: Any) -> str:
 
 
 def job_key(job: Job) -> str:
-    """Stable name of a job's cache file: the SHA-256 of its canonical JSON (first 24 hex digits)."""
+    """Stable name of a job's cache file: the SHA-256 of its canonical JSON (first 24 hex
+    digits)."""
     return hashlib.sha256(_canonical(job).encode()).hexdigest()[:24]
 
 
@@ -111,7 +112,8 @@ def data_fingerprint() -> str:
 
 
 def _cache_key(job: Job, data: str) -> dict[str, Any]:
-    """Everything an entry's numbers depend on: the job (as JSON gives it back), the engine, the data."""
+    """Everything an entry's numbers depend on: the job (as JSON gives it back), the engine, the
+    data."""
     return {"job": json.loads(_canonical(job)), "engine": ENGINE_VERSION, "data": data}
 
 
@@ -148,7 +150,8 @@ def _read_entry(path: Path, key: dict[str, Any]) -> tuple[dict[str, Any] | None,
     if entry.get("format") != FORMAT or entry.get("version") != FORMAT_VERSION:
         return (
             None,
-            f"format {entry.get('format')!r} version {entry.get('version')!r}, expected {FORMAT!r} {FORMAT_VERSION}",
+            f"format {entry.get('format')!r} version {entry.get('version')!r}, expected "
+            f"{FORMAT!r} {FORMAT_VERSION}",
             False,
         )
     saved, row = entry.get("key"), entry.get("row")
@@ -207,7 +210,8 @@ def run_jobs(
 ) -> list[dict[str, Any]]:
     """Results of ``run_job`` for every job (job fields merged in), in the order of ``jobs``:
     from the cache where it holds an entry of the job under this engine and data, else computed
-    (and cached). Stale and unusable entries are logged (a warning each, with its path) and run again.
+    (and cached). Stale and unusable entries are logged (a warning each, with its path) and run
+    again.
 
     ``run_job`` must be a module-level function (it runs in worker processes).
     """

@@ -58,10 +58,13 @@ Job = dict[str, Any]
 CALIBRATIONS = ("paper", "exact")
 #: Confidence level of :func:`significantly_better`.
 SIGNIFICANCE_LEVEL = 0.95
-#: The sentence a report whose claims use :func:`significantly_better` prints under its claims table.
+#: The sentence a report whose claims use :func:`significantly_better` prints under its claims
+#: table.
 SIGNIFICANCE = (
-    f'Significance ("ahead" in the claims): paired two-sided Student t test over seeds at {SIGNIFICANCE_LEVEL:.0%}, '
-    "t quantile for n - 1 degrees of freedom (4.30, 3.18, 2.78 standard errors of the paired difference for 3, 4, 5 seeds)."
+    'Significance ("ahead" in the claims): paired two-sided Student t test over seeds at '
+    f"{SIGNIFICANCE_LEVEL:.0%}, "
+    "t quantile for n - 1 degrees of freedom (4.30, 3.18, 2.78 standard errors of the paired "
+    "difference for 3, 4, 5 seeds)."
 )
 #: Part of every job: bump it when run_job's output changes, so cached runs are recomputed.
 VERSION = 1
@@ -132,7 +135,8 @@ class Study:
 @dataclass(frozen=True)
 class Point:
     """One (panel, x, method, calibration) after tuning: the final metric over seeds, its mean and
-    its interquartile range (``low``, ``high``: robust where the metric is heavy-tailed across seeds)."""
+    its interquartile range (``low``, ``high``: robust where the metric is heavy-tailed across
+    seeds)."""
 
     mean: float
     low: float
@@ -213,7 +217,8 @@ def _unique(jobs: list[Job]) -> list[Job]:
 
 
 def _tuning_base(training: Training, base: Job) -> Job:
-    """The job whose tuning chooses ``base``'s hyperparameters: itself, or its twin at ``tune_at``."""
+    """The job whose tuning chooses ``base``'s hyperparameters: itself, or its twin at
+    ``tune_at``."""
     return {**base, **training.tune_at}
 
 
@@ -355,10 +360,11 @@ def better(a: float, b: float, lower_is_better: bool) -> bool:
 def significantly_better(
     a: Point, b: Point, lower_is_better: bool, level: float = SIGNIFICANCE_LEVEL
 ) -> bool:
-    """Whether ``a`` beats ``b`` in a paired two-sided Student t test over seeds at ``level`` (seed s
-    of both shares its graph, data split, batches and noise stream): the mean paired gain exceeds
+    """Whether ``a`` beats ``b`` in a paired two-sided Student t test over seeds at ``level`` (seed
+    s of both shares its graph, data split, batches and noise stream): the mean paired gain exceeds
     ``t_{(1 + level)/2, n-1}`` standard errors of the paired difference (4.30, 3.18, 2.78 for 3, 4,
-    5 seeds at 95%), i.e. ``scipy.stats.ttest_rel`` rejects equal means with the gain on ``a``'s side.
+    5 seeds at 95%), i.e. ``scipy.stats.ttest_rel`` rejects equal means with the gain on ``a``'s
+    side.
 
     Two-sided, because the reports test both directions (is LDP ahead of DECOR? are the papers'
     calibration runs ahead of the exact ones?) and the side is read off the means afterwards; a
@@ -384,7 +390,8 @@ def plot_study(
     log_y: bool,
     columns: int | None = None,
 ) -> Path:
-    """Mean over seeds (band: interquartile range) per method; exact calibration solid, the papers' dashed."""
+    """Mean over seeds (band: interquartile range) per method; exact calibration solid, the papers'
+    dashed."""
     suffix = {"exact": "", "paper": " (paper calibration)"}
     grid = {panel.label: list(panel.values) for panel in study.panels}
     series: dict[str, dict[str, list[float]]] = {}
@@ -423,7 +430,8 @@ def budget_claim(rows: list[dict[str, Any]]) -> Claim:
     return Claim(
         "all",
         "every run is (eps, delta)-DP against the external eavesdropper",
-        f"exact calibration: epsilon <= target in {sum(row['epsilon'] <= row['eps'] for row in exact)}/{len(exact)} runs; "
+        "exact calibration: epsilon <= target in "
+        f"{sum(row['epsilon'] <= row['eps'] for row in exact)}/{len(exact)} runs; "
         "exact epsilon of the papers' calibration: "
         + ", ".join(f"{eps:g} -> {value:.3g}" for eps, value in sorted(paper.items())),
         met,

@@ -3,7 +3,7 @@
 L2-regularised logistic regression on a9a (80/20 split, Dirichlet(10) partition, batch 128),
 T = 5000 steps, C = 0.1, step size tuned over the papers' grid {1e-1, 5e-2, 1e-2, 5e-3, 1e-3};
 n = 20, Erdos-Renyi, LDP vs DECOR vs Whisper, both calibrations, 10 seeds.
-"""
+"""  # noqa: E501 - verbatim in REPORT.md; its first line is the `reproduce --list` summary
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ seeds), and LDP. The objective is reported relative to LDP's ``Tr(W W^T) / c``.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -143,32 +144,36 @@ def analyse(
     claims = [
         Claim(
             "Fig. 2 (q=0, partition)",
-            "restricting correlation to m seed groups costs utility: Whisper at m = 1, LDP at m = n",
+            "restricting correlation to m seed groups costs utility: Whisper at m = 1, LDP at m = "
+            "n",
             "relative objective by m: "
-            + ", ".join(f"{m}: {v:.3f}" for m, v in zip(ms, partition_eaves)),
+            + ", ".join(f"{m}: {v:.3f}" for m, v in zip(ms, partition_eaves, strict=True)),
             abs(partition_eaves[0] - whisper) < tol
             and abs(partition_eaves[-1] - 1) < tol
-            and all(a <= b + tol for a, b in zip(partition_eaves, partition_eaves[1:])),
+            and all(a <= b + tol for a, b in pairwise(partition_eaves)),
         ),
         Claim(
             "Fig. 2 (q=1, partition)",
-            "(not in the paper; follows from (10)) a block seed known to a curious block-mate protects nothing: LDP",
+            "(not in the paper; follows from (10)) a block seed known to a curious block-mate "
+            "protects nothing: LDP",
             "relative objective by m: "
-            + ", ".join(f"{m}: {v:.3f}" for m, v in zip(ms, partition_curious)),
+            + ", ".join(f"{m}: {v:.3f}" for m, v in zip(ms, partition_curious, strict=True)),
             all(abs(v - 1) < tol for v in partition_curious),
         ),
         Claim(
             "Fig. 2 (q=1, complement)",
             "more seeds protect against honest-but-curious agents",
             "relative objective by m: "
-            + ", ".join(f"{m}: {v:.3f}" for m, v in zip(ms, complement_curious))
+            + ", ".join(f"{m}: {v:.3f}" for m, v in zip(ms, complement_curious, strict=True))
             + f"; DECOR's pairwise seeds reach {decor:.3f}",
             complement_curious[-1] <= complement_curious[0] + tol,
         ),
     ]
     notes = [
-        "The caption's 'disjoint groups' is ambiguous; with pairwise-disjoint groups (a partition) the objective against "
-        "honest-but-curious agents is LDP's for every m < n (a curious block-mate knows the block's seed), so we show both readings.",
-        "Against curious agents, many small groups (DECOR's edge pairs) protect far better than a few large ones.",
+        "The caption's 'disjoint groups' is ambiguous; with pairwise-disjoint groups (a "
+        "partition) the objective against honest-but-curious agents is LDP's for every m < n (a "
+        "curious block-mate knows the block's seed), so we show both readings.",
+        "Against curious agents, many small groups (DECOR's edge pairs) protect far better than a "
+        "few large ones.",
     ]
     return [figure], claims, notes

@@ -160,9 +160,12 @@ def analyse(
     ]
     claims = _claims(rows, grid)
     notes = [
-        "Each point is the mean over graph seeds (fresh Erdos-Renyi draws); the claims are checked seed by seed.",
-        "Weights are Metropolis-Hastings 1/(1+max(d_i, d_j)) (doubly stochastic); the papers' experiments write 1/(|N_i|+1).",
-        "DECOR's (sigma_pair, sigma_cor) minimise Tr(W R W^T) under the same constraint (a 1-d search that is exact).",
+        "Each point is the mean over graph seeds (fresh Erdos-Renyi draws); the claims are "
+        "checked seed by seed.",
+        "Weights are Metropolis-Hastings 1/(1+max(d_i, d_j)) (doubly stochastic); the papers' "
+        "experiments write 1/(|N_i|+1).",
+        "DECOR's (sigma_pair, sigma_cor) minimise Tr(W R W^T) under the same constraint (a 1-d "
+        "search that is exact).",
     ]
     return figures, claims, notes
 
@@ -197,7 +200,8 @@ def _claims(rows: list[dict[str, Any]], grid: dict[str, list[float]]) -> list[Cl
         Claim(
             "(a)-(c)",
             "R_mix (Whisper) consistently achieves lower variance than R_pair (DECOR)",
-            f"Whisper <= DECOR in {whisper_below}/{len(exact)} (graph, setting) pairs, strictly (by 0.1%) in {strictly}; equal only on complete graphs (p = 1)",
+            f"Whisper <= DECOR in {whisper_below}/{len(exact)} (graph, setting) pairs, strictly "
+            f"(by 0.1%) in {strictly}; equal only on complete graphs (p = 1)",
             whisper_below == len(exact),
         ),
         Claim(
@@ -205,7 +209,8 @@ def _claims(rows: list[dict[str, Any]], grid: dict[str, list[float]]) -> list[Cl
             "LDP imposes the highest variance",
             f"DECOR <= LDP in {decor_below}/{len(exact)} pairs, strictly in {decor_strict}"
             + (
-                f"; where equal the trace-optimal DECOR is LDP, on graphs of minimum degree {equal_degrees} (an agent with few "
+                "; where equal the trace-optimal DECOR is LDP, on graphs of minimum degree "
+                f"{equal_degrees} (an agent with few "
                 "pairwise secrets gains little protection from them, so sigma_pair cannot drop)"
                 if equal_degrees
                 else ""
@@ -222,7 +227,8 @@ def _claims(rows: list[dict[str, Any]], grid: dict[str, list[float]]) -> list[Cl
         Claim(
             "(a)",
             "(the papers' calibration is the closed form eps^2 / (16 C^2 T log(1/delta)))",
-            "the exact accountant gives the same guarantee with less noise: variance ratio paper / exact "
+            "the exact accountant gives the same guarantee with less noise: variance ratio paper "
+            "/ exact "
             + ", ".join(f"eps={eps:g}: {r:.2f}x" for eps, r in ratios.items() if eps in valid),
             all(ratios[eps] > 1 for eps in valid),
         ),
