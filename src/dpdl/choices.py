@@ -1,14 +1,23 @@
 """The names and defaults the command line offers (tasks, mechanisms, graphs, ...), apart from the
 code they name.
 
-They live here, in a module that imports nothing, so that ``dpdl --help`` builds its parser without
-importing torch, scipy or networkx (seconds) for names it only prints. Each home module re-exports
-its names from here (``dpdl.tasks.TASKS``, ``dpdl.accounting.CALIBRATIONS``, ...). Where the home
-holds a registry from name to implementation (:data:`dpdl.mechanisms.registry.MECHANISMS`,
-:data:`dpdl.graphs.mixing.MIXING_RULES`), a test checks that its keys are the names here, in order.
+They live here, in a module that imports nothing heavy, so that ``dpdl --help`` builds its parser
+without importing torch, scipy or networkx (seconds) for names it only prints. Each home module
+re-exports its names from here (``dpdl.tasks.TASKS``, ``dpdl.accounting.CALIBRATIONS``, ...).
+
+Mechanisms, tasks, graph sources, mixing rules and threat models are open: each has one
+:class:`~dpdl.registry.Registry` here (:data:`MECHANISM_REGISTRY`, :data:`TASK_REGISTRY`,
+:data:`GRAPH_SOURCES`, :data:`MIXING_RULE_REGISTRY`, :data:`THREAT_REGISTRY`) whose built-in
+entries name their code by import path, imported on first use; code outside the package registers
+more with ``@REGISTRY.register(name, help=...)``. The tuples and dicts of names below
+(:data:`MECHANISM_NAMES`, :data:`TASKS`, ...) are the built-in entries, read from the registries;
+the command line reads the registries themselves, so it offers what plugins registered too.
 """
 
 from __future__ import annotations
+
+from dpdl.errors import GraphError, MixingMatrixError
+from dpdl.registry import Registry
 
 __all__ = [
     "ADJACENCY_KEY",
@@ -19,22 +28,41 @@ __all__ = [
     "DEFAULT_TRIALS",
     "DISTRIBUTIONS",
     "GRAPH_FILE_FORMATS",
+    "GRAPH_SOURCES",
     "IMAGE_TASKS",
     "INJECTIONS",
     "MACS",
     "MECHANISM_NAMES",
+    "MECHANISM_REGISTRY",
     "MIXING_RULE_NAMES",
+    "MIXING_RULE_REGISTRY",
     "PARTITIONS",
     "REAL_GRAPHS",
     "SAMPLERS",
     "SCHEDULES",
     "SYNTHETIC_GRAPHS",
     "TASKS",
+    "TASK_REGISTRY",
+    "THREAT_NAMES",
+    "THREAT_REGISTRY",
 ]
 
+#: Graph sources by CLI name: each target is called ``source(spec, n, p, seed)`` and returns a
+#: networkx graph (:func:`dpdl.graphs.build_graph`). Graph files (``FORMAT:PATH``) are apart.
+GRAPH_SOURCES = Registry("graph", GraphError)
+for _name, _help in {
+    "er": "Erdos-Renyi G(n, p) (with --n, --p, --seed)",
+    "ring": "cycle of n agents",
+    "torus": "2-d torus grid with n = rows * cols agents",
+    "complete": "complete graph of n agents",
+    "star": "star with centre 0 and n - 1 leaves",
+    "exponential": "static exponential graph: agent i linked to i +/- 2^k mod n",
+}.items():
+    GRAPH_SOURCES.add(_name, f"dpdl.graphs.sources:{_name}", _help)
+
 #: Synthetic topologies by CLI name (``er`` also takes ``p`` and ``seed``;
-#: :func:`dpdl.graphs.build_graph`).
-SYNTHETIC_GRAPHS = ("er", "ring", "torus", "complete", "star", "exponential")
+#: :func:`dpdl.graphs.build_graph`): the built-in synthetic :data:`GRAPH_SOURCES`.
+SYNTHETIC_GRAPHS = GRAPH_SOURCES.names()
 
 #: Real graphs, by CLI name, with what is kept of them (:func:`dpdl.graphs.real_graph`).
 REAL_GRAPHS: dict[str, str] = {
@@ -50,6 +78,8 @@ REAL_GRAPHS: dict[str, str] = {
     "from its best-connected peer, with their links (a connected sample of a real P2P overlay)",
     "collegemsg": "UC Irvine CollegeMsg messages as a static undirected graph, largest component",
 }
+for _name, _help in REAL_GRAPHS.items():
+    GRAPH_SOURCES.add(_name, "dpdl.graphs.sources:real", _help)
 
 #: The array of an ``.npz`` graph file that holds a dense adjacency matrix
 #: (:mod:`dpdl.graphs.readers`).
@@ -69,12 +99,68 @@ GRAPH_FILE_FORMATS: dict[str, str] = {
     "gml": "GML (nodes named by their 'id'; .gz read)",
 }
 
-#: Mixing rules, the keys of :data:`dpdl.graphs.mixing.MIXING_RULES`.
-MIXING_RULE_NAMES = ("metropolis-hastings", "local-degree", "max-degree", "sinkhorn")
+#: Mixing rules by CLI name: each target is called ``rule(graph)`` and returns the mixing matrix
+#: (:func:`dpdl.graphs.mixing.mixing_matrix` validates it).
+MIXING_RULE_REGISTRY = Registry("mixing rule", MixingMatrixError)
+MIXING_RULE_REGISTRY.add(
+    "metropolis-hastings",
+    "dpdl.graphs.mixing:metropolis_hastings",
+    "Metropolis-Hastings weights 1 / (1 + max(d_i, d_j))",
+)
+MIXING_RULE_REGISTRY.add(
+    "local-degree",
+    "dpdl.graphs.mixing:local_degree",
+    "the papers' rule 1 / (|N_i| + 1), row-stochastic",
+)
+MIXING_RULE_REGISTRY.add(
+    "max-degree", "dpdl.graphs.mixing:max_degree", "uniform weights 1 / (max degree + 1)"
+)
+MIXING_RULE_REGISTRY.add(
+    "sinkhorn", "dpdl.graphs.mixing:sinkhorn_knopp", "Sinkhorn-Knopp scaling of A + I"
+)
 
-#: Calibrated mechanisms, the keys of :data:`dpdl.mechanisms.registry.MECHANISMS` ("none" takes no
-#: budget).
-MECHANISM_NAMES = ("ldp", "cdp", "decor", "whisper", "whisper-multiseed", "zero-sum", "lppa")
+#: Mixing rules, the built-in keys of :data:`MIXING_RULE_REGISTRY` (and of
+#: :data:`dpdl.graphs.mixing.MIXING_RULES`).
+MIXING_RULE_NAMES = MIXING_RULE_REGISTRY.names()
+
+#: Calibrated mechanisms by CLI name: each target is called ``factory(graph, weights, calibration,
+#: options)`` (a networkx graph, its mixing matrix, a :class:`dpdl.accounting.Calibration` and
+#: :class:`dpdl.settings.DesignOptions`) and returns a
+#: :class:`dpdl.mechanisms.base.NoiseMechanism` calibrated to the budget
+#: (:func:`dpdl.mechanisms.build_mechanism`; "none" takes no budget and is not registered).
+MECHANISM_REGISTRY = Registry("mechanism")
+for _name, _target, _help in (
+    ("ldp", "_ldp", "local DP: independent Gaussian noise at each agent"),
+    ("cdp", "_cdp", "central DP baseline: noise on the network average only"),
+    ("decor", "_decor", "DECOR: private noise plus pairwise-cancelling correlated noise"),
+    ("whisper", "_whisper", "Whisper: correlated noise designed for the mixing matrix"),
+    ("whisper-multiseed", "_multiseed", "Whisper with group seeds, robust to q colluders"),
+    ("zero-sum", "_zero_sum", "zero-sum correlated noise over the graph"),
+    ("lppa", "_lppa", "LPPA's noise flow"),
+):
+    MECHANISM_REGISTRY.add(_name, f"dpdl.mechanisms.registry:{_target}", _help)
+
+#: Calibrated mechanisms, the built-in keys of :data:`MECHANISM_REGISTRY` (and of
+#: :data:`dpdl.mechanisms.registry.MECHANISMS`; "none" takes no budget).
+MECHANISM_NAMES = MECHANISM_REGISTRY.names()
+
+#: Threat models by name: each target is called ``factory()``, or ``factory(text)`` for a
+#: template's parameter, and returns a :class:`dpdl.threats.ThreatModel`
+#: (:func:`dpdl.threats.threat_by_name`).
+THREAT_REGISTRY = Registry("threat model")
+THREAT_REGISTRY.add(
+    "eavesdropper", "dpdl.threats:Eavesdropper", "external eavesdropper, sees all messages"
+)
+THREAT_REGISTRY.add(
+    "honest-but-curious",
+    "dpdl.threats:honest_but_curious",
+    "each agent, curious, knowing its own seeds",
+)
+THREAT_REGISTRY.add("colluding-<q>", "dpdl.threats:colluding", "any q agents pooling their seeds")
+THREAT_REGISTRY.add("central", "dpdl.threats:CentralObserver", "observer of the network average")
+
+#: Threat models, the built-in names of :data:`THREAT_REGISTRY`.
+THREAT_NAMES = THREAT_REGISTRY.names()
 
 #: How DECOR picks its noise couple (:class:`dpdl.mechanisms.registry.DesignOptions`).
 DECOR_SEARCHES = ("trace", "appendix-d")
@@ -107,16 +193,26 @@ SCHEDULES = ("constant", "inv-sqrt")
 #: The convolutional image tasks among :data:`TASKS`.
 IMAGE_TASKS = ("mnist-cnn", "fashion-cnn", "mnist-lenet", "fashion-lenet")
 
-#: Learning tasks by CLI name (:func:`dpdl.tasks.build_task`).
-TASKS = (
-    "quadratic",
-    "least-squares",
-    "logreg-a9a",
-    "mnist-mlp",
-    "housing-mlp",
-    "adult-mlp",
-    *IMAGE_TASKS,
-)
+#: Learning tasks by CLI name: each target is called ``factory(name, n_agents, seed, options)``
+#: (options a :class:`dpdl.settings.TaskOptions`) and returns a :class:`dpdl.tasks.base.Task`
+#: (:func:`dpdl.tasks.build_task`).
+TASK_REGISTRY = Registry("task")
+for _name, _target, _help in (
+    ("quadratic", "_quadratic", "Whisper's quadratic objective (no data)"),
+    ("least-squares", "_least_squares", "DECOR's synthetic least squares"),
+    ("logreg-a9a", "_logreg_a9a", "logistic regression on a9a"),
+    ("mnist-mlp", "_mnist_mlp", "MNIST, one-hidden-layer network"),
+    ("housing-mlp", "_housing_mlp", "California housing regression, one-hidden-layer network"),
+    ("adult-mlp", "_adult_mlp", "UCI Adult income, one-hidden-layer sigmoid network"),
+    ("mnist-cnn", "_image_task", "MNIST, MAFALDA-SGD's convolutional network"),
+    ("fashion-cnn", "_image_task", "Fashion-MNIST, MAFALDA-SGD's convolutional network"),
+    ("mnist-lenet", "_image_task", "MNIST, DLG's LeNet"),
+    ("fashion-lenet", "_image_task", "Fashion-MNIST, DLG's LeNet"),
+):
+    TASK_REGISTRY.add(_name, f"dpdl.tasks.catalog:{_target}", _help)
+
+#: Learning tasks, the built-in names of :data:`TASK_REGISTRY`.
+TASKS = TASK_REGISTRY.names()
 
 #: How a task's data are split over agents (:mod:`dpdl.tasks.partition`).
 PARTITIONS = ("iid", "dirichlet", "quantity-skew", "labels-per-agent")

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import NoReturn
 
 from dpdl import __version__
-from dpdl.choices import DEFAULT_TRIALS, MECHANISM_NAMES
+from dpdl.choices import DEFAULT_TRIALS, MECHANISM_REGISTRY, THREAT_REGISTRY
 from dpdl.errors import DpdlError
 from dpdl.jobspec.config import TrainConfig
+from dpdl.registry import load_plugins
 from dpdl.runtime.options import AgentOptions
 from dpdl.settings import DesignOptions, add_arguments, from_options, positive_int, to_options
 
@@ -200,7 +201,9 @@ def _noise_parser(sub: argparse._SubParsersAction) -> None:
         "(Infinity where none holds).",
     )
     parser.add_argument(
-        "--method", required=True, help=f"noise design: {', '.join(MECHANISM_NAMES)}"
+        "--method",
+        required=True,
+        help=f"noise design: {', '.join(MECHANISM_REGISTRY.names())}",
     )
     add_graph_arguments(parser)
     add_graph_seed_argument(parser)
@@ -210,8 +213,8 @@ def _noise_parser(sub: argparse._SubParsersAction) -> None:
         "--threat",
         nargs="+",
         default=None,
-        help="threats to account against (default: eavesdropper honest-but-curious colluding-2 "
-        "central)",
+        help=f"threats to account against, of {', '.join(THREAT_REGISTRY.names())} (default: "
+        "eavesdropper honest-but-curious colluding-2 central)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print the report as one JSON object on the last line"
@@ -381,7 +384,10 @@ def _data_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``dpdl`` argument parser with all subcommands."""
+    """The ``dpdl`` argument parser with all subcommands, offering what the plugins
+    (:func:`dpdl.registry.load_plugins`: ``DPDL_PLUGINS``, entry points ``dpdl.plugins``)
+    register."""
+    load_plugins()
     parser = _Parser(
         prog="dpdl",
         description="Differentially private decentralized learning with correlated noise.",
@@ -763,6 +769,11 @@ def _configure_logging(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dpdl`` command."""
     warnings.formatwarning = _format_warning
+    try:
+        load_plugins()
+    except DpdlError as error:
+        print(f"dpdl: error: {error}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     _configure_logging(args)
     try:

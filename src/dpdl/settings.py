@@ -29,7 +29,7 @@ import numbers
 import os
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,29 +61,41 @@ T = TypeVar("T")
 class Setting:
     """What a field declares besides its type and default.
 
-    ``help``: the option's help text. ``option``: its long option without ``--`` (the field name
-    with ``-`` for ``_`` unless given). ``cli``: False for a setting of the Python API alone, with
-    no option. ``choices``: the values allowed. ``positive``: an integer >= 1. ``group``: the help
-    section of the option (``None``: the command's own options). ``metavar``: the option's value in
-    the help. A field without a default is a required option.
+    ``help_text``: the option's help text, or a function giving it. ``option``: its long option
+    without ``--`` (the field name with ``-`` for ``_`` unless given). ``cli``: False for a setting
+    of the Python API alone, with no option. ``allowed``: the values allowed, or a function giving
+    them (a registry's ``names``: read when the parser is built and when a value is checked, so
+    names registered later count). ``positive``: an integer >= 1. ``group``: the help section of
+    the option (``None``: the command's own options). ``metavar``: the option's value in the help.
+    A field without a default is a required option.
     """
 
-    help: str
+    help_text: str | Callable[[], str]
     option: str | None = None
     cli: bool = True
-    choices: tuple[str, ...] | None = None
+    allowed: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
     positive: bool = False
     group: str | None = None
     metavar: str | None = None
 
+    @property
+    def help(self) -> str:
+        """The help text, as of now."""
+        return self.help_text() if callable(self.help_text) else self.help_text
+
+    @property
+    def choices(self) -> tuple[str, ...] | None:
+        """The values allowed, as of now (``None``: any)."""
+        return self.allowed() if callable(self.allowed) else self.allowed
+
 
 def setting(
     default: Any = dataclasses.MISSING,
-    help: str = "",
+    help: str | Callable[[], str] = "",
     *,
     option: str | None = None,
     cli: bool = True,
-    choices: tuple[str, ...] | None = None,
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None,
     positive: bool = False,
     group: str | None = None,
     metavar: str | None = None,
@@ -191,8 +203,8 @@ def _check(name: str, hint: Any, meta: Setting | None, value: Any) -> Any:
     elif base is str and not isinstance(value, str):
         raise _type_error(name, "a string", value)
     if meta is not None:
-        if meta.choices is not None and value not in meta.choices:
-            raise _type_error(name, f"one of {', '.join(meta.choices)}", value)
+        if (choices := meta.choices) is not None and value not in choices:
+            raise _type_error(name, f"one of {', '.join(choices)}", value)
         if meta.positive and value < 1:
             raise _type_error(name, "a positive integer", value)
     return value
@@ -252,8 +264,8 @@ def add_arguments(
                 default = list(
                     leaf.field.default_factory() if default is dataclasses.MISSING else default
                 )
-            if meta.choices is not None:
-                kwargs["choices"] = meta.choices
+            if (choices := meta.choices) is not None:
+                kwargs["choices"] = choices
             elif base is int:
                 kwargs["type"] = positive_int if meta.positive else int
             elif base in (float, Path):

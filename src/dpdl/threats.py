@@ -22,10 +22,12 @@ from itertools import combinations
 
 import numpy as np
 
+from dpdl.choices import THREAT_NAMES, THREAT_REGISTRY
 from dpdl.errors import ConfigError
 
 __all__ = [
     "THREAT_NAMES",
+    "THREAT_REGISTRY",
     "CentralObserver",
     "Colluding",
     "Eavesdropper",
@@ -105,18 +107,27 @@ class CentralObserver(ThreatModel):
         return np.full((1, honest), 1.0 / honest)
 
 
-THREAT_NAMES = ("eavesdropper", "honest-but-curious", "colluding-<q>", "central")
+def honest_but_curious() -> Colluding:
+    """Each agent alone, curious (DECOR's adversary II): coalitions of one."""
+    return Colluding(1)
+
+
+def colluding(q: str) -> Colluding:
+    """Coalitions of ``q`` agents, ``q`` the digits of the name ``colluding-<q>``."""
+    if not q.isdigit():
+        raise ConfigError(
+            f"unknown threat model 'colluding-{q}'; known: {', '.join(THREAT_REGISTRY.names())}"
+        )
+    return Colluding(int(q))
 
 
 def threat_by_name(name: str) -> ThreatModel:
-    """The threat model called ``name``: ``eavesdropper``, ``honest-but-curious``,
-    ``colluding-<q>`` or ``central``."""
-    if name == "eavesdropper":
-        return Eavesdropper()
-    if name == "central":
-        return CentralObserver()
-    if name == "honest-but-curious":
-        return Colluding(1)
-    if name.startswith("colluding-") and name.removeprefix("colluding-").isdigit():
-        return Colluding(int(name.removeprefix("colluding-")))
-    raise ConfigError(f"unknown threat model {name!r}; known: {', '.join(THREAT_NAMES)}")
+    """The threat model called ``name`` in :data:`dpdl.choices.THREAT_REGISTRY`:
+    ``eavesdropper``, ``honest-but-curious``, ``colluding-<q>``, ``central``, or one registered
+    there."""
+    entry, parameter = THREAT_REGISTRY.match(name)
+    factory = entry.load()
+    threat = factory() if parameter is None else factory(parameter)
+    if not isinstance(threat, ThreatModel):
+        raise ConfigError(f"threat model {name!r} built a {type(threat).__name__}")
+    return threat

@@ -8,8 +8,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
-from dpdl.choices import SYNTHETIC_GRAPHS
-from dpdl.errors import GraphError
+from dpdl.choices import GRAPH_SOURCES, SYNTHETIC_GRAPHS
 from dpdl.graphs.mixing import (
     MIXING_RULES,
     NotDoublyStochasticWarning,
@@ -44,6 +43,7 @@ from dpdl.graphs.topologies import (
 
 __all__ = [
     "GRAPH_FILE_FORMATS",
+    "GRAPH_SOURCES",
     "MIXING_RULES",
     "REAL_GRAPHS",
     "SYNTHETIC_GRAPHS",
@@ -78,23 +78,12 @@ def build_graph(
     spec: str, n: int | None = None, p: float | None = None, seed: int | np.random.SeedSequence = 0
 ) -> nx.Graph:
     """Graph from a specification: a synthetic name (with ``n``, and ``p`` for ``er``), a real
-    graph name (:data:`REAL_GRAPHS`), or a graph file, ``FORMAT:PATH`` or ``file:PATH``
-    (:data:`GRAPH_FILE_FORMATS`). The result is checked to be connected.
+    graph name (:data:`REAL_GRAPHS`), another name of :data:`GRAPH_SOURCES`, or a graph file,
+    ``FORMAT:PATH`` or ``file:PATH`` (:data:`GRAPH_FILE_FORMATS`). Real graphs and graph files are
+    checked to be connected.
     """
     if (file := graph_file_spec(spec)) is not None:
         return require_connected(read_graph_file(file[1], file[0]), f"graph in {spec}")
-    if spec in SYNTHETIC_GRAPHS:
-        if n is None:
-            raise GraphError(f"graph {spec!r} needs a number of agents n")
-        if spec == "er":
-            if p is None:
-                raise GraphError("an Erdos-Renyi graph needs an edge probability p")
-            return erdos_renyi(n, p, seed)
-        return {
-            "ring": ring,
-            "torus": torus,
-            "complete": complete,
-            "star": star,
-            "exponential": exponential,
-        }[spec](n)
-    return require_connected(real_graph(spec), f"graph {spec!r}")
+    if spec not in GRAPH_SOURCES:  # the real graphs' own message, listing them
+        return require_connected(real_graph(spec), f"graph {spec!r}")
+    return GRAPH_SOURCES.get(spec)(spec, n, p, seed)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import networkx as nx
 import numpy as np
 
+from dpdl.choices import MIXING_RULE_REGISTRY
 from dpdl.errors import MixingMatrixError
 from dpdl.graphs.topologies import require_connected
 
@@ -229,8 +230,8 @@ MIXING_RULES: dict[str, Callable[[nx.Graph], np.ndarray]] = {
 
 
 def mixing_matrix(graph: nx.Graph, rule: str = "metropolis-hastings") -> np.ndarray:
-    """The mixing matrix of ``graph`` under ``rule`` (a key of :data:`MIXING_RULES`), validated."""
-    if rule not in MIXING_RULES:
-        raise MixingMatrixError(f"unknown mixing rule {rule!r}; known: {', '.join(MIXING_RULES)}")
-    weights = MIXING_RULES[rule](graph)
+    """The mixing matrix of ``graph`` under ``rule`` (a name of
+    :data:`dpdl.choices.MIXING_RULE_REGISTRY`), validated (doubly stochastic unless
+    ``local-degree``)."""
+    weights = MIXING_RULE_REGISTRY.get(rule)(graph)
     return validate_mixing_matrix(weights, graph, doubly_stochastic=rule != "local-degree")

@@ -19,13 +19,14 @@ from dpdl.choices import (
     CALIBRATIONS,
     CLIP_LEVELS,
     GRAPH_FILE_FORMATS,
+    GRAPH_SOURCES,
     INJECTIONS,
-    MECHANISM_NAMES,
-    MIXING_RULE_NAMES,
+    MECHANISM_REGISTRY,
+    MIXING_RULE_REGISTRY,
     REAL_GRAPHS,
     SCHEDULES,
     SYNTHETIC_GRAPHS,
-    TASKS,
+    TASK_REGISTRY,
 )
 from dpdl.errors import ConfigError
 from dpdl.settings import DesignOptions, TaskOptions, TrackingOptions, check_fields, setting
@@ -47,13 +48,27 @@ DEFAULT_STEP_SIZES: dict[str, tuple[float, str]] = {
     "fashion-lenet": (0.1, "constant"),
 }
 
-_GRAPH_HELP = (
-    f"topology: one of {', '.join(SYNTHETIC_GRAPHS)}; a real graph ({', '.join(REAL_GRAPHS)}); "
-    "or a graph file, file:PATH (format told by the extension .npz/.graphml/.gml, else by the "
-    "content) or FORMAT:PATH, "
-    f"FORMAT one of: {'; '.join(f'{name}: {what}' for name, what in GRAPH_FILE_FORMATS.items())}. "
-    "Default: er"
-)
+
+def _graph_help() -> str:
+    """The ``--graph`` help, with the graph sources registered when it is read."""
+    others = [
+        name for name in GRAPH_SOURCES.names() if name not in SYNTHETIC_GRAPHS + tuple(REAL_GRAPHS)
+    ]
+    registered = f"; a registered graph source ({', '.join(others)})" if others else ""
+    return (
+        f"topology: one of {', '.join(SYNTHETIC_GRAPHS)}; a real graph ({', '.join(REAL_GRAPHS)})"
+        f"{registered}; "
+        "or a graph file, file:PATH (format told by the extension .npz/.graphml/.gml, else by the "
+        "content) or FORMAT:PATH, "
+        "FORMAT one of: "
+        f"{'; '.join(f'{name}: {what}' for name, what in GRAPH_FILE_FORMATS.items())}. "
+        "Default: er"
+    )
+
+
+def _mechanism_help() -> str:
+    """The ``--mechanism`` help, with the mechanisms registered when it is read."""
+    return f"noise mechanism: none, {', '.join(MECHANISM_REGISTRY.names())} (default ldp)"
 
 
 @dataclass(frozen=True)
@@ -63,8 +78,10 @@ class TrainConfig:
     Every field is checked on construction (type, choices, range), with a :class:`ConfigError`
     naming the field; :meth:`resolved` checks how the fields fit together."""
 
-    task: str = setting("logreg-a9a", "learning task (default logreg-a9a)", choices=TASKS)
-    graph: str = setting("er", _GRAPH_HELP, group="graph")
+    task: str = setting(
+        "logreg-a9a", "learning task (default logreg-a9a)", choices=TASK_REGISTRY.names
+    )
+    graph: str = setting("er", _graph_help, group="graph")
     n: int = setting(
         20, "number of agents for synthetic graphs (default 20)", positive=True, group="graph"
     )
@@ -72,12 +89,10 @@ class TrainConfig:
     mixing: str = setting(
         "metropolis-hastings",
         "mixing rule (default metropolis-hastings)",
-        choices=MIXING_RULE_NAMES,
+        choices=MIXING_RULE_REGISTRY.names,
         group="graph",
     )
-    mechanism: str = setting(
-        "ldp", f"noise mechanism: none, {', '.join(MECHANISM_NAMES)} (default ldp)"
-    )
+    mechanism: str = setting("ldp", _mechanism_help)
     eps: float = setting(10.0, "target epsilon (default 10)", group="privacy")
     delta: float = setting(1e-5, "target delta (default 1e-5)", group="privacy")
     steps: int = setting(
@@ -152,7 +167,9 @@ class TrainConfig:
             raise ConfigError(
                 f"gradient tracking injects {', '.join(INJECTIONS)} noise, not {self.mechanism!r}"
             )
-        eta, schedule = DEFAULT_STEP_SIZES[self.task]
+        if self.task not in DEFAULT_STEP_SIZES and self.lr is None:  # a registered task
+            raise ConfigError(f"task {self.task!r} has no default step size: give one (--lr)")
+        eta, schedule = DEFAULT_STEP_SIZES.get(self.task, (self.lr, "constant"))
         return replace(
             self, lr=self.lr if self.lr is not None else eta, schedule=self.schedule or schedule
         )

@@ -3,6 +3,9 @@ use.
 
 Every factory takes the graph, its mixing matrix, the calibration and :class:`DesignOptions`, and
 returns a mechanism whose guarantee against the threat it is designed for is the calibrated one.
+They are registered by import path in :data:`dpdl.choices.MECHANISM_REGISTRY`, which
+:func:`build_mechanism` dispatches through; a mechanism defined elsewhere is registered with
+``@MECHANISM_REGISTRY.register(name, help=...)`` (``examples/custom_mechanism.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import numpy as np
 
 from dpdl.accounting.accountant import step_sensitivity
 from dpdl.accounting.calibration import Calibration, noise_scale, safe_scale
-from dpdl.choices import DECOR_SEARCHES
+from dpdl.choices import DECOR_SEARCHES, MECHANISM_REGISTRY
 from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.mechanisms.decor import appendix_d_couples, design_decor
@@ -25,7 +28,13 @@ from dpdl.mechanisms.zero_sum import design_zero_sum
 from dpdl.settings import DesignOptions
 from dpdl.threats import CentralObserver, Colluding, Eavesdropper, ThreatModel, threat_by_name
 
-__all__ = ["DECOR_SEARCHES", "MECHANISMS", "DesignOptions", "build_mechanism"]
+__all__ = [
+    "DECOR_SEARCHES",
+    "MECHANISMS",
+    "MECHANISM_REGISTRY",
+    "DesignOptions",
+    "build_mechanism",
+]
 
 
 Factory = Callable[[nx.Graph, np.ndarray, Calibration, DesignOptions], NoiseMechanism]
@@ -116,7 +125,8 @@ def _lppa(
     return design_noise_flow(graph, calibration)
 
 
-#: Calibrated mechanisms by CLI name ("none" takes no budget).
+#: The built-in calibrated mechanisms by CLI name, the targets of
+#: :data:`dpdl.choices.MECHANISM_REGISTRY`'s entries ("none" takes no budget).
 MECHANISMS: dict[str, Factory] = {
     "ldp": _ldp,
     "cdp": _cdp,
@@ -141,8 +151,16 @@ def build_mechanism(
     """
     if name == NoNoise.name:
         return NoNoise(weights.shape[0])
-    if name not in MECHANISMS:
-        raise ConfigError(f"unknown mechanism {name!r}; known: none, {', '.join(MECHANISMS)}")
+    if name not in MECHANISM_REGISTRY:
+        raise ConfigError(
+            f"unknown mechanism {name!r}; known: none, {', '.join(MECHANISM_REGISTRY.names())}"
+        )
     if calibration is None:
         raise ConfigError(f"mechanism {name!r} needs a privacy budget (eps, delta)")
-    return MECHANISMS[name](graph, weights, calibration, options or DesignOptions())
+    factory = MECHANISM_REGISTRY.get(name)
+    mechanism = factory(graph, weights, calibration, options or DesignOptions())
+    if not isinstance(mechanism, NoiseMechanism):
+        raise ConfigError(
+            f"mechanism {name!r} built a {type(mechanism).__name__}, not a NoiseMechanism"
+        )
+    return mechanism

@@ -27,6 +27,7 @@ from dpdl.errors import DpdlError
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.job import build_job, privacy_reports
 from dpdl.processes import worker_context
+from dpdl.registry import load_plugins
 from dpdl.runtime.agent import AgentOptions, final_model_path, run_agent
 from dpdl.runtime.departure import remaining_agents
 
@@ -72,6 +73,7 @@ def _local_agent(
 ) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     try:
+        load_plugins()  # a fresh process: what the plugins register (DPDL_PLUGINS is inherited)
         init_agent(rank, world)
         target(rank, *args)
         dist.destroy_process_group()

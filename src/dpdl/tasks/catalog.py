@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from dpdl.choices import IMAGE_TASKS, TASKS
+from dpdl.choices import TASK_REGISTRY, TASKS
 from dpdl.data.a9a import load_a9a
 from dpdl.data.adult import load_adult
 from dpdl.data.housing import load_california_housing
@@ -23,6 +23,7 @@ from dpdl.tasks.torch_model import TorchModelTask
 
 __all__ = [
     "TASKS",
+    "TASK_REGISTRY",
     "TaskOptions",
     "build_task",
     "image_cnn",
@@ -65,39 +66,36 @@ def partition_labels(
 
 
 def build_task(name: str, n_agents: int, seed: int = 0, options: TaskOptions | None = None) -> Task:
-    """Task ``name`` for ``n_agents`` agents; data split and partition are drawn from ``seed``."""
-    options = options or TaskOptions()
-    if name == "quadratic":
-        return whisper_quadratic(n_agents)
-    if name == "least-squares":
-        return decor_least_squares(
-            n_agents, options.dim, purpose_rng(seed, "least-squares targets")
-        )
-    if name == "logreg-a9a":
-        features, labels = load_a9a()
-        train, test = train_test_split(
-            len(labels), options.test_fraction, purpose_rng(seed, "train/test split")
-        )
-        parts = partition_labels(labels[train], n_agents, options, purpose_rng(seed, "partition"))
-        return LogisticRegression(
-            name, features[train], labels[train], parts, features[test], labels[test], options.l2
-        )
-    if name == "mnist-mlp":
-        return _mnist_mlp(n_agents, seed, options)
-    if name == "housing-mlp":
-        return _housing_mlp(n_agents, seed, options)
-    if name == "adult-mlp":
-        return _adult_mlp(n_agents, seed, options)
-    if name in IMAGE_TASKS:
-        return _image_task(name, n_agents, seed, options)
-    raise ConfigError(f"unknown task {name!r}; known: {', '.join(TASKS)}")
+    """Task ``name`` (of :data:`dpdl.choices.TASK_REGISTRY`) for ``n_agents`` agents; data split
+    and partition are drawn from ``seed``."""
+    factory = TASK_REGISTRY.get(name)
+    return factory(name, n_agents, seed, options or TaskOptions())
+
+
+def _quadratic(name: str, n_agents: int, seed: int, options: TaskOptions) -> Task:
+    return whisper_quadratic(n_agents)
+
+
+def _least_squares(name: str, n_agents: int, seed: int, options: TaskOptions) -> Task:
+    return decor_least_squares(n_agents, options.dim, purpose_rng(seed, "least-squares targets"))
+
+
+def _logreg_a9a(name: str, n_agents: int, seed: int, options: TaskOptions) -> Task:
+    features, labels = load_a9a()
+    train, test = train_test_split(
+        len(labels), options.test_fraction, purpose_rng(seed, "train/test split")
+    )
+    parts = partition_labels(labels[train], n_agents, options, purpose_rng(seed, "partition"))
+    return LogisticRegression(
+        name, features[train], labels[train], parts, features[test], labels[test], options.l2
+    )
 
 
 def _cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return functional.cross_entropy(outputs, targets, reduction="none")
 
 
-def _mnist_mlp(n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
+def _mnist_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
     """MNIST with a one-hidden-layer network (DECOR Section 6.2; CorN-DSGD's shallow network).
 
     The 70000 images (train and test files together) are split 80/20 and partitioned like a9a
@@ -137,7 +135,7 @@ def _squared_error(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return (outputs.squeeze(-1) - targets) ** 2
 
 
-def _housing_mlp(n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
+def _housing_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
     """California housing regression with a one-hidden-layer ReLU network, mean squared error
     (MAFALDA-SGD Section 7.2: width 64). Features and target are standardised with the training
     split's statistics, so predicting the mean scores a test loss of about 1. Label-based
@@ -169,7 +167,7 @@ def _housing_mlp(n_agents: int, seed: int, options: TaskOptions) -> TorchModelTa
     )
 
 
-def _adult_mlp(n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
+def _adult_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
     """UCI Adult income with a one-hidden-layer sigmoid network and two-class cross-entropy (LPPA's
     binary tasks use "a multi-layer perceptron" of unstated width and activation; ours is
     ``options.hidden`` wide, sigmoid as DLG's networks, see :func:`lenet`), on the original train /
