@@ -57,6 +57,8 @@ def climbs(layer: str, above: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize(
     ("layer", "above"),
     [
+        # Accounting reads plain noise descriptions: it knows no mechanism, engine or experiment.
+        ("accounting", ("dpdl.mechanisms", "dpdl.runtime", "dpdl.simulation", "dpdl.experiments")),
         ("simulation", ("dpdl.experiments", "dpdl.runtime", "dpdl.cli")),
         ("runtime", ("dpdl.experiments", "dpdl.cli")),
         ("jobspec", ("dpdl.experiments", "dpdl.simulation", "dpdl.runtime", "dpdl.cli")),

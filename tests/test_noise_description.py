@@ -1,9 +1,8 @@
-"""Noise as plain data: the accountant reads descriptions, imports no mechanism, and composes
-phases.
+"""Noise as plain data: the accountant reads descriptions and composes phases (that it imports
+no mechanism is checked with the other layers in ``tests/test_layers.py``).
 
 Independent references:
 
-- the layering rule, read from the source files' syntax trees (function-level imports included);
 - Gaussian-DP composition (Dong, Roth & Su, Corollary 3.3) and its (eps, delta) curve
   (Corollary 2.13), ``delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)``, evaluated
   with scipy, independently of :mod:`dpdl.accounting.gdp`;
@@ -14,16 +13,13 @@ Independent references:
 
 from __future__ import annotations
 
-import ast
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
 from scipy.stats import norm
 
-import dpdl.accounting
 from dpdl.accounting import (
     AgentLevel,
     ExampleLevel,
@@ -45,52 +41,6 @@ from dpdl.threats import CentralObserver, Colluding, Eavesdropper
 
 DELTA = 1e-5
 CLIP = 0.1
-FORBIDDEN = ("dpdl.mechanisms", "dpdl.runtime", "dpdl.simulation", "dpdl.experiments")
-
-
-# -- layering --------------------------------------------------------------------------------------
-
-
-def _imported_modules(path: Path, package: str) -> list[tuple[int, str]]:
-    """Every module ``path`` (a file of ``package``) imports, anywhere in the file (functions
-    included), as absolute names; ``from x import y`` counts as importing both x and x.y."""
-    parts, found = package.split("."), []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = parts[: len(parts) - node.level + 1] if node.level else []
-            module = ".".join([*base, node.module] if node.module else base)
-            found.append((node.lineno, module))
-            found.extend((node.lineno, f"{module}.{alias.name}") for alias in node.names)
-    return found
-
-
-def test_the_accounting_layer_imports_no_mechanism_runtime_simulation_or_experiment() -> None:
-    root = Path(dpdl.accounting.__file__).parent
-    files = sorted(root.rglob("*.py"))
-    assert {"accountant.py", "calibration.py", "noise.py", "phases.py"} <= {f.name for f in files}
-    upward = [
-        f"{path.relative_to(root)}:{line} imports {module}"
-        for path in files
-        for line, module in _imported_modules(
-            path, ".".join(["dpdl", *path.parent.relative_to(root.parent).parts])
-        )
-        if module.startswith(FORBIDDEN)
-    ]
-    assert upward == []
-
-
-def test_the_import_walk_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
-    source = tmp_path / "module.py"
-    source.write_text(
-        "def f():\n    import dpdl.runtime.agent\n    from ..mechanisms import base\n"
-    )
-    assert [m for _, m in _imported_modules(source, "dpdl.accounting")] == [
-        "dpdl.runtime.agent",
-        "dpdl.mechanisms",
-        "dpdl.mechanisms.base",
-    ]
 
 
 # -- the description carries what the accountant reads ---------------------------------------------

@@ -27,6 +27,7 @@ from typing import Any
 
 from dpdl.data.paths import cache_dir, data_roots, manifest
 from dpdl.errors import DataError
+from dpdl.files import file_sha256
 
 __all__ = ["CHUNK", "RETRIES", "FileStatus", "download", "fetch", "survey"]
 
@@ -45,14 +46,6 @@ Progress = Callable[[int, "int | None"], None]
 
 class _Transient(Exception):
     """An attempt failed in a way worth retrying (connection lost, short transfer, server error)."""
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _attempt(url: str, handle: Any, size: int | None, progress: Progress | None) -> str:
@@ -170,7 +163,7 @@ def fetch(
     paths = []
     for item in entry["files"]:
         path = dest / item["path"]
-        if path.is_file() and _sha256(path) == item["sha256"]:
+        if path.is_file() and file_sha256(path) == item["sha256"]:
             logger.info("%s is already there, verified", path)
         else:
             download(
@@ -221,7 +214,9 @@ def survey(datasets: dict[str, dict[str, Any]] | None = None) -> list[FileStatus
                 found.append(FileStatus(name, item["path"], None, None, None, None))
                 continue
             what, path, layout = hit
-            verified = None if layout.get("sha256") is None else _sha256(path) == layout["sha256"]
+            verified = (
+                None if layout.get("sha256") is None else file_sha256(path) == layout["sha256"]
+            )
             found.append(
                 FileStatus(name, layout["path"], path, what, path.stat().st_size, verified)
             )
