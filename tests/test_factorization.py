@@ -22,7 +22,7 @@ from dpdl.factorization import (
     antipgd,
     attacker_knowledge,
     dp_dsgd,
-    from_mechanism,
+    from_noise,
     gossip_workload,
     knowledge_epsilon,
     mf_dsgd,
@@ -94,8 +94,8 @@ ALGORITHMS = {
     "antipgd": lambda: antipgd(WEIGHTS, STEPS),
     "muffliato-k2": lambda: muffliato(WEIGHTS, STEPS, 2),
     "mafalda": lambda: mf_dsgd(WEIGHTS, STEPS, local_encoder(mafalda_encoder(STEPS), 6)),
-    "decor": lambda: from_mechanism(Decor(GRAPH, 0.7, 1.5), WEIGHTS, STEPS),
-    "whisper": lambda: from_mechanism(
+    "decor": lambda: from_noise(Decor(GRAPH, 0.7, 1.5).noise, WEIGHTS, STEPS, name="DECOR"),
+    "whisper": lambda: from_noise(
         Whisper.from_covariance(np.eye(6) + np.ones((6, 6))), WEIGHTS, STEPS
     ),
     "zip-dl": lambda: zip_dl(WEIGHTS, STEPS),
@@ -133,7 +133,7 @@ def test_the_papers_encoders_are_the_ones_used(name: str) -> None:
 
 
 def test_zero_sum_noise_has_no_factorization_and_infinite_sensitivity() -> None:
-    knowledge = attacker_knowledge(from_mechanism(ZeroSum(GRAPH, 1.0), WEIGHTS, STEPS), LDP())
+    knowledge = attacker_knowledge(from_noise(ZeroSum(GRAPH, 1.0), WEIGHTS, STEPS), LDP())
     assert knowledge.encoder is None
     assert np.isinf(agent_sensitivities(knowledge, Participation.every_step(STEPS))).all()
     eps, mu = knowledge_epsilon(knowledge, Participation.every_step(STEPS), 1.0, 1e-5)
@@ -174,7 +174,7 @@ def test_per_step_covariance_gives_the_covariance_accountants_epsilon(mechanism:
         if mechanism == "decor"
         else Whisper.from_covariance(np.eye(6) + np.ones((6, 6)))
     )
-    algorithm = from_mechanism(design, WEIGHTS, STEPS)
+    algorithm = from_noise(design, WEIGHTS, STEPS)
     neighbouring = AgentLevel(0.3)
     every = Participation.every_step(STEPS)
     eps, mu = knowledge_epsilon(

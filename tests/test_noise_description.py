@@ -34,8 +34,9 @@ from dpdl.accounting.phases import Phase, calibrate_last_phase, compose_phases, 
 from dpdl.errors import ConfigError
 from dpdl.graphs import erdos_renyi, metropolis_hastings
 from dpdl.mechanisms import LocalDP
-from dpdl.mechanisms.base import NoiseMechanism
+from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.mechanisms.decor import Decor
+from dpdl.mechanisms.lppa import lppa_noise
 from dpdl.mechanisms.registry import build_mechanism
 from dpdl.threats import CentralObserver, Colluding, Eavesdropper
 
@@ -130,6 +131,24 @@ def test_the_base_mechanism_holds_its_description() -> None:
     np.testing.assert_array_equal(
         mechanism.scaled(3.0).covariance(), mechanism.noise.scaled(3.0).covariance()
     )
+
+
+def test_the_seeds_agents_agree_on_are_read_from_plain_data(graph) -> None:
+    """What the key exchange and the seed book read is the noise description: a tracking
+    injection's seed structure is a :class:`GaussianNoise` with the injection's covariance (LPPA:
+    one secret per arc, held by its two ends), and a seed book hands an agent the same seeds
+    whether it is given the description or the mechanism that holds it."""
+    injection = lppa_noise(graph, 0.025, "gaussian")
+    structure = injection.seed_structure()
+    assert isinstance(structure, GaussianNoise) and structure.name == injection.name
+    np.testing.assert_allclose(structure.covariance(), injection.covariance(), rtol=1e-14)
+    arcs = [tuple(sorted(secret.holders)) for secret in structure.secrets]
+    assert sorted(arcs) == sorted(tuple(sorted(e)) for e in graph.to_directed().edges())
+    decor = Decor(graph, 0.7, 1.5)
+    book = SeedBook.for_run(3, decor.n, len(decor.secrets))
+    for agent in range(decor.n):
+        assert book.for_agent(decor.noise, agent) == book.for_agent(decor, agent)
+        assert set(book.for_agent(decor.noise, agent).secrets) == set(decor.secrets_of(agent))
 
 
 # -- composition across phases ---------------------------------------------------------------------

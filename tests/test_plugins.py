@@ -250,3 +250,24 @@ def test_the_agent_processes_of_run_local_import_the_plugin(tmp_path: Path) -> N
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "run" / "models.npy").is_file()
+
+
+def test_the_audit_audits_a_plugin_mechanism_and_names_an_unknown_one(tmp_path: Path) -> None:
+    help_text = _cli("audit", "--help", plugins="examples/custom_mechanism.py").stdout
+    assert "tree-pairwise" in help_text
+    run = _cli(
+        "audit", "--graph", "ring", "--n", "6", "--steps", "20", "--eps", "3",
+        "--mechanisms", "tree-pairwise", "ldp", "--attack-trials", "200",
+        "--out", str(tmp_path / "audit"), "--no-progress", "--json",
+        plugins="examples/custom_mechanism.py",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    rows = {row["method"]: row for row in json.loads(run.stdout.splitlines()[-1])["rows"]}
+    assert list(rows) == ["none", "tree-pairwise", "ldp"]
+    epsilon = rows["tree-pairwise"]["epsilon"]["eavesdropper"]
+    assert epsilon <= 3.0
+    assert epsilon == pytest.approx(3.0, rel=1e-6)
+    unknown = _cli("audit", "--graph", "ring", "--n", "6", "--mechanisms", "tree-pairwise",
+                   "--out", str(tmp_path / "no"), plugins=None)  # fmt: skip
+    assert unknown.returncode == 2
+    assert "unknown mechanism 'tree-pairwise' to audit; known: none, ldp" in unknown.stderr

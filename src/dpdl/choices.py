@@ -36,6 +36,7 @@ __all__ = [
     "MECHANISM_REGISTRY",
     "MIXING_RULE_NAMES",
     "MIXING_RULE_REGISTRY",
+    "MULTISEED_MAX_N",
     "PARTITIONS",
     "REAL_GRAPHS",
     "SAMPLERS",
@@ -223,3 +224,7 @@ MACS = ("aes-gmac", "poly1305", "hmac-sha256")
 #: Membership-test trials per hypothesis of the empirical lower bounds
 #: (:func:`dpdl.attacks.membership_lower_bound`; about a second per mechanism at n = 10, T = 100).
 DEFAULT_TRIALS = 20_000
+
+#: The multi-seed design is a CVXPY SDP with C(n, q) n constraints: ``dpdl audit`` includes it by
+#: default up to this n (:func:`dpdl.experiments.audit.audit_mechanisms`).
+MULTISEED_MAX_N = 12

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from dpdl import __version__
-from dpdl.choices import DEFAULT_TRIALS, MECHANISM_REGISTRY, THREAT_REGISTRY
+from dpdl.choices import DEFAULT_TRIALS, MECHANISM_REGISTRY, MULTISEED_MAX_N, THREAT_REGISTRY
 from dpdl.errors import DpdlError
 from dpdl.jobspec.config import TrainConfig
 from dpdl.registry import load_plugins
@@ -235,6 +235,15 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
     add_graph_arguments(parser)
     add_graph_seed_argument(parser)
     add_budget_arguments(parser)
+    parser.add_argument(
+        "--mechanisms",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help=f"mechanisms to audit, after no noise, of {', '.join(MECHANISM_REGISTRY.names())} "
+        "(default: all of them, plugins included; whisper-multiseed only up to "
+        f"n = {MULTISEED_MAX_N} agents)",
+    )
     group = parser.add_argument_group("attack")
     group.add_argument(
         "--attack-trials",
@@ -605,6 +614,7 @@ def _audit(args: argparse.Namespace) -> int:
         attack_trials=args.attack_trials,
         seed=args.seed,
         progress=not args.no_progress,
+        mechanisms=args.mechanisms,
     )
     table = format_audit(reports)
     print(

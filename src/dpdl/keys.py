@@ -38,8 +38,9 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305  # noqa: E402
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF  # noqa: E402
 
+from dpdl.accounting.noise import GaussianNoise, NoiseSource, SharedSecret, noise_of  # noqa: E402
 from dpdl.errors import AuthenticationError, ConfigError  # noqa: E402
-from dpdl.mechanisms.base import NoiseMechanism, SeedBook, SharedSecret  # noqa: E402
+from dpdl.mechanisms.base import SeedBook  # noqa: E402
 
 __all__ = [
     "AgentKey",
@@ -171,14 +172,17 @@ def secret_seed(
     return _seed(group_seed)
 
 
-def simulated_seed_book(mechanism: NoiseMechanism, key_seed: int, epoch: int = 0) -> SeedBook:
-    """Every seed that agents with keys from ``key_seed`` (and ``epoch``) agree on for
-    ``mechanism``, computed in one process by the same derivations the agents run
-    (:mod:`dpdl.runtime.handshake`)."""
-    keys = [AgentKey.create(i, key_seed, epoch) for i in range(mechanism.n)]
+def simulated_seed_book(
+    source: GaussianNoise | NoiseSource, key_seed: int, epoch: int = 0
+) -> SeedBook:
+    """Every seed that agents with keys from ``key_seed`` (and ``epoch``) agree on for the noise
+    ``source`` describes (a description, or a mechanism holding one), computed in one process by
+    the same derivations the agents run (:mod:`dpdl.runtime.handshake`)."""
+    noise = noise_of(source)
+    keys = [AgentKey.create(i, key_seed, epoch) for i in range(noise.n)]
     publics = {i: key.public for i, key in enumerate(keys)}
     secrets = {}
-    for k, secret in enumerate(mechanism.secrets):
+    for k, secret in enumerate(noise.secrets):
         first = keys[secret.holders[0]]
         group = keys[leader(secret)].group_seed(k) if len(secret.holders) != 2 else None
         secrets[k] = secret_seed(k, secret.holders, first, publics, group)

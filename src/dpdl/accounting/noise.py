@@ -123,6 +123,11 @@ class GaussianNoise:
         """Per-coordinate covariance R (n x n) of one round's noise across agents."""
         return np.diag(self.private_variances) + self._gram(slice(None))
 
+    def variance_after_mixing(self, weights: np.ndarray) -> float:
+        """``Tr(W R W^T)``: noise variance one gossip round leaves, per coordinate, summed over
+        agents (the privacy term of CorN-DSGD Theorem 1, eq. (6))."""
+        return float(np.sum((weights @ self.covariance()) * weights))
+
     def _hidden_secrets(self, members: np.ndarray) -> np.ndarray:
         """Indices of the secrets no member of the coalition (a boolean mask) holds."""
         return np.flatnonzero(np.asarray(self.holder_matrix @ members.astype(float)).ravel() == 0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import networkx as nx
@@ -24,29 +25,39 @@ from tqdm.auto import tqdm
 
 from dpdl.accounting import AgentLevel
 from dpdl.attacks.membership import DEFAULT_TRIALS, membership_lower_bound
+from dpdl.choices import MULTISEED_MAX_N
+from dpdl.errors import ConfigError
 from dpdl.experiments.noise import DEFAULT_THREATS, NoiseReport, noise_report
 from dpdl.experiments.results import json_safe, write_rows
 from dpdl.mechanisms.independent import NoNoise
 from dpdl.mechanisms.lppa import NoiseFlow, lppa_noise
-from dpdl.mechanisms.registry import MECHANISMS, DesignOptions
+from dpdl.mechanisms.registry import MECHANISM_REGISTRY, DesignOptions
 from dpdl.threats import Eavesdropper, ThreatModel
 
 __all__ = ["MULTISEED_MAX_N", "audit_mechanisms", "format_audit", "run_audit", "write_audit"]
 
-#: The multi-seed design is a CVXPY SDP with C(n, q) n constraints: audited up to this n.
-MULTISEED_MAX_N = 12
 #: LPPA's Laplace noise scale in its experiments (Section 6, "beta = 0.025").
 LPPA_LAPLACE_SCALE = 0.025
 #: The threat the attacks play.
 ATTACKER = str(Eavesdropper())
 
 
-def audit_mechanisms(n: int) -> list[str]:
-    """Mechanisms audited on n agents: no noise first, then every design (the multi-seed SDP only
-    for small n)."""
-    return [NoNoise.name] + [
-        name for name in MECHANISMS if name != "whisper-multiseed" or n <= MULTISEED_MAX_N
-    ]
+def audit_mechanisms(n: int, names: Sequence[str] | None = None) -> list[str]:
+    """Mechanisms audited on n agents: no noise first, then ``names`` in their order, or by default
+    every registered design, plugins included (the multi-seed SDP only for small n)."""
+    if names is None:
+        names = [
+            name
+            for name in MECHANISM_REGISTRY.names()
+            if name != "whisper-multiseed" or n <= MULTISEED_MAX_N
+        ]
+    unknown = [name for name in names if name != NoNoise.name and name not in MECHANISM_REGISTRY]
+    if unknown:
+        raise ConfigError(
+            f"unknown mechanism {unknown[0]!r} to audit; known: none, "
+            f"{', '.join(MECHANISM_REGISTRY.names())}"
+        )
+    return [NoNoise.name, *(name for name in dict.fromkeys(names) if name != NoNoise.name)]
 
 
 def run_audit(
@@ -61,9 +72,11 @@ def run_audit(
     attack_trials: int = DEFAULT_TRIALS,
     seed: int = 0,
     progress: bool = True,
+    mechanisms: Sequence[str] | None = None,
 ) -> list[NoiseReport]:
-    """One :class:`NoiseReport` per audited mechanism, each attacked as every threat."""
-    names = audit_mechanisms(graph.number_of_nodes())
+    """One :class:`NoiseReport` per audited mechanism (:func:`audit_mechanisms` of
+    ``mechanisms``), each attacked as every threat."""
+    names = audit_mechanisms(graph.number_of_nodes(), mechanisms)
     reports = [
         noise_report(
             name,

@@ -11,8 +11,9 @@ size are dropped: they change no privacy guarantee. Constructors:
 - :func:`mf_dsgd`: MF-D-SGD with any encoder C (Algorithm 1, eq. (5)): ``N = C^-1``.
 - :func:`antipgd`: AntiPGD (Koloskova et al., NeurIPS 2023; A.3): noise ``z_t - z_{t-1}``.
 - :func:`muffliato`: Muffliato-SGD with K gossip rounds per gradient (A.4).
-- :func:`from_mechanism`: any per-step covariance design of :mod:`dpdl.mechanisms` (LDP, DECOR,
-  Whisper, zero-sum): its private parts and shared secrets become columns of Z (A.5; a per-step
+- :func:`from_noise`: any per-step covariance design, read from its plain description
+  (:class:`~dpdl.accounting.noise.GaussianNoise`: LDP, DECOR, Whisper, zero-sum, ...): its
+  private parts and shared secrets become columns of Z (A.5; a per-step
   covariance R is the special encoder ``I_T (x) [diag(sigma_private)^-1; 0]``).
 - :func:`zip_dl`: Zip-DL (Biswas et al., PoPETs 2025; A.6): a different noise on every message.
 """
@@ -24,15 +25,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
+from dpdl.accounting.noise import GaussianNoise, NoiseSource, noise_of
 from dpdl.errors import ConfigError
 from dpdl.factorization.workload import gossip_sequence, gossip_workload, muffliato_workload
-from dpdl.mechanisms.base import NoiseMechanism
 
 __all__ = [
     "LinearAlgorithm",
     "antipgd",
     "dp_dsgd",
-    "from_mechanism",
+    "from_noise",
     "local_encoder",
     "mf_dsgd",
     "muffliato",
@@ -170,16 +171,17 @@ def muffliato(weights: np.ndarray, steps: int, rounds: int, sigma: float = 1.0) 
     )
 
 
-def from_mechanism(mechanism: NoiseMechanism, weights: np.ndarray, steps: int) -> LinearAlgorithm:
+def from_noise(
+    source: GaussianNoise | NoiseSource, weights: np.ndarray, steps: int, name: str | None = None
+) -> LinearAlgorithm:
     """D-SGD with a per-step noise design: ``v_t = diag(sigma_private) z_t + F s_t`` with ``F`` the
-    mechanism's shared secrets, each secret's seed held by its holders (A.5 for DECOR)."""
-    n = mechanism.n
-    generator = (
-        mechanism.generator.toarray()
-        if hasattr(mechanism.generator, "toarray")
-        else np.asarray(mechanism.generator)
-    )
-    private = np.sqrt(mechanism.private_variances)
+    shared secrets of the noise ``source`` describes (a description, or a mechanism holding one),
+    each secret's seed held by its holders (A.5 for DECOR). ``name``: the algorithm's label
+    (default: the noise's, then ``source``'s ``name``)."""
+    noise = noise_of(source)
+    n = noise.n
+    generator = noise.generator.toarray() if sparse.issparse(noise.generator) else noise.generator
+    private = np.sqrt(noise.private_variances)
     injection = sparse.kron(
         sparse.identity(steps), np.hstack([np.diag(private), generator]), format="csr"
     )
@@ -190,7 +192,7 @@ def from_mechanism(mechanism: NoiseMechanism, weights: np.ndarray, steps: int) -
         )
     sequence = gossip_sequence(weights, steps)
     return _broadcast(
-        mechanism.name or "D-SGD",
+        name or noise.name or getattr(source, "name", "") or "D-SGD",
         sequence,
         steps,
         gossip_workload(sequence, steps),

@@ -13,6 +13,7 @@ import networkx as nx
 import numpy as np
 
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
+from dpdl.accounting.noise import GaussianNoise
 from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
@@ -71,9 +72,12 @@ class Job:
     injection: TrackingNoise | None = None
 
     @property
-    def noise_seeds(self) -> NoiseMechanism:
-        """The structure of the seeds the agents agree on: the mechanism's, or the injection's."""
-        return self.injection.seed_structure() if self.injection is not None else self.mechanism
+    def noise_seeds(self) -> GaussianNoise:
+        """The noise whose seeds the agents agree on, as plain data: the mechanism's, or the
+        injection's."""
+        if self.injection is not None:
+            return self.injection.seed_structure()
+        return self.mechanism.noise
 
 
 def build_job(config: TrainConfig, seed: int) -> Job:

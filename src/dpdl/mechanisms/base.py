@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from dpdl.accounting.noise import GaussianNoise, SharedSecret
+from dpdl.accounting.noise import GaussianNoise, NoiseSource, SharedSecret, noise_of
 from dpdl.seeding import purpose_seed
 from dpdl.threats import Eavesdropper, ThreatModel
 
@@ -59,12 +59,13 @@ class SeedBook:
             {k: purpose_seed(seed, f"secret noise/{k}") for k in range(n_secrets)},
         )
 
-    def for_agent(self, mechanism: NoiseMechanism, agent: int) -> SeedBook:
-        """The part of the book agent ``agent`` holds: its private seed and its secrets' seeds."""
+    def for_agent(self, noise: GaussianNoise | NoiseSource, agent: int) -> SeedBook:
+        """The part of the book agent ``agent`` holds: its private seed and the seeds of the
+        secrets it holds in ``noise`` (a noise description, or a mechanism holding one)."""
         return SeedBook(
             self.seed,
             {agent: self.private[agent]},
-            {k: self.secrets[k] for k in mechanism.secrets_of(agent)},
+            {k: self.secrets[k] for k in noise_of(noise).secrets_of(agent)},
         )
 
     @staticmethod
@@ -142,7 +143,7 @@ class NoiseMechanism:
     def variance_after_mixing(self, weights: np.ndarray) -> float:
         """``Tr(W R W^T)``: noise variance one gossip round leaves, per coordinate, summed over
         agents (the privacy term of CorN-DSGD Theorem 1, eq. (6))."""
-        return float(np.sum((weights @ self.covariance()) * weights))
+        return self.noise.variance_after_mixing(weights)
 
     @property
     def is_noiseless(self) -> bool:

@@ -31,9 +31,10 @@ import numpy as np
 from scipy import sparse
 
 from dpdl.accounting.calibration import Calibration
+from dpdl.accounting.noise import GaussianNoise, SharedSecret
 from dpdl.choices import DISTRIBUTIONS, INJECTIONS
 from dpdl.errors import ConfigError
-from dpdl.mechanisms.base import NoiseMechanism, SeedBook, SharedSecret
+from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.mechanisms.zero_sum import matched_to_ldp
 from dpdl.settings import TrackingOptions
 from dpdl.threats import Eavesdropper
@@ -121,10 +122,11 @@ class TrackingNoise:
             else self.scale * rng.standard_normal(shape)
         )
 
-    def seed_structure(self) -> NoiseMechanism:
-        """Who holds which draw: one secret per column of ``spread``, held by the agents it enters
-        (an arc's two ends; a DP draw's agent), as a Gaussian mechanism of the same covariance.
-        Agents agree these seeds by key exchange like any design's (:mod:`dpdl.runtime`)."""
+    def seed_structure(self) -> GaussianNoise:
+        """Who holds which draw, as plain data: one secret per column of ``spread``, held by the
+        agents it enters (an arc's two ends; a DP draw's agent), described as a Gaussian of the
+        same covariance. Agents agree these seeds by key exchange like any design's
+        (:mod:`dpdl.runtime`)."""
         columns = self.spread.tocsc()
         secrets = []
         for c in range(columns.shape[1]):
@@ -137,9 +139,7 @@ class TrackingNoise:
                     math.sqrt(self.variance) * values[order, None],
                 )
             )
-        structure = NoiseMechanism(self.n, 0.0, secrets)
-        structure.name = self.name
-        return structure
+        return GaussianNoise(self.n, 0.0, tuple(secrets), self.name)
 
     def agent_sample(self, agent: int, seeds: SeedBook, step: int, dim: int) -> np.ndarray:
         """Agent ``agent``'s injection at ``step`` from the seeds of the draws it takes part in

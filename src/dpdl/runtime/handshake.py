@@ -21,9 +21,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from dpdl.accounting.noise import GaussianNoise, NoiseSource, noise_of
 from dpdl.errors import ConfigError
 from dpdl.keys import KEY_BYTES, AgentKey, leader, mac_key, secret_seed, unwrap_seed, wrap_seed
-from dpdl.mechanisms.base import NoiseMechanism, SeedBook
+from dpdl.mechanisms.base import SeedBook
 from dpdl.runtime.channel import receivers_of, senders_of, wait
 
 __all__ = ["Links", "design_digest", "handshake"]
@@ -44,11 +45,11 @@ class Links:
     receive_keys: dict[int, bytes]
 
 
-def design_digest(weights: np.ndarray, mechanism: NoiseMechanism) -> bytes:
+def design_digest(weights: np.ndarray, noise: GaussianNoise | NoiseSource) -> bytes:
     """SHA-256 of the mixing matrix and the noise covariance, as this process computes them."""
     return hashlib.sha256(
         np.ascontiguousarray(weights).tobytes()
-        + np.ascontiguousarray(mechanism.covariance()).tobytes()
+        + np.ascontiguousarray(noise_of(noise).covariance()).tobytes()
     ).digest()
 
 
@@ -63,19 +64,21 @@ def handshake(
     agent: int,
     key: AgentKey,
     weights: np.ndarray,
-    mechanism: NoiseMechanism,
+    noise: GaussianNoise,
     timeout: datetime.timedelta,
     names: list[int] | None = None,
 ) -> Links:
-    """Run the setup phase for ``agent`` (collective: every agent of the process group calls it);
-    a group leader silent for ``timeout`` is a :class:`~dpdl.errors.PeerFailure`. Errors call rank
-    r agent ``names[r]`` (default: r)."""
+    """Run the setup phase for ``agent`` (collective: every agent of the process group calls it):
+    the agents agree the seed of every secret of ``noise``, the run's noise as plain data
+    (:attr:`dpdl.jobspec.job.Job.noise_seeds`), among its holders. A group leader silent for
+    ``timeout`` is a :class:`~dpdl.errors.PeerFailure`. Errors call rank r agent ``names[r]``
+    (default: r)."""
     names = names if names is not None else list(range(len(weights)))
     world = dist.get_world_size()
     announced = _all_gather_bytes(key.public + os.urandom(_NONCE), world)
     publics = {i: data[:KEY_BYTES] for i, data in enumerate(announced)}
     nonces = {i: data[KEY_BYTES:] for i, data in enumerate(announced)}
-    digests = _all_gather_bytes(design_digest(weights, mechanism), world)
+    digests = _all_gather_bytes(design_digest(weights, noise), world)
     disagree = [i for i, digest in enumerate(digests) if digest != digests[agent]]
     if disagree:
         raise ConfigError(
@@ -92,9 +95,9 @@ def handshake(
         return pair_keys[peer]
 
     secrets, sends, receives = {}, [], {}
-    for k in mechanism.secrets_of(agent):
-        holders = mechanism.secrets[k].holders
-        if len(holders) != 2 and leader(mechanism.secrets[k]) == agent:
+    for k in noise.secrets_of(agent):
+        holders = noise.secrets[k].holders
+        if len(holders) != 2 and leader(noise.secrets[k]) == agent:
             seed = key.group_seed(k)
             for member in holders:
                 if member != agent:
@@ -107,17 +110,17 @@ def handshake(
             buffer = torch.empty(_WRAPPED, dtype=torch.uint8)
             receives[k] = (
                 buffer,
-                dist.irecv(buffer, leader(mechanism.secrets[k]), tag=_SEED_TAG + k),
+                dist.irecv(buffer, leader(noise.secrets[k]), tag=_SEED_TAG + k),
             )
         else:
             secrets[k] = secret_seed(k, holders, key, publics, None)
     for member, _, work in sends:
         wait(work, names[member], 0, names[agent], timeout)
     for k, (buffer, work) in receives.items():
-        source = leader(mechanism.secrets[k])
+        source = leader(noise.secrets[k])
         wait(work, names[source], 0, names[agent], timeout)
         group_seed = unwrap_seed(pair(source), k, buffer.numpy().tobytes(), names[source])
-        secrets[k] = secret_seed(k, mechanism.secrets[k].holders, key, publics, group_seed)
+        secrets[k] = secret_seed(k, noise.secrets[k].holders, key, publics, group_seed)
 
     receivers, senders = receivers_of(weights, agent), senders_of(weights, agent)
     return Links(
