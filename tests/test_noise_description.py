@@ -7,7 +7,7 @@ Independent references:
   (Corollary 2.13), ``delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)``, evaluated
   with scipy, independently of :mod:`dpdl.accounting.gdp`;
 - dp_accounting's privacy-loss distributions of the phases' Gaussian mechanisms, composed;
-- the numbers the two-phase accounting of :mod:`dpdl.runtime.departure` gave before it moved to
+- the numbers the two-phase accounting of :mod:`dpdl.jobspec.departure` gave before it moved to
   the accountant (recorded from that code, compared exactly).
 """
 
@@ -159,7 +159,7 @@ def gdp_delta(eps: float, mu: float) -> float:
     return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
 
 
-#: (t0, mu_1, t1, mu_2, delta) -> epsilon, as runtime/departure.py's _composed_epsilon gave it.
+#: (t0, mu_1, t1, mu_2, delta) -> epsilon, as jobspec/departure.py's _composed_epsilon gave it.
 OLD_COMPOSED = [
     ((45, 0.01, 75, 0.02, 1e-5), 0.6691792505482895),
     ((10, 0.3, 5, 0.1, 1e-6), 4.746108050828101),
@@ -210,7 +210,7 @@ def test_an_unprotected_phase_voids_the_run_unless_it_released_nothing() -> None
 
 
 #: (first phase's mu_step, its steps, steps left, eps, delta) -> (mu_step, achieved epsilon) of the
-#: second phase, as runtime/departure.py's _remaining_budget gave them.
+#: second phase, as jobspec/departure.py's _remaining_budget gave them.
 OLD_REMAINING = [
     ((0.15384615384615385, 45, 75, 5.0, 1e-5), (0.05060888855832231, 4.999999999999998)),
     ((0.010000000000000002, 100, 400, 1.0, 1e-6), (0.010727180876768634, 0.9999999999991109)),

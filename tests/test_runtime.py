@@ -22,6 +22,7 @@ from dpdl.accounting import account, noise_scale, step_sensitivity
 from dpdl.cli import main
 from dpdl.errors import AuthenticationError, ConfigError, GraphError
 from dpdl.experiments.train import TrainConfig, build_job, run_training
+from dpdl.jobspec.departure import second_phase, two_phase_reports
 from dpdl.keys import AgentKey, mac_key, simulated_seed_book, unwrap_seed, wrap_seed
 from dpdl.mechanisms.lppa import TrackingOptions
 from dpdl.mechanisms.registry import DesignOptions
@@ -29,7 +30,6 @@ from dpdl.mechanisms.whisper import Whisper
 from dpdl.runtime import AgentOptions, run_agent, run_local
 from dpdl.runtime.agent import checkpoint_path, phase_path, run_record_path
 from dpdl.runtime.channel import MACS, NeighbourChannel, message_tag, one_time_key
-from dpdl.runtime.departure import second_phase, two_phase_reports
 from dpdl.runtime.launch import agent_error_path, spawn_agents
 from dpdl.threats import Eavesdropper
 

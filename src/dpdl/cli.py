@@ -482,9 +482,9 @@ def _agent_options(args: argparse.Namespace) -> AgentOptions:
 
 
 def _run_agent(args: argparse.Namespace) -> int:
+    from dpdl.jobspec.departure import remaining_agents
     from dpdl.runtime import init_agent, run_agent
     from dpdl.runtime.agent import final_model_path
-    from dpdl.runtime.departure import remaining_agents
 
     options = _agent_options(args)
     rank = init_agent()

@@ -6,7 +6,8 @@ It sits above the tasks, mechanisms and graphs and below the simulation, the run
 experiments, which all import it and none of which it imports. This ``__init__`` imports nothing, so
 importing :mod:`dpdl.jobspec.config` stays light. The samplers (:mod:`~dpdl.jobspec.sampling`) and
 one agent's local step (:mod:`~dpdl.jobspec.step`) are here too: the simulation and the runtime
-take the same step.
+take the same step. So is the job after agents leave for good (:mod:`~dpdl.jobspec.departure`:
+the design rebuilt on the remaining graph, both phases accounted together).
 """
 
 #: Version of the numbers a seed produces: the samplers, the noise streams and the engines'

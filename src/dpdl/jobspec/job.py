@@ -7,6 +7,7 @@ What every agent of a deployment also computes from the public configuration
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import networkx as nx
@@ -78,6 +79,15 @@ class Job:
         if self.injection is not None:
             return self.injection.seed_structure()
         return self.mechanism.noise
+
+    def design_digest(self) -> bytes:
+        """SHA-256 of the mixing matrix and of the covariance of :attr:`noise_seeds`, as this
+        process computes them: the agents of one run compare it before they agree seeds
+        (:func:`dpdl.runtime.handshake.handshake`), and a checkpoint names the run by it."""
+        return hashlib.sha256(
+            np.ascontiguousarray(self.weights).tobytes()
+            + np.ascontiguousarray(self.noise_seeds.covariance()).tobytes()
+        ).digest()
 
 
 def build_job(config: TrainConfig, seed: int) -> Job:

@@ -23,7 +23,7 @@ completed everywhere when the agents could save on the way out, the last periodi
 one was killed outright. The run then continues exactly as if it had not stopped (batches and
 noise are functions of the seeds and the round). Agents that left for good are dropped with
 ``departed``: the others continue as a second phase on the remaining graph
-(:mod:`dpdl.runtime.departure`), keeping their own data and batch streams. Checkpoints are data, not
+(:mod:`dpdl.jobspec.departure`), keeping their own data and batch streams. Checkpoints are data, not
 pickles, and name the run they belong to (:mod:`dpdl.runtime.checkpoint`): a resume refuses a
 checkpoint that is torn, altered, foreign or of another configuration.
 """
@@ -46,13 +46,13 @@ from tqdm.auto import tqdm
 from dpdl.errors import ConfigError, FileFormatError
 from dpdl.files import atomic_write, json_safe
 from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.departure import remaining_agents, second_phase, two_phase_reports
 from dpdl.jobspec.job import build_job
 from dpdl.jobspec.sampling import AgentBatches
 from dpdl.jobspec.step import agent_batches, local_gradients
 from dpdl.keys import AgentKey
 from dpdl.runtime.channel import NeighbourChannel
 from dpdl.runtime.checkpoint import AgentState, load_checkpoint, run_fingerprint, save_checkpoint
-from dpdl.runtime.departure import remaining_agents, second_phase, two_phase_reports
 from dpdl.runtime.handshake import handshake
 from dpdl.runtime.options import AgentOptions
 
@@ -236,8 +236,7 @@ def run_agent(
     links = handshake(
         rank,
         AgentKey.create(rank, options.key_seed, epoch),
-        job.weights,
-        job.noise_seeds,
+        job,
         timeout,
         remaining,
     )

@@ -36,7 +36,6 @@ from dpdl.files import atomic_write, json_safe
 from dpdl.jobspec import ENGINE_VERSION
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.job import Job
-from dpdl.runtime.handshake import design_digest
 
 __all__ = ["AgentState", "BatchState", "load_checkpoint", "run_fingerprint", "save_checkpoint"]
 
@@ -64,7 +63,7 @@ def run_fingerprint(config: TrainConfig, seed: int, job: Job) -> str:
     compare in the handshake. A checkpoint of another run has another fingerprint."""
     described = {**config.as_dict(), "seeds": [seed]}
     text = json.dumps(json_safe(described), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode() + design_digest(job.weights, job.mechanism)).hexdigest()
+    return hashlib.sha256(text.encode() + job.design_digest()).hexdigest()
 
 
 def _digest(manifest: bytes, arrays: Mapping[str, np.ndarray]) -> bytes:

@@ -13,21 +13,19 @@
 from __future__ import annotations
 
 import datetime
-import hashlib
 import os
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from dpdl.accounting.noise import GaussianNoise, NoiseSource, noise_of
 from dpdl.errors import ConfigError
+from dpdl.jobspec.job import Job
 from dpdl.keys import KEY_BYTES, AgentKey, leader, mac_key, secret_seed, unwrap_seed, wrap_seed
 from dpdl.mechanisms.base import SeedBook
 from dpdl.runtime.channel import receivers_of, senders_of, wait
 
-__all__ = ["Links", "design_digest", "handshake"]
+__all__ = ["Links", "handshake"]
 
 _WRAPPED = KEY_BYTES + 16  # ChaCha20-Poly1305 adds a 16-byte tag
 _NONCE = 16  # fresh per start of an agent: its links' message keys are new in every run
@@ -45,14 +43,6 @@ class Links:
     receive_keys: dict[int, bytes]
 
 
-def design_digest(weights: np.ndarray, noise: GaussianNoise | NoiseSource) -> bytes:
-    """SHA-256 of the mixing matrix and the noise covariance, as this process computes them."""
-    return hashlib.sha256(
-        np.ascontiguousarray(weights).tobytes()
-        + np.ascontiguousarray(noise_of(noise).covariance()).tobytes()
-    ).digest()
-
-
 def _all_gather_bytes(data: bytes, world: int) -> list[bytes]:
     mine = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     gathered = [torch.empty_like(mine) for _ in range(world)]
@@ -63,22 +53,22 @@ def _all_gather_bytes(data: bytes, world: int) -> list[bytes]:
 def handshake(
     agent: int,
     key: AgentKey,
-    weights: np.ndarray,
-    noise: GaussianNoise,
+    job: Job,
     timeout: datetime.timedelta,
     names: list[int] | None = None,
 ) -> Links:
     """Run the setup phase for ``agent`` (collective: every agent of the process group calls it):
-    the agents agree the seed of every secret of ``noise``, the run's noise as plain data
-    (:attr:`dpdl.jobspec.job.Job.noise_seeds`), among its holders. A group leader silent for
-    ``timeout`` is a :class:`~dpdl.errors.PeerFailure`. Errors call rank r agent ``names[r]``
-    (default: r)."""
+    the agents compare the job's :meth:`~dpdl.jobspec.job.Job.design_digest`, then agree the seed
+    of every secret of the job's noise as plain data (:attr:`~dpdl.jobspec.job.Job.noise_seeds`)
+    among its holders. A group leader silent for ``timeout`` is a
+    :class:`~dpdl.errors.PeerFailure`. Errors call rank r agent ``names[r]`` (default: r)."""
+    weights, noise = job.weights, job.noise_seeds
     names = names if names is not None else list(range(len(weights)))
     world = dist.get_world_size()
     announced = _all_gather_bytes(key.public + os.urandom(_NONCE), world)
     publics = {i: data[:KEY_BYTES] for i, data in enumerate(announced)}
     nonces = {i: data[KEY_BYTES:] for i, data in enumerate(announced)}
-    digests = _all_gather_bytes(design_digest(weights, noise), world)
+    digests = _all_gather_bytes(job.design_digest(), world)
     disagree = [i for i, digest in enumerate(digests) if digest != digests[agent]]
     if disagree:
         raise ConfigError(

@@ -25,11 +25,11 @@ import torch.distributed as dist
 
 from dpdl.errors import DpdlError
 from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.departure import remaining_agents
 from dpdl.jobspec.job import build_job, privacy_reports
 from dpdl.processes import worker_context
 from dpdl.registry import load_plugins
 from dpdl.runtime.agent import AgentOptions, final_model_path, run_agent
-from dpdl.runtime.departure import remaining_agents
 
 __all__ = ["LocalRun", "agent_error_path", "free_port", "init_agent", "run_local", "spawn_agents"]
 

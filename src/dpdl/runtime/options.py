@@ -50,7 +50,7 @@ class AgentOptions:
         group="runtime",
     )
     #: Agents that left for good: the others resume (``resume`` is required) as a second phase on
-    #: the remaining graph, with the noise design recomputed for it (:mod:`dpdl.runtime.departure`).
+    #: the remaining graph, with the noise design recomputed for it (:mod:`dpdl.jobspec.departure`).
     departed: tuple[int, ...] = setting(
         (),
         "agents that left for good: with --resume, the others continue as a second phase on the "

@@ -12,16 +12,16 @@ guarantee stands. Continuing with R restricted to the remaining agents would not
 - the departed agent knows every seed it held (Whisper's shared seed, its DECOR edges, its group
   seeds): if it stays curious, it can subtract that noise from what it still overhears.
 
-Whisper D-SGD and CorN-DSGD leave this as an open problem. The runtime restarts the remaining
-agents as a second phase: the graph without the departed agents (it must stay connected), its
-mixing matrix W', and the design rebuilt for W' (Whisper's program solved again) with seeds agreed
-afresh (new keys), which the departed agents never hold. The second phase is calibrated to what
-the budget leaves: with per-step Mahalanobis sensitivity ``mu_1`` for ``t0`` rounds and ``mu_2``
-for ``T - t0``, the run is ``sqrt(t0 mu_1^2 + (T - t0) mu_2^2)``-GDP (Gaussian-DP composition,
-Dong, Roth and Su 2022, Corollary 3.3), so ``mu_2`` is chosen to spend exactly the rest of the
-target's GDP parameter. The accountant composes the phases (:mod:`dpdl.accounting.phases`); this
-covers agent-level privacy (the Gaussian-DP accountant); example-level two-phase accounting
-(composition of two subsampled Gaussians) is not implemented.
+Whisper D-SGD and CorN-DSGD leave this as an open problem. The runtime (:mod:`dpdl.runtime.agent`)
+restarts the remaining agents as a second phase: the graph without the departed agents (it must stay
+connected), its mixing matrix W', and the design rebuilt for W' (Whisper's program solved again)
+with seeds agreed afresh (new keys), which the departed agents never hold. The second phase is
+calibrated to what the budget leaves: with per-step Mahalanobis sensitivity ``mu_1`` for ``t0``
+rounds and ``mu_2`` for ``T - t0``, the run is ``sqrt(t0 mu_1^2 + (T - t0) mu_2^2)``-GDP
+(Gaussian-DP composition, Dong, Roth and Su 2022, Corollary 3.3), so ``mu_2`` is chosen to spend
+exactly the rest of the target's GDP parameter. The accountant composes the phases
+(:mod:`dpdl.accounting.phases`); this covers agent-level privacy (the Gaussian-DP accountant);
+example-level two-phase accounting (composition of two subsampled Gaussians) is not implemented.
 """
 
 from __future__ import annotations
