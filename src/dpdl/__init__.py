@@ -5,6 +5,17 @@ matrices, spectral facts), :mod:`dpdl.mechanisms` (noise designs), :mod:`dpdl.ac
 (Gaussian-DP accountant and calibration), :mod:`dpdl.simulation` (the vectorized D-SGD engine),
 :mod:`dpdl.tasks` (objectives on real data), :mod:`dpdl.experiments` (runs, reports, the CLI's
 jobs).
+
+Bring your own model, data and graph: :func:`dpdl.fit` trains a torch model by noisy D-SGD on any
+graph and accounts its privacy; :func:`dpdl.design_noise` is a calibrated noise design alone, for a
+training loop of your own (:mod:`dpdl.experiments.fit`). Both are imported on first use, so
+``import dpdl`` stays light.
 """
 
+from dpdl.lazy import lazy_exports
+
 __version__ = "0.2.0"
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__, {"dpdl.experiments.fit": ("FitResult", "design_noise", "fit")}
+)

@@ -10,6 +10,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "demo": ("STEP_SIZE_GRID", "run_demo"),
+        "fit": ("FitResult", "design_noise", "fit"),
         "results": ("write_results",),
         "train": ("TrainConfig", "TrainResult", "run_training"),
     },

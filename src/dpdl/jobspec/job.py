@@ -26,21 +26,28 @@ from dpdl.seeding import purpose_seed
 from dpdl.tasks import Task, build_task
 from dpdl.threats import Colluding, Eavesdropper
 
-__all__ = ["Job", "build_job", "neighbouring", "privacy_reports"]
+__all__ = ["Job", "build_job", "neighbouring", "neighbouring_relation", "privacy_reports"]
 
 
 def neighbouring(config: TrainConfig, task: Task) -> AgentLevel | ExampleLevel:
     """What neighbouring datasets differ in under ``config``: one agent's data, or one example."""
-    if config.clip_level == "agent":
-        return AgentLevel(config.clip)
+    return neighbouring_relation(config.clip_level, config.clip, config.batch_size, task)
+
+
+def neighbouring_relation(
+    clip_level: str, clip: float, batch_size: int, task: Task
+) -> AgentLevel | ExampleLevel:
+    """One agent's data clipped at ``clip`` (``clip_level`` ``"agent"``), or one example of
+    ``task`` under Poisson sampling at the largest rate an agent's expected ``batch_size`` gives
+    (``"example"``)."""
+    if clip_level == "agent":
+        return AgentLevel(clip)
     sizes = task.agent_sizes
     if sizes is None:
         raise ConfigError(
-            f"task {config.task!r} has no examples: example-level privacy does not apply"
+            f"task {task.name!r} has no examples: example-level privacy does not apply"
         )
-    return ExampleLevel(
-        config.clip, config.batch_size, float(poisson_rates(sizes, config.batch_size).max())
-    )
+    return ExampleLevel(clip, batch_size, float(poisson_rates(sizes, batch_size).max()))
 
 
 def privacy_reports(

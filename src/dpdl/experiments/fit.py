@@ -1,0 +1,388 @@
+"""Bring your own model, data and graph: one call from a torch model, arrays or a torch Dataset, a
+graph or a mixing matrix, a mechanism and a budget to trained models and their privacy report.
+
+::
+
+    result = dpdl.fit(model, loss, train=(x, y), test=(x_test, y_test),
+                      graph=nx.karate_club_graph(), mechanism="decor", eps=10, delta=1e-5,
+                      steps=500, lr=0.1, clip=1.0)
+    result.privacy[0].epsilon, result.final_metrics["test_accuracy"], result.load_into(model)
+
+What it does is what ``dpdl train`` does for a named task (Algorithm 1 of Whisper D-SGD /
+CorN-DSGD and of DECOR, :mod:`dpdl.simulation.dsgd`), with the user's parts in place of the
+catalogue's: the model becomes a :class:`~dpdl.tasks.torch_model.TorchModelTask` (``torch.func``:
+batch or per-example gradients, vmapped over agents), the training examples are split over the
+graph's agents by a partitioner (a name of :data:`dpdl.choices.PARTITIONS`, index arrays, or a
+function), the mixing matrix is the graph's under a mixing rule or the user's own (validated; its
+support is the graph), and the mechanism is a registered name, calibrated to ``(eps, delta)`` over
+the run against the threat it is designed for, or a mechanism the user built, only accounted.
+
+:func:`design_noise` is the noise alone, calibrated, for a training loop of the user's own
+(``examples/calibrate_only.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import torch
+from scipy import sparse
+from torch import nn
+
+from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
+from dpdl.choices import PARTITIONS
+from dpdl.errors import ConfigError
+from dpdl.graphs import build_graph, mixing_matrix
+from dpdl.graphs.mixing import validate_mixing_matrix
+from dpdl.graphs.topologies import require_connected
+from dpdl.jobspec.engine import DSGDConfig, StepSize
+from dpdl.jobspec.job import neighbouring_relation, privacy_reports
+from dpdl.mechanisms.base import NoiseMechanism
+from dpdl.mechanisms.registry import build_mechanism
+from dpdl.seeding import purpose_rng
+from dpdl.settings import DesignOptions, TaskOptions
+from dpdl.simulation.dsgd import run_dsgd
+from dpdl.tasks.catalog import partition_labels
+from dpdl.tasks.torch_model import Loss, TorchModelTask
+from dpdl.threats import ThreatModel, threat_by_name
+
+__all__ = ["FitResult", "design_noise", "fit", "graph_and_weights", "split_examples"]
+
+logger = logging.getLogger(__name__)
+
+#: Training or test data: ``(inputs, targets)`` arrays (or tensors) of equal length, or a
+#: map-style torch Dataset whose items are ``(input, target)`` pairs.
+Data = tuple[Any, Any] | torch.utils.data.Dataset
+#: How examples are split over agents: a name of :data:`PARTITIONS`, one index array per agent, or
+#: ``function(targets, n_agents, rng) -> index arrays``.
+Partition = str | Sequence[np.ndarray] | Callable[[np.ndarray, int, np.random.Generator], Any]
+#: A graph: a networkx graph (any node labels), a mixing matrix (dense or scipy.sparse), or a
+#: specification of ``dpdl train --graph`` (``"ring"``, ``"facebook"``, ``"edgelist:PATH"``, ...).
+GraphLike = nx.Graph | np.ndarray | sparse.spmatrix | str
+
+
+def _arrays(data: Data, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(inputs, targets)`` as numpy arrays of equal, non-zero length."""
+    if isinstance(data, (tuple, list)):
+        if len(data) != 2:
+            raise ConfigError(f"{what}: expected (inputs, targets), got a sequence of {len(data)}")
+        inputs, targets = (
+            part.detach().cpu().numpy() if isinstance(part, torch.Tensor) else np.asarray(part)
+            for part in data
+        )
+    elif isinstance(data, torch.utils.data.Dataset) and hasattr(data, "__len__"):
+        items = [data[i] for i in range(len(data))]
+        pairs = all(isinstance(item, (tuple, list)) and len(item) == 2 for item in items)
+        if not items or not pairs:
+            raise ConfigError(f"{what}: a Dataset must hold (input, target) pairs")
+        inputs = np.stack([np.asarray(x) for x, _ in items])
+        targets = np.asarray([np.asarray(y) for _, y in items])
+    else:
+        raise ConfigError(
+            f"{what}: expected (inputs, targets) arrays or a map-style torch Dataset, got "
+            f"{type(data).__name__}"
+        )
+    if len(inputs) == 0 or len(inputs) != len(targets):
+        raise ConfigError(
+            f"{what}: {len(inputs)} inputs and {len(targets)} targets; need as many, at least one"
+        )
+    if np.issubdtype(inputs.dtype, np.number) and not np.isfinite(inputs).all():
+        raise ConfigError(f"{what}: the inputs hold NaN or infinite values")
+    return inputs, targets
+
+
+def split_examples(
+    targets: np.ndarray,
+    n_agents: int,
+    partition: Partition = "iid",
+    seed: int = 0,
+    alpha: float = 10.0,
+    labels_per_agent: int = 1,
+) -> list[np.ndarray]:
+    """One index array per agent into ``targets``' examples: disjoint, none empty, every index in
+    range (checked whatever made them). A name draws them from ``seed`` (``alpha``: Dirichlet
+    concentration of ``dirichlet`` and ``quantity-skew``; ``labels_per_agent``: classes each agent
+    holds under ``labels-per-agent``)."""
+    rng = purpose_rng(seed, "partition")
+    if isinstance(partition, str):
+        if partition not in PARTITIONS:
+            raise ConfigError(f"unknown partition {partition!r}; known: {', '.join(PARTITIONS)}")
+        options = TaskOptions(partition=partition, alpha=alpha, labels_per_agent=labels_per_agent)
+        parts = partition_labels(targets, n_agents, options, rng)
+    elif callable(partition):
+        parts = partition(targets, n_agents, rng)
+    else:
+        parts = partition
+    parts = [np.asarray(part) for part in parts]
+    if len(parts) != n_agents:
+        raise ConfigError(f"the partition has {len(parts)} parts for {n_agents} agents")
+    for agent, part in enumerate(parts):
+        if part.ndim != 1 or len(part) == 0 or not np.issubdtype(part.dtype, np.integer):
+            raise ConfigError(f"agent {agent}'s part must be a non-empty array of integer indices")
+        if part.min() < 0 or part.max() >= len(targets):
+            raise ConfigError(f"agent {agent}'s part has indices outside 0..{len(targets) - 1}")
+    every = np.concatenate(parts)
+    if len(np.unique(every)) != len(every):
+        raise ConfigError("the partition's parts overlap: an example belongs to two agents")
+    return parts
+
+
+def graph_and_weights(
+    graph: GraphLike,
+    mixing: str = "metropolis-hastings",
+    seed: int = 0,
+    n: int | None = None,
+    p: float | None = None,
+) -> tuple[nx.Graph, np.ndarray]:
+    """The graph over agents ``0..n-1`` and its mixing matrix.
+
+    A networkx graph is relabelled ``0..n-1`` in node order and must be connected; its matrix is
+    ``mixing``'s. A matrix is validated (square, nonnegative, doubly stochastic unless
+    row-stochastic on a directed support, and mixing) and its off-diagonal support is the graph. A
+    string is a ``dpdl train --graph`` specification: a synthetic topology takes ``n`` agents (and
+    the edge probability ``p`` of ``er``), drawn from ``seed`` when random."""
+    if isinstance(graph, str):
+        built = build_graph(graph, n, p, seed=seed)
+        return built, mixing_matrix(built, mixing)
+    if isinstance(graph, nx.Graph):
+        relabelled = nx.convert_node_labels_to_integers(graph, ordering="default")
+        require_connected(relabelled, "the graph")
+        return relabelled, mixing_matrix(relabelled, mixing)
+    if sparse.issparse(graph) or isinstance(graph, np.ndarray):
+        dense = graph.toarray() if sparse.issparse(graph) else np.asarray(graph, dtype=float)
+        symmetric = dense.shape[0] == dense.shape[-1] and np.array_equal(dense > 0, dense.T > 0)
+        weights = validate_mixing_matrix(dense, doubly_stochastic=symmetric)
+        support = (weights > 0) & ~np.eye(len(weights), dtype=bool)
+        built = nx.from_numpy_array(
+            support.astype(int), create_using=nx.Graph if symmetric else nx.DiGraph
+        )
+        require_connected(built, "the graph of the mixing matrix")
+        return built, weights
+    raise ConfigError(
+        f"graph: expected a networkx graph, a mixing matrix or a graph specification, got "
+        f"{type(graph).__name__}"
+    )
+
+
+def _threats(threats: Sequence[str | ThreatModel]) -> list[ThreatModel]:
+    return [threat_by_name(t) if isinstance(t, str) else t for t in threats]
+
+
+def _reports(
+    mechanism: NoiseMechanism,
+    adjacent: AgentLevel | ExampleLevel,
+    steps: int,
+    delta: float,
+    threats: Sequence[str | ThreatModel],
+) -> list[PrivacyReport]:
+    """The mechanism's own threat, the eavesdropper and one curious agent (as ``dpdl train``
+    reports), then each of ``threats`` not among them."""
+    reports = privacy_reports(mechanism, adjacent, steps, delta)
+    seen = {str(report.threat) for report in reports}
+    for threat in _threats(threats):
+        if str(threat) not in seen:
+            reports.append(account(mechanism, threat, adjacent, steps, delta))
+            seen.add(str(threat))
+    return reports
+
+
+def _mechanism(
+    mechanism: str | NoiseMechanism,
+    graph: nx.Graph,
+    weights: np.ndarray,
+    adjacent: AgentLevel | ExampleLevel,
+    eps: float | None,
+    delta: float,
+    steps: int,
+    calibration: str,
+    design: DesignOptions | None,
+) -> tuple[NoiseMechanism, Calibration | None]:
+    if isinstance(mechanism, NoiseMechanism):
+        if mechanism.n != len(weights):
+            raise ConfigError(
+                f"the mechanism is for {mechanism.n} agents, the graph has {len(weights)}"
+            )
+        return mechanism, None
+    if mechanism == "none":
+        return build_mechanism("none", graph, weights, None), None
+    if eps is None:
+        raise ConfigError(f"mechanism {mechanism!r} needs a budget: give eps (and delta)")
+    budget = calibrate(eps, delta, steps, adjacent, calibration)
+    return build_mechanism(mechanism, graph, weights, budget, design or DesignOptions()), budget
+
+
+@dataclass
+class FitResult:
+    """What :func:`fit` returns: every agent's final parameters (``models``, ``(n, d)``), the
+    metrics recorded along the way (``history``; the last record is :attr:`final_metrics`), the
+    privacy accounted (``privacy``: the mechanism's own threat first), the mechanism and the
+    calibration it was sized by (None for no noise or a mechanism given built), and the graph and
+    mixing matrix the agents used."""
+
+    models: np.ndarray
+    history: list[dict[str, float]]
+    privacy: list[PrivacyReport]
+    mechanism: NoiseMechanism
+    calibration: Calibration | None
+    graph: nx.Graph
+    weights: np.ndarray
+    task: TorchModelTask = field(repr=False)
+
+    @property
+    def final_metrics(self) -> dict[str, float]:
+        return self.history[-1]
+
+    @property
+    def average_model(self) -> np.ndarray:
+        """The agents' parameters averaged, ``(d,)``."""
+        return self.models.mean(axis=0)
+
+    def load_into(self, model: nn.Module, agent: int | None = None) -> nn.Module:
+        """Write agent ``agent``'s parameters (default: the average) into ``model``, a module of
+        the architecture trained; returns it."""
+        flat = self.average_model if agent is None else self.models[agent]
+        expected = sum(p.numel() for p in model.parameters())
+        if expected != flat.size:
+            raise ConfigError(f"the model has {expected} parameters, the result {flat.size}")
+        like = next(model.parameters())
+        nn.utils.vector_to_parameters(
+            torch.as_tensor(flat, dtype=like.dtype, device=like.device), model.parameters()
+        )
+        return model
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data of the result (for JSON): metrics, privacy and the noise design."""
+        return {
+            "n": len(self.weights),
+            "mechanism": self.mechanism.describe(),
+            "trace_WRW": self.mechanism.variance_after_mixing(self.weights),
+            "privacy": [report.as_dict() for report in self.privacy],
+            "final_metrics": self.final_metrics,
+            "history": self.history,
+        }
+
+
+def fit(
+    model: nn.Module,
+    loss: Loss,
+    train: Data,
+    test: Data,
+    graph: GraphLike,
+    *,
+    mechanism: str | NoiseMechanism = "ldp",
+    eps: float | None = None,
+    delta: float = 1e-5,
+    steps: int = 1000,
+    lr: float = 0.1,
+    schedule: str = "constant",
+    clip: float = 1.0,
+    clip_level: str = "agent",
+    batch_size: int = 32,
+    partition: Partition = "iid",
+    alpha: float = 10.0,
+    mixing: str = "metropolis-hastings",
+    n: int | None = None,
+    p: float | None = None,
+    calibration: str = "exact",
+    design: DesignOptions | None = None,
+    threats: Sequence[str | ThreatModel] = (),
+    l2: float = 0.0,
+    classification: bool = True,
+    eval_every: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+) -> FitResult:
+    """Train copies of ``model`` on the agents of ``graph`` by noisy D-SGD and account the privacy.
+
+    ``loss(outputs, targets)`` gives per-example losses ``(B,)``. ``train`` and ``test`` are
+    :data:`Data`; the training examples are split over the agents by ``partition``
+    (:func:`split_examples`), and every agent's model is evaluated on ``test`` (``test_loss``,
+    ``test_accuracy`` when ``classification``, ``consensus_distance``). ``graph`` is a
+    :data:`GraphLike` (:func:`graph_and_weights`; ``n`` and ``p`` for a synthetic topology's name).
+
+    ``mechanism``: a registered name (``ldp``, ``cdp``, ``decor``, ``whisper``, ... or a
+    plugin's), calibrated so that the run is ``(eps, delta)``-DP against the threat it is designed
+    for, or ``"none"``, or a :class:`~dpdl.mechanisms.base.NoiseMechanism` built by the caller,
+    then only accounted. ``clip_level`` ``"agent"`` clips each agent's batch gradient at ``clip``
+    (agent-level privacy, uniform batches); ``"example"`` clips each example's and samples batches
+    by Poisson sampling of expected size ``batch_size`` (example-level privacy). ``threats``: more
+    threat models to account against (names of :data:`dpdl.choices.THREAT_REGISTRY`). Metrics are
+    recorded every ``eval_every`` steps (default: 10 records). Deterministic in ``seed``; the
+    model's initial parameters are its own at the call.
+    """
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"model: expected a torch nn.Module, got {type(model).__name__}")
+    inputs, targets = _arrays(train, "train")
+    test_inputs, test_targets = _arrays(test, "test")
+    graph_, weights = graph_and_weights(graph, mixing, seed, n, p)
+    agents = len(weights)
+    parts = split_examples(targets, agents, partition, seed, alpha)
+    task = TorchModelTask(
+        "custom",
+        model,
+        loss,
+        inputs,
+        targets,
+        parts,
+        test_inputs,
+        test_targets,
+        l2=l2,
+        classification=classification,
+    )
+    dsgd = DSGDConfig(
+        steps=steps,
+        step_size=StepSize(lr, schedule),
+        clip=clip,
+        clip_level=clip_level,
+        batch_size=batch_size,
+        sampling="poisson" if clip_level == "example" else "uniform",
+        eval_every=eval_every or max(1, steps // 10),
+    )
+    adjacent = neighbouring_relation(clip_level, clip, batch_size, task)
+    noise, budget = _mechanism(
+        mechanism, graph_, weights, adjacent, eps, delta, steps, calibration, design
+    )
+    logger.info("fit: %d agents, %s, %d steps", agents, noise.name or "custom noise", steps)
+    result = run_dsgd(task, weights, noise, dsgd, seed=seed, progress=progress)
+    reports = _reports(noise, adjacent, steps, delta, threats)
+    if budget is not None and calibration == "exact" and reports[0].epsilon > eps:
+        raise RuntimeError(f"calibration overshoot: {reports[0]} exceeds the target eps={eps}")
+    return FitResult(result.params, result.history, reports, noise, budget, graph_, weights, task)
+
+
+def design_noise(
+    graph: GraphLike,
+    mechanism: str,
+    eps: float,
+    delta: float,
+    steps: int,
+    neighbouring: AgentLevel | ExampleLevel,
+    *,
+    mixing: str = "metropolis-hastings",
+    n: int | None = None,
+    p: float | None = None,
+    calibration: str = "exact",
+    design: DesignOptions | None = None,
+    threats: Sequence[str | ThreatModel] = (),
+    seed: int = 0,
+) -> tuple[NoiseMechanism, np.ndarray, list[PrivacyReport]]:
+    """The noise of ``mechanism`` for ``graph``, calibrated so that ``steps`` D-SGD steps are
+    ``(eps, delta)``-DP against its threat, for the privacy unit ``neighbouring``: one agent's data
+    with each agent's gradient clipped (:class:`~dpdl.accounting.AgentLevel`), or one example
+    with per-example clipping and Poisson sampling (:class:`~dpdl.accounting.ExampleLevel`).
+
+    Returns ``(mechanism, mixing matrix, privacy reports)``. Draw one step's noise for all agents
+    with ``mechanism.sample(rng, dim)`` (``(n, dim)``, covariance R per coordinate), or agent i's
+    own from the seeds it holds with ``mechanism.agent_noise``, and add it to each agent's clipped
+    gradient: at the example level, the sum of the clipped per-example gradients divided by the
+    expected batch size B, whose sensitivity ``C / B`` the calibration assumes."""
+    graph_, weights = graph_and_weights(graph, mixing, seed, n, p)
+    noise, _ = _mechanism(
+        mechanism, graph_, weights, neighbouring, eps, delta, steps, calibration, design
+    )
+    return noise, weights, _reports(noise, neighbouring, steps, delta, threats)
