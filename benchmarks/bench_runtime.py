@@ -103,10 +103,11 @@ def rounds_per_second(graph: str, dim: int, mode: str) -> float:
     """Rounds per second of 8 agents exchanging ``dim`` floats in ``mode``."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "timing.json"
-        processes = spawn_agents(N, Path(folder), _agent, graph, dim, ROUNDS[dim], mode, out)
-        for process in processes:
+        agents = spawn_agents(N, Path(folder), _agent, graph, dim, ROUNDS[dim], mode, out)
+        for process in agents.processes:
             process.join()
-        if any(process.exitcode for process in processes):
+        agents.close()
+        if any(process.exitcode for process in agents.processes):
             errors = [agent_error_path(Path(folder), agent) for agent in range(N)]
             raise RuntimeError(
                 f"an agent failed: {[path.read_text() for path in errors if path.exists()]}"

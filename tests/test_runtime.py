@@ -30,17 +30,18 @@ from dpdl.mechanisms.whisper import Whisper
 from dpdl.runtime import AgentOptions, run_agent, run_local
 from dpdl.runtime.agent import checkpoint_path, phase_path, run_record_path
 from dpdl.runtime.channel import MACS, NeighbourChannel, message_tag, one_time_key
-from dpdl.runtime.launch import agent_error_path, spawn_agents
+from dpdl.runtime.launch import Agents, agent_error_path, spawn_agents
 from dpdl.threats import Eavesdropper
 
 KEY_SEED = 11
 SESSION = bytes(range(32))  # the two ends' run nonces
 
 
-def _join(processes: list) -> None:
-    for process in processes:
+def _join(agents: Agents) -> None:
+    for process in agents.processes:
         process.join(timeout=120)
         assert not process.is_alive(), "an agent process hung"
+    agents.close()
 
 
 # -- keys --------------------------------------------------------------------------------------

@@ -4,18 +4,27 @@ Checkpoints and cache entries are read back by later runs, so a run killed while
 leave either the previous file or the new one, never a torn mix: :func:`atomic_write` writes a
 temporary file in the same folder (same file system, so the rename is atomic), flushes it to disk
 and renames it over the target. :func:`json_safe` makes values writable as strict JSON.
+:func:`folder_lock` keeps two jobs out of one working folder.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import math
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write", "file_sha256", "json_safe"]
+from dpdl.errors import ConfigError
+
+__all__ = ["LOCK_NAME", "atomic_write", "file_sha256", "folder_lock", "json_safe"]
+
+#: The lock file a job holds in its working folder (:func:`folder_lock`).
+LOCK_NAME = ".dpdl.lock"
 
 
 def json_safe(value: Any) -> Any:
@@ -60,3 +69,31 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, what: str = "job") -> Iterator[None]:
+    """Hold ``folder``'s lock (an advisory ``flock`` on ``folder/.dpdl.lock``, created with the
+    folder) for the duration; a second holder is refused at once with a :class:`ConfigError`
+    naming the folder and the process that holds it. The operating system releases the lock when
+    its holder exits, however it exits (a killed job leaves no stale lock)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{folder} is a file, not a folder: the {what} needs a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_NAME
+    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(handle, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise ConfigError(
+                f"{folder} is in use by another dpdl {what} (process {holder}); wait for it to "
+                "finish or choose another folder"
+            ) from None
+        os.ftruncate(handle, 0)
+        os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(handle)  # releases the lock

@@ -44,7 +44,7 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from dpdl.errors import ConfigError, FileFormatError
-from dpdl.files import atomic_write, json_safe
+from dpdl.files import atomic_write, folder_lock, json_safe
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.departure import remaining_agents, second_phase, two_phase_reports
 from dpdl.jobspec.job import build_job
@@ -52,7 +52,13 @@ from dpdl.jobspec.sampling import AgentBatches
 from dpdl.jobspec.step import agent_batches, local_gradients
 from dpdl.keys import AgentKey
 from dpdl.runtime.channel import NeighbourChannel
-from dpdl.runtime.checkpoint import AgentState, load_checkpoint, run_fingerprint, save_checkpoint
+from dpdl.runtime.checkpoint import (
+    AgentState,
+    load_checkpoint,
+    run_fingerprint,
+    run_settings,
+    save_checkpoint,
+)
 from dpdl.runtime.handshake import handshake
 from dpdl.runtime.options import AgentOptions
 
@@ -175,8 +181,22 @@ def run_agent(
 
     The default process group must be initialised (gloo), one rank per agent: rank = agent, or,
     after departures, the agent's position among the remaining ones (:func:`remaining_agents`).
-    ``on_round(t)`` is called after every completed round.
+    ``on_round(t)`` is called after every completed round. The agent holds the lock of its folder
+    ``WORKDIR/agent<i>`` while it runs (:func:`dpdl.files.folder_lock`): a second agent i in the
+    same working folder is refused.
     """
+    with folder_lock(Path(options.workdir) / f"agent{agent}", f"agent {agent}"):
+        return _run(config, seed, agent, options, on_round, progress)
+
+
+def _run(
+    config: TrainConfig,
+    seed: int,
+    agent: int,
+    options: AgentOptions,
+    on_round: Callable[[int], None] | None,
+    progress: bool,
+) -> np.ndarray:
     config = config.resolved()
     first = build_job(config, seed)
     n = first.task.n_agents
@@ -207,11 +227,16 @@ def run_agent(
         )
     batches = agent_batches(first.task, first.dsgd, seed, [agent])
     state = AgentState(0, start_vector, None if batches is None else batches.state())
-    run = run_fingerprint(config, seed, first)
+    run, settings = run_fingerprint(config, seed, first), run_settings(config, seed)
     if options.resume:
         files = [checkpoint_path(options.workdir, agent, kind) for kind in ("periodic", "last")]
-        saved = [(path, s) for path in files for s in load_checkpoint(path, run, agent)]
+        saved = [(path, s) for path in files for s in load_checkpoint(path, run, agent, settings)]
         start = _common_round(agent, [s for _, s in saved], len(remaining))
+        if start == 0 and not saved and not options.departed:
+            raise ConfigError(
+                f"agent {agent}: nothing to resume: no checkpoint in {Path(options.workdir)} "
+                "(none of the agents saved one); start without --resume"
+            )
         path, state = next(((path, s) for path, s in saved if s.round == start), (None, state))
         if path is not None:
             _restore(path, state, start_vector.shape, batches)
@@ -326,13 +351,19 @@ def run_agent(
             if t % options.checkpoint_every == 0:
                 periodic.append(recent[-1])
                 save_checkpoint(
-                    checkpoint_path(options.workdir, agent, "periodic"), list(periodic), run, agent
+                    checkpoint_path(options.workdir, agent, "periodic"),
+                    list(periodic),
+                    run,
+                    agent,
+                    settings,
                 )
             if on_round is not None:
                 on_round(t)
             bar.update()
     except BaseException:
-        save_checkpoint(checkpoint_path(options.workdir, agent, "last"), list(recent), run, agent)
+        save_checkpoint(
+            checkpoint_path(options.workdir, agent, "last"), list(recent), run, agent, settings
+        )
         raise
     finally:
         bar.close()

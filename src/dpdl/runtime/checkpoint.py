@@ -37,7 +37,14 @@ from dpdl.jobspec import ENGINE_VERSION
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.job import Job
 
-__all__ = ["AgentState", "BatchState", "load_checkpoint", "run_fingerprint", "save_checkpoint"]
+__all__ = [
+    "AgentState",
+    "BatchState",
+    "load_checkpoint",
+    "run_fingerprint",
+    "run_settings",
+    "save_checkpoint",
+]
 
 #: Name and version of the layout above; a change of layout bumps the version.
 FORMAT, FORMAT_VERSION = "dpdl-agent-checkpoint", 1
@@ -56,13 +63,20 @@ class AgentState:
     batches: BatchState | None
 
 
+def run_settings(config: TrainConfig, seed: int) -> dict[str, Any]:
+    """Replicate ``seed`` of ``config`` (resolved) as plain JSON data: the configuration with its
+    list of seeds replaced by this seed. A checkpoint keeps it, so that a resume with another
+    setting can name the setting and both values."""
+    return json_safe({**config.as_dict(), "seeds": [seed]})
+
+
 def run_fingerprint(config: TrainConfig, seed: int, job: Job) -> str:
     """SHA-256 (hex) naming replicate ``seed`` of ``config`` (resolved) as built in ``job`` (the
-    first phase's, before any departure): the configuration as canonical JSON, its list of seeds
-    replaced by this seed, and the digest of the mixing matrix and noise covariance that the agents
-    compare in the handshake. A checkpoint of another run has another fingerprint."""
-    described = {**config.as_dict(), "seeds": [seed]}
-    text = json.dumps(json_safe(described), sort_keys=True, separators=(",", ":"))
+    first phase's, before any departure): :func:`run_settings` as canonical JSON, and the digest
+    of the mixing matrix and noise covariance that the agents compare in the handshake
+    (:meth:`~dpdl.jobspec.job.Job.design_digest`). A checkpoint of another run has another
+    fingerprint."""
+    text = json.dumps(run_settings(config, seed), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode() + job.design_digest()).hexdigest()
 
 
@@ -75,9 +89,29 @@ def _digest(manifest: bytes, arrays: Mapping[str, np.ndarray]) -> bytes:
     return digest.digest()
 
 
-def save_checkpoint(path: Path, states: list[AgentState], run: str, agent: int) -> None:
+def _changes(saved: Any, settings: Mapping[str, Any]) -> list[str]:
+    """``key: A then, B now`` for every setting that differs between a checkpoint's settings and
+    this run's."""
+    if not isinstance(saved, dict):
+        return []
+    keys = sorted(set(saved) | set(settings))
+    missing = "(not set)"
+    return [
+        f"{key} was {saved.get(key, missing)!r} and is {settings.get(key, missing)!r}"
+        for key in keys
+        if saved.get(key, missing) != settings.get(key, missing)
+    ]
+
+
+def save_checkpoint(
+    path: Path,
+    states: list[AgentState],
+    run: str,
+    agent: int,
+    settings: Mapping[str, Any] | None = None,
+) -> None:
     """Write ``states`` of agent ``agent`` of run ``run`` (a :func:`run_fingerprint`) to ``path``,
-    atomically."""
+    atomically, with the run's ``settings`` (:func:`run_settings`) when given."""
     arrays: dict[str, np.ndarray] = {}
     described = []
     for k, state in enumerate(states):
@@ -94,6 +128,7 @@ def save_checkpoint(path: Path, states: list[AgentState], run: str, agent: int) 
         "version": FORMAT_VERSION,
         "engine": ENGINE_VERSION,
         "run": run,
+        "settings": None if settings is None else dict(settings),
         "agent": agent,
         "states": described,
     }
@@ -125,11 +160,14 @@ def _read(path: Path) -> tuple[bytes, dict[str, np.ndarray], bytes]:
     return manifest.tobytes(), arrays, stored.tobytes()
 
 
-def load_checkpoint(path: Path, run: str, agent: int) -> list[AgentState]:
+def load_checkpoint(
+    path: Path, run: str, agent: int, settings: Mapping[str, Any] | None = None
+) -> list[AgentState]:
     """The states saved at ``path`` by agent ``agent`` of run ``run``; [] when there is no file.
 
     Raises :class:`~dpdl.errors.FileFormatError` naming ``path`` for a file that is not such a
-    checkpoint, whole and unaltered."""
+    checkpoint, whole and unaltered; for a checkpoint of another run, it names every setting that
+    differs from ``settings`` (this run's :func:`run_settings`) with both values."""
     path = Path(path)
     if not path.is_file():
         return []
@@ -170,10 +208,16 @@ def load_checkpoint(path: Path, run: str, agent: int) -> list[AgentState]:
                 f"{path} is a checkpoint of agent {manifest['agent']}, not of agent {agent}"
             )
         if manifest["run"] != run:
+            changes = _changes(manifest.get("settings"), settings or {}) if settings else []
+            what = (
+                "; ".join(changes)
+                if changes
+                else "its configuration, seed or noise design differ from this one's"
+            )
             raise FileFormatError(
-                f"{path} belongs to another run (configuration, seed or noise design differ from "
-                "this one's); "
-                "resume with the options it was started with, or start afresh (without resume)"
+                f"{path} belongs to another run ({what}): resuming would continue other numbers "
+                "under another privacy claim; resume with the options it was started with, or "
+                "start afresh (without resume)"
             )
         states = []
         for k, described in enumerate(manifest["states"]):

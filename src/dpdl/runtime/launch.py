@@ -5,15 +5,29 @@ rendezvous (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``) that :fu
 reads;
 :func:`run_local` starts all n agents of a run as processes of this machine, collects their final
 models and evaluates them as ``dpdl train`` does.
+
+Faults, locally. The launcher holds the working folder's lock (:func:`dpdl.files.folder_lock`), so a
+second job in the same folder is refused while the first runs. It watches its agents: when one stops
+with an error (a dead or frozen neighbour is detected by the agents within ``--timeout``, naming it
+and the round), the others that have not stopped :data:`STOP_GRACE` seconds later are woken and
+asked to stop (SIGCONT, SIGTERM: they save their last states), and whatever still runs after as long
+again is killed; so a fault ends the whole job within ``--timeout`` plus twice that grace. Every
+agent holds the read end of a pipe whose write end only the launcher holds: when the launcher dies,
+however it dies, the pipe closes and the agents exit instead of running on as orphans.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
+import signal
 import socket
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +38,7 @@ import numpy as np
 import torch.distributed as dist
 
 from dpdl.errors import DpdlError
+from dpdl.files import folder_lock
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.departure import remaining_agents
 from dpdl.jobspec.job import build_job, privacy_reports
@@ -31,10 +46,25 @@ from dpdl.processes import worker_context
 from dpdl.registry import load_plugins
 from dpdl.runtime.agent import AgentOptions, final_model_path, run_agent
 
-__all__ = ["LocalRun", "agent_error_path", "free_port", "init_agent", "run_local", "spawn_agents"]
+__all__ = [
+    "Agents",
+    "LocalRun",
+    "agent_error_path",
+    "free_port",
+    "init_agent",
+    "run_local",
+    "spawn_agents",
+    "watch_agents",
+]
 
 #: Seconds the agents wait for one another to join the process group.
 JOIN_TIMEOUT = 120.0
+#: Seconds the launcher gives its other agents to stop after one failed, before it kills them.
+STOP_GRACE = 5.0
+#: Seconds between the launcher's looks at its agents.
+WATCH_INTERVAL = 0.1
+#: Exit status of an agent whose launcher died.
+ORPHANED = 3
 
 
 def free_port() -> int:
@@ -63,15 +93,25 @@ def agent_error_path(workdir: Path, rank: int) -> Path:
     return Path(workdir) / "errors" / f"rank{rank}.txt"
 
 
+def _exit_with_launcher(launcher: multiprocessing.connection.Connection) -> None:
+    """Block until the launcher's end of the pipe closes (it died, or the job is over), then end
+    this agent at once."""
+    with contextlib.suppress(EOFError, OSError):
+        launcher.recv()
+    os._exit(ORPHANED)
+
+
 def _local_agent(
     target: Callable[..., Any],
     rank: int,
     world: int,
     port: int,
     workdir: Path,
+    launcher: multiprocessing.connection.Connection,
     args: tuple[Any, ...],
 ) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    threading.Thread(target=_exit_with_launcher, args=(launcher,), daemon=True).start()
     try:
         load_plugins()  # a fresh process: what the plugins register (DPDL_PLUGINS is inherited)
         init_agent(rank, world)
@@ -84,24 +124,70 @@ def _local_agent(
         os._exit(1)  # without tearing down gloo, which can block on a dead peer
 
 
-def spawn_agents(
-    world: int, workdir: Path, target: Callable[..., Any], *args: Any
-) -> list[multiprocessing.Process]:
+@dataclass
+class Agents:
+    """Local agent processes (rank order) and the launcher's end of the pipe they watch: closing it
+    (or the launcher's death) ends every agent still running."""
+
+    processes: list[multiprocessing.Process]
+    lifeline: multiprocessing.connection.Connection
+
+    def close(self) -> None:
+        self.lifeline.close()
+
+
+def spawn_agents(world: int, workdir: Path, target: Callable[..., Any], *args: Any) -> Agents:
     """Start ``target(rank, *args)`` in ``world`` fresh processes joined in one gloo group on
-    loopback."""
+    loopback; each ends itself when the launcher (this process) dies."""
     context = worker_context()
     port = free_port()
     for rank in range(world):
         agent_error_path(workdir, rank).unlink(missing_ok=True)
+    watched, lifeline = context.Pipe(duplex=False)
     processes = [
         context.Process(
-            target=_local_agent, args=(target, rank, world, port, workdir, args), daemon=False
+            target=_local_agent,
+            args=(target, rank, world, port, workdir, watched, args),
+            daemon=False,
         )
         for rank in range(world)
     ]
     for process in processes:
         process.start()
-    return processes
+    watched.close()  # the agents hold their own copies; the launcher keeps only the write end
+    return Agents(processes, lifeline)
+
+
+def watch_agents(agents: Agents, grace: float = STOP_GRACE) -> dict[int, str]:
+    """Wait until every agent has stopped; return, by rank, why the agents stopped that the
+    launcher stopped. Once an agent has failed (non-zero exit), the others have ``grace`` seconds
+    to stop on their own (their neighbours' failure reaches them as errors naming it); those still
+    running then get SIGCONT and SIGTERM (a frozen agent wakes up to stop, saving its last states),
+    and those still running ``grace`` seconds later get SIGKILL."""
+    failed_at: float | None = None
+    stopped: dict[int, str] = {}
+    while True:
+        alive = [r for r, p in enumerate(agents.processes) if p.exitcode is None]
+        if not alive:
+            return stopped
+        failed = [r for r, p in enumerate(agents.processes) if p.exitcode not in (None, 0)]
+        if failed and failed_at is None:
+            failed_at = time.monotonic()
+        waited = 0.0 if failed_at is None else time.monotonic() - failed_at
+        for rank in alive if waited > grace else ():
+            process = agents.processes[rank]
+            if waited > 2 * grace:
+                process.kill()
+                stopped[rank] = (
+                    f"was killed by the launcher: still running {2 * grace:g} s after rank "
+                    f"{failed[0]} failed (frozen or blocked)"
+                )
+            elif rank not in stopped:
+                os.kill(process.pid, signal.SIGCONT)
+                os.kill(process.pid, signal.SIGTERM)
+                stopped[rank] = f"was stopped by the launcher after rank {failed[0]} failed"
+        sentinels = [agents.processes[r].sentinel for r in alive]
+        multiprocessing.connection.wait(sentinels, WATCH_INTERVAL)
 
 
 @dataclass
@@ -138,16 +224,21 @@ def run_local(
     """
     config = config.resolved()
     agents = remaining_agents(config.n, options.departed)
-    processes = spawn_agents(
-        len(agents), options.workdir, _agent_target, config, seed, options, agents, progress
-    )
-    for process in processes:
-        process.join()
+    with folder_lock(options.workdir):
+        spawned = spawn_agents(
+            len(agents), options.workdir, _agent_target, config, seed, options, agents, progress
+        )
+        try:
+            stopped = watch_agents(spawned)
+        finally:
+            spawned.close()
     errors = {}
-    for rank, (agent, process) in enumerate(zip(agents, processes, strict=True)):
+    for rank, (agent, process) in enumerate(zip(agents, spawned.processes, strict=True)):
         path = agent_error_path(options.workdir, rank)
         if path.is_file():
             errors[agent] = path.read_text()
+        elif rank in stopped:
+            errors[agent] = f"agent {agent} {stopped[rank]}"
         elif process.exitcode:
             errors[agent] = f"agent {agent} exited with code {process.exitcode}"
     if errors:

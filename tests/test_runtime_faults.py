@@ -1,0 +1,143 @@
+"""Runtime faults on loopback, with bounded waits: a frozen agent, a dead launcher, two jobs in one
+working folder, a resume with another setting, and a resume from nothing (issue 25, item 4)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dpdl.errors import ConfigError
+from dpdl.experiments.train import TrainConfig
+from dpdl.files import folder_lock
+from dpdl.runtime import AgentOptions, run_agent, run_local
+from dpdl.runtime.launch import agent_error_path, spawn_agents, watch_agents
+
+HERE = Path(__file__).resolve().parent
+KEY_SEED = 5
+CONFIG = TrainConfig(
+    task="least-squares", graph="ring", n=4, mechanism="ldp", eps=5.0, steps=30, key_seed=KEY_SEED
+)
+
+
+def _freezing_agent(agent: int, options: AgentOptions, victim: int, round_: int) -> None:
+    def on_round(t: int) -> None:
+        if agent == victim and t == round_:
+            os.kill(os.getpid(), signal.SIGSTOP)  # frozen: alive, silent, deaf to SIGTERM
+
+    run_agent(CONFIG, 0, agent, options, on_round=on_round)
+
+
+def test_a_frozen_agent_ends_the_whole_job_naming_it_and_its_round(tmp_path: Path) -> None:
+    options = AgentOptions(tmp_path, key_seed=KEY_SEED, timeout=3.0, checkpoint_every=10)
+    agents = spawn_agents(4, tmp_path, _freezing_agent, options, 2, 12)
+    try:
+        stopped = watch_agents(agents, grace=2.0)
+    finally:
+        agents.close()
+    assert all(process.exitcode is not None for process in agents.processes)
+    errors = {r: agent_error_path(tmp_path, r) for r in range(4)}
+    seen = [errors[r].read_text() for r in (1, 3) if errors[r].is_file()]
+    assert any("agent 2 did not answer at round 13" in text for text in seen), seen
+    # the frozen agent was woken to stop (it saves its last states) or, failing that, killed
+    assert 2 in stopped and "after rank" in stopped[2]
+
+
+def _forever(agent: int) -> None:
+    while True:
+        time.sleep(0.1)
+
+
+LAUNCHER = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from dpdl.runtime.launch import spawn_agents
+from test_runtime_faults import _forever
+agents = spawn_agents(3, Path({workdir!r}), _forever)
+time.sleep(2)
+print(" ".join(str(p.pid) for p in agents.processes), flush=True)
+time.sleep(600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie (exited, not yet reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_agents_exit_when_their_launcher_dies(tmp_path: Path) -> None:
+    script = LAUNCHER.format(tests=str(HERE), workdir=str(tmp_path))
+    launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(pid) for pid in launcher.stdout.readline().split()]
+        assert len(pids) == 3 and not any(_gone(pid) for pid in pids)
+        launcher.kill()  # SIGKILL: no clean-up in the launcher at all
+        launcher.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert all(_gone(pid) for pid in pids), "orphaned agents still run"
+    finally:
+        launcher.kill()
+
+
+def test_a_second_job_in_a_working_folder_in_use_is_refused(tmp_path: Path) -> None:
+    options = AgentOptions(tmp_path, key_seed=KEY_SEED)
+    with folder_lock(tmp_path), pytest.raises(ConfigError, match="in use by another dpdl job"):
+        run_local(CONFIG, 0, options)
+    with (
+        folder_lock(tmp_path / "agent1", "agent 1"),
+        pytest.raises(ConfigError, match=r"agent1 is in use by another dpdl agent 1 \(process"),
+    ):
+        run_agent(CONFIG, 0, 1, options)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        run_local(CONFIG, 0, replace(options, workdir=tmp_path / "file"))
+
+
+def test_a_lock_dies_with_its_holder(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from dpdl.files import folder_lock\n"
+            f"with folder_lock({str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=rf"process {holder.pid}\)"), folder_lock(tmp_path):
+            pass
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    with folder_lock(tmp_path):  # the operating system released it with its holder
+        pass
+
+
+def test_a_resume_with_another_setting_names_it_and_a_resume_from_nothing_says_so(
+    tmp_path: Path,
+) -> None:
+    options = AgentOptions(tmp_path, key_seed=KEY_SEED, checkpoint_every=10)
+    nothing = run_local(CONFIG, 0, replace(options, resume=True))
+    assert nothing.models is None
+    assert all("nothing to resume" in error for error in nothing.errors.values())
+    assert run_local(CONFIG, 0, options).errors == {}
+    changed = run_local(replace(CONFIG, eps=6.0, lr=0.05), 0, replace(options, resume=True))
+    assert changed.models is None and set(changed.errors) == {0, 1, 2, 3}
+    for error in changed.errors.values():
+        assert "belongs to another run (eps was 5.0 and is 6.0; lr was" in error
+        assert "start afresh" in error
