@@ -142,7 +142,7 @@ class NoiseMechanism:
     def variance_after_mixing(self, weights: np.ndarray) -> float:
         """``Tr(W R W^T)``: noise variance one gossip round leaves, per coordinate, summed over
         agents (the privacy term of CorN-DSGD Theorem 1, eq. (6))."""
-        return float(np.sum((weights @ self.covariance()) * weights))
+        return self.noise.variance_after_mixing(weights)
 
     @property
     def is_noiseless(self) -> bool:
@@ -164,13 +164,16 @@ class NoiseMechanism:
         """
         if self.generator.shape[1] == 0:
             return None
-        covariance = self.covariance()
-        agents = np.flatnonzero(np.diag(covariance) > 0)
+        generator = self.generator
+        squares = generator.multiply(generator) if sparse.issparse(generator) else generator**2
+        shared = np.asarray(squares.sum(axis=1)).ravel()
+        agents = np.flatnonzero(self.private_variances + shared > 0)
         if (
             len(agents) * (1 + len(agents) / MULTIPLY_ADDS_PER_NORMAL)
             >= self.n + self.generator.shape[1]
         ):
-            return None
+            return None  # decided before R is formed: DECOR on a large sparse graph never forms it
+        covariance = self.covariance()
         values, vectors = np.linalg.eigh(covariance[np.ix_(agents, agents)])
         if values.min() < -1e-9 * max(values.max(), 0.0):
             raise ValueError(

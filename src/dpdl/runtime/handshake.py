@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.distributed as dist
+from scipy import sparse
 
 from dpdl.errors import ConfigError
 from dpdl.keys import KEY_BYTES, AgentKey, leader, mac_key, secret_seed, unwrap_seed, wrap_seed
@@ -44,10 +45,11 @@ class Links:
     receive_keys: dict[int, bytes]
 
 
-def design_digest(weights: np.ndarray, mechanism: NoiseMechanism) -> bytes:
-    """SHA-256 of the mixing matrix and the noise covariance, as this process computes them."""
+def design_digest(weights: np.ndarray | sparse.csr_array, mechanism: NoiseMechanism) -> bytes:
+    """SHA-256 of the mixing matrix (its dense form, whichever way it is held) and the noise
+    covariance, as this process computes them."""
     return hashlib.sha256(
-        np.ascontiguousarray(weights).tobytes()
+        np.ascontiguousarray(weights.toarray() if sparse.issparse(weights) else weights).tobytes()
         + np.ascontiguousarray(mechanism.covariance()).tobytes()
     ).digest()
 
