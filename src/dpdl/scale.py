@@ -43,8 +43,8 @@ def require_dense(n: int, what: str, matrices: int) -> None:
     needed, available = dense_bytes(n, matrices), _available_bytes()
     if available is not None and needed > available // 2:
         raise ConfigError(
-            f"{what} is dense: at n = {n} agents it needs about {needed / 2**30:.1f} GiB "
-            f"({matrices} matrices of {n} x {n} float64), more than half of this machine's "
-            f"{available / 2**30:.1f} GiB; use a mechanism that scales (ldp, cdp, decor) or fewer "
-            "agents"
+            f"{what} is dense: at n = {n} agents it needs about {needed:,} bytes "
+            f"({needed / 2**30:.1f} GiB: {matrices} matrices of {n} x {n} float64), more than half "
+            f"of this machine's {available / 2**30:.1f} GiB; use a mechanism accounted in closed "
+            "form at any n (ldp, cdp) or fewer agents"
         )
