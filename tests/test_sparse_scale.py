@@ -184,3 +184,15 @@ def test_runtime_links_read_a_sparse_w(graph: nx.Graph) -> None:
     for agent in (0, 7, 39):
         assert receivers_of(csr, agent) == receivers_of(dense, agent)
         assert senders_of(csr, agent) == senders_of(dense, agent)
+
+
+def test_least_squares_objective_expanded_at_scale_equals_term_by_term(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dpdl.tasks import quadratic
+
+    task = quadratic.decor_least_squares(50, 10, np.random.default_rng(0))
+    params = np.random.default_rng(1).standard_normal((7, 10))
+    term_by_term = task.objective(params)
+    monkeypatch.setattr(quadratic, "SPARSE_MIN_AGENTS", 10)
+    np.testing.assert_allclose(task.objective(params), term_by_term, rtol=1e-12)
