@@ -32,8 +32,9 @@ from dpdl.accounting import gdp
 from dpdl.accounting.neighbouring import ExampleLevel, Neighbouring
 from dpdl.accounting.noise import GaussianNoise, NoiseSource, noise_of
 from dpdl.accounting.rdp_bound import paper_epsilon
-from dpdl.accounting.sensitivity import unit_sensitivity
+from dpdl.accounting.sensitivity import RANK_TOL, unit_sensitivity
 from dpdl.errors import ConfigError, PrivacyParameterError
+from dpdl.scale import SPARSE_MIN_AGENTS, require_dense
 from dpdl.threats import ThreatModel
 
 __all__ = [
@@ -111,6 +112,39 @@ class PrivacyReport:
 Noise = GaussianNoise | NoiseSource | np.ndarray
 
 
+def _independent_sensitivity(variances: np.ndarray, threat: ThreatModel) -> float:
+    """Worst unit sensitivity of independent noise ``R = diag(variances)`` in closed form, without
+    an n x n matrix: ``max_i 1 / sqrt(r_i)`` under the identity view (each agent's message seen
+    alone), infinite where ``r_i`` is zero (relative to the largest, as
+    :func:`~dpdl.accounting.sensitivity.unit_sensitivities` decides); under another view ``P``
+    (few rows, such as the central observer's average), ``Sigma = P diag(r) P^T`` is small."""
+    n = len(variances)
+    if type(threat).view is ThreatModel.view:  # the identity: every message seen on its own
+        hidden = variances > RANK_TOL * variances.max(initial=0.0)
+        if not hidden.all():
+            return math.inf
+        return float(np.max(1.0 / np.sqrt(variances)))
+    view = threat.view(n)
+    return (
+        unit_sensitivity(np.diag(variances), view)
+        if view.shape[0] >= n
+        else _small_view(variances, view)
+    )
+
+
+def _small_view(variances: np.ndarray, view: np.ndarray) -> float:
+    """Worst unit sensitivity ``max_i sqrt(P_i^T Sigma^+ P_i)`` of independent noise seen through a
+    view ``P`` of few rows, with ``Sigma = P diag(r) P^T`` (k x k); a singular Sigma (relative to
+    the largest variance) gives no guarantee."""
+    sigma = (view * variances) @ view.T
+    scale = float(variances.max(initial=0.0)) * float((view * view).sum(axis=1).max(initial=0.0))
+    values, vectors = np.linalg.eigh((sigma + sigma.T) / 2.0)
+    if scale <= 0 or values.min() <= RANK_TOL * scale:
+        return math.inf
+    projected = vectors.T @ view
+    return float(np.sqrt((projected**2 / values[:, None]).sum(axis=0)).max())
+
+
 def _unit_sensitivity(source: Noise, threat: ThreatModel) -> tuple[float, bool, int]:
     """Worst unit Mahalanobis sensitivity over the threat's coalitions, whether it is exact, and
     how many coalitions were enumerated to find it (the cost: each is an n x n factorisation)."""
@@ -125,15 +159,19 @@ def _unit_sensitivity(source: Noise, threat: ThreatModel) -> tuple[float, bool, 
     if (
         not noise.secrets
     ):  # independent noise: what a coalition knows changes nothing for the others
+        if n >= SPARSE_MIN_AGENTS:
+            return _independent_sensitivity(noise.private_variances, threat), True, 1
         return unit_sensitivity(noise.covariance(), threat.view(n)), True, 1
     count = threat.coalition_count(n)
     q = len(next(iter(threat.coalitions(n))))
     if q and min(len(secret.holders) for secret in noise.secrets) > n - q:
         # Every coalition of q agents meets every secret's holders: only private parts stay hidden.
-        return unit_sensitivity(np.diag(noise.private_variances), threat.view(n)), True, 1
+        return _private_only(noise, threat), True, 1
     if count > 1 and count * float(n) ** 3 > MAX_ENUMERATION_FLOPS:
         # Full collusion knows every shared secret: only the private parts remain (an upper bound).
-        return unit_sensitivity(np.diag(noise.private_variances), threat.view(n)), False, 0
+        return _private_only(noise, threat), False, 0
+    if n >= SPARSE_MIN_AGENTS:  # each coalition's unknown covariance is a dense n x n matrix
+        require_dense(n, "exact accounting of noise with shared secrets", matrices=4)
     worst, enumerated = 0.0, 0
     for coalition in threat.coalitions(n):
         enumerated += 1
@@ -143,6 +181,14 @@ def _unit_sensitivity(source: Noise, threat: ThreatModel) -> tuple[float, bool, 
         if math.isinf(worst):
             break
     return worst, True, enumerated
+
+
+def _private_only(noise: GaussianNoise, threat: ThreatModel) -> float:
+    """Worst unit sensitivity of the private parts of ``noise`` alone (what full collusion
+    leaves): in closed form from :data:`~dpdl.scale.SPARSE_MIN_AGENTS` agents on."""
+    if noise.n >= SPARSE_MIN_AGENTS:
+        return _independent_sensitivity(noise.private_variances, threat)
+    return unit_sensitivity(np.diag(noise.private_variances), threat.view(noise.n))
 
 
 def step_sensitivity(noise: Noise, threat: ThreatModel, neighbouring: Neighbouring) -> float:

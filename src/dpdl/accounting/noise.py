@@ -123,10 +123,21 @@ class GaussianNoise:
         """Per-coordinate covariance R (n x n) of one round's noise across agents."""
         return np.diag(self.private_variances) + self._gram(slice(None))
 
-    def variance_after_mixing(self, weights: np.ndarray) -> float:
+    def variance_after_mixing(self, weights: np.ndarray | sparse.csr_array) -> float:
         """``Tr(W R W^T)``: noise variance one gossip round leaves, per coordinate, summed over
-        agents (the privacy term of CorN-DSGD Theorem 1, eq. (6))."""
-        return float(np.sum((weights @ self.covariance()) * weights))
+        agents (the privacy term of CorN-DSGD Theorem 1, eq. (6)). A sparse W is never multiplied
+        by R: ``Tr(W R W^T) = sum_i r_i ||W e_i||^2 + ||W G||_F^2`` (R's private variances r and
+        secrets' generator G), O(nnz) work and memory."""
+        if not sparse.issparse(weights):
+            return float(np.sum((weights @ self.covariance()) * weights))
+        columns = np.asarray(weights.multiply(weights).sum(axis=0)).ravel()
+        total = float(columns @ self.private_variances)
+        if self.generator.shape[1]:
+            mixed = weights @ self.generator
+            total += float(
+                mixed.multiply(mixed).sum() if sparse.issparse(mixed) else (mixed**2).sum()
+            )
+        return total
 
     def _hidden_secrets(self, members: np.ndarray) -> np.ndarray:
         """Indices of the secrets no member of the coalition (a boolean mask) holds."""

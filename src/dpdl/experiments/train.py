@@ -10,7 +10,7 @@ batches and noise, all derived from the seed (:mod:`dpdl.seeding`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -145,11 +145,15 @@ def run_seed(
 
 
 def run_training(config: TrainConfig, progress: bool = False) -> TrainResult:
-    """Run every seed of ``config`` and collect the results."""
+    """Run every seed of ``config`` and collect the results.
+
+    The result's configuration holds the graph's real number of agents as ``n``: a real graph or
+    a graph file has its own size, not the ``n`` given for synthetic graphs (20 by default)."""
     config = config.resolved()
     outcomes = [run_seed(config, seed, progress) for seed in config.seeds]
     task, calibration, _ = outcomes[0]
     runs = [run for _, _, run in outcomes]
+    config = replace(config, n=runs[0].graph["nodes"])
     for run in runs:
         if (
             run.calibrated and config.calibration == "exact" and run.privacy[0].epsilon > config.eps

@@ -1,6 +1,8 @@
 """Graphs: topologies (synthetic and real), mixing matrices, spectral facts.
 
-networkx in, numpy out. :func:`build_graph` turns the CLI's graph specification into a graph.
+networkx in, numpy out: dense arrays below :data:`SPARSE_MIN_AGENTS` agents, a CSR mixing matrix
+from it on (:mod:`dpdl.graphs.mixing`). :func:`build_graph` turns the CLI's graph specification
+into a graph.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import numpy as np
 from dpdl.choices import GRAPH_SOURCES, SYNTHETIC_GRAPHS
 from dpdl.graphs.mixing import (
     MIXING_RULES,
+    SPARSE_MIN_AGENTS,
     NotDoublyStochasticWarning,
+    Weights,
+    as_format,
     local_degree,
     max_degree,
     metropolis_hastings,
@@ -46,10 +51,13 @@ __all__ = [
     "GRAPH_SOURCES",
     "MIXING_RULES",
     "REAL_GRAPHS",
+    "SPARSE_MIN_AGENTS",
     "SYNTHETIC_GRAPHS",
     "GraphSummary",
     "NotDoublyStochasticWarning",
+    "Weights",
     "algebraic_connectivity",
+    "as_format",
     "build_graph",
     "complete",
     "erdos_renyi",

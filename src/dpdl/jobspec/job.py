@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
+from scipy import sparse
 
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
 from dpdl.accounting.noise import GaussianNoise
@@ -91,8 +92,9 @@ class Job:
         """SHA-256 of the mixing matrix and of the covariance of :attr:`noise_seeds`, as this
         process computes them: the agents of one run compare it before they agree seeds
         (:func:`dpdl.runtime.handshake.handshake`), and a checkpoint names the run by it."""
+        weights = self.weights.toarray() if sparse.issparse(self.weights) else self.weights
         return hashlib.sha256(
-            np.ascontiguousarray(self.weights).tobytes()
+            np.ascontiguousarray(weights).tobytes()
             + np.ascontiguousarray(self.noise_seeds.covariance()).tobytes()
         ).digest()
 

@@ -165,13 +165,16 @@ class NoiseMechanism:
         """
         if self.generator.shape[1] == 0:
             return None
-        covariance = self.covariance()
-        agents = np.flatnonzero(np.diag(covariance) > 0)
+        generator = self.generator
+        squares = generator.multiply(generator) if sparse.issparse(generator) else generator**2
+        shared = np.asarray(squares.sum(axis=1)).ravel()
+        agents = np.flatnonzero(self.private_variances + shared > 0)
         if (
             len(agents) * (1 + len(agents) / MULTIPLY_ADDS_PER_NORMAL)
             >= self.n + self.generator.shape[1]
         ):
-            return None
+            return None  # decided before R is formed: DECOR on a large sparse graph never forms it
+        covariance = self.covariance()
         values, vectors = np.linalg.eigh(covariance[np.ix_(agents, agents)])
         if values.min() < -1e-9 * max(values.max(), 0.0):
             raise ValueError(

@@ -23,6 +23,7 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+from scipy import sparse
 from scipy.optimize import minimize_scalar
 
 from dpdl.accounting.accountant import step_sensitivity
@@ -84,20 +85,25 @@ def _pair_scale(
 
 def design_decor(
     graph: nx.Graph,
-    weights: np.ndarray,
+    weights: np.ndarray | sparse.csr_array,
     calibration: Calibration,
     threat: ThreatModel | None = None,
 ) -> Decor:
     """DECOR noise minimising ``Tr(W R W^T)`` under the calibrated constraint against ``threat``.
 
     ``Tr(W R W^T) = sigma_pair^2(t) (Tr(W W^T) + t Tr(W L W^T))``; the search is over
-    ``log10 t`` in [-6, 6] (bounded Brent), compared with t = 0 (which is LDP).
+    ``log10 t`` in [-6, 6] (bounded Brent), compared with t = 0 (which is LDP). A sparse W
+    (large graphs) gives both traces from sparse products, without an n x n matrix.
     """
     threat = threat or Eavesdropper()
-    laplacian = (
-        nx.laplacian_matrix(graph, nodelist=range(graph.number_of_nodes())).toarray().astype(float)
-    )
-    base, extra = float(np.sum(weights * weights)), float(np.sum((weights @ laplacian) * weights))
+    laplacian = nx.laplacian_matrix(graph, nodelist=range(graph.number_of_nodes())).astype(float)
+    if sparse.issparse(weights):
+        base = float(weights.multiply(weights).sum())
+        extra = float(sparse.csr_array(weights @ laplacian).multiply(weights).sum())
+    else:
+        laplacian = laplacian.toarray()
+        base = float(np.sum(weights * weights))
+        extra = float(np.sum((weights @ laplacian) * weights))
 
     def cost(log_ratio: float) -> float:
         ratio = 10.0**log_ratio

@@ -23,7 +23,12 @@ from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.mechanisms.decor import appendix_d_couples, design_decor
 from dpdl.mechanisms.independent import CentralDP, LocalDP, NoNoise
 from dpdl.mechanisms.lppa import design_noise_flow
-from dpdl.mechanisms.whisper import MultiSeedWhisper, design_whisper, disjoint_groups
+from dpdl.mechanisms.whisper import (
+    MultiSeedWhisper,
+    dense_weights,
+    design_whisper,
+    disjoint_groups,
+)
 from dpdl.mechanisms.zero_sum import design_zero_sum
 from dpdl.settings import DesignOptions
 from dpdl.threats import CentralObserver, Colluding, Eavesdropper, ThreatModel, threat_by_name
@@ -92,6 +97,7 @@ def _multiseed(
         solve_multiseed,
     )  # CVXPY: 0.3 s to import, for this design alone
 
+    weights = dense_weights(weights, "CorN-DSGD's multi-seed design (a dense n x n covariance)")
     n = weights.shape[0]
     groups = disjoint_groups(n, options.groups)
     solution = solve_multiseed(weights, groups, options.q, calibration.inverse_variance_bound)

@@ -16,9 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from dpdl.accounting.calibration import Calibration, safe_scale
 from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
+from dpdl.scale import require_dense
 from dpdl.solvers.whisper_dual import WhisperSolution, solve_whisper
 from dpdl.threats import Colluding, Eavesdropper, ThreatModel
 
@@ -82,9 +84,23 @@ class Whisper(NoiseMechanism):
         return info
 
 
-def design_whisper(weights: np.ndarray, calibration: Calibration) -> Whisper:
+#: Dense n x n float64 matrices the Whisper dual holds at once (W, W^T W, its eigenvectors, the
+#: basis, R and the accountant's factor): what :func:`~dpdl.scale.require_dense` checks.
+WHISPER_DENSE_MATRICES = 6
+
+
+def dense_weights(weights: np.ndarray | sparse.sparray, what: str) -> np.ndarray:
+    """``weights`` as the dense array a dense design needs, after checking that the design's
+    matrices fit in memory (a :class:`~dpdl.errors.ConfigError` naming n and the bytes, before
+    anything is allocated, where they do not)."""
+    require_dense(weights.shape[0], what, WHISPER_DENSE_MATRICES)
+    return weights.toarray() if sparse.issparse(weights) else np.asarray(weights, dtype=float)
+
+
+def design_whisper(weights: np.ndarray | sparse.sparray, calibration: Calibration) -> Whisper:
     """Whisper noise for ``weights`` meeting ``calibration`` against the eavesdropper (problem
-    (9))."""
+    (9)). The design is dense (an n x n covariance): a graph too large for it is refused first."""
+    weights = dense_weights(weights, "Whisper's noise design (a dense n x n covariance)")
     solution = solve_whisper(weights, calibration.inverse_variance_bound)
     unit = Whisper.from_covariance(solution.covariance, solution)
     return unit.scaled(safe_scale(unit.scaled, Eavesdropper(), calibration, 1.0))

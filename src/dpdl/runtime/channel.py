@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 import torch.distributed as dist
+from scipy import sparse
 
 from dpdl.choices import MACS
 from dpdl.errors import AuthenticationError, ConfigError, PeerFailure
@@ -104,16 +105,23 @@ def wait(work: dist.Work, peer: int, round_: int, agent: int, timeout: datetime.
         ) from error
 
 
-def receivers_of(weights: np.ndarray, agent: int) -> list[int]:
+def _nonzero(entries: np.ndarray | sparse.sparray) -> np.ndarray:
+    """Positions of the nonzero entries of a row or column of W, dense or sparse, increasing."""
+    if sparse.issparse(entries):
+        entries = entries.toarray()
+    return np.flatnonzero(np.ravel(entries))
+
+
+def receivers_of(weights: np.ndarray | sparse.csr_array, agent: int) -> list[int]:
     """The agents ``agent`` sends to: j with ``W[j, agent] > 0``, j != agent, in increasing
     order."""
-    return [int(j) for j in np.flatnonzero(weights[:, agent]) if j != agent]
+    return [int(j) for j in _nonzero(weights[:, agent]) if j != agent]
 
 
-def senders_of(weights: np.ndarray, agent: int) -> list[int]:
+def senders_of(weights: np.ndarray | sparse.csr_array, agent: int) -> list[int]:
     """The agents ``agent`` hears from: j with ``W[agent, j] > 0``, j != agent, in increasing
     order."""
-    return [int(j) for j in np.flatnonzero(weights[agent]) if j != agent]
+    return [int(j) for j in _nonzero(weights[agent]) if j != agent]
 
 
 class NeighbourChannel:
