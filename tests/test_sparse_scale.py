@@ -108,6 +108,47 @@ def test_sparse_validation_says_what_dense_says(graph: nx.Graph) -> None:
     assert "does not mix" in _error(split.toarray())
 
 
+def _chain(arcs: list[tuple[int, int, float]], n: int) -> np.ndarray:
+    weights = np.zeros((n, n))
+    for i, j, w in arcs:
+        weights[i, j] = w
+    return weights
+
+
+#: (W, doubly stochastic?, what the support-based check says, or None: it mixes). Each W's
+#: verdict is also the dense eigen-decomposition's (checked below).
+MIXING_CASES = [
+    (np.roll(np.eye(6), 1, axis=1), True, "splits into 6 groups"),  # a permutation: sigma_2 = 1
+    (nx.to_numpy_array(nx.cycle_graph(6)) / 2, True, "periodic (a bipartite support"),
+    (nx.to_numpy_array(nx.cycle_graph(5)) / 2, True, None),  # odd cycle: aperiodic
+    (np.kron(np.eye(2), np.full((3, 3), 1 / 3)), True, "splits into 2 groups"),
+    (_chain([(0, 1, 1), (1, 1, 0.5), (1, 2, 0.5), (2, 1, 0.5), (2, 2, 0.5), (3, 3, 1)], 4), False,
+     "2 closed classes"),
+    (_chain([(0, 1, 1), (1, 1, 0.5), (1, 2, 0.5), (2, 1, 0.5), (2, 2, 0.5)], 3), False, None),
+    (np.roll(np.eye(6), 1, axis=1), False, "periodic (no weight on self-loops"),
+    (_chain([(0, 1, 1), (1, 2, 1), (2, 0, 0.5), (2, 1, 0.5)], 3), False, None),  # cycles 3 and 2
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("weights", "doubly", "reason"), MIXING_CASES)
+def test_whether_a_sparse_w_mixes_is_decided_from_its_support_as_the_spectrum_says(
+    weights: np.ndarray, doubly: bool, reason: str | None
+) -> None:
+    def verdict(w) -> str | None:
+        try:
+            validate_mixing_matrix(w, doubly_stochastic=doubly)
+        except MixingMatrixError as error:
+            return str(error)
+        return None
+
+    dense, by_support = verdict(weights), verdict(sparse.csr_array(weights))
+    assert (dense is None) == (reason is None)
+    assert (by_support is None) == (reason is None)
+    if reason is not None:
+        assert "does not mix" in dense
+        assert reason in by_support
+
+
 def test_seeded_dsgd_gives_the_same_models_with_a_sparse_w() -> None:
     graph = erdos_renyi(30, 0.2, seed=2)
     dense = mixing_matrix(graph)

@@ -36,11 +36,14 @@ __all__ = [
 
 
 def relabel_consecutive(graph: nx.Graph) -> nx.Graph:
-    """Relabel the nodes to ``0..n-1`` in sorted order of their original labels."""
+    """Relabel the nodes to ``0..n-1`` in sorted order of their original labels (``graph`` itself
+    when they are those already: a copy of a large graph takes seconds)."""
     try:
         order = sorted(graph.nodes)
     except TypeError:  # mixed label types: keep insertion order
         order = list(graph.nodes)
+    if order == list(range(len(order))):
+        return graph
     return nx.relabel_nodes(graph, {old: new for new, old in enumerate(order)}, copy=True)
 
 
