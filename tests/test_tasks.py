@@ -165,3 +165,31 @@ def test_chunked_evaluation_equals_one_pass() -> None:
     whole = task.evaluate(params)
     assert chunked["test_accuracy"] == whole["test_accuracy"]
     np.testing.assert_allclose(chunked["test_loss"], whole["test_loss"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("example_clip", [None, 0.1])
+def test_logistic_regression_in_blocks_of_agents_equals_one_block(
+    monkeypatch, example_clip
+) -> None:
+    """Thousands of agents are computed in blocks (bounded memory); a block is a set of whole
+    agents, so each agent's gradient and metrics are the same as in one pass."""
+    from dpdl.tasks import logistic
+    from dpdl.tasks.base import Batch
+
+    task = build_task("logreg-a9a", 12, seed=1)
+    rng = np.random.default_rng(0)
+    params = rng.normal(scale=0.1, size=(12, task.dim))
+    sizes = task.agent_sizes
+    indices = task.offsets[:-1, None] + rng.integers(0, sizes.min(), size=(12, 16))
+    batch = Batch(indices, np.full((12, 16), 1 / 16))
+    whole_gradients, whole_metrics = (
+        task.gradients(params, batch, example_clip),
+        task.evaluate(params),
+    )
+    monkeypatch.setattr(logistic, "BLOCK_ENTRIES", 16 * task.dim * 5)  # blocks of 5 agents
+    assert len(logistic._blocks(12, 16 * task.dim)) == 3
+    np.testing.assert_allclose(
+        task.gradients(params, batch, example_clip), whole_gradients, rtol=1e-12, atol=1e-15
+    )
+    for key, value in task.evaluate(params).items():
+        assert value == pytest.approx(whole_metrics[key], rel=1e-12, abs=1e-15)

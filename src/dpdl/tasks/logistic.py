@@ -7,7 +7,9 @@ clipping and needs no noise. Whisper D-SGD Section VI-A (ii) / CorN-DSGD VI-A (i
 
 Per-example gradients are ``-y sigma(-y a^T x) a``, so their norms are ``|coef| ||a||`` and
 per-example clipping costs no more than agent-level clipping: no ``(n, B, d)`` gradient array is
-formed.
+formed. Thousands of agents are taken in blocks of agents (:data:`BLOCK_ENTRIES`), so the batch
+rows gathered and the evaluation's margins stay tens of megabytes whatever n (the papers' 20-100
+agents are one block: their numbers are unchanged).
 """
 
 from __future__ import annotations
@@ -17,7 +19,17 @@ from scipy.special import expit
 
 from dpdl.tasks.base import Batch, Task
 
-__all__ = ["LogisticRegression"]
+__all__ = ["BLOCK_ENTRIES", "LogisticRegression"]
+
+#: Most float64 entries of one block's temporary arrays (64 MB): the gathered batch rows
+#: ``(agents, B, d)`` of a step, or the margins ``(examples, agents)`` of an evaluation.
+BLOCK_ENTRIES = 1 << 23
+
+
+def _blocks(n: int, per_agent: int) -> list[slice]:
+    """Consecutive agent blocks whose temporaries hold at most :data:`BLOCK_ENTRIES` entries."""
+    size = max(1, BLOCK_ENTRIES // max(per_agent, 1))
+    return [slice(start, min(start + size, n)) for start in range(0, n, size)]
 
 
 class LogisticRegression(Task):
@@ -54,6 +66,16 @@ class LogisticRegression(Task):
         self, params: np.ndarray, batch: Batch | None, example_clip: float | None
     ) -> np.ndarray:
         assert batch is not None, "logistic regression is trained on mini-batches"
+        n, size = batch.indices.shape
+        if n > 1 and len(blocks := _blocks(n, size * self.dim)) > 1:
+            return np.concatenate(
+                [
+                    self.gradients(
+                        params[b], Batch(batch.indices[b], batch.weights[b]), example_clip
+                    )
+                    for b in blocks
+                ]
+            )
         rows = np.take(
             self.features, batch.indices, axis=0
         )  # (n, B, d); faster than fancy indexing
@@ -71,6 +93,10 @@ class LogisticRegression(Task):
     def _losses(
         self, params: np.ndarray, features: np.ndarray, labels: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
+        blocks = _blocks(len(params), len(labels))
+        if len(blocks) > 1:
+            parts = [self._losses(params[b], features, labels) for b in blocks]
+            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         margins = labels[:, None] * (features @ params.T)  # (m, k)
         return np.logaddexp(0.0, -margins).mean(axis=0), (margins > 0).mean(axis=0)
 
