@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-full-data lint bench clean
+.PHONY: setup demo test test-full-data lint docs bench clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	PYTHONPATH=src $(BIN)/lint-imports
 
+# The documentation site (mkdocs-material, mkdocstrings) into site/, strictly: a broken link or a
+# missing reference fails the build.
+docs: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_example_clipping.py
@@ -40,4 +46,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_startup.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .import_linter_cache .grimp_cache
+	rm -rf $(VENV) build site src/*.egg-info .pytest_cache .ruff_cache .import_linter_cache .grimp_cache
