@@ -12,6 +12,11 @@ __all__, __getattr__, __dir__ = lazy_exports(
     {
         "eavesdropper": ("sum_attack", "sum_attack_error"),
         "inversion": ("Inversion", "invert_gradient"),
-        "membership": ("EmpiricalPrivacy", "clopper_pearson_upper", "membership_lower_bound"),
+        "membership": (
+            "EmpiricalPrivacy",
+            "clopper_pearson_upper",
+            "gaussian_fit_lower_bound",
+            "membership_lower_bound",
+        ),
     },
 )

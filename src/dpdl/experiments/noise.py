@@ -52,6 +52,8 @@ class NoiseReport:
     #: When attacked: the membership test's empirical lower bound on epsilon per threat
     #: (:mod:`dpdl.attacks.membership`; NaN where the threat has too many coalitions to search) ...
     epsilon_lower_bound: dict[str, float] = field(default_factory=dict)
+    #: ... the same test's Gaussian-fit lower bound (it can meet the upper bound) ...
+    epsilon_lower_bound_fit: dict[str, float] = field(default_factory=dict)
     #: ... each test's details, and the eavesdropper's sum attack
     #: (:mod:`dpdl.attacks.eavesdropper`).
     attack: dict[str, Any] = field(default_factory=dict)
@@ -69,7 +71,11 @@ class NoiseReport:
             "graph": self.graph,
             "mechanism": self.mechanism,
             **(
-                {"epsilon_lower_bound": self.epsilon_lower_bound, "attack": self.attack}
+                {
+                    "epsilon_lower_bound": self.epsilon_lower_bound,
+                    "epsilon_lower_bound_gaussian_fit": self.epsilon_lower_bound_fit,
+                    "attack": self.attack,
+                }
                 if self.attack
                 else {}
             ),
@@ -115,6 +121,7 @@ def noise_report(
             report.mu_step, steps, delta, neighbouring, "paper-rdp"
         )
     lower: dict[str, float] = {}
+    fitted: dict[str, float] = {}
     attack: dict[str, Any] = {}
     if attack_trials is not None:
         for threat in threats:
@@ -134,6 +141,8 @@ def noise_report(
                 threat=threat,
             )
             lower[name], attack[name] = empirical.epsilon, empirical.as_dict()
+            if empirical.gaussian_fit is not None:
+                fitted[name] = empirical.gaussian_fit
         gradients = clip_rows(
             purpose_rng(seed, "sum attack gradients").standard_normal((mechanism.n, 1000)), clip
         )
@@ -151,5 +160,6 @@ def noise_report(
         mechanism.describe(),
         summarize(graph, weights).as_dict(),
         lower,
+        fitted,
         attack,
     )
