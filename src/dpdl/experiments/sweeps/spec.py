@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpdl.choices import MECHANISM_REGISTRY
 from dpdl.errors import ConfigError
 from dpdl.experiments.replay import (
     key_line,
@@ -143,12 +144,23 @@ class _File:
         return f"{self.path}:{line}" if line else str(self.path)
 
 
+def _value(action: argparse.Action, value: Any, where: str) -> Any:
+    """``value`` of option ``action`` checked as ``dpdl train --config`` checks it; a mechanism
+    against the registry too (its option is open, so argparse has no choices to check it by),
+    so that a misspelt one fails here, not in every point that names it."""
+    value = typed_value(action, value, where)
+    if action.dest == "mechanism" and value != "none" and value not in MECHANISM_REGISTRY:
+        known = ", ".join(("none", *MECHANISM_REGISTRY.names()))
+        raise ConfigError(f"{where}: expected one of {known}, got {value!r}")
+    return value
+
+
 def _axis_values(
     action: argparse.Action, key: str, value: Any, where: str
 ) -> tuple[tuple[Any, ...], ...]:
     if not isinstance(value, list) or not value:
         raise ConfigError(f"{where}: {key}: an axis is a non-empty list of values, got {value!r}")
-    return tuple((typed_value(action, item, f"{where}: {key}"),) for item in value)
+    return tuple((_value(action, item, f"{where}: {key}"),) for item in value)
 
 
 def _zip_groups(value: Any, where: str) -> list[list[str]]:
@@ -258,7 +270,7 @@ def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
     for key, value in data.get("base", {}).items():
         where = file.where(key, "base")
         action = resolve_key(actions, key, where)
-        base[action.dest] = typed_value(action, value, f"{where}: {key}")
+        base[action.dest] = _value(action, value, f"{where}: {key}")
     sweep = dict(data.get("sweep", {}))
     special = {
         name: (sweep.pop(name), file.where(name, "sweep"))
@@ -274,6 +286,7 @@ def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
                 f"{where}: {key}: set in [base] too ({file.where(key, 'base')}); keep one"
             )
         axes[action.dest] = _axis_values(action, key, value, where)
+    fixed: set[str] = set()  # axes that --set fixed: they leave their zip group
     for assignment in assignments:
         key, value = parse_set(assignment)
         name = key.removeprefix("sweep.")
@@ -282,10 +295,15 @@ def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
             axes[action.dest] = _axis_values(action, name, value, "--set")
             base.pop(action.dest, None)
         else:
-            base[action.dest] = typed_value(action, value, f"--set {key}")
-            axes.pop(action.dest, None)
+            base[action.dest] = _value(action, value, f"--set {key}")
+            if axes.pop(action.dest, None) is not None:
+                fixed.add(action.dest)
     value, where = special.get("zip", ([], str(path)))
-    grid = _zipped(axes, _zip_groups(value, where) if value else [], actions, where)
+    groups = [
+        [key for key in group if resolve_key(actions, key, where).dest not in fixed]
+        for group in (_zip_groups(value, where) if value else [])
+    ]
+    grid = _zipped(axes, [group for group in groups if len(group) > 1], actions, where)
     tune = None
     if "tune" in special:
         value, where = special["tune"]
