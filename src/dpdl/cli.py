@@ -301,11 +301,12 @@ def _factorize_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser, jobs: str) -> None:
-    """``--executor``, ``--address`` and the number of points at once (``jobs``: the option's
-    name): where the points of a grid run (:mod:`dpdl.experiments.executors`)."""
+    """``--executor``, ``--address`` and the number of points at once (option ``--<jobs>``, dest
+    ``jobs``): where the points of a grid run (:mod:`dpdl.experiments.executors`)."""
     group = parser.add_argument_group("executor (where the points run)")
     group.add_argument(
         f"--{jobs}",
+        dest="jobs",
         type=positive_int,
         default=None,
         help="points at once on this machine (default: all cores; with --executor ray, the CPUs "
@@ -330,8 +331,7 @@ def add_executor_arguments(parser: argparse.ArgumentParser, jobs: str) -> None:
 def _open_executor(args: argparse.Namespace, cpus: float = 1.0, gpus: float = 0.0):  # noqa: ANN202 (an Executor, imported late)
     from dpdl.experiments.executors import ExecutorOptions, open_executor
 
-    workers = getattr(args, "jobs", None) or getattr(args, "workers", None)
-    return open_executor(args.executor, ExecutorOptions(workers, args.address, cpus, gpus))
+    return open_executor(args.executor, ExecutorOptions(args.jobs, args.address, cpus, gpus))
 
 
 def _sweep_parser(sub: argparse._SubParsersAction) -> None:
