@@ -15,6 +15,8 @@ import pytest
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.executors import DIED, ExecutorOptions, LocalExecutor, RayExecutor
+from dpdl.experiments.reproduce import whisper_variance
+from dpdl.experiments.reproduce.runner import run_jobs
 from dpdl.experiments.sweeps.run import run_sweep
 from dpdl.experiments.sweeps.spec import read_sweep
 
@@ -101,19 +103,36 @@ def local_table(tmp_path_factory) -> str:
     return (folder / "out" / "runs.csv").read_text()
 
 
-def test_local_executor_and_a_local_ray_give_identical_tables(tmp_path, local_table) -> None:
+@pytest.fixture(scope="module")
+def local_ray():
+    """A Ray on this machine, started by the test and shut down after (the executor leaves a Ray it
+    did not start running)."""
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    try:
-        with RayExecutor(ExecutorOptions()) as executor:
-            result = run_sweep(
-                read_sweep(_file(tmp_path, SMALL)), tmp_path / "out", executor, progress=False
-            )
-        assert ray.is_initialized()  # the test's Ray is left to the test
-    finally:
-        ray.shutdown()
+    yield ray
+    ray.shutdown()
+
+
+def test_local_executor_and_a_local_ray_give_identical_tables(
+    tmp_path, local_table, local_ray
+) -> None:
+    with RayExecutor(ExecutorOptions()) as executor:
+        result = run_sweep(
+            read_sweep(_file(tmp_path, SMALL)), tmp_path / "out", executor, progress=False
+        )
+    assert local_ray.is_initialized()  # the test's Ray is left to the test
     assert len(result.rows) == 4 and result.failed == 0
     assert (tmp_path / "out" / "runs.csv").read_text() == local_table
+
+
+def test_a_reproduction_runs_its_jobs_on_ray_with_the_same_results(tmp_path, local_ray) -> None:
+    jobs = whisper_variance.jobs(True)[:4]
+    local = run_jobs(jobs, whisper_variance.run_job, tmp_path / "local", 2, progress=False)
+    with RayExecutor(ExecutorOptions()) as executor:
+        on_ray = run_jobs(
+            jobs, whisper_variance.run_job, tmp_path / "ray", progress=False, executor=executor
+        )
+    assert on_ray == local
 
 
 def _entries(folder: Path) -> dict[str, tuple[int, int]]:
