@@ -9,11 +9,12 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from dpdl.errors import ConfigError
+from dpdl.errors import ConfigError, MissingDependencyError
 from dpdl.experiments.executors import DIED, ExecutorOptions, LocalExecutor, RayExecutor
 from dpdl.experiments.reproduce import whisper_variance
 from dpdl.experiments.reproduce.runner import run_jobs
@@ -188,6 +189,27 @@ def test_the_local_executor_survives_a_worker_process_that_dies() -> None:
     assert sorted(outcomes) == list(range(6))
     assert outcomes[2].result is None and outcomes[2].error == DIED
     assert all(outcomes[x].result == {"square": x * x} for x in (0, 1, 3, 4, 5))
+
+
+def test_two_sweeps_writing_into_one_folder_at_once_leave_whole_files(
+    tmp_path, local_table
+) -> None:
+    sweep = read_sweep(_file(tmp_path, SMALL))
+
+    def run(_: int) -> int:
+        return len(run_sweep(sweep, tmp_path / "out", workers=1, progress=False).rows)
+
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(run, [0, 1])) == [4, 4]
+    assert (tmp_path / "out" / "runs.csv").read_text() == local_table
+    assert len(list((tmp_path / "out" / "points").glob("*.json"))) == 4
+    assert not list((tmp_path / "out").rglob("*.partial"))
+
+
+def test_the_ray_executor_without_ray_names_the_extra(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'dpdl\[ray\]'"):
+        RayExecutor(ExecutorOptions())
 
 
 def test_local_executor_refuses_an_address() -> None:
