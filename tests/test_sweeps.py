@@ -109,7 +109,7 @@ def local_ray():
     """A Ray on this machine, started by the test and shut down after (the executor leaves a Ray it
     did not start running)."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     yield ray
     ray.shutdown()
 

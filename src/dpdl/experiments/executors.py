@@ -185,12 +185,16 @@ class RayExecutor(_Closing):
         self.options = options
         self.started = not self.ray.is_initialized()
         if self.started:
-            self.ray.init(
-                address=options.address,
-                num_cpus=options.workers if options.address is None else None,
-                include_dashboard=False,
-                logging_level=logging.WARNING,
-            )
+            try:
+                self.ray.init(
+                    address=options.address or "local",  # "local": a new Ray, not one running
+                    num_cpus=options.workers if options.address is None else None,
+                    include_dashboard=False,
+                    logging_level=logging.WARNING,
+                )
+            except Exception as error:  # Ray's own errors: connection, authentication, resources
+                where = f"join the Ray cluster at {options.address}" if options.address else ""
+                raise ConfigError(f"cannot {where or 'start a Ray here'}: {_why(error)}") from None
         logger.info("Ray cluster resources: %s", self.ray.cluster_resources())
 
     def map(self, run_job: RunJob, jobs: list[Job]) -> Iterator[Outcome]:
