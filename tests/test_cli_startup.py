@@ -30,6 +30,7 @@ HEAVY = (
     "networkx",
     "cryptography",
     "tqdm",
+    "ray",
 )
 
 HELP_SCRIPT = """

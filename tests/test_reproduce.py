@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from dpdl.experiments import executors
 from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce, runner
 from dpdl.experiments.reproduce.runner import job_key, run_jobs, scan_cache
 
@@ -29,7 +30,7 @@ def test_run_jobs_replaces_its_workers_after_a_bounded_number_of_jobs(
 ) -> None:
     """Every job runs (no deadlock when workers are replaced), in fresh pools of at most
     workers x MAX_JOBS_PER_WORKER jobs each."""
-    monkeypatch.setattr(runner, "MAX_JOBS_PER_WORKER", 2)
+    monkeypatch.setattr(executors, "MAX_JOBS_PER_WORKER", 2)
     rows = run_jobs([{"x": x} for x in range(9)], _pid, tmp_path, workers=2, progress=False)
     assert [row["x"] for row in rows] == list(range(9))
     counts = collections.Counter(row["pid"] for row in rows)

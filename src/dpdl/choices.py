@@ -27,6 +27,7 @@ __all__ = [
     "DECOR_SEARCHES",
     "DEFAULT_TRIALS",
     "DISTRIBUTIONS",
+    "EXECUTORS",
     "GRAPH_FILE_FORMATS",
     "GRAPH_SOURCES",
     "IMAGE_TASKS",
@@ -220,6 +221,19 @@ PARTITIONS = ("iid", "dirichlet", "quantity-skew", "labels-per-agent")
 
 #: Message authentication per link of the runtime (:class:`dpdl.runtime.channel.NeighbourChannel`).
 MACS = ("aes-gmac", "poly1305", "hmac-sha256")
+
+#: Where the points of a grid run (``dpdl sweep``, ``dpdl reproduce``; ``--executor``): each
+#: target is called ``executor(options)`` (a :class:`dpdl.experiments.executors.ExecutorOptions`)
+#: and returns an :class:`dpdl.experiments.executors.Executor`.
+EXECUTORS = Registry("executor")
+EXECUTORS.add(
+    "local", "dpdl.experiments.executors:LocalExecutor", "worker processes on this machine"
+)
+EXECUTORS.add(
+    "ray",
+    "dpdl.experiments.executors:RayExecutor",
+    "Ray tasks: a Ray started here, or the cluster at --address (pip install 'dpdl[ray]')",
+)
 
 #: Membership-test trials per hypothesis of the empirical lower bounds
 #: (:func:`dpdl.attacks.membership_lower_bound`; about a second per mechanism at n = 10, T = 100).

@@ -1,5 +1,5 @@
 """The ``dpdl`` command line: ``train``, ``run-agent``, ``run-local``, ``noise``, ``audit``,
-``factorize``, ``reproduce``, ``demo``, ``data`` (``--help`` on each).
+``factorize``, ``reproduce``, ``sweep``, ``demo``, ``data`` (``--help`` on each).
 
 The parser is built from :mod:`dpdl.choices` and the settings a run declares, which are light: the
 fields of
@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import NoReturn
 
 from dpdl import __version__
-from dpdl.choices import DEFAULT_TRIALS, MECHANISM_REGISTRY, MULTISEED_MAX_N, THREAT_REGISTRY
+from dpdl.choices import (
+    DEFAULT_TRIALS,
+    EXECUTORS,
+    MECHANISM_REGISTRY,
+    MULTISEED_MAX_N,
+    THREAT_REGISTRY,
+)
 from dpdl.errors import DpdlError
 from dpdl.jobspec.config import TrainConfig
 from dpdl.registry import load_plugins
@@ -309,6 +315,67 @@ def _factorize_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_factorize)
 
 
+def add_executor_arguments(parser: argparse.ArgumentParser, jobs: str) -> None:
+    """``--executor``, ``--address`` and the number of points at once (option ``--<jobs>``, dest
+    ``jobs``): where the points of a grid run (:mod:`dpdl.experiments.executors`)."""
+    group = parser.add_argument_group("executor (where the points run)")
+    group.add_argument(
+        f"--{jobs}",
+        dest="jobs",
+        type=positive_int,
+        default=None,
+        help="points at once on this machine (default: all cores; with --executor ray, the CPUs "
+        "of the Ray started here)",
+    )
+    group.add_argument(
+        "--executor",
+        choices=EXECUTORS.names(),
+        default="local",
+        help="; ".join(f"{name}: {what}" for name, what in EXECUTORS.helps().items())
+        + " (default local)",
+    )
+    group.add_argument(
+        "--address",
+        default=None,
+        metavar="ADDR",
+        help="with --executor ray: the Ray cluster to join (host:port of its head, or 'auto'); "
+        "default: start a Ray on this machine",
+    )
+
+
+def _open_executor(args: argparse.Namespace, cpus: float = 1.0, gpus: float = 0.0):  # noqa: ANN202 (an Executor, imported late)
+    from dpdl.experiments.executors import ExecutorOptions, open_executor
+
+    return open_executor(args.executor, ExecutorOptions(args.jobs, args.address, cpus, gpus))
+
+
+def _sweep_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "sweep",
+        help="run a grid of training runs from a TOML sweep file, locally or on Ray",
+        description="Expand the sweep file's grid ([base]: the options of 'dpdl train --config'; "
+        "[sweep]: lists crossed, 'zip' pairs lists, 'tune' names the metric a step-size search "
+        "tunes), run every point not already stored in DIR/points, and write DIR/runs.csv (one "
+        "row per run), DIR/summary.csv (t intervals over seeds) and a figure per metric. An "
+        "interrupted sweep resumes; see docs/sweeps.md.",
+    )
+    parser.add_argument("file", type=Path, help="sweep file (TOML), e.g. examples/sweeps/*.toml")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the grid and its size; run nothing"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="fix an option (replacing its axis), or sweep.KEY=[...] to set an axis; VALUE a TOML "
+        "literal; repeatable",
+    )
+    add_executor_arguments(parser, "jobs")
+    add_output_arguments(parser, None, "results/sweeps/<file name>", None)
+    parser.set_defaults(handler=_sweep)
+
+
 def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "reproduce",
@@ -323,9 +390,6 @@ def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
         "--quick", action="store_true", help="fewer seeds and grid points (minutes)"
     )
     parser.add_argument(
-        "--workers", type=positive_int, default=None, help="parallel processes (default: all cores)"
-    )
-    parser.add_argument(
         "--parts",
         nargs="+",
         default=None,
@@ -333,6 +397,7 @@ def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
         help="run only these parts of a figure that has parts (see --list), e.g. decor-fig1's "
         "logreg-a9a",
     )
+    add_executor_arguments(parser, "workers")
     add_output_arguments(parser, None, "results/<name>, or results/quick/<name>", None)
     parser.set_defaults(handler=_reproduce)
 
@@ -424,6 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     _audit_parser(sub)
     _factorize_parser(sub)
     _reproduce_parser(sub)
+    _sweep_parser(sub)
     _demo_parser(sub)
     _data_parser(sub)
     return parser
@@ -669,12 +735,47 @@ def _reproduce(args: argparse.Namespace) -> int:
     out = args.out or (
         Path("results") / "quick" / args.name if args.quick else Path("results") / args.name
     )
-    report = reproduce(
-        args.name, out, args.quick, args.workers, progress=not args.no_progress, parts=args.parts
-    )
+    with _open_executor(args) as executor:
+        report = reproduce(
+            args.name,
+            out,
+            args.quick,
+            progress=not args.no_progress,
+            parts=args.parts,
+            executor=executor,
+        )
     print(report.read_text())
     print(f"results: {out}")
     return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from dpdl.experiments.sweeps.spec import read_sweep
+
+    sweep = read_sweep(args.file, args.set)
+    points = sweep.points()
+    if args.dry_run:
+        for axis in sweep.axes:
+            if axis.keys:
+                values = ", ".join(
+                    "/".join(json.dumps(value) for value in position) for position in axis.values
+                )
+                print(f"{' + '.join(axis.keys)} ({len(axis.values)}): {values}")
+        if sweep.tune is not None:
+            print(f"tune: {sweep.tune.goal} {sweep.tune.metric} over {', '.join(sweep.tune.over)}")
+        print(f"{len(points)} runs")
+        return 0
+    from dpdl.experiments.sweeps.run import run_sweep
+
+    out = args.out or Path("results") / "sweeps" / args.file.stem
+    with _open_executor(args, sweep.cpus, sweep.gpus) as executor:
+        result = run_sweep(
+            sweep, out, executor, progress=not args.no_progress, label=args.file.stem
+        )
+    for name, path in result.paths.items():
+        print(f"{name}: {path}", file=sys.stderr)
+    print(f"{len(result.rows)} runs, {result.failed} failed; results: {out}")
+    return 1 if result.failed else 0
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import itertools
 import re
 import tomllib
 import typing
@@ -26,7 +27,16 @@ from typing import Any
 
 from dpdl.errors import ConfigError
 
-__all__ = ["NOT_RECORDED", "dump_options", "load_options", "option_actions", "parse_set"]
+__all__ = [
+    "NOT_RECORDED",
+    "dump_options",
+    "key_line",
+    "load_options",
+    "option_actions",
+    "parse_set",
+    "resolve_key",
+    "typed_value",
+]
 
 #: Options that are not part of a run's definition: the options file itself and its overrides,
 #: help, and the results folder (a replay that changes a key must not overwrite the run it came
@@ -121,7 +131,7 @@ def _scalar(action: argparse.Action, value: Any, where: str) -> Any:
     return value
 
 
-def _typed(action: argparse.Action, value: Any, where: str) -> Any:
+def typed_value(action: argparse.Action, value: Any, where: str) -> Any:
     """``value`` of option ``action`` as the parsed namespace holds it; a single value is
     accepted for a list option (``seed = 3`` is ``seed = [3]``)."""
     if _is_flag(action):
@@ -138,15 +148,22 @@ def _typed(action: argparse.Action, value: Any, where: str) -> Any:
     return _scalar(action, value, where)
 
 
-def _key_line(text: str, key: str) -> int | None:
-    """The line of ``text`` where ``key`` is assigned or opens a table, for error messages."""
+def key_line(text: str, key: str, table: str | None = None) -> int | None:
+    """The line of ``text`` where ``key`` is assigned or opens a table, for error messages; with
+    ``table``, the line where it is assigned in that table (``[table]`` up to the next header)."""
     pattern = re.compile(rf"""^\s*(\[\s*)?["']?{re.escape(key)}["']?\s*(=|\])""")
-    return next(
-        (number for number, line in enumerate(text.splitlines(), 1) if pattern.match(line)), None
-    )
+    lines = list(enumerate(text.splitlines(), 1))
+    if table is not None:
+        start = key_line(text, table)
+        if start is None:
+            return None
+        lines = list(
+            itertools.takewhile(lambda item: not item[1].lstrip().startswith("["), lines[start:])
+        )
+    return next((number for number, line in lines if pattern.match(line)), None)
 
 
-def _resolve_key(actions: dict[str, argparse.Action], key: str, where: str) -> argparse.Action:
+def resolve_key(actions: dict[str, argparse.Action], key: str, where: str) -> argparse.Action:
     action = actions.get(key) or actions.get(key.replace("_", "-"))
     if action is None:
         close = difflib.get_close_matches(key.replace("_", "-"), actions, n=1)
@@ -189,14 +206,14 @@ def load_options(
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML: {error}") from None
         for key, value in data.items():
-            line = _key_line(text, key)
+            line = key_line(text, key)
             where = f"{path}:{line}: {key}" if line else f"{path}: {key}"
-            action = _resolve_key(actions, key, f"{path}:{line}" if line else str(path))
+            action = resolve_key(actions, key, f"{path}:{line}" if line else str(path))
             if action.dest in values:
                 raise ConfigError(f"{where}: the option is given twice (as '-' and '_' spellings)")
-            values[action.dest] = _typed(action, value, where)
+            values[action.dest] = typed_value(action, value, where)
     for assignment in assignments:
         key, value = parse_set(assignment)
-        action = _resolve_key(actions, key, f"--set {assignment!r}")
-        values[action.dest] = _typed(action, value, f"--set {key}")
+        action = resolve_key(actions, key, f"--set {assignment!r}")
+        values[action.dest] = typed_value(action, value, f"--set {key}")
     return values

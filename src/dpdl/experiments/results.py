@@ -8,11 +8,12 @@ module too, so matplotlib is imported by :func:`write_results`, which draws the 
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dpdl.files import json_safe
+from dpdl.files import atomic_write, json_safe
 
 if TYPE_CHECKING:
     from dpdl.experiments.train import TrainResult
@@ -68,12 +69,15 @@ def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
 
 
 def write_rows(rows: list[dict[str, Any]], path: Path) -> Path:
-    """All rows as CSV (columns: the union of the rows' keys, in first-seen order)."""
+    """All rows as CSV (columns: the union of the rows' keys, in first-seen order), written
+    atomically (:func:`dpdl.files.atomic_write`): a reader, or another run writing the same
+    table, sees a whole table, never a torn one."""
     columns: list[str] = []
     for row in rows:
         columns += [key for key in row if key not in columns]
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write(path, text.getvalue().encode())
     return path

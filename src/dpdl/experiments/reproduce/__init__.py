@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from dpdl.errors import ConfigError
+from dpdl.experiments.executors import Executor
 from dpdl.experiments.reproduce import (
     corn_mnist,
     decor_fig1,
@@ -86,9 +87,11 @@ def reproduce(
     workers: int | None = None,
     progress: bool = True,
     parts: Sequence[str] | None = None,
+    executor: Executor | None = None,
 ) -> Path:
-    """Run reproduction ``name`` (only ``parts`` of it, where it has parts) into ``out``; returns
-    the path of its REPORT.md."""
+    """Run reproduction ``name`` (only ``parts`` of it, where it has parts) into ``out``, its jobs
+    on ``executor`` (default: ``workers`` local processes; :mod:`dpdl.experiments.executors`);
+    returns the path of its REPORT.md."""
     if name not in REPRODUCTIONS:
         raise ConfigError(
             f"unknown reproduction {name!r}; known: {', '.join(REPRODUCTIONS)} (see dpdl "
@@ -100,11 +103,13 @@ def reproduce(
     cache = out / "cache"
     jobs = module.jobs(quick, **options)
     cached = _cached(jobs, cache)
-    rows = run_jobs(jobs, module.run_job, cache, workers, progress, label=name)
+    rows = run_jobs(jobs, module.run_job, cache, workers, progress, name, executor)
     if hasattr(module, "followup_jobs"):
         final = module.followup_jobs(quick, rows, **options)
         cached += _cached(final, cache)
-        rows += run_jobs(final, module.run_job, cache, workers, progress, label=f"{name} (final)")
+        rows += run_jobs(
+            final, module.run_job, cache, workers, progress, f"{name} (final)", executor
+        )
     omitted = getattr(module, "CSV_OMITS", ())
     write_rows(
         [{key: value for key, value in row.items() if key not in omitted} for row in rows],

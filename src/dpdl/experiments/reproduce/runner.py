@@ -1,4 +1,8 @@
-"""Running a reproduction's grid: parallel processes, a cache that makes interrupted runs resume.
+"""Running a grid (a reproduction's, a sweep's): an executor, a cache that makes interrupted runs
+resume.
+
+The jobs run on an executor (:mod:`dpdl.experiments.executors`: processes here, or Ray); each
+result is cached the moment it comes back, so whatever finished before an interruption is kept.
 
 A job is a JSON-able dict; its result is cached as ``<cache>/<job_key(job)>.json``, so a finished
 job is never run again and a rerun after an interruption picks up where it stopped.
@@ -23,9 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -35,11 +37,12 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from dpdl.data.paths import data_roots, manifest
+from dpdl.errors import DpdlError
+from dpdl.experiments.executors import Executor, ExecutorOptions, LocalExecutor
 from dpdl.files import atomic_write, file_sha256
 from dpdl.jobspec import ENGINE_VERSION
-from dpdl.processes import worker_context
 
-__all__ = ["CacheScan", "data_fingerprint", "job_key", "run_jobs", "scan_cache"]
+__all__ = ["CacheScan", "JobsFailed", "data_fingerprint", "job_key", "run_jobs", "scan_cache"]
 
 Job = dict[str, Any]
 
@@ -47,13 +50,6 @@ logger = logging.getLogger(__name__)
 
 #: Name and version of the entry layout above.
 FORMAT, FORMAT_VERSION = "dpdl-cache-entry", 1
-
-#: A pool of w workers runs at most ``w * MAX_JOBS_PER_WORKER`` jobs before it is replaced by a
-#: fresh one, so whatever a long run accumulates in one process
-#: (allocator fragmentation, caches) stays bounded: a full corn-mnist run lost a worker to the
-#: out-of-memory killer at 11.5 GB after about 60 jobs. A fresh pool per chunk of jobs, because
-#: ``max_tasks_per_child`` deadlocks on Python 3.11-3.14 (CPython gh-115634: no replacement worker).
-MAX_JOBS_PER_WORKER = 16
 
 
 def _canonical(value: Any) -> str:
@@ -200,6 +196,10 @@ def scan_cache(jobs: list[Job], cache: Path, data: str | None = None) -> CacheSc
     return scan
 
 
+class JobsFailed(DpdlError):
+    """Jobs of a grid failed (the others' results are cached): the message names each, with why."""
+
+
 def run_jobs(
     jobs: list[Job],
     run_job: Callable[[Job], dict[str, Any]],
@@ -207,13 +207,19 @@ def run_jobs(
     workers: int | None = None,
     progress: bool = True,
     label: str = "jobs",
+    executor: Executor | None = None,
+    keep_going: bool = False,
 ) -> list[dict[str, Any]]:
     """Results of ``run_job`` for every job (job fields merged in), in the order of ``jobs``:
-    from the cache where it holds an entry of the job under this engine and data, else computed
-    (and cached). Stale and unusable entries are logged (a warning each, with its path) and run
-    again.
+    from the cache where it holds an entry of the job under this engine and data, else computed by
+    ``executor`` (default: a :class:`~dpdl.experiments.executors.LocalExecutor` of ``workers``
+    processes, every core by default) and cached as each finishes. Stale and unusable entries are
+    logged (a warning each, with its path) and run again.
 
-    ``run_job`` must be a module-level function (it runs in worker processes).
+    A job that fails is logged and the others go on; then :class:`JobsFailed` is raised at the end,
+    or, with ``keep_going``, the failed job's row is the job with its ``error`` (and it is not
+    cached, so the next run tries it again). ``run_job`` must be a module-level function (it runs
+    in other processes).
     """
     cache.mkdir(parents=True, exist_ok=True)
     data = data_fingerprint()
@@ -226,15 +232,13 @@ def run_jobs(
         label = f"{label} (rerun: {len(scan.stale)} stale, {len(scan.unusable)} unusable)"
         logger.warning("%s", label)
     results, pending = scan.rows, scan.pending
-    workers = max(1, min(workers or os.cpu_count() or 1, len(pending) or 1))
     logger.info(
-        "%s: %d of %d jobs from the cache %s; %d to run in %d worker processes",
+        "%s: %d of %d jobs from the cache %s; %d to run",
         label,
         len(jobs) - len(pending),
         len(jobs),
         cache,
         len(pending),
-        workers,
     )
     bar = tqdm(
         total=len(jobs),
@@ -243,16 +247,26 @@ def run_jobs(
         unit="job",
         disable=None if progress else True,
     )
-    chunk = workers * MAX_JOBS_PER_WORKER
-    for start in range(0, len(pending), chunk):
-        with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context()) as pool:
-            futures = {pool.submit(run_job, job): job for job in pending[start : start + chunk]}
-            for future in as_completed(futures):
-                job = futures[future]
-                result = {**job, **future.result()}
-                _write_entry(cache / f"{job_key(job)}.json", _cache_key(job, data), result)
-                results[job_key(job)] = result
-                logger.debug("%s: done, cached in %s", job_key(job), cache)
-                bar.update()
+    failed: dict[str, str] = {}
+    running = executor or LocalExecutor(ExecutorOptions(workers))  # the caller closes its own
+    for outcome in running.map(run_job, pending) if pending else ():
+        key = job_key(outcome.job)
+        if outcome.result is None:
+            logger.error("%s: job %s failed: %s", label, key, outcome.error)
+            failed[key] = str(outcome.error)
+        else:
+            result = {**outcome.job, **outcome.result}
+            _write_entry(cache / f"{key}.json", _cache_key(outcome.job, data), result)
+            results[key] = result
+            logger.debug("%s: done, cached in %s", key, cache)
+        bar.update()
     bar.close()
-    return [results[job_key(job)] for job in jobs]
+    if failed and not keep_going:
+        raise JobsFailed(
+            f"{label}: {len(failed)} of {len(jobs)} jobs failed (the others are cached; run again "
+            "to retry): " + "; ".join(f"{key}: {why}" for key, why in failed.items())
+        )
+    return [
+        results[job_key(job)] if job_key(job) in results else {**job, "error": failed[job_key(job)]}
+        for job in jobs
+    ]

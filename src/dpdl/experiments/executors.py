@@ -1,0 +1,230 @@
+"""Where the points of a grid run: one interface, two executors.
+
+An executor takes a module-level function and a list of JSON-able jobs and yields one
+:class:`Outcome` per job as the jobs finish, in whatever order they finish; it never raises for a
+job that failed (the outcome carries the error), so one crashed point does not end a grid. The
+caching, the progress bar and the table are the caller's (:func:`dpdl.experiments.reproduce.
+runner.run_jobs`), so ``dpdl sweep`` and ``dpdl reproduce`` run their grids the same way on
+either executor.
+
+- :class:`LocalExecutor` (``local``, the default): worker processes on this machine, started from
+  the fork server that preloads dpdl and torch (:func:`dpdl.processes.worker_context`). A worker
+  that dies (killed, out of memory, a crash in native code) breaks its whole pool; the jobs that
+  pool had not finished are then run again one per process, so only the job that kills its
+  process fails.
+- :class:`RayExecutor` (``ray``, the extra ``dpdl[ray]``): each job a Ray task declaring its CPUs
+  and GPUs; ``ray.init()`` starts a Ray on this machine, or joins the cluster at ``address``.
+
+Both are registered in :data:`dpdl.choices.EXECUTORS`; :func:`open_executor` builds one by name.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, as_completed, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dpdl.choices import EXECUTORS
+from dpdl.errors import ConfigError
+from dpdl.optional import require
+from dpdl.processes import worker_context
+
+__all__ = [
+    "Executor",
+    "ExecutorOptions",
+    "LocalExecutor",
+    "Outcome",
+    "RayExecutor",
+    "open_executor",
+]
+
+Job = dict[str, Any]
+RunJob = Callable[[Job], dict[str, Any]]
+
+logger = logging.getLogger(__name__)
+
+#: A pool of w workers runs at most ``w * MAX_JOBS_PER_WORKER`` jobs before it is replaced by a
+#: fresh one, so whatever a long run accumulates in one process
+#: (allocator fragmentation, caches) stays bounded: a full corn-mnist run lost a worker to the
+#: out-of-memory killer at 11.5 GB after about 60 jobs. A fresh pool per chunk of jobs, because
+#: ``max_tasks_per_child`` deadlocks on Python 3.11-3.14 (CPython gh-115634: no replacement worker).
+MAX_JOBS_PER_WORKER = 16
+
+#: What a job whose process died reports.
+DIED = "its worker process died (killed, out of memory, or a crash in native code)"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One finished job: its result, or (``result`` None) why it failed."""
+
+    job: Job
+    result: dict[str, Any] | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """How an executor runs jobs: ``workers`` at once at most on this machine (default: every
+    core; ``--jobs``), the Ray cluster to join (``address``; None: a Ray started here), and what
+    each job declares to Ray (``cpus``, ``gpus``)."""
+
+    workers: int | None = None
+    address: str | None = None
+    cpus: float = 1.0
+    gpus: float = 0.0
+
+
+class Executor(Protocol):
+    """Runs jobs somewhere; a context manager, closed when the grid is done."""
+
+    def map(self, run_job: RunJob, jobs: list[Job]) -> Iterator[Outcome]:
+        """One outcome per job of ``jobs``, as each finishes. ``run_job`` must be a module-level
+        function (it runs in other processes, maybe on other machines)."""
+        ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Executor: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def _why(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+class _Closing:
+    def __enter__(self) -> _Closing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release what the executor holds (nothing, unless it started something)."""
+
+
+class LocalExecutor(_Closing):
+    """Worker processes on this machine (see the module's docstring)."""
+
+    def __init__(self, options: ExecutorOptions) -> None:
+        if options.address is not None:
+            raise ConfigError("--address names a Ray cluster: it needs --executor ray")
+        self.workers = options.workers
+
+    def map(self, run_job: RunJob, jobs: list[Job]) -> Iterator[Outcome]:
+        workers = max(1, min(self.workers or os.cpu_count() or 1, len(jobs) or 1))
+        chunk = workers * MAX_JOBS_PER_WORKER
+        for start in range(0, len(jobs), chunk):
+            orphans = yield from _pooled(run_job, jobs[start : start + chunk], workers)
+            if orphans:
+                logger.warning(
+                    "a worker process died; running the %d jobs its pool left one per process",
+                    len(orphans),
+                )
+                yield from _isolated(run_job, orphans, workers)
+
+
+def _pooled(run_job: RunJob, jobs: list[Job], workers: int) -> Iterator[Outcome]:
+    """Outcomes of ``jobs`` run in one pool; returns the jobs left unfinished by a broken pool."""
+    orphans = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context()) as pool:
+        futures = {pool.submit(run_job, job): job for job in jobs}
+        for future in as_completed(futures):
+            try:
+                result = future.result()
+            except BrokenProcessPool:
+                orphans.append(futures[future])
+                continue
+            except Exception as error:  # the job's own failure, pickled back by the pool
+                yield Outcome(futures[future], None, _why(error))
+                continue
+            yield Outcome(futures[future], result)
+    return orphans
+
+
+def _isolated(run_job: RunJob, jobs: list[Job], workers: int) -> Iterator[Outcome]:
+    """Outcomes of ``jobs``, each in a process of its own (``workers`` at once), so a job that
+    kills its process fails alone."""
+    queue = list(jobs)
+    running: dict[Future, tuple[Job, ProcessPoolExecutor]] = {}
+    try:
+        while queue or running:
+            while queue and len(running) < workers:
+                pool = ProcessPoolExecutor(max_workers=1, mp_context=worker_context())
+                job = queue.pop(0)
+                running[pool.submit(run_job, job)] = (job, pool)
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                job, pool = running.pop(future)
+                pool.shutdown()
+                try:
+                    yield Outcome(job, future.result())
+                except BrokenProcessPool:
+                    yield Outcome(job, None, DIED)
+                except Exception as error:
+                    yield Outcome(job, None, _why(error))
+    finally:
+        for _, pool in running.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+class RayExecutor(_Closing):
+    """Each job a Ray task declaring ``cpus`` and ``gpus``; on the cluster at ``address``, else on
+    a Ray started here with ``workers`` CPUs (every core by default) and shut down on
+    :meth:`close`. A Ray already initialised in this process (a test's, a notebook's) is used as it
+    is and left running."""
+
+    def __init__(self, options: ExecutorOptions) -> None:
+        self.ray = require("ray", "ray", "the Ray executor (--executor ray)")
+        self.options = options
+        self.started = not self.ray.is_initialized()
+        if self.started:
+            try:
+                self.ray.init(
+                    address=options.address or "local",  # "local": a new Ray, not one running
+                    num_cpus=options.workers if options.address is None else None,
+                    include_dashboard=False,
+                    logging_level=logging.WARNING,
+                )
+            except Exception as error:  # Ray's own errors: connection, authentication, resources
+                where = f"join the Ray cluster at {options.address}" if options.address else ""
+                raise ConfigError(f"cannot {where or 'start a Ray here'}: {_why(error)}") from None
+        logger.info("Ray cluster resources: %s", self.ray.cluster_resources())
+
+    def map(self, run_job: RunJob, jobs: list[Job]) -> Iterator[Outcome]:
+        ray = self.ray
+        task = ray.remote(num_cpus=self.options.cpus, num_gpus=self.options.gpus, max_retries=0)(
+            run_job
+        )
+        waiting = {task.remote(job): job for job in jobs}
+        try:
+            while waiting:
+                done, _ = ray.wait(list(waiting), num_returns=1)
+                for ref in done:
+                    job = waiting.pop(ref)
+                    try:
+                        yield Outcome(job, ray.get(ref))
+                    except ray.exceptions.RayTaskError as error:  # the job raised
+                        yield Outcome(job, None, _why(error.cause or error))
+                    except ray.exceptions.RayError as error:  # its worker or node died
+                        yield Outcome(job, None, f"{DIED}: {_why(error)}")
+        finally:
+            for ref in waiting:
+                ray.cancel(ref, force=True)
+
+    def close(self) -> None:
+        if self.started:
+            self.ray.shutdown()
+            self.started = False
+
+
+def open_executor(name: str, options: ExecutorOptions | None = None) -> Executor:
+    """The executor registered as ``name`` (:data:`dpdl.choices.EXECUTORS`), set up with
+    ``options``."""
+    return EXECUTORS.get(name)(options or ExecutorOptions())

@@ -1,0 +1,18 @@
+"""Sweeps: a grid of training runs described once in a TOML file (:mod:`.spec`), run on an
+executor through the cache the reproductions use (:mod:`.run`), summarised over seeds with
+t-intervals (:mod:`.summary`): ``dpdl sweep FILE``.
+
+The names are imported on first use (:mod:`dpdl.lazy`): reading a sweep file (``--dry-run``)
+imports neither torch nor matplotlib.
+"""
+
+from dpdl.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "spec": ("Axis", "Sweep", "Tune", "read_sweep"),
+        "run": ("SweepResult", "run_point", "run_sweep"),
+        "summary": ("summarise", "t_interval"),
+    },
+)

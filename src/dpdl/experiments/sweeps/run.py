@@ -1,0 +1,121 @@
+"""Running a sweep: every point through the reproductions' cache, on an executor, into one table.
+
+A point is a job ``{"kind": "dpdl-sweep-point", "version": VERSION, "options": {...}}`` holding
+every option of its one-seed configuration; :func:`dpdl.experiments.reproduce.runner.run_jobs`
+stores its result under the hash of that job, checked against the engine version
+(:data:`dpdl.jobspec.ENGINE_VERSION`) and the data files, in ``DIR/points/``. So a sweep run
+again (interrupted, or with points added) computes only what is missing or changed; entries are
+written atomically, so two sweeps writing into one folder at once leave whole entries only (a point
+both need may then run twice, never be torn).
+
+``DIR/runs.csv`` has one row per run: ``point`` (the hash), a column per option of the run (as
+resolved: the task's step size filled in), a column per final metric, the privacy accounted
+(``epsilon`` against the mechanism's own threat model, ``sigma``, ``trace_WRW``), and ``error``
+for a run that failed. ``DIR/runs.parquet`` too when pyarrow is installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpdl.experiments.executors import Executor
+from dpdl.experiments.reproduce.runner import job_key, run_jobs
+from dpdl.experiments.results import write_rows
+from dpdl.experiments.sweeps.spec import Sweep
+from dpdl.experiments.sweeps.summary import write_summary
+
+__all__ = ["KIND", "VERSION", "SweepResult", "run_point", "run_sweep"]
+
+logger = logging.getLogger(__name__)
+
+KIND = "dpdl-sweep-point"
+#: Part of every point's job: bump it when :func:`run_point`'s output changes.
+VERSION = 1
+
+
+def run_point(job: dict[str, Any]) -> dict[str, Any]:
+    """Train one point (one seed); its resolved options, final metrics and privacy. One BLAS /
+    torch thread: the points themselves fill the cores."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    from dpdl.experiments.train import TrainConfig, run_training
+    from dpdl.settings import from_options, to_options
+
+    torch.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        result = run_training(from_options(TrainConfig, job["options"]))
+    run = result.runs[0]
+    return {
+        "config": to_options(result.config),
+        "metrics": {key: value for key, value in run.final.items() if key != "step"},
+        "privacy": {
+            "epsilon": run.privacy[0].epsilon if run.privacy else math.nan,
+            "sigma": run.mechanism.get("sigma", 0.0),
+            "trace_WRW": run.trace_wrw,
+        },
+    }
+
+
+@dataclass
+class SweepResult:
+    """The table of a sweep (one row per run, in grid order), its metric columns, where it was
+    written, and how many runs failed."""
+
+    rows: list[dict[str, Any]]
+    metrics: list[str]
+    paths: dict[str, Path]
+    failed: int
+
+
+def _row(job: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """One tidy row: the point's hash, its options (one seed), metrics, privacy, error."""
+    options = entry.get("config", job["options"])
+    row = {"point": job_key(job), **options, "seed": options["seed"][0]}
+    row.update(entry.get("metrics", {}))
+    row.update(entry.get("privacy", {}))
+    if "error" in entry:
+        row["error"] = entry["error"]
+    return row
+
+
+def run_sweep(
+    sweep: Sweep,
+    out: Path,
+    executor: Executor | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+    label: str = "sweep",
+) -> SweepResult:
+    """Run every point of ``sweep`` not already in ``out/points`` on ``executor`` (default:
+    ``workers`` local processes), then write ``out/runs.csv`` (and ``runs.parquet``), the summary
+    over seeds and its figures (:func:`dpdl.experiments.sweeps.summary.write_summary`). A point
+    that fails is logged and kept as a row with its ``error``; the others go on."""
+    jobs = [{"kind": KIND, "version": VERSION, "options": options} for options in sweep.points()]
+    entries = run_jobs(
+        jobs, run_point, out / "points", workers, progress, label, executor, keep_going=True
+    )
+    rows = [_row(job, entry) for job, entry in zip(jobs, entries, strict=True)]
+    metrics = list(dict.fromkeys(key for entry in entries for key in entry.get("metrics", {})))
+    paths = {"runs": write_rows(rows, out / "runs.csv")}
+    if importlib.util.find_spec("pyarrow") is not None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        paths["parquet"] = out / "runs.parquet"
+        partial = out / f".runs.parquet.{os.getpid()}.partial"
+        pq.write_table(pa.Table.from_pylist(rows), partial)
+        os.replace(partial, paths["parquet"])  # atomic, like runs.csv
+    failed = sum("error" in row for row in rows)
+    if failed:
+        logger.error(
+            "%s: %d of %d runs failed (rows with an error in runs.csv)", label, failed, len(rows)
+        )
+    paths.update(write_summary(sweep, rows, metrics, out))
+    return SweepResult(rows, metrics, paths, failed)

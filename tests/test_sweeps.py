@@ -1,0 +1,229 @@
+"""Sweeps (``dpdl sweep``): the file's grid and its errors, the same table from the local executor
+and from a local Ray, resuming after a kill with each point computed once, and a failed point that
+does not end the sweep. Small settings (the quadratic, n = 5) keep the file under a minute."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from dpdl.errors import ConfigError, MissingDependencyError
+from dpdl.experiments.executors import DIED, ExecutorOptions, LocalExecutor, RayExecutor
+from dpdl.experiments.reproduce import whisper_variance
+from dpdl.experiments.reproduce.runner import run_jobs
+from dpdl.experiments.sweeps.run import run_sweep
+from dpdl.experiments.sweeps.spec import read_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SMALL = """\
+[base]
+task = "quadratic"
+n = 5
+steps = 30
+eval-every = 30
+
+[sweep]
+mechanism = ["ldp", "decor"]
+seed = [0, 1]
+"""
+
+
+def _file(tmp_path: Path, text: str, name: str = "sweep.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_lists_are_crossed_zip_pairs_them_and_each_seed_is_a_run(tmp_path) -> None:
+    text = """\
+[base]
+task = "quadratic"
+seed = [0, 1, 2]
+
+[sweep]
+mechanism = ["ldp", "decor"]
+eps = [1, 3, 10]
+steps = [10, 20, 30]
+zip = ["eps", "steps"]
+"""
+    sweep = read_sweep(_file(tmp_path, text))
+    points = sweep.points()
+    assert len(points) == 2 * 3 * 3  # mechanism x (eps, steps) paired x three seeds
+    assert {(p["eps"], p["steps"]) for p in points} == {(1.0, 10), (3.0, 20), (10.0, 30)}
+    assert all(len(p["seed"]) == 1 for p in points)
+    assert sweep.swept == ("mechanism", "eps", "steps")
+    fixed = read_sweep(_file(tmp_path, text), ["eps=5", "sweep.seed=[7]"]).points()
+    assert len(fixed) == 2 * 3 and {p["eps"] for p in fixed} == {5.0}  # steps still moves
+    assert {p["seed"][0] for p in fixed} == {7}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[base]\ntask = "quadratic"\n\n[sweep]\nepz = [1, 2]\n', "sweep.toml:5: unknown option"),
+        ("[base]\nsteps = 10\n\n[sweep]\neps = [1, 'x']\n", "sweep.toml:5: eps: expected a number"),
+        ("[sweep]\nmechanism = ['ldp', 'nope']\n", "sweep.toml:2: mechanism: expected one of"),
+        ("[sweep]\neps = 3\n", "sweep.toml:2: eps: an axis is a non-empty list"),
+        ("[base]\neps = 3\n[sweep]\neps = [1]\n", "sweep.toml:4: eps: set in [base] too"),
+        ("[sweep]\neps = [1, 2]\nn = [5]\nzip = ['eps', 'n']\n", "sweep.toml:4: zip: the zipped"),
+        ("[sweep]\nlr = [0.1]\ntune = {metric = 'x', goal = 'up'}\n", "sweep.toml:3: tune: goal"),
+        ("[grid]\neps = [1]\n", "sweep.toml:1: grid: a sweep file has the tables"),
+        ("[resources]\ngpus = -1\n", "sweep.toml:2: gpus: expected a number >= 0"),
+    ],
+)
+def test_a_bad_file_names_its_line_and_key(tmp_path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+        read_sweep(_file(tmp_path, text))
+
+
+def test_the_step_size_search_keeps_the_best_step_size_per_setting(tmp_path) -> None:
+    text = SMALL + 'lr = [1e-4, 1e-2]\ntune = "optimality_gap"\n'
+    result = run_sweep(
+        read_sweep(_file(tmp_path, text)), tmp_path / "out", workers=2, progress=False
+    )
+    assert len(result.rows) == 8
+    summary = (tmp_path / "out" / "summary.csv").read_text().splitlines()
+    assert summary[0].startswith("mechanism,lr,runs,optimality_gap_mean,optimality_gap_low,")
+    assert len(summary) == 1 + 2  # one line per mechanism: its best step size
+    assert all(",0.01,2," in line for line in summary[1:])  # the larger step learns more
+
+
+@pytest.fixture(scope="module")
+def local_table(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("local")
+    sweep = read_sweep(_file(folder, SMALL))
+    run_sweep(sweep, folder / "out", workers=2, progress=False)
+    return (folder / "out" / "runs.csv").read_text()
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A Ray on this machine, started by the test and shut down after (the executor leaves a Ray it
+    did not start running)."""
+    ray = pytest.importorskip("ray")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield ray
+    ray.shutdown()
+
+
+def test_local_executor_and_a_local_ray_give_identical_tables(
+    tmp_path, local_table, local_ray
+) -> None:
+    with RayExecutor(ExecutorOptions()) as executor:
+        result = run_sweep(
+            read_sweep(_file(tmp_path, SMALL)), tmp_path / "out", executor, progress=False
+        )
+    assert local_ray.is_initialized()  # the test's Ray is left to the test
+    assert len(result.rows) == 4 and result.failed == 0
+    assert (tmp_path / "out" / "runs.csv").read_text() == local_table
+
+
+def test_a_reproduction_runs_its_jobs_on_ray_with_the_same_results(tmp_path, local_ray) -> None:
+    jobs = whisper_variance.jobs(True)[:4]
+    local = run_jobs(jobs, whisper_variance.run_job, tmp_path / "local", 2, progress=False)
+    with RayExecutor(ExecutorOptions()) as executor:
+        on_ray = run_jobs(
+            jobs, whisper_variance.run_job, tmp_path / "ray", progress=False, executor=executor
+        )
+    assert on_ray == local
+
+
+def _entries(folder: Path) -> dict[str, tuple[int, int]]:
+    """Each stored point's file name -> (inode, modification time): rewritten if recomputed."""
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.glob("*.json")}
+
+
+def test_a_killed_sweep_resumes_and_computes_each_point_once(tmp_path, local_table) -> None:
+    text = SMALL.replace("steps = 30", "steps = 15000").replace("eval-every = 30", "") + (
+        "eps = [5, 10]\n"
+    )
+    path = _file(tmp_path, text)
+    points = tmp_path / "out" / "points"
+    command = [sys.executable, "-m", "dpdl.cli", "-q", "sweep", str(path), "--jobs", "1"]
+    command += ["--out", str(tmp_path / "out"), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = subprocess.Popen(command, env=env, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(_entries(points)) < 2 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)  # the sweep and its workers
+    process.wait()
+    before = _entries(points)
+    assert 2 <= len(before) < 8, "the sweep was not killed halfway"
+    result = run_sweep(read_sweep(path), tmp_path / "out", workers=2, progress=False)
+    after = _entries(points)
+    assert len(result.rows) == 8 and result.failed == 0 and len(after) == 8
+    assert {name: after[name] for name in before} == before  # none computed twice
+
+
+def test_a_failed_point_is_a_row_with_its_error_and_the_others_run(tmp_path) -> None:
+    text = SMALL + 'clip-level = ["agent", "example"]\n'  # the quadratic has no examples
+    result = run_sweep(
+        read_sweep(_file(tmp_path, text)), tmp_path / "out", workers=2, progress=False
+    )
+    assert result.failed == 4 and len(result.rows) == 8
+    assert all("no examples" in row["error"] for row in result.rows if "error" in row)
+    again = run_sweep(
+        read_sweep(_file(tmp_path, text)), tmp_path / "out", workers=2, progress=False
+    )
+    assert again.failed == 4  # failures are not stored: the next run tries them again
+
+
+def _dies_on_two(job: dict) -> dict:
+    if job["x"] == 2:
+        os._exit(1)  # a worker killed (out of memory, a crash in native code)
+    return {"square": job["x"] ** 2}
+
+
+def test_the_local_executor_survives_a_worker_process_that_dies() -> None:
+    jobs = [{"x": x} for x in range(6)]
+    outcomes = {o.job["x"]: o for o in LocalExecutor(ExecutorOptions(2)).map(_dies_on_two, jobs)}
+    assert sorted(outcomes) == list(range(6))
+    assert outcomes[2].result is None and outcomes[2].error == DIED
+    assert all(outcomes[x].result == {"square": x * x} for x in (0, 1, 3, 4, 5))
+
+
+def test_two_sweeps_writing_into_one_folder_at_once_leave_whole_files(
+    tmp_path, local_table
+) -> None:
+    sweep = read_sweep(_file(tmp_path, SMALL))
+
+    def run(_: int) -> int:
+        return len(run_sweep(sweep, tmp_path / "out", workers=1, progress=False).rows)
+
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(run, [0, 1])) == [4, 4]
+    assert (tmp_path / "out" / "runs.csv").read_text() == local_table
+    assert len(list((tmp_path / "out" / "points").glob("*.json"))) == 4
+    assert not list((tmp_path / "out").rglob("*.partial"))
+
+
+def test_the_ray_executor_without_ray_names_the_extra(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'dpdl\[ray\]'"):
+        RayExecutor(ExecutorOptions())
+
+
+def test_local_executor_refuses_an_address() -> None:
+    with pytest.raises(ConfigError, match="--executor ray"):
+        LocalExecutor(ExecutorOptions(address="head:6379"))
+
+
+def test_dry_run_prints_the_grid_and_its_size(tmp_path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "dpdl.cli", "sweep", str(_file(tmp_path, SMALL)), "--dry-run"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        check=True,
+    )
+    assert done.stdout.splitlines()[-1] == "4 runs"
+    assert 'mechanism (2): "ldp", "decor"' in done.stdout
