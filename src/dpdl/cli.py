@@ -435,12 +435,12 @@ def _train(args: argparse.Namespace) -> int:
     from dpdl.experiments.results import json_safe, write_results
     from dpdl.experiments.train import run_training
 
-    result = run_training(from_options(TrainConfig, args), progress=not args.no_progress)
     name = (
         f"{args.task}-{args.mechanism}-{args.graph.replace(':', '_').replace('/', '_')}"
         f"-eps{args.eps:g}-seed{'_'.join(map(str, args.seed))}"
     )
-    folder = args.out or Path("results") / "train" / name
+    folder = _output_folder(args.out or Path("results") / "train" / name)
+    result = run_training(from_options(TrainConfig, args), progress=not args.no_progress)
     paths = write_results(result, folder)
     _write_options(args, result.config, folder)
     if args.save_models:
@@ -455,6 +455,14 @@ def _train(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json_safe(summary)))
     return 0
+
+
+def _output_folder(folder: Path, option: str = "--out") -> Path:
+    """``folder``, checked to be writable as a folder before the command does any work."""
+    from dpdl.files import require_folder
+
+    require_folder(folder, option)
+    return folder
 
 
 def _write_options(args: argparse.Namespace, config: TrainConfig, folder: Path) -> None:
@@ -602,6 +610,7 @@ def _audit(args: argparse.Namespace) -> int:
     from dpdl.experiments.audit import format_audit, run_audit, write_audit
     from dpdl.experiments.results import json_safe
 
+    _output_folder(args.out)
     graph, weights = _graph_and_weights(args)
     reports = run_audit(
         graph,
@@ -633,16 +642,15 @@ def _audit(args: argparse.Namespace) -> int:
 def _factorize(args: argparse.Namespace) -> int:
     from dpdl.experiments.factorize import factorize, write_factorize
 
+    name = (
+        f"{args.graph.replace(':', '_').replace('/', '_')}-k{args.participations}-b{args.batches}"
+    )
+    out = _output_folder(args.out or Path("results") / "factorize" / name)
     graph, weights = _graph_and_weights(args)
     result = factorize(
         weights, args.participations, args.batches, args.eps, args.delta, args.restart
     )
-    name = (
-        f"{args.graph.replace(':', '_').replace('/', '_')}-k{args.participations}-b{args.batches}"
-    )
-    table, summary, folder = write_factorize(
-        result, args.out or Path("results") / "factorize" / name
-    )
+    table, summary, folder = write_factorize(result, out)
     print(
         f"{args.graph} (n={graph.number_of_nodes()}), T={result.steps} (k={args.participations}, "
         f"b={args.batches})"
@@ -666,8 +674,9 @@ def _reproduce(args: argparse.Namespace) -> int:
             parts = f" (parts: {', '.join(module.PARTS)})" if hasattr(module, "PARTS") else ""
             print(f"{name:<20} {(module.__doc__ or '').strip().splitlines()[0]}{parts}")
         return 0
-    out = args.out or (
-        Path("results") / "quick" / args.name if args.quick else Path("results") / args.name
+    out = _output_folder(
+        args.out
+        or (Path("results") / "quick" / args.name if args.quick else Path("results") / args.name)
     )
     report = reproduce(
         args.name, out, args.quick, args.workers, progress=not args.no_progress, parts=args.parts
@@ -682,6 +691,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     from dpdl.experiments.demo import HEADLINE, run_demo, write_demo
 
+    _output_folder(args.out)
     base = replace(HEADLINE, steps=args.steps, eps=args.eps, seeds=tuple(args.seed))
     result = run_demo(base, workers=args.workers, progress=not args.no_progress)
     table, figure = write_demo(result, args.out)
@@ -731,6 +741,8 @@ def _data_fetch(args: argparse.Namespace) -> int:
     from dpdl.data.fetch import fetch
     from dpdl.data.paths import cache_dir
 
+    if args.dest is not None:
+        _output_folder(args.dest, "--dest")
     bars = []
 
     def progress(relative: str):  # noqa: ANN202 (a progress callback for one file)

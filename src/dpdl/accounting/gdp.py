@@ -49,10 +49,21 @@ __all__ = [
 ROUNDING = 8 * 2.0**-52
 
 
+#: The largest epsilon calibrated or accounted: far beyond any meaningful guarantee (e^eps
+#: overflows floating point near 710), and beyond it the search for mu overflows to infinity.
+MAX_EPSILON = 1e6
+
+
 def check_budget(eps: float, delta_: float) -> None:
-    """Raise :class:`PrivacyParameterError` unless ``eps > 0`` and ``0 < delta < 1``."""
+    """Raise :class:`PrivacyParameterError` unless ``0 < eps <= MAX_EPSILON`` and
+    ``0 < delta < 1``."""
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
         raise PrivacyParameterError(f"epsilon must be a finite number > 0, got {eps}")
+    if eps > MAX_EPSILON:
+        raise PrivacyParameterError(
+            f"epsilon {eps:g} is beyond {MAX_EPSILON:g}: such a budget protects nothing (and "
+            "overflows the accountant)"
+        )
     if not (isinstance(delta_, (int, float)) and 0.0 < delta_ < 1.0):
         raise PrivacyParameterError(f"delta must be in (0, 1), got {delta_}")
 
