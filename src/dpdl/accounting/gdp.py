@@ -23,6 +23,7 @@ analytic-Gaussian code as independent computations.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import numpy as np
@@ -33,6 +34,7 @@ from dpdl.errors import PrivacyParameterError
 __all__ = [
     "ROUNDING",
     "check_budget",
+    "check_steps",
     "compose",
     "delta",
     "epsilon",
@@ -66,6 +68,13 @@ def check_budget(eps: float, delta_: float) -> None:
         )
     if not (isinstance(delta_, (int, float)) and 0.0 < delta_ < 1.0):
         raise PrivacyParameterError(f"delta must be in (0, 1), got {delta_}")
+
+
+def check_steps(steps: int) -> None:
+    """Raise :class:`PrivacyParameterError` unless ``steps`` is an integer >= 1 (a fractional
+    step count is a mistake, not a budget)."""
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+        raise PrivacyParameterError(f"the number of steps must be an integer >= 1, got {steps!r}")
 
 
 def _terms(eps: float, mu: float) -> tuple[float, float]:

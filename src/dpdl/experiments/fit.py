@@ -341,7 +341,7 @@ def fit(
         clip_level=clip_level,
         batch_size=batch_size,
         sampling="poisson" if clip_level == "example" else "uniform",
-        eval_every=eval_every or max(1, steps // 10),
+        eval_every=eval_every if eval_every is not None else max(1, steps // 10),
     )
     adjacent = neighbouring_relation(clip_level, clip, batch_size, task)
     noise, budget = _mechanism(

@@ -180,4 +180,5 @@ def build_mechanism(
         raise ConfigError(
             f"mechanism {name!r} built a {type(mechanism).__name__}, not a NoiseMechanism"
         )
+    mechanism.calibration = calibration
     return mechanism
