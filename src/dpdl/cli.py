@@ -9,7 +9,9 @@ graph, privacy and noise-design options of the other commands), those of
 imports its implementation when it runs, so ``dpdl --help`` and ``dpdl <command> --help`` do not
 import torch, scipy or networkx.
 
-Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback.
+Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback;
+any other exception is a bug in dpdl: its traceback is printed with a request to report it, and the
+exit status is 1.
 
 Results go to stdout (tables, ``--json``) and stderr (summaries); the library's log records go to
 stderr as ``dpdl: level: message`` lines at WARNING and above, INFO with ``-v``, DEBUG with ``-vv``,
@@ -806,6 +808,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dpdl: interrupted", file=sys.stderr)
         return 130
+    except Exception:  # not a user's mistake (those are DpdlErrors): a bug, shown in full
+        import traceback
+
+        traceback.print_exc()
+        print(
+            f"dpdl: internal error (dpdl {__version__}): this is a bug in dpdl, not a mistake in "
+            "the command; please report it with the command line and the traceback above",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -387,7 +387,7 @@ CASES: dict[str, tuple[Callable[[], Any], type[DpdlError], str]] = {
     ),
     "dsgd-config-steps-fraction": (
         lambda: DSGDConfig(steps=2.5, step_size=StepSize(0.1)),
-        PrivacyParameterError,
+        ConfigError,
         "steps",
     ),
     "dsgd-config-clip-nan": (
@@ -439,8 +439,8 @@ CASES: dict[str, tuple[Callable[[], Any], type[DpdlError], str]] = {
     "fit-no-eps": (lambda: _fit(eps=None), ConfigError, "eps"),
     "fit-eps-zero": (lambda: _fit(eps=0.0), PrivacyParameterError, "eps"),
     "fit-delta-one": (lambda: _fit(delta=1.0), PrivacyParameterError, "delta"),
-    "fit-steps-zero": (lambda: _fit(steps=0), PrivacyParameterError, "steps"),
-    "fit-steps-fraction": (lambda: _fit(steps=2.5), PrivacyParameterError, "steps"),
+    "fit-steps-zero": (lambda: _fit(steps=0), ConfigError, "steps"),
+    "fit-steps-fraction": (lambda: _fit(steps=2.5), ConfigError, "steps"),
     "fit-clip-zero": (lambda: _fit(clip=0.0), DpdlError, "clip"),
     "fit-clip-level-unknown": (lambda: _fit(clip_level="batch"), ConfigError, "batch"),
     "fit-lr-negative": (lambda: _fit(lr=-0.1), ConfigError, "step size"),

@@ -238,6 +238,10 @@ OTHER_CASES: dict[str, tuple[list[str], str]] = {
         [*NOISE, "--method", "whisper-multiseed", "--groups", "9"],
         "groups",
     ),
+    "noise-threat-whole-graph": (
+        [*NOISE, "--method", "decor", "--threat", "colluding-4"],
+        "colluding-4",
+    ),
     "noise-seed-word": ([*NOISE, "--method", "ldp", "--seed", "x"], "--seed"),
     # audit
     "audit-mechanism-unknown": ([*AUDIT, "--mechanisms", "laplace"], "laplace"),
@@ -386,3 +390,21 @@ def test_truncated_image_file(
     monkeypatch.setenv("DPDL_DATA_DIR", str(data.parent))
     args = [*TRAIN, "--task", "mnist-mlp"]
     _check(args, "train-images-idx3-ubyte.gz", bad_files, tmp_path, monkeypatch, capsys)
+
+
+def test_a_bug_shows_its_traceback_and_asks_for_a_report(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An exception that is not a DpdlError is dpdl's fault, not the user's: its traceback is
+    printed, with a request to report it, and the exit status is 1 (not 2, a usage error)."""
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("an internal inconsistency")
+
+    monkeypatch.setattr("dpdl.experiments.noise.noise_report", broken)
+    code = main(["noise", "--method", "ldp", "--graph", "ring", "--n", "4", "--steps", "10"])
+    stderr = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" in stderr and "RuntimeError: an internal inconsistency" in stderr
+    assert "dpdl: internal error" in stderr and "report" in stderr
+    assert "dpdl: error:" not in stderr

@@ -9,12 +9,12 @@ runtime's agents.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from dpdl.accounting.calibration import Calibration
-from dpdl.accounting.gdp import check_steps
 from dpdl.accounting.neighbouring import ExampleLevel
 from dpdl.choices import CLIP_LEVELS, SAMPLERS, SCHEDULES
 from dpdl.errors import ConfigError, PrivacyParameterError
@@ -58,7 +58,10 @@ class DSGDConfig:
     cycle: int | None = None
 
     def __post_init__(self) -> None:
-        check_steps(self.steps)
+        if isinstance(self.steps, bool) or not isinstance(self.steps, numbers.Integral):
+            raise ConfigError(f"the number of steps must be an integer, got {self.steps!r}")
+        if self.steps < 1:
+            raise ConfigError(f"the number of steps must be >= 1, got {self.steps}")
         if self.clip is not None and not (math.isfinite(self.clip) and self.clip > 0):
             raise ConfigError(
                 f"the clipping threshold must be a finite number > 0, got {self.clip}"
