@@ -62,7 +62,8 @@ def main() -> None:
         )
         own = result.privacy[0]
         print(
-            f"{mechanism:>6}: {len(result.weights)} agents, {result.graph.number_of_edges()} edges; "
+            f"{mechanism:>6}: {len(result.weights)} agents, "
+            f"{result.graph.number_of_edges()} edges; "
             f"eps={own.epsilon:.4g} against the {own.threat}; "
             f"Tr(W R W^T)={result.mechanism.variance_after_mixing(result.weights):.4g}; "
             f"test accuracy {result.final_metrics['test_accuracy']:.3f}"

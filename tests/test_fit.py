@@ -159,7 +159,7 @@ def test_design_noise_is_calibrated_for_the_privacy_unit_given() -> None:
         ({"mechanism": "decor", "eps": None}, ConfigError, "needs a budget"),
         ({"mechanism": "no-such"}, ConfigError, "unknown mechanism 'no-such'"),
         ({"mechanism": LocalDP(N + 1, 1.0)}, ConfigError, "for 7 agents, the graph has 6"),
-        ({"graph": np.full((N, N), 0.5)}, MixingMatrixError, "row sums"),
+        ({"graph": np.full((N, N), 0.5)}, MixingMatrixError, "row 0 sums"),
         ({"graph": nx.empty_graph(N)}, GraphError, "disconnected"),
         ({"graph": 3}, ConfigError, "expected a networkx graph"),
         ({"train": (np.zeros((5, 8)), np.zeros(4))}, ConfigError, "5 inputs and 4 targets"),

@@ -601,7 +601,7 @@ def test_gnutella_largest_component():
 
 def test_read_edgelist_relabels_and_skips_comments(tmp_path):
     path = tmp_path / "edges.txt"
-    path.write_text("# a comment\n% another comment\n\n30 5\n10 30 0.5\n20 10\n7 7\n10 20\n")
+    path.write_text("# a comment\n% another comment\n\n30 5\n10 30 1\n20 10\n7 7\n10 20 {}\n")
     graph = read_edgelist(path)
     # the path 5 - 30 - 10 - 20; the self-loop 7-7 is dropped (with it node 7), the repeated 10-20
     # is one edge. Ids 5, 10, 20, 30 -> 0, 1, 2, 3 in numeric order (string order would differ).

@@ -53,11 +53,10 @@ def test_options_reach_the_nested_settings() -> None:
             "4",
             "--partition",
             "iid",
+            "--mechanism",
+            "decor",
             "--design-against",
             "colluding-2",
-            "--tracking-noise",
-            "0.5",
-            "--every-round",
             "--dim",
             "7",
             "--lr",
@@ -68,7 +67,9 @@ def test_options_reach_the_nested_settings() -> None:
     assert config.seeds == (3, 4) and config.lr == 0.3
     assert config.task_options == TaskOptions(partition="iid", dim=7)
     assert config.design == DesignOptions(threat="colluding-2")
-    assert config.tracking == TrackingOptions(scale=0.5, every_round=True)
+    tracking = ["--algorithm", "dsgt", "--mechanism", "lppa", "--tracking-noise", "0.5"]
+    args = build_parser().parse_args(["train", *tracking, "--every-round"])
+    assert from_options(TrainConfig, args).tracking == TrackingOptions(scale=0.5, every_round=True)
 
 
 @pytest.mark.parametrize(
@@ -110,9 +111,8 @@ def test_every_task_has_a_default_step_size() -> None:
 
 
 def test_to_options_gives_back_what_from_options_took() -> None:
-    args = build_parser().parse_args(
-        ["train", "--seed", "2", "5", "--distribution", "gaussian", "--decor-couple", "1"]
-    )
+    decor = ["--mechanism", "decor", "--decor-search", "appendix-d", "--decor-couple", "1"]
+    args = build_parser().parse_args(["train", "--seed", "2", "5", *decor])
     config = from_options(TrainConfig, args)
     options = to_options(config)
     assert options == {leaf.dest: vars(args)[leaf.dest] for leaf in leaves(TrainConfig)}

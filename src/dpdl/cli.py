@@ -9,7 +9,9 @@ graph, privacy and noise-design options of the other commands), those of
 imports its implementation when it runs, so ``dpdl --help`` and ``dpdl <command> --help`` do not
 import torch, scipy or networkx.
 
-Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback.
+Bad input ends with one ``dpdl: error: ...`` line on stderr and exit status 2, never a traceback;
+any other exception is a bug in dpdl: its traceback is printed with a request to report it, and the
+exit status is 1.
 
 Results go to stdout (tables, ``--json``) and stderr (summaries); the library's log records go to
 stderr as ``dpdl: level: message`` lines at WARNING and above, INFO with ``-v``, DEBUG with ``-vv``,
@@ -501,12 +503,12 @@ def _train(args: argparse.Namespace) -> int:
     from dpdl.experiments.results import json_safe, write_results
     from dpdl.experiments.train import run_training
 
-    result = run_training(from_options(TrainConfig, args), progress=not args.no_progress)
     name = (
         f"{args.task}-{args.mechanism}-{args.graph.replace(':', '_').replace('/', '_')}"
         f"-eps{args.eps:g}-seed{'_'.join(map(str, args.seed))}"
     )
-    folder = args.out or Path("results") / "train" / name
+    folder = _output_folder(args.out or Path("results") / "train" / name)
+    result = run_training(from_options(TrainConfig, args), progress=not args.no_progress)
     paths = write_results(result, folder)
     _write_options(args, result.config, folder)
     if args.save_models:
@@ -521,6 +523,14 @@ def _train(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json_safe(summary)))
     return 0
+
+
+def _output_folder(folder: Path, option: str = "--out") -> Path:
+    """``folder``, checked to be writable as a folder before the command does any work."""
+    from dpdl.files import require_folder
+
+    require_folder(folder, option)
+    return folder
 
 
 def _write_options(args: argparse.Namespace, config: TrainConfig, folder: Path) -> None:
@@ -668,6 +678,7 @@ def _audit(args: argparse.Namespace) -> int:
     from dpdl.experiments.audit import format_audit, run_audit, write_audit
     from dpdl.experiments.results import json_safe
 
+    _output_folder(args.out)
     graph, weights = _graph_and_weights(args)
     reports = run_audit(
         graph,
@@ -699,16 +710,15 @@ def _audit(args: argparse.Namespace) -> int:
 def _factorize(args: argparse.Namespace) -> int:
     from dpdl.experiments.factorize import factorize, write_factorize
 
+    name = (
+        f"{args.graph.replace(':', '_').replace('/', '_')}-k{args.participations}-b{args.batches}"
+    )
+    out = _output_folder(args.out or Path("results") / "factorize" / name)
     graph, weights = _graph_and_weights(args)
     result = factorize(
         weights, args.participations, args.batches, args.eps, args.delta, args.restart
     )
-    name = (
-        f"{args.graph.replace(':', '_').replace('/', '_')}-k{args.participations}-b{args.batches}"
-    )
-    table, summary, folder = write_factorize(
-        result, args.out or Path("results") / "factorize" / name
-    )
+    table, summary, folder = write_factorize(result, out)
     print(
         f"{args.graph} (n={graph.number_of_nodes()}), T={result.steps} (k={args.participations}, "
         f"b={args.batches})"
@@ -732,8 +742,9 @@ def _reproduce(args: argparse.Namespace) -> int:
             parts = f" (parts: {', '.join(module.PARTS)})" if hasattr(module, "PARTS") else ""
             print(f"{name:<20} {(module.__doc__ or '').strip().splitlines()[0]}{parts}")
         return 0
-    out = args.out or (
-        Path("results") / "quick" / args.name if args.quick else Path("results") / args.name
+    out = _output_folder(
+        args.out
+        or (Path("results") / "quick" / args.name if args.quick else Path("results") / args.name)
     )
     with _open_executor(args) as executor:
         report = reproduce(
@@ -783,6 +794,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     from dpdl.experiments.demo import HEADLINE, run_demo, write_demo
 
+    _output_folder(args.out)
     base = replace(HEADLINE, steps=args.steps, eps=args.eps, seeds=tuple(args.seed))
     result = run_demo(base, workers=args.workers, progress=not args.no_progress)
     table, figure = write_demo(result, args.out)
@@ -832,6 +844,8 @@ def _data_fetch(args: argparse.Namespace) -> int:
     from dpdl.data.fetch import fetch
     from dpdl.data.paths import cache_dir
 
+    if args.dest is not None:
+        _output_folder(args.dest, "--dest")
     bars = []
 
     def progress(relative: str):  # noqa: ANN202 (a progress callback for one file)
@@ -895,6 +909,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dpdl: interrupted", file=sys.stderr)
         return 130
+    except Exception:  # not a user's mistake (those are DpdlErrors): a bug, shown in full
+        import traceback
+
+        traceback.print_exc()
+        print(
+            f"dpdl: internal error (dpdl {__version__}): this is a bug in dpdl, not a mistake in "
+            "the command; please report it with the command line and the traceback above",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

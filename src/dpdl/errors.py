@@ -2,7 +2,9 @@
 
 Every error a user can cause (a disconnected graph, a non-stochastic mixing matrix, a privacy
 budget out of range, a missing data file) is a :class:`DpdlError`; the CLI prints its message as
-one line and exits non-zero instead of showing a traceback.
+one line and exits non-zero instead of showing a traceback. The errors of a bad value are also
+:class:`ValueError` (and a missing dependency an :class:`ImportError`), so code that catches the
+standard exceptions keeps working.
 """
 
 from __future__ import annotations
@@ -12,29 +14,29 @@ class DpdlError(Exception):
     """Base class of the errors dpdl raises for bad input."""
 
 
-class GraphError(DpdlError):
+class GraphError(DpdlError, ValueError):
     """The communication graph is unusable (disconnected, empty, unreadable)."""
 
 
-class MixingMatrixError(DpdlError):
+class MixingMatrixError(DpdlError, ValueError):
     """The mixing matrix is not stochastic, not supported on the graph, or does not mix."""
 
 
-class PrivacyParameterError(DpdlError):
+class PrivacyParameterError(DpdlError, ValueError):
     """A privacy parameter (epsilon, delta, clipping threshold, steps) is out of its range."""
 
 
-class DataError(DpdlError):
+class DataError(DpdlError, ValueError):
     """A data set or data file is missing or malformed."""
 
 
-class FileFormatError(DpdlError):
+class FileFormatError(DpdlError, ValueError):
     """A file dpdl reads back (a checkpoint) is not one it wrote for this run: truncated, altered,
     of another format (a pickle, random bytes) or of another configuration. The message names the
     file and what was expected."""
 
 
-class ConfigError(DpdlError):
+class ConfigError(DpdlError, ValueError):
     """An option or combination of options is not supported."""
 
 

@@ -21,7 +21,14 @@ from typing import Any
 
 from dpdl.errors import ConfigError
 
-__all__ = ["LOCK_NAME", "atomic_write", "file_sha256", "folder_lock", "json_safe"]
+__all__ = [
+    "LOCK_NAME",
+    "atomic_write",
+    "file_sha256",
+    "folder_lock",
+    "json_safe",
+    "require_folder",
+]
 
 #: The lock file a job holds in its working folder (:func:`folder_lock`).
 LOCK_NAME = ".dpdl.lock"
@@ -71,6 +78,19 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def require_folder(folder: Path, what: str) -> None:
+    """Raise :class:`ConfigError` unless ``folder`` is a folder or can be made one: neither it nor
+    a folder above it is a file. Checked before a command does any work, so that a run is not lost
+    to an output folder it cannot write (``what``: the option or role that names the folder)."""
+    folder = Path(folder)
+    for place in (folder, *folder.parents):
+        if place.exists():
+            if not place.is_dir():
+                where = "is" if place == folder else f"lies under {place}, which is"
+                raise ConfigError(f"{what} {folder} {where} a file, not a folder")
+            return
+
+
 @contextlib.contextmanager
 def folder_lock(folder: Path, what: str = "job") -> Iterator[None]:
     """Hold ``folder``'s lock (an advisory ``flock`` on ``folder/.dpdl.lock``, created with the
@@ -78,8 +98,7 @@ def folder_lock(folder: Path, what: str = "job") -> Iterator[None]:
     naming the folder and the process that holds it. The operating system releases the lock when
     its holder exits, however it exits (a killed job leaves no stale lock)."""
     folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"{folder} is a file, not a folder: the {what} needs a folder")
+    require_folder(folder, f"the {what}'s folder")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_NAME
     handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

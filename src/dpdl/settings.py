@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import math
 import numbers
 import os
 import types
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dpdl.choices import DECOR_SEARCHES, DISTRIBUTIONS, PARTITIONS
+from dpdl.choices import DECOR_SEARCHES, DISTRIBUTIONS, MECHANISM_NAMES, PARTITIONS
 from dpdl.errors import ConfigError
 
 __all__ = [
@@ -77,6 +78,8 @@ class Setting:
     positive: bool = False
     group: str | None = None
     metavar: str | None = None
+    interval: str | None = None
+    unique: bool = False
 
     @property
     def help(self) -> str:
@@ -100,10 +103,14 @@ def setting(
     group: str | None = None,
     metavar: str | None = None,
     default_factory: Any = dataclasses.MISSING,
+    interval: str | None = None,
+    unique: bool = False,
 ) -> Any:
     """A dataclass field declared with its :class:`Setting`; ``cli=False``: no command-line
     option."""
-    meta = Setting(help, option, cli, choices, positive, group, metavar)
+    if interval is not None:
+        _bounds(interval)  # a malformed interval fails where it is declared
+    meta = Setting(help, option, cli, choices, positive, group, metavar, interval, unique)
     return dataclasses.field(
         default=default, default_factory=default_factory, metadata={_KEY: meta}
     )
@@ -170,6 +177,22 @@ def _type_error(name: str, wanted: str, value: Any) -> ConfigError:
     return ConfigError(f"{name}: expected {wanted}, got {value!r}")
 
 
+@functools.cache
+def _bounds(interval: str) -> tuple[float, bool, float, bool]:
+    """``(low, low included, high, high included)`` of an interval written ``"(0, 1]"``."""
+    low, comma, high = interval[1:-1].partition(",")
+    if not comma or interval[0] not in "[(" or interval[-1] not in "])":
+        raise ValueError(f"malformed interval {interval!r}; write it as (0, 1] or [0, inf)")
+    return float(low), interval[0] == "[", float(high), interval[-1] == "]"
+
+
+def _in_interval(value: float, interval: str) -> bool:
+    low, low_in, high, high_in = _bounds(interval)
+    above = value >= low if low_in else value > low
+    below = value <= high if high_in else value < high
+    return above and below
+
+
 def _check(name: str, hint: Any, meta: Setting | None, value: Any) -> Any:
     """``value`` of field ``name`` checked against its type and declaration; lists of a tuple
     field become tuples."""
@@ -182,7 +205,11 @@ def _check(name: str, hint: Any, meta: Setting | None, value: Any) -> Any:
         if not isinstance(value, (list, tuple)):
             raise _type_error(name, "a sequence", value)
         item = typing.get_args(base)[0]
-        return tuple(_check(name, item, meta, v) for v in value)
+        items = tuple(_check(name, item, meta, v) for v in value)
+        if meta is not None and meta.unique and len(set(items)) != len(items):
+            twice = next(v for v in items if items.count(v) > 1)
+            raise ConfigError(f"{name}: {twice!r} is given twice; each value may appear once")
+        return items
     if dataclasses.is_dataclass(base):
         if not isinstance(value, base):
             raise _type_error(name, f"a {base.__name__}", value)
@@ -200,6 +227,9 @@ def _check(name: str, hint: Any, meta: Setting | None, value: Any) -> Any:
     elif base is float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise _type_error(name, "a number", value)
+        if not math.isfinite(value):
+            what = f" ({meta.help.split(' (default')[0]})" if meta is not None else ""
+            raise _type_error(f"{name}{what}", "a finite number", value)
     elif base is str and not isinstance(value, str):
         raise _type_error(name, "a string", value)
     if meta is not None:
@@ -207,6 +237,9 @@ def _check(name: str, hint: Any, meta: Setting | None, value: Any) -> Any:
             raise _type_error(name, f"one of {', '.join(choices)}", value)
         if meta.positive and value < 1:
             raise _type_error(name, "a positive integer", value)
+        if meta.interval is not None and not _in_interval(value, meta.interval):
+            what = meta.help.split(" (default")[0].split(";")[0]
+            raise _type_error(f"{name} ({what})", f"a number in {meta.interval}", value)
     return value
 
 
@@ -323,25 +356,35 @@ class TaskOptions:
         choices=PARTITIONS,
         group="data",
     )
-    alpha: float = setting(10.0, "Dirichlet concentration (default 10)", group="data")
+    alpha: float = setting(
+        10.0, "Dirichlet concentration (default 10)", group="data", interval="(0, inf)"
+    )
     labels_per_agent: int = setting(
         1, "classes per agent for labels-per-agent", positive=True, group="data"
     )
-    test_fraction: float = setting(0.2, "share of the examples held out for testing", cli=False)
+    test_fraction: float = setting(
+        0.2, "share of the examples held out for testing", cli=False, interval="(0, 1)"
+    )
     l2: float = setting(
-        1e-3, "L2 regularisation of logistic regression (default 1e-3)", group="data"
+        1e-3,
+        "L2 regularisation of logistic regression (default 1e-3)",
+        group="data",
+        interval="[0, inf)",
     )
     dim: int = setting(
         10, "dimension of the least-squares task (default 10)", positive=True, group="data"
     )
-    hidden: int = setting(64, "hidden units of the MLP tasks", cli=False)
+    hidden: int = setting(64, "hidden units of the MLP tasks", cli=False, positive=True)
     #: Examples each agent keeps, drawn at random from its part (image tasks); None: all of them.
     examples_per_agent: int | None = setting(
-        None, "examples each agent keeps (image tasks); None: all", cli=False
+        None, "examples each agent keeps (image tasks); None: all", cli=False, positive=True
     )
     #: Test examples evaluated, a fixed random subset (image tasks); None: the whole test split.
     test_examples: int | None = setting(
-        None, "test examples evaluated (image tasks); None: the whole test split", cli=False
+        None,
+        "test examples evaluated (image tasks); None: the whole test split",
+        cli=False,
+        positive=True,
     )
 
     def __post_init__(self) -> None:
@@ -378,6 +421,7 @@ class DesignOptions:
         "with --decor-search appendix-d: the k-th couple of the search (0 = least private noise), "
         "as DECOR's Appendix D.2 tunes; default: the one of least Tr(W R W^T)",
         group="noise design",
+        interval="[0, inf)",
     )
     groups: int = setting(
         1,
@@ -386,11 +430,48 @@ class DesignOptions:
         group="noise design",
     )
     q: int = setting(
-        1, "whisper-multiseed: coalition size protected against (default 1)", group="noise design"
+        1,
+        "whisper-multiseed: coalition size protected against (default 1)",
+        positive=True,
+        group="noise design",
     )
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.decor_couple is not None and self.decor_search != "appendix-d":
+            raise ConfigError(
+                "--decor-couple picks a couple of DECOR's Appendix D search: it applies only with "
+                "--decor-search appendix-d"
+            )
+
+    def check_applies(self, mechanism: str) -> None:
+        """Raise :class:`ConfigError` naming an option set away from its default that
+        ``mechanism`` does not read (``--groups`` for ``ldp``, say): silently ignoring it would
+        run another design than the user asked for. A plugin mechanism may read any option."""
+        if mechanism != "none" and mechanism not in MECHANISM_NAMES:
+            return
+        defaults = DesignOptions()
+        for field in dataclasses.fields(self):
+            users = _DESIGN_USERS[field.name]
+            if (
+                getattr(self, field.name) != getattr(defaults, field.name)
+                and mechanism not in users
+            ):
+                option = _option(field, _declared(field))
+                raise ConfigError(
+                    f"{field.name} (--{option}) applies only to mechanism {' or '.join(users)}, "
+                    f"not {mechanism!r}"
+                )
+
+
+#: The built-in mechanisms that read each field of :class:`DesignOptions`.
+_DESIGN_USERS: dict[str, tuple[str, ...]] = {
+    "threat": ("decor",),
+    "decor_search": ("decor",),
+    "decor_couple": ("decor",),
+    "groups": ("whisper-multiseed",),
+    "q": ("whisper-multiseed",),
+}
 
 
 @dataclass(frozen=True)
@@ -404,6 +485,7 @@ class TrackingOptions:
         "dsgt: scale of the injected noise (default 0.025)",
         option="tracking-noise",
         group="gradient tracking",
+        interval="(0, inf)",
     )
     distribution: str = setting(
         "laplace",
@@ -419,3 +501,17 @@ class TrackingOptions:
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+    def check_applies(self, algorithm: str) -> None:
+        """Raise :class:`ConfigError` naming an option set away from its default when
+        ``algorithm`` is not gradient tracking (``dsgt``), the only one that injects this noise."""
+        if algorithm == "dsgt":
+            return
+        defaults = TrackingOptions()
+        for field in dataclasses.fields(self):
+            if getattr(self, field.name) != getattr(defaults, field.name):
+                option = _option(field, _declared(field))
+                raise ConfigError(
+                    f"{field.name} (--{option}) applies only to gradient tracking (--algorithm "
+                    f"dsgt), not {algorithm!r}"
+                )

@@ -127,7 +127,10 @@ def threat_by_name(name: str) -> ThreatModel:
     there."""
     entry, parameter = THREAT_REGISTRY.match(name)
     factory = entry.load()
-    threat = factory() if parameter is None else factory(parameter)
+    try:
+        threat = factory() if parameter is None else factory(parameter)
+    except ConfigError as error:
+        raise ConfigError(f"threat model {name!r}: {error}") from None
     if not isinstance(threat, ThreatModel):
         raise ConfigError(f"threat model {name!r} built a {type(threat).__name__}")
     return threat

@@ -241,9 +241,8 @@ def epsilon_from_mu_step(
     mu_step: float, steps: int, delta: float, neighbouring: Neighbouring, accountant: str = "gdp"
 ) -> float:
     """Epsilon after ``steps`` steps of per-step sensitivity ``mu_step`` under ``accountant``."""
-    if steps < 1:
-        raise PrivacyParameterError(f"the number of steps must be >= 1, got {steps}")
-    if not 0.0 < delta < 1.0:
+    gdp.check_steps(steps)
+    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
         raise PrivacyParameterError(f"delta must be in (0, 1), got {delta}")
     if accountant not in ACCOUNTANTS:
         raise ConfigError(f"unknown accountant {accountant!r}; known: {', '.join(ACCOUNTANTS)}")

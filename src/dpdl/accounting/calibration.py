@@ -33,7 +33,7 @@ from dpdl.accounting.accountant import (
     pld_epsilon,
     step_sensitivity,
 )
-from dpdl.accounting.neighbouring import ExampleLevel, Neighbouring
+from dpdl.accounting.neighbouring import AgentLevel, ExampleLevel, Neighbouring
 from dpdl.accounting.noise import GaussianNoise, ScalableNoise
 from dpdl.accounting.rdp_bound import paper_mu_step
 from dpdl.accounting.search import geometric_bisect
@@ -118,8 +118,12 @@ def calibrate(
 ) -> Calibration:
     """Per-step sensitivity allowed by an (eps, delta) budget over ``steps`` steps."""
     gdp.check_budget(eps, delta)
-    if steps < 1:
-        raise PrivacyParameterError(f"the number of steps must be >= 1, got {steps}")
+    gdp.check_steps(steps)
+    if not isinstance(neighbouring, (AgentLevel, ExampleLevel)):
+        raise ConfigError(
+            f"neighbouring: expected AgentLevel(clip) or ExampleLevel(clip, batch_size, rate), got "
+            f"{type(neighbouring).__name__}"
+        )
     if method not in CALIBRATIONS:
         raise ConfigError(f"unknown calibration {method!r}; known: {', '.join(CALIBRATIONS)}")
     accountant = default_accountant(neighbouring)

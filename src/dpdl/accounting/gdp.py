@@ -23,6 +23,7 @@ analytic-Gaussian code as independent computations.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import numpy as np
@@ -33,6 +34,7 @@ from dpdl.errors import PrivacyParameterError
 __all__ = [
     "ROUNDING",
     "check_budget",
+    "check_steps",
     "compose",
     "delta",
     "epsilon",
@@ -49,12 +51,30 @@ __all__ = [
 ROUNDING = 8 * 2.0**-52
 
 
+#: The largest epsilon calibrated or accounted: far beyond any meaningful guarantee (e^eps
+#: overflows floating point near 710), and beyond it the search for mu overflows to infinity.
+MAX_EPSILON = 1e6
+
+
 def check_budget(eps: float, delta_: float) -> None:
-    """Raise :class:`PrivacyParameterError` unless ``eps > 0`` and ``0 < delta < 1``."""
+    """Raise :class:`PrivacyParameterError` unless ``0 < eps <= MAX_EPSILON`` and
+    ``0 < delta < 1``."""
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
         raise PrivacyParameterError(f"epsilon must be a finite number > 0, got {eps}")
+    if eps > MAX_EPSILON:
+        raise PrivacyParameterError(
+            f"epsilon {eps:g} is beyond {MAX_EPSILON:g}: such a budget protects nothing (and "
+            "overflows the accountant)"
+        )
     if not (isinstance(delta_, (int, float)) and 0.0 < delta_ < 1.0):
         raise PrivacyParameterError(f"delta must be in (0, 1), got {delta_}")
+
+
+def check_steps(steps: int) -> None:
+    """Raise :class:`PrivacyParameterError` unless ``steps`` is an integer >= 1 (a fractional
+    step count is a mistake, not a budget)."""
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+        raise PrivacyParameterError(f"the number of steps must be an integer >= 1, got {steps!r}")
 
 
 def _terms(eps: float, mu: float) -> tuple[float, float]:

@@ -38,6 +38,11 @@ def read_idx(path: Path) -> np.ndarray:
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _DTYPES:
         raise DataError(f"{path} is not an IDX file")
     ndim = raw[3]
+    if len(raw) < 4 + 4 * ndim:
+        raise DataError(
+            f"{path} is truncated: its header announces {ndim} dimensions, the file ends before "
+            "their sizes"
+        )
     shape = tuple(int.from_bytes(raw[4 + 4 * k : 8 + 4 * k], "big") for k in range(ndim))
     data = np.frombuffer(raw, dtype=_DTYPES[raw[2]], offset=4 + 4 * ndim)
     if data.size != int(np.prod(shape)):

@@ -317,6 +317,7 @@ def fit(
     """
     if not isinstance(model, nn.Module):
         raise ConfigError(f"model: expected a torch nn.Module, got {type(model).__name__}")
+    threats = _threats(threats)  # an unknown name fails here, not after training
     inputs, targets = _arrays(train, "train")
     test_inputs, test_targets = _arrays(test, "test")
     graph_, weights = graph_and_weights(graph, mixing, seed, n, p)
@@ -341,7 +342,7 @@ def fit(
         clip_level=clip_level,
         batch_size=batch_size,
         sampling="poisson" if clip_level == "example" else "uniform",
-        eval_every=eval_every or max(1, steps // 10),
+        eval_every=eval_every if eval_every is not None else max(1, steps // 10),
     )
     adjacent = neighbouring_relation(clip_level, clip, batch_size, task)
     noise, budget = _mechanism(
@@ -381,6 +382,7 @@ def design_noise(
     own from the seeds it holds with ``mechanism.agent_noise``, and add it to each agent's clipped
     gradient: at the example level, the sum of the clipped per-example gradients divided by the
     expected batch size B, whose sensitivity ``C / B`` the calibration assumes."""
+    threats = _threats(threats)
     graph_, weights = graph_and_weights(graph, mixing, seed, n, p)
     noise, _ = _mechanism(
         mechanism, graph_, weights, neighbouring, eps, delta, steps, calibration, design

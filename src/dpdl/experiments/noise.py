@@ -19,6 +19,7 @@ import numpy as np
 from dpdl.accounting import AgentLevel, Calibration, account, calibrate, epsilon_from_mu_step
 from dpdl.attacks import membership_lower_bound, sum_attack_error
 from dpdl.attacks.membership import MAX_COALITIONS
+from dpdl.errors import ConfigError
 from dpdl.graphs import summarize
 from dpdl.mechanisms.registry import DesignOptions, build_mechanism
 from dpdl.seeding import purpose_rng
@@ -107,12 +108,19 @@ def noise_report(
     neighbouring = AgentLevel(clip)
     calibration = calibrate(eps, delta, steps, neighbouring, calibration_method)
     start = time.perf_counter()
+    for threat in threats:
+        too_large = isinstance(threat, Colluding) and threat.q >= graph.number_of_nodes()
+        if too_large and threat not in DEFAULT_THREATS:  # asked for: an error, not a row left out
+            raise ConfigError(
+                f"threat {threat}: a coalition of {threat.q} agents leaves no honest agent in a "
+                f"graph of {graph.number_of_nodes()}; nothing is private from it"
+            )
     mechanism = build_mechanism(method, graph, weights, calibration, design)
     seconds = time.perf_counter() - start
     epsilon, exact, paper, coalitions = {}, {}, {}, {}
     for threat in threats:
         if isinstance(threat, Colluding) and threat.q >= mechanism.n:
-            continue
+            continue  # a default threat too large for a small graph
         report = account(mechanism, threat, neighbouring, steps, delta)
         epsilon[str(threat)] = report.epsilon
         exact[str(threat)] = report.exact

@@ -7,10 +7,13 @@ into a graph.
 
 from __future__ import annotations
 
+import numbers
+
 import networkx as nx
 import numpy as np
 
 from dpdl.choices import GRAPH_SOURCES, SYNTHETIC_GRAPHS
+from dpdl.errors import GraphError
 from dpdl.graphs.mixing import (
     MIXING_RULES,
     SPARSE_MIN_AGENTS,
@@ -90,6 +93,10 @@ def build_graph(
     ``FORMAT:PATH`` or ``file:PATH`` (:data:`GRAPH_FILE_FORMATS`). Real graphs and graph files are
     checked to be connected.
     """
+    if not isinstance(spec, str):
+        raise GraphError(f"graph: expected a name or FORMAT:PATH, got {spec!r}")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral)):
+        raise GraphError(f"n: the number of agents must be an integer, got {n!r}")
     if (file := graph_file_spec(spec)) is not None:
         return require_connected(read_graph_file(file[1], file[0]), f"graph in {spec}")
     if spec not in GRAPH_SOURCES:  # the real graphs' own message, listing them

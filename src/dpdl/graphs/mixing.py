@@ -378,6 +378,17 @@ def _why_not_mixing(weights: sp.csr_array, doubly_stochastic: bool) -> str | Non
     return None
 
 
+def _first_entry(weights: Weights, bad: np.ndarray) -> str:
+    """`` at entry (i, j)``: where the first ``bad`` entry (a mask of ``weights`` or of its
+    sparse nonzeros) lies."""
+    if sp.issparse(weights):
+        coo = weights.tocoo()
+        index = int(np.flatnonzero(bad)[0])
+        return f" at entry ({int(coo.row[index])}, {int(coo.col[index])})"
+    i, j = np.argwhere(bad)[0]
+    return f" at entry ({int(i)}, {int(j)})"
+
+
 def validate_mixing_matrix(
     weights: Weights | sp.sparray | sp.spmatrix,
     graph: nx.Graph | None = None,
@@ -396,29 +407,44 @@ def validate_mixing_matrix(
     more, is checked on its nonzero entries, and whether it mixes is decided from its support
     (:func:`_why_not_mixing`, exact) rather than from an eigensolver.
     """
-    weights = (
-        as_format(weights, sparse=True)
-        if sp.issparse(weights)
-        else np.asarray(weights, dtype=float)
-    )
-    if weights.ndim != 2 or weights.shape[0] != weights.shape[1]:
-        raise MixingMatrixError(f"the mixing matrix must be square, got shape {weights.shape}")
+    try:
+        weights = (
+            as_format(weights, sparse=True)
+            if sp.issparse(weights)
+            else np.asarray(weights, dtype=float)
+        )
+    except (TypeError, ValueError) as error:
+        raise MixingMatrixError(
+            f"the mixing matrix must be a 2-d array of numbers, got {type(weights).__name__} "
+            f"({error})"
+        ) from None
+    if weights.ndim != 2 or weights.shape[0] != weights.shape[1] or weights.shape[0] == 0:
+        raise MixingMatrixError(
+            f"the mixing matrix must be square and non-empty, got shape {weights.shape}"
+        )
     entries = weights.data if sp.issparse(weights) else weights
     if not np.isfinite(entries).all():
-        raise MixingMatrixError("the mixing matrix has non-finite entries")
+        where = _first_entry(weights, ~np.isfinite(entries))
+        raise MixingMatrixError(f"the mixing matrix has non-finite entries{where}")
     if (entries < -STOCHASTIC_TOL).any():
-        raise MixingMatrixError(f"the mixing matrix has negative entries (min {entries.min():.3g})")
-    row_error = np.abs(_sums(weights, 1) - 1.0).max()
-    if row_error > STOCHASTIC_TOL:
         raise MixingMatrixError(
-            f"the mixing matrix is not row-stochastic (row sums off by up to {row_error:.3g})"
+            f"the mixing matrix has negative entries (min {entries.min():.3g})"
+            f"{_first_entry(weights, entries < -STOCHASTIC_TOL)}"
+        )
+    row_errors = np.abs(_sums(weights, 1) - 1.0)
+    if row_errors.max() > STOCHASTIC_TOL:
+        row = int(row_errors.argmax())
+        raise MixingMatrixError(
+            f"the mixing matrix is not row-stochastic: row {row} sums to "
+            f"{float(_sums(weights, 1)[row]):.6g} (tolerance {STOCHASTIC_TOL:g})"
         )
     if doubly_stochastic:
-        column_error = np.abs(_sums(weights, 0) - 1.0).max()
-        if column_error > STOCHASTIC_TOL:
+        column_errors = np.abs(_sums(weights, 0) - 1.0)
+        if column_errors.max() > STOCHASTIC_TOL:
+            column = int(column_errors.argmax())
             raise MixingMatrixError(
-                "the mixing matrix is not doubly stochastic (column sums off by up to "
-                f"{column_error:.3g})"
+                f"the mixing matrix is not doubly stochastic: column {column} sums to "
+                f"{float(_sums(weights, 0)[column]):.6g} (tolerance {STOCHASTIC_TOL:g})"
             )
     n = weights.shape[0]
     if graph is not None:

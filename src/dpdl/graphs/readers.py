@@ -145,7 +145,7 @@ def _adjacency_matrix(path: Path) -> np.ndarray | scipy.sparse.csr_array:
 
     try:
         loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as error:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
         raise _error(path, f"not a numpy .npz archive ({error})") from None
     if not isinstance(loaded, np.lib.npyio.NpzFile):
         raise _error(path, "a single .npy array, not an .npz archive")

@@ -154,11 +154,31 @@ def exponential(n: int) -> nx.Graph:
     return graph
 
 
+def _unweighted(path: Path, lineno: int, extra: list[str]) -> None:
+    """Refuse the columns after ``u v`` on line ``lineno`` unless they say "no weight"."""
+    if not extra or extra == ["{}"]:
+        return
+    try:
+        weight = float(extra[0]) if len(extra) == 1 else None
+    except ValueError:
+        weight = None
+    if weight == 1.0:
+        return
+    what = f"weight {extra[0]}" if weight is not None else f"extra columns {' '.join(extra)!r}"
+    raise GraphError(
+        f"{path}:{lineno}: {what} after the edge: an edge list gives edges only (the mixing rule "
+        "sets the weights, so weights would be ignored); drop the column, or pass your own mixing "
+        "matrix to dpdl.fit"
+    )
+
+
 def read_edgelist(path: str | Path) -> nx.Graph:
     """Read an undirected graph from a whitespace-separated edge list with integer node ids.
 
-    Lines starting with ``#`` or ``%`` are comments; extra columns (weights) are ignored; ``.gz``
-    files are read directly. Node ids are relabelled to ``0..n-1`` in increasing order. A binary
+    Lines starting with ``#`` or ``%`` are comments; ``.gz`` files are read directly. A third
+    column may only say that the edge is unweighted (a weight of 1, or networkx's empty ``{}``):
+    the mixing rule sets the weights, so other weights would be silently dropped, and are an
+    error. Node ids are relabelled to ``0..n-1`` in increasing order. A binary
     file is a :class:`GraphError`, not a decoding error from deep inside the reader.
     """
     path = Path(path)
@@ -189,6 +209,7 @@ def read_edgelist(path: str | Path) -> nx.Graph:
                     raise GraphError(
                         f"{path}:{lineno}: node ids must be integers, got {line.strip()!r}"
                     ) from None
+                _unweighted(path, lineno, fields[2:])
                 if u != v:
                     graph.add_edge(u, v)
     except UnicodeDecodeError:

@@ -85,7 +85,9 @@ class TrainConfig:
     n: int = setting(
         20, "number of agents for synthetic graphs (default 20)", positive=True, group="graph"
     )
-    p: float = setting(0.5, "Erdos-Renyi edge probability (default 0.5)", group="graph")
+    p: float = setting(
+        0.5, "Erdos-Renyi edge probability (default 0.5)", group="graph", interval="[0, 1]"
+    )
     mixing: str = setting(
         "metropolis-hastings",
         "mixing rule (default metropolis-hastings)",
@@ -93,12 +95,14 @@ class TrainConfig:
         group="graph",
     )
     mechanism: str = setting("ldp", _mechanism_help)
-    eps: float = setting(10.0, "target epsilon (default 10)", group="privacy")
-    delta: float = setting(1e-5, "target delta (default 1e-5)", group="privacy")
+    eps: float = setting(10.0, "target epsilon (default 10)", group="privacy", interval="(0, inf)")
+    delta: float = setting(1e-5, "target delta (default 1e-5)", group="privacy", interval="(0, 1)")
     steps: int = setting(
         5000, "number of D-SGD steps T (default 5000)", positive=True, group="privacy"
     )
-    clip: float = setting(0.1, "clipping threshold C (default 0.1)", group="privacy")
+    clip: float = setting(
+        0.1, "clipping threshold C (default 0.1)", group="privacy", interval="(0, inf)"
+    )
     clip_level: str = setting(
         "agent",
         "agent: clip each agent's batch gradient; example: clip each example's gradient, Poisson "
@@ -117,7 +121,10 @@ class TrainConfig:
         128, "batch size per agent (default 128)", positive=True, group="training"
     )
     lr: float | None = setting(
-        None, "step size eta (default: the task's, 0.1 for logreg-a9a)", group="training"
+        None,
+        "step size eta (default: the task's, 0.1 for logreg-a9a)",
+        group="training",
+        interval="(0, inf)",
     )
     schedule: str | None = setting(
         None, "step-size schedule (default: the task's)", choices=SCHEDULES, group="training"
@@ -130,6 +137,8 @@ class TrainConfig:
         "one or more seeds; each is a full replicate (default 0)",
         option="seed",
         group="training",
+        interval="[0, inf)",
+        unique=True,
     )
     task_options: TaskOptions = setting(default_factory=TaskOptions)  # noqa: RUF009 - setting() returns a dataclasses.field
     design: DesignOptions = setting(default_factory=DesignOptions)  # noqa: RUF009 - setting() returns a dataclasses.field
@@ -158,6 +167,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        self.design.check_applies(self.mechanism)
+        self.tracking.check_applies(self.algorithm)
 
     def resolved(self) -> TrainConfig:
         """Fill the task's default step size and schedule; check the options fit together."""

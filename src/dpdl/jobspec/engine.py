@@ -9,14 +9,17 @@ runtime's agents.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from dpdl.accounting.calibration import Calibration
+from dpdl.accounting.neighbouring import ExampleLevel
 from dpdl.choices import CLIP_LEVELS, SAMPLERS, SCHEDULES
-from dpdl.errors import ConfigError
+from dpdl.errors import ConfigError, PrivacyParameterError
 
-__all__ = ["DSGDConfig", "StepSize", "poisson_rates"]
+__all__ = ["DSGDConfig", "StepSize", "poisson_rates", "require_calibrated_for"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class DSGDConfig:
     cycle: int | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.steps, bool) or not isinstance(self.steps, numbers.Integral):
+            raise ConfigError(f"the number of steps must be an integer, got {self.steps!r}")
         if self.steps < 1:
             raise ConfigError(f"the number of steps must be >= 1, got {self.steps}")
         if self.clip is not None and not (math.isfinite(self.clip) and self.clip > 0):
@@ -75,6 +80,34 @@ class DSGDConfig:
             )
         if self.eval_every < 1:
             raise ConfigError(f"eval_every must be >= 1, got {self.eval_every}")
+
+
+def require_calibrated_for(calibration: Calibration, config: DSGDConfig) -> None:
+    """Raise :class:`PrivacyParameterError` when running ``config`` would spend more privacy than
+    ``calibration``, the budget a mechanism's noise was sized for, accounts: more steps, another
+    clipping threshold or level, or (at example level) another expected batch size. The noise
+    would then be too small for the run and the reported budget one the run did not have. Fewer
+    steps spend less, and are allowed."""
+    unit = calibration.neighbouring
+    level = "example" if isinstance(unit, ExampleLevel) else "agent"
+    problems = []
+    if config.steps > calibration.steps:
+        problems.append(f"{config.steps} steps, but it was calibrated for {calibration.steps}")
+    if config.clip_level != level:
+        problems.append(f"{config.clip_level}-level clipping, but it was calibrated for {level}")
+    if config.clip != unit.clip:
+        problems.append(f"clip {config.clip}, but it was calibrated for clip {unit.clip:g}")
+    if isinstance(unit, ExampleLevel) and config.batch_size != unit.batch_size:
+        problems.append(
+            f"batch size {config.batch_size}, but it was calibrated for {unit.batch_size}"
+        )
+    if problems:
+        raise PrivacyParameterError(
+            f"the mechanism's noise does not fit this run: {'; '.join(problems)} (for "
+            f"eps={calibration.eps:g}, delta={calibration.delta:g}); it would spend more privacy "
+            "than accounted. Build the mechanism for this run's steps and clip (calibrate() and "
+            "build_mechanism(), or dpdl.design_noise)"
+        )
 
 
 def poisson_rates(sizes: np.ndarray, batch_size: int) -> np.ndarray:

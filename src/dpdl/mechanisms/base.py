@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
+from dpdl.accounting.calibration import Calibration
 from dpdl.accounting.noise import GaussianNoise, NoiseSource, SharedSecret, noise_of
 from dpdl.seeding import purpose_seed
 from dpdl.threats import Eavesdropper, ThreatModel
@@ -91,6 +92,11 @@ class NoiseMechanism:
     #: Whether the design's scale comes from the accountant (its guarantee then equals the budget);
     #: False for baselines sized otherwise, such as zero-sum noise (matched to LDP's variance).
     calibrated: bool = True
+    #: The budget the noise was sized for (steps, clip, sampling), set by
+    #: :func:`~dpdl.mechanisms.registry.build_mechanism`; a run that would spend more than it (more
+    #: steps, another clip) is refused (:func:`dpdl.jobspec.engine.require_calibrated_for`). None:
+    #: noise built by hand, only accounted.
+    calibration: Calibration | None = None
 
     def __init__(
         self, n: int, private_variances: np.ndarray | float, secrets: Sequence[SharedSecret] = ()

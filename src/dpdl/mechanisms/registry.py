@@ -99,6 +99,15 @@ def _multiseed(
 
     weights = dense_weights(weights, "CorN-DSGD's multi-seed design (a dense n x n covariance)")
     n = weights.shape[0]
+    if options.groups > n:
+        raise ConfigError(
+            f"groups: {options.groups} disjoint seed groups need at least as many agents, the "
+            f"graph has {n}"
+        )
+    if options.q >= n:
+        raise ConfigError(
+            f"q: a coalition of {options.q} agents leaves no honest agent in a graph of {n}"
+        )
     groups = disjoint_groups(n, options.groups)
     solution = solve_multiseed(weights, groups, options.q, calibration.inverse_variance_bound)
     threat: ThreatModel = Colluding(options.q) if options.q else Eavesdropper()
@@ -163,10 +172,13 @@ def build_mechanism(
         )
     if calibration is None:
         raise ConfigError(f"mechanism {name!r} needs a privacy budget (eps, delta)")
+    options = options or DesignOptions()
+    options.check_applies(name)
     factory = MECHANISM_REGISTRY.get(name)
-    mechanism = factory(graph, weights, calibration, options or DesignOptions())
+    mechanism = factory(graph, weights, calibration, options)
     if not isinstance(mechanism, NoiseMechanism):
         raise ConfigError(
             f"mechanism {name!r} built a {type(mechanism).__name__}, not a NoiseMechanism"
         )
+    mechanism.calibration = calibration
     return mechanism

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import torch.distributed as dist
 
-from dpdl.errors import DpdlError
-from dpdl.files import folder_lock
+from dpdl.errors import ConfigError, DpdlError
+from dpdl.files import folder_lock, require_folder
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.departure import remaining_agents
 from dpdl.jobspec.job import build_job, privacy_reports
@@ -74,10 +74,29 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+#: What torchrun sets for each rank, and :func:`init_agent` reads.
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _environment_int(name: str) -> int:
+    text = os.environ[name]
+    if not text.strip().isdigit():
+        raise ConfigError(f"{name}={text!r}: expected an integer >= 0, as torchrun sets it")
+    return int(text)
+
+
 def init_agent(rank: int | None = None, world: int | None = None) -> int:
     """Join the gloo process group from the environment ``torchrun`` sets; returns the rank."""
-    rank = int(os.environ["RANK"]) if rank is None else rank
-    world = int(os.environ["WORLD_SIZE"]) if world is None else world
+    if rank is None or world is None:
+        missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
+        if missing:
+            raise ConfigError(
+                f"run-agent runs as one rank of a torchrun job, but {', '.join(missing)} is not "
+                "set: start it with torchrun (torchrun ... -m dpdl.cli -- run-agent ...), or run "
+                "every agent on this machine with dpdl run-local"
+            )
+    rank = _environment_int("RANK") if rank is None else rank
+    world = _environment_int("WORLD_SIZE") if world is None else world
     dist.init_process_group(
         "gloo",
         init_method="env://",
@@ -223,6 +242,13 @@ def run_local(
     rerun with ``resume=True`` to continue from the checkpoints.
     """
     config = config.resolved()
+    require_folder(options.workdir, "--workdir")
+    job = build_job(config, seed)  # every setting checked, and the design made, before any agent
+    n = job.task.n_agents
+    if any(agent >= n for agent in options.departed):
+        raise ConfigError(f"departed: agents are 0..{n - 1}, got {list(options.departed)}")
+    if options.resume and not Path(options.workdir).is_dir():
+        raise ConfigError(f"nothing to resume: {options.workdir} does not exist")
     agents = remaining_agents(config.n, options.departed)
     with folder_lock(options.workdir):
         spawned = spawn_agents(
@@ -246,7 +272,6 @@ def run_local(
     models = np.stack(
         [np.load(final_model_path(options.workdir, a), allow_pickle=False) for a in agents]
     )  # plain arrays only
-    job = build_job(config, seed)
     if options.departed:
         privacy = json.loads((Path(options.workdir) / "privacy.json").read_text())["privacy"]
     elif config.algorithm == "dsgt":

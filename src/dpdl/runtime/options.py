@@ -57,6 +57,8 @@ class AgentOptions:
         "remaining graph, the noise design recomputed for it and both phases accounted together",
         metavar="AGENT",
         group="runtime",
+        interval="[0, inf)",
+        unique=True,
     )
 
     def __post_init__(self) -> None:
@@ -65,5 +67,6 @@ class AgentOptions:
             raise ConfigError(f"the timeout must be > 0 seconds, got {self.timeout}")
         if self.departed and not self.resume:
             raise ConfigError(
-                "agents that left can only be dropped when the others resume from their checkpoints"
+                "departed: agents that left can only be dropped when the others resume from "
+                "their checkpoints (--resume)"
             )

@@ -26,7 +26,8 @@ import numpy as np
 
 from dpdl.choices import CLIP_LEVELS
 from dpdl.errors import ConfigError
-from dpdl.jobspec.engine import DSGDConfig, StepSize
+from dpdl.graphs.mixing import validate_mixing_matrix
+from dpdl.jobspec.engine import DSGDConfig, StepSize, require_calibrated_for
 from dpdl.jobspec.step import agent_batches, clip_rows, local_gradients, make_sampler
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
@@ -81,6 +82,10 @@ def run_dsgd(
         raise ConfigError(f"the mixing matrix is {weights.shape} but the task has {n} agents")
     if mechanism.n != n:
         raise ConfigError(f"the mechanism is for {mechanism.n} agents but the task has {n}")
+    validate_mixing_matrix(weights, doubly_stochastic=False, mixing=False)
+    calibration = getattr(mechanism, "calibration", None)
+    if calibration is not None:
+        require_calibrated_for(calibration, config)
     if agent_seeds is not None and not isinstance(mechanism, NoiseMechanism):
         raise ConfigError(
             f"{mechanism.name} noise is correlated over time: agents cannot draw it step by step "
