@@ -34,6 +34,7 @@ __all__ = [
     "load_options",
     "option_actions",
     "parse_set",
+    "read_toml",
     "resolve_key",
     "typed_value",
 ]
@@ -185,6 +186,21 @@ def parse_set(assignment: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
+def read_toml(path: Path, what: str = "options file") -> tuple[str, dict[str, Any]]:
+    """The text of the TOML file ``path`` (for the lines errors name) and its data; a missing,
+    unreadable or invalid file is a :class:`ConfigError` naming it as ``what``."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read {what} {path}: {error}") from None
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+
+
 def load_options(
     parser: argparse.ArgumentParser, path: Path | None = None, assignments: Sequence[str] = ()
 ) -> dict[str, Any]:
@@ -195,16 +211,7 @@ def load_options(
     actions = option_actions(parser)
     values: dict[str, Any] = {}
     if path is not None:
-        try:
-            text = Path(path).read_bytes().decode("utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"options file not found: {path}") from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise ConfigError(f"cannot read options file {path}: {error}") from None
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"{path}: not valid TOML: {error}") from None
+        text, data = read_toml(path)
         for key, value in data.items():
             line = key_line(text, key)
             where = f"{path}:{line}: {key}" if line else f"{path}: {key}"

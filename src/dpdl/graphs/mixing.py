@@ -431,20 +431,20 @@ def validate_mixing_matrix(
             f"the mixing matrix has negative entries (min {entries.min():.3g})"
             f"{_first_entry(weights, entries < -STOCHASTIC_TOL)}"
         )
-    row_errors = np.abs(_sums(weights, 1) - 1.0)
-    if row_errors.max() > STOCHASTIC_TOL:
-        row = int(row_errors.argmax())
+    row_sums = _sums(weights, 1)
+    if np.abs(row_sums - 1.0).max() > STOCHASTIC_TOL:
+        row = int(np.abs(row_sums - 1.0).argmax())
         raise MixingMatrixError(
             f"the mixing matrix is not row-stochastic: row {row} sums to "
-            f"{float(_sums(weights, 1)[row]):.6g} (tolerance {STOCHASTIC_TOL:g})"
+            f"{float(row_sums[row]):.6g} (tolerance {STOCHASTIC_TOL:g})"
         )
     if doubly_stochastic:
-        column_errors = np.abs(_sums(weights, 0) - 1.0)
-        if column_errors.max() > STOCHASTIC_TOL:
-            column = int(column_errors.argmax())
+        column_sums = _sums(weights, 0)
+        if np.abs(column_sums - 1.0).max() > STOCHASTIC_TOL:
+            column = int(np.abs(column_sums - 1.0).argmax())
             raise MixingMatrixError(
                 f"the mixing matrix is not doubly stochastic: column {column} sums to "
-                f"{float(_sums(weights, 0)[column]):.6g} (tolerance {STOCHASTIC_TOL:g})"
+                f"{float(column_sums[column]):.6g} (tolerance {STOCHASTIC_TOL:g})"
             )
     n = weights.shape[0]
     if graph is not None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from dpdl.experiments.replay import (
     key_line,
     option_actions,
     parse_set,
+    read_toml,
     resolve_key,
     typed_value,
 )
@@ -118,19 +118,6 @@ def train_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
     add_arguments(parser, TrainConfig)
     return parser
-
-
-def _read(path: Path) -> tuple[str, dict[str, Any]]:
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"sweep file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read sweep file {path}: {error}") from None
-    try:
-        return text, tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: not valid TOML: {error}") from None
 
 
 class _File:
@@ -257,7 +244,7 @@ def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
     """The sweep file ``path`` checked, with the ``--set`` ``assignments`` on top:
     ``key=value`` fixes an option (replacing its axis, if it has one), ``sweep.key=[...]`` sets an
     axis. Raises :class:`ConfigError` naming the file, line and key of what is wrong."""
-    text, data = _read(path)
+    text, data = read_toml(path, "sweep file")
     file = _File(path, text)
     for table in data:
         if table not in TABLES or not isinstance(data[table], dict):
