@@ -249,9 +249,10 @@ def test_dlg_recovers_a_digit_from_its_gradient_and_not_from_lppa_noise(graph) -
     task = _digits_task()
     params = task.initial_params()
     gradient = task.gradients(
-        np.tile(params, (2, 1)), Batch(np.array([[3], [23]]), np.ones((2, 1))), None
-    )[0]
+        params.repeat(2, 1), Batch(np.array([[3], [23]]), np.ones((2, 1))).to(task.device), None
+    )[0].numpy()
     truth = task.inputs[3:4].numpy()
+    params = params.numpy()
     exact = invert_gradient(task, params, gradient, truth, 10, iterations=200)
     assert exact.mse < 1e-4 and exact.labels[0] == int(task.targets[3])
     noise = lppa_noise(graph, 0.025).unknown_to([1]).sample(np.random.default_rng(0), task.dim)[0]

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+import torch
 from scipy.special import expit
 
 from dpdl.accounting import AgentLevel, calibrate
@@ -40,14 +41,14 @@ def _small_logistic(
 def test_clip_rows_bounds_norms_and_keeps_directions() -> None:
     rng = np.random.default_rng(0)
     values = rng.standard_normal((50, 7)) * rng.exponential(size=(50, 1))
-    clipped = clip_rows(values, 0.5)
+    clipped = clip_rows(torch.from_numpy(values), 0.5).numpy()
     norms = np.linalg.norm(values, axis=1)
     assert (np.linalg.norm(clipped, axis=1) <= 0.5 + 1e-12).all()
     small = norms <= 0.5
     np.testing.assert_array_equal(clipped[small], values[small])
     cosine = (clipped * values).sum(axis=1) / (np.linalg.norm(clipped, axis=1) * norms)
     np.testing.assert_allclose(cosine, 1.0)
-    assert np.isfinite(clip_rows(np.zeros((2, 3)), 0.1)).all()
+    assert torch.isfinite(clip_rows(torch.zeros((2, 3), dtype=torch.float64), 0.1)).all()
 
 
 def test_engine_matches_a_per_agent_reference_implementation() -> None:
@@ -63,6 +64,7 @@ def test_engine_matches_a_per_agent_reference_implementation() -> None:
 
     sampler = UniformSampler(task.agent_sizes, 8)
     batch_rng, noise_rng = purpose_rng(11, "batches"), purpose_rng(11, "noise")
+    features, labels = task.features.numpy(), task.labels.numpy()
     x = np.zeros((n, d))
     for t in range(1, 4):
         batch = sampler.sample(batch_rng)
@@ -71,7 +73,7 @@ def test_engine_matches_a_per_agent_reference_implementation() -> None:
         for i in range(n):
             grad = np.zeros(d)
             for row in batch.indices[i]:
-                a, y = task.features[row], task.labels[row]
+                a, y = features[row], labels[row]
                 grad += -y * expit(-y * a @ x[i]) * a / 8
             grad *= min(1.0, 0.2 / np.linalg.norm(grad))
             grad += task.l2 * x[i]
@@ -86,14 +88,15 @@ def test_example_level_clipping_matches_explicit_per_example_gradients() -> None
     rng = np.random.default_rng(5)
     params = rng.standard_normal((task.n_agents, task.dim)) * 3
     batch = PoissonSampler(task.agent_sizes, 10).sample(np.random.default_rng(1))
-    got = task.gradients(params, batch, example_clip=0.05)
+    got = task.gradients(torch.from_numpy(params), batch.to(task.device), example_clip=0.05)
+    features, labels = task.features.numpy(), task.labels.numpy()
     for i in range(task.n_agents):
         expected = np.zeros(task.dim)
         for row, weight in zip(batch.indices[i], batch.weights[i], strict=True):
-            a, y = task.features[row], task.labels[row]
+            a, y = features[row], labels[row]
             g = -y * expit(-y * a @ params[i]) * a
             expected += weight * g * min(1.0, 0.05 / np.linalg.norm(g))
-        np.testing.assert_allclose(got[i], expected, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(got[i].numpy(), expected, rtol=1e-12, atol=1e-15)
 
 
 def test_logistic_gradient_matches_finite_differences() -> None:
@@ -101,11 +104,12 @@ def test_logistic_gradient_matches_finite_differences() -> None:
     rng = np.random.default_rng(2)
     params = rng.standard_normal((2, 3))
     batch = UniformSampler(task.agent_sizes, 4).sample(rng)
-    gradient = task.gradients(params, batch, None)
+    gradient = task.gradients(torch.from_numpy(params), batch.to(task.device), None).numpy()
+    features, labels = task.features.numpy(), task.labels.numpy()
 
     def loss(i: int, x: np.ndarray) -> float:
         rows = batch.indices[i]
-        return float(np.mean(np.logaddexp(0.0, -task.labels[rows] * (task.features[rows] @ x))))
+        return float(np.mean(np.logaddexp(0.0, -labels[rows] * (features[rows] @ x))))
 
     for i in range(2):
         numeric = [
@@ -134,7 +138,7 @@ def test_the_first_record_holds_every_agents_metrics_at_the_initial_point() -> N
     result = run_dsgd(
         task, metropolis_hastings(ring(task.n_agents)), NoNoise(task.n_agents), config
     )
-    expected = task.evaluate(np.tile(task.initial_params(), (task.n_agents, 1)))
+    expected = task.evaluate(task.initial_params().repeat(task.n_agents, 1))
     assert result.history[0] == pytest.approx({"step": 0.0, **expected}, rel=1e-12, abs=1e-15)
     assert result.history[0]["consensus_distance"] == 0.0
 
@@ -285,3 +289,51 @@ def test_engine_rejects_inconsistent_inputs() -> None:
             StepSize(eta)
     with pytest.raises(ConfigError):
         PoissonSampler(np.array([5, 100]), 10)
+
+
+def test_devices_are_named_or_refused_with_one_clear_error() -> None:
+    from dpdl.jobspec.device import resolve_device
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+    with pytest.raises(ConfigError, match="unknown device 'gpu0'"):
+        resolve_device("gpu0")
+    with pytest.raises(ConfigError, match="not supported"):
+        resolve_device("meta")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="torch sees none"):
+            resolve_device("cuda")
+    with pytest.raises(ConfigError, match="GPU"):
+        resolve_device(f"cuda:{torch.cuda.device_count() + 3}")
+
+
+def test_the_engine_computes_in_float64_on_its_device_and_returns_host_arrays() -> None:
+    """Parameters, gradients and mixing stay tensors on the task's device during the run; the
+    result is a host array, and the task reports where it computed."""
+    task = _small_logistic()
+    seen: list[torch.Tensor] = []
+    gradients = task.gradients
+
+    def spy(params, batch, clip):
+        seen.append(params)
+        return gradients(params, batch, clip)
+
+    task.gradients = spy
+    config = DSGDConfig(steps=3, step_size=StepSize(0.1), clip=0.1, batch_size=4, eval_every=3)
+    result = run_dsgd(task, metropolis_hastings(ring(task.n_agents)), LocalDP(4, 0.1), config)
+    assert len(seen) == 3
+    assert all(p.dtype == torch.float64 and p.device == task.device for p in seen)
+    assert isinstance(result.params, np.ndarray) and result.params.dtype == np.float64
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_a_gpu_run_gives_the_cpu_run_up_to_rounding() -> None:
+    weights = metropolis_hastings(ring(4))
+    config = DSGDConfig(steps=30, step_size=StepSize(0.1), clip=0.1, batch_size=4, eval_every=10)
+    mechanism = LocalDP(4, 0.5)
+    cpu = run_dsgd(_small_logistic(), weights, mechanism, config, seed=3, device="cpu")
+    gpu = run_dsgd(_small_logistic(), weights, mechanism, config, seed=3, device="cuda")
+    np.testing.assert_allclose(gpu.params, cpu.params, rtol=1e-10, atol=1e-12)
+    for a, b in zip(cpu.history, gpu.history, strict=True):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-12)

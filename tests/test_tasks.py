@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from scipy.optimize import minimize
 from sklearn.linear_model import LogisticRegression as SklearnLogisticRegression
 
@@ -28,14 +29,16 @@ def test_a9a_bundled_copy_has_the_published_shape_and_labels() -> None:
 def test_quadratic_optimum_matches_a_numerical_minimiser() -> None:
     task = whisper_quadratic(20)
     numerical = minimize(
-        lambda x: task.objective(x[None, :])[0], np.zeros(2), method="BFGS", options={"gtol": 1e-10}
+        lambda x: float(task.objective(torch.from_numpy(x)[None, :])[0]),
+        np.zeros(2),
+        method="BFGS",
+        options={"gtol": 1e-10},
     )
     np.testing.assert_allclose(task.optimum, numerical.x, atol=1e-4)
     assert task.optimal_value <= numerical.fun + 1e-9
-    stationarity = task.gradients(np.repeat(task.optimum[None, :], 20, axis=0), None, None).mean(
-        axis=0
-    )
-    np.testing.assert_allclose(stationarity, 0.0, atol=1e-9)
+    optimum = torch.from_numpy(task.optimum).repeat(20, 1)
+    stationarity = task.gradients(optimum, None, None).mean(dim=0)
+    np.testing.assert_allclose(stationarity.numpy(), 0.0, atol=1e-9)
     # Eq. (11) before rotation: agent 1's minimiser is (-1, 0) with value 0; agent 20's is (20, 0).
     np.testing.assert_allclose(task.centers[0], [-1.0, 0.0])
     np.testing.assert_allclose(task.centers[-1], [20.0, 0.0])
@@ -55,8 +58,8 @@ def test_least_squares_matches_decor_definition() -> None:
     explicit = np.mean(
         [0.5 * np.sum(((i + 1) / np.sqrt(n) * x[0] - targets[i]) ** 2) for i in range(n)]
     )
-    assert task.objective(x)[0] == pytest.approx(explicit, rel=1e-12)
-    grads = task.gradients(np.repeat(x, n, axis=0), None, None)
+    assert float(task.objective(torch.from_numpy(x))[0]) == pytest.approx(explicit, rel=1e-12)
+    grads = task.gradients(torch.from_numpy(np.repeat(x, n, axis=0)), None, None).numpy()
     for i in range(n):
         a = (i + 1) / np.sqrt(n)
         np.testing.assert_allclose(grads[i], a * (a * x[0] - targets[i]), rtol=1e-12)
@@ -120,7 +123,7 @@ def test_housing_task_standardises_on_the_training_split() -> None:
         1.0, abs=1e-4
     )
     metrics = task.evaluate(
-        np.zeros((10, task.dim))
+        torch.zeros((10, task.dim), dtype=torch.float64)
     )  # predicting the training mean, 0 once standardised
     test_targets = task.test_targets.numpy()
     assert (
@@ -157,7 +160,9 @@ def test_every_task_has_a_default_step_size() -> None:
 
 def test_chunked_evaluation_equals_one_pass() -> None:
     task = build_task("mnist-lenet", 3, 0, TaskOptions(partition="iid"))
-    params = task.initial_params() + 0.05 * np.random.default_rng(0).standard_normal((3, task.dim))
+    params = task.initial_params() + 0.05 * torch.from_numpy(
+        np.random.default_rng(0).standard_normal((3, task.dim))
+    )
     task.test_inputs, task.test_targets = task.test_inputs[:500], task.test_targets[:500]
     task.eval_chunk = 3 * 120  # five passes of 120 examples, the last one short
     chunked = task.evaluate(params)
@@ -178,10 +183,10 @@ def test_logistic_regression_in_blocks_of_agents_equals_one_block(
 
     task = build_task("logreg-a9a", 12, seed=1)
     rng = np.random.default_rng(0)
-    params = rng.normal(scale=0.1, size=(12, task.dim))
+    params = torch.from_numpy(rng.normal(scale=0.1, size=(12, task.dim)))
     sizes = task.agent_sizes
     indices = task.offsets[:-1, None] + rng.integers(0, sizes.min(), size=(12, 16))
-    batch = Batch(indices, np.full((12, 16), 1 / 16))
+    batch = Batch(indices, np.full((12, 16), 1 / 16)).to(task.device)
     whole_gradients, whole_metrics = (
         task.gradients(params, batch, example_clip),
         task.evaluate(params),
@@ -193,3 +198,39 @@ def test_logistic_regression_in_blocks_of_agents_equals_one_block(
     )
     for key, value in task.evaluate(params).items():
         assert value == pytest.approx(whole_metrics[key], rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("example_clip", [None, 0.1])
+def test_logistic_batches_larger_than_the_data_weigh_each_row_once(example_clip) -> None:
+    """Many agents with few rows each: every agent's batch gradient, summed by row with the row's
+    weight (drawn twice, counted twice), equals the sum over the drawn examples."""
+    from dpdl.simulation import PoissonSampler, UniformSampler
+    from dpdl.tasks.logistic import LogisticRegression
+
+    rng = np.random.default_rng(4)
+    n, m, d = 6, 8, 7
+    features = rng.standard_normal((n * m, d))
+    labels = np.where(rng.random(n * m) < 0.5, -1.0, 1.0)
+    parts = np.array_split(rng.permutation(n * m), n)
+    task = LogisticRegression("toy", features, labels, parts, features[:8], labels[:8], l2=0.0)
+    params = torch.from_numpy(rng.standard_normal((n, d)))
+    sampler = (UniformSampler if example_clip is None else PoissonSampler)(task.agent_sizes, 2)
+    small = sampler.sample(rng).to(task.device)  # fewer entries than the 48 rows: per entry
+    assert small.indices.numel() < len(task.labels)
+    large = UniformSampler(task.agent_sizes, 16).sample(rng).to(task.device)  # 96 > 48: per row
+    for batch in (small, large):
+        per_entry = torch.stack(
+            [task.gradients(params[i : i + 1], _agent(batch, i), example_clip)[0] for i in range(n)]
+        )
+        np.testing.assert_allclose(
+            task.gradients(params, batch, example_clip).numpy(),
+            per_entry.numpy(),
+            rtol=1e-12,
+            atol=1e-15,
+        )
+
+
+def _agent(batch, i: int):
+    from dpdl.tasks.base import Batch
+
+    return Batch(batch.indices[i : i + 1], batch.weights[i : i + 1])

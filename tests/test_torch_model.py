@@ -41,13 +41,18 @@ def _pair(seed: int = 0) -> tuple[LogisticRegression, TorchModelTask]:
     return numpy_task, torch_task
 
 
+def _gradients(task, params: np.ndarray, batch, clip: float | None) -> np.ndarray:
+    """The task's gradients at host ``params`` on a host ``batch``, as a host array."""
+    return task.gradients(torch.from_numpy(params), batch.to(task.device), clip).numpy()
+
+
 def test_batched_gradients_match_numpy_logistic_regression() -> None:
     numpy_task, torch_task = _pair()
     params = np.random.default_rng(1).standard_normal((3, 6))
     batch = UniformSampler(numpy_task.agent_sizes, 16).sample(np.random.default_rng(2))
     np.testing.assert_allclose(
-        torch_task.gradients(params, batch, None),
-        numpy_task.gradients(params, batch, None),
+        _gradients(torch_task, params, batch, None),
+        _gradients(numpy_task, params, batch, None),
         rtol=1e-5,
         atol=1e-6,
     )
@@ -57,17 +62,17 @@ def test_per_example_clipped_gradients_match_numpy_logistic_regression() -> None
     numpy_task, torch_task = _pair(seed=4)
     params = 3 * np.random.default_rng(5).standard_normal((3, 6))
     batch = PoissonSampler(numpy_task.agent_sizes, 8).sample(np.random.default_rng(6))
-    expected = numpy_task.gradients(params, batch, 0.3)
+    expected = _gradients(numpy_task, params, batch, 0.3)
     np.testing.assert_allclose(
-        torch_task.gradients(params, batch, 0.3), expected, rtol=1e-5, atol=1e-6
+        _gradients(torch_task, params, batch, 0.3), expected, rtol=1e-5, atol=1e-6
     )
-    unclipped = numpy_task.gradients(params, batch, None)
+    unclipped = _gradients(numpy_task, params, batch, None)
     assert not np.allclose(expected, unclipped)  # the clip is active on this instance
 
 
 def test_evaluation_matches_numpy_test_loss() -> None:
     numpy_task, torch_task = _pair(seed=7)
-    params = np.random.default_rng(8).standard_normal((3, 6))
+    params = torch.from_numpy(np.random.default_rng(8).standard_normal((3, 6)))
     assert np.isclose(
         torch_task.evaluate(params)["test_loss"],
         numpy_task.evaluate(params)["test_loss"],
@@ -105,11 +110,13 @@ def test_ghost_norm_gradients_equal_per_example_vmap_gradients() -> None:
     )
     task = _image_task(1, model)
     assert task._linear_stack is not None
-    params = task.initial_params() + 0.5 * np.random.default_rng(2).standard_normal((4, task.dim))
+    params = task.initial_params().numpy() + 0.5 * np.random.default_rng(2).standard_normal(
+        (4, task.dim)
+    )
     batch = PoissonSampler(task.agent_sizes, 6).sample(np.random.default_rng(3))
-    ghost = task.gradients(params, batch, 0.5)
+    ghost = _gradients(task, params, batch, 0.5)
     task._linear_stack = None
-    np.testing.assert_allclose(ghost, task.gradients(params, batch, 0.5), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ghost, _gradients(task, params, batch, 0.5), rtol=1e-5, atol=1e-6)
     task._linear_stack = LinearStack(model)
     stack = LinearStack(model)  # without a clip, the stack gives the weighted batch gradient
     flat = torch.as_tensor(params, dtype=torch.float32)
@@ -124,10 +131,10 @@ def test_ghost_norm_gradients_equal_per_example_vmap_gradients() -> None:
         .numpy()
     )
     np.testing.assert_allclose(
-        batch_gradient, task.gradients(params, batch, None), rtol=1e-5, atol=1e-6
+        batch_gradient, _gradients(task, params, batch, None), rtol=1e-5, atol=1e-6
     )
-    unclipped = task.gradients(params, batch, None)
-    clipped = task.gradients(params, batch, 0.5)
+    unclipped = _gradients(task, params, batch, None)
+    clipped = _gradients(task, params, batch, 0.5)
     assert not np.allclose(clipped, unclipped)
 
 
@@ -136,9 +143,9 @@ def test_models_with_other_layers_keep_the_vmap_path() -> None:
     assert not LinearStack.supports(model)
     task = _image_task(5, model)
     assert task._linear_stack is None
-    params = np.tile(task.initial_params(), (4, 1))
+    params = np.tile(task.initial_params().numpy(), (4, 1))
     batch = PoissonSampler(task.agent_sizes, 6).sample(np.random.default_rng(6))
-    norms = np.linalg.norm(task.gradients(params, batch, 0.1), axis=1)
+    norms = np.linalg.norm(_gradients(task, params, batch, 0.1), axis=1)
     assert np.all(
         norms <= 0.1 * batch.weights.sum(axis=1) + 1e-6
     )  # a weighted sum of clipped gradients

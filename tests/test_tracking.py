@@ -8,6 +8,7 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
+import torch
 
 from dpdl.accounting import AgentLevel, account, calibrate
 from dpdl.errors import ConfigError, MixingMatrixError
@@ -67,14 +68,15 @@ def test_dsgt_matches_a_per_agent_reference_of_eqs_2_and_3(directed: nx.DiGraph)
     weights = sinkhorn_knopp(directed)
     config = DSGDConfig(steps=25, step_size=StepSize(0.05), eval_every=25)
     result = run_dsgt(task, weights, config)
-    theta = [task.initial_params().copy() for _ in range(8)]
-    gamma = [task.gradients(np.array(theta), None, None)[i] for i in range(8)]
+
+    def gradients(models: list[np.ndarray]) -> np.ndarray:
+        return task.gradients(torch.from_numpy(np.array(models)), None, None).numpy()
+
+    theta = [task.initial_params().numpy() for _ in range(8)]
+    gamma = [gradients(theta)[i] for i in range(8)]
     for _ in range(25):
         new = [sum(weights[i, j] * theta[j] for j in range(8)) - 0.05 * gamma[i] for i in range(8)]
-        old_grads, new_grads = (
-            task.gradients(np.array(theta), None, None),
-            task.gradients(np.array(new), None, None),
-        )
+        old_grads, new_grads = gradients(theta), gradients(new)
         gamma = [
             sum(weights[i, j] * gamma[j] for j in range(8)) + new_grads[i] - old_grads[i]
             for i in range(8)

@@ -99,6 +99,18 @@ def add_output_arguments(
     group.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """``--device``: where the engine computes (:func:`dpdl.jobspec.device.resolve_device`)."""
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        metavar="DEVICE",
+        help="where the engine computes: cpu, cuda, cuda:K or auto (a GPU if torch sees one, else "
+        "the CPU); batches and noise are drawn on the host from the same seeds on every device, "
+        "so the numbers agree to rounding (default cpu)",
+    )
+
+
 def add_graph_seed_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of random graphs (default 0)")
 
@@ -145,6 +157,7 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         "replay the run with --config), config.json, metrics.csv, final.json and a figure.",
     )
     add_training_arguments(parser)
+    add_device_argument(parser)
     add_output_arguments(parser, None, "results/train/<job name>", "the final metrics")
     parser.add_argument(
         "--save-models",
@@ -508,7 +521,9 @@ def _train(args: argparse.Namespace) -> int:
         f"-eps{args.eps:g}-seed{'_'.join(map(str, args.seed))}"
     )
     folder = _output_folder(args.out or Path("results") / "train" / name)
-    result = run_training(from_options(TrainConfig, args), progress=not args.no_progress)
+    result = run_training(
+        from_options(TrainConfig, args), progress=not args.no_progress, device=args.device
+    )
     paths = write_results(result, folder)
     _write_options(args, result.config, folder)
     if args.save_models:

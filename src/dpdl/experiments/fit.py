@@ -296,6 +296,7 @@ def fit(
     eval_every: int | None = None,
     seed: int = 0,
     progress: bool = False,
+    device: str | torch.device = "cpu",
 ) -> FitResult:
     """Train copies of ``model`` on the agents of ``graph`` by noisy D-SGD and account the privacy.
 
@@ -313,7 +314,9 @@ def fit(
     by Poisson sampling of expected size ``batch_size`` (example-level privacy). ``threats``: more
     threat models to account against (names of :data:`dpdl.choices.THREAT_REGISTRY`). Metrics are
     recorded every ``eval_every`` steps (default: 10 records). Deterministic in ``seed``; the
-    model's initial parameters are its own at the call.
+    model's initial parameters are its own at the call. ``device``: where to train (``cpu``,
+    ``cuda``, ``cuda:K`` or ``auto``); batches and noise are drawn on the host from the same seeds
+    whatever the device, so the numbers agree to rounding.
     """
     if not isinstance(model, nn.Module):
         raise ConfigError(f"model: expected a torch nn.Module, got {type(model).__name__}")
@@ -349,7 +352,7 @@ def fit(
         mechanism, graph_, weights, adjacent, eps, delta, steps, calibration, design
     )
     logger.info("fit: %d agents, %s, %d steps", agents, noise.name or "custom noise", steps)
-    result = run_dsgd(task, weights, noise, dsgd, seed=seed, progress=progress)
+    result = run_dsgd(task, weights, noise, dsgd, seed=seed, progress=progress, device=device)
     reports = _reports(noise, adjacent, steps, delta, threats)
     if budget is not None and calibration == "exact" and reports[0].epsilon > eps:
         raise RuntimeError(f"calibration overshoot: {reports[0]} exceeds the target eps={eps}")

@@ -15,6 +15,7 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+import torch
 
 from dpdl.accounting import AgentLevel, Calibration, account, calibrate, epsilon_from_mu_step
 from dpdl.attacks import membership_lower_bound, sum_attack_error
@@ -152,8 +153,11 @@ def noise_report(
             if empirical.gaussian_fit is not None:
                 fitted[name] = empirical.gaussian_fit
         gradients = clip_rows(
-            purpose_rng(seed, "sum attack gradients").standard_normal((mechanism.n, 1000)), clip
-        )
+            torch.from_numpy(
+                purpose_rng(seed, "sum attack gradients").standard_normal((mechanism.n, 1000))
+            ),
+            clip,
+        ).numpy()
         error = sum_attack_error(mechanism, gradients, purpose_rng(seed, "sum attack noise"))
         attack.update(sum_attack_rms_error=error, sum_attack_relative_error=error / clip)
     return NoiseReport(

@@ -98,9 +98,9 @@ class TrainResult:
 
 
 def run_seed(
-    config: TrainConfig, seed: int, progress: bool = False
+    config: TrainConfig, seed: int, progress: bool = False, device: str = "cpu"
 ) -> tuple[Task, Calibration | None, SeedRun]:
-    """Build and run one replicate of ``config`` (which must be resolved)."""
+    """Build and run one replicate of ``config`` (which must be resolved) on ``device``."""
     job = build_job(config, seed)
     book = None
     if config.key_seed is not None:
@@ -116,6 +116,7 @@ def run_seed(
             seed=seed,
             progress=progress,
             agent_seeds=book,
+            device=device,
         )
         privacy: list[PrivacyReport] = []  # the injection is sized for the attacks, not accounted
     else:
@@ -127,6 +128,7 @@ def run_seed(
             seed=seed,
             progress=progress,
             agent_seeds=book,
+            device=device,
         )
         privacy = privacy_reports(job.mechanism, job.neighbouring, config.steps, config.delta)
     run = SeedRun(
@@ -144,13 +146,14 @@ def run_seed(
     return job.task, job.calibration, run
 
 
-def run_training(config: TrainConfig, progress: bool = False) -> TrainResult:
-    """Run every seed of ``config`` and collect the results.
+def run_training(config: TrainConfig, progress: bool = False, device: str = "cpu") -> TrainResult:
+    """Run every seed of ``config`` on ``device`` (cpu, cuda, cuda:K or auto) and collect the
+    results.
 
     The result's configuration holds the graph's real number of agents as ``n``: a real graph or
     a graph file has its own size, not the ``n`` given for synthetic graphs (20 by default)."""
     config = config.resolved()
-    outcomes = [run_seed(config, seed, progress) for seed in config.seeds]
+    outcomes = [run_seed(config, seed, progress, device) for seed in config.seeds]
     task, calibration, _ = outcomes[0]
     runs = [run for _, _, run in outcomes]
     config = replace(config, n=runs[0].graph["nodes"])

@@ -16,4 +16,6 @@ the design rebuilt on the remaining graph, both phases accounted together).
 #: (:mod:`dpdl.experiments.reproduce.runner`) and runtime checkpoints made before are refused
 #: (:mod:`dpdl.runtime.checkpoint`) instead of being mixed with new numbers.
 #: 2: singular designs (zero-sum noise, LPPA's flow) sample with their null directions exactly zero.
-ENGINE_VERSION = 2
+#: 3: the torch engine: the same draws, torch's float64 kernels (matmul, einsum, the logistic loss)
+#: in place of numpy's, so results move by rounding only.
+ENGINE_VERSION = 3

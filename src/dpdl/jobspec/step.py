@@ -8,6 +8,7 @@ the step lives here, below both, and neither imports the other.
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from dpdl.errors import ConfigError
 from dpdl.jobspec.engine import DSGDConfig
@@ -23,10 +24,10 @@ from dpdl.tasks.base import Batch, Task
 __all__ = ["agent_batches", "clip_rows", "local_gradients", "make_sampler"]
 
 
-def clip_rows(values: np.ndarray, threshold: float) -> np.ndarray:
+def clip_rows(values: torch.Tensor, threshold: float) -> torch.Tensor:
     """Scale every row of ``values`` to L2 norm at most ``threshold`` (``min(1, C/||g||) g``)."""
-    norms = np.linalg.norm(values, axis=1, keepdims=True)
-    return values * np.minimum(1.0, threshold / np.maximum(norms, 1e-300))
+    norms = torch.linalg.vector_norm(values, dim=1, keepdim=True)
+    return values * torch.clamp(threshold / norms.clamp_min(1e-300), max=1.0)
 
 
 def _sizes(task: Task, config: DSGDConfig) -> np.ndarray | None:
@@ -65,14 +66,18 @@ def agent_batches(
 
 def local_gradients(
     task: Task,
-    params: np.ndarray,
+    params: torch.Tensor,
     batch: Batch | None,
     config: DSGDConfig,
     agent: int | None = None,
-) -> np.ndarray:
+) -> torch.Tensor:
     """Every agent's clipped gradient on ``batch``, plus the regulariser's gradient, ``(n, d)``; or,
-    with ``agent``, that agent's alone from its parameters ``(1, d)`` and batch (one row)."""
+    with ``agent``, that agent's alone from its parameters ``(1, d)`` and batch (one row).
+
+    ``params`` live on the task's device; ``batch`` is the sampler's (host) draw, moved there."""
     example_clip = config.clip if config.clip_level == "example" else None
+    if batch is not None:
+        batch = batch.to(params.device)
     if agent is None:
         grads = task.gradients(params, batch, example_clip)
     else:
@@ -81,5 +86,5 @@ def local_gradients(
         grads = clip_rows(grads, config.clip)
     regulariser = task.regularizer_gradient(params)
     if regulariser is not None:
-        grads += regulariser
+        grads = grads + regulariser
     return grads

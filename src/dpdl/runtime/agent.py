@@ -220,7 +220,7 @@ def _run(
             "departures are supported for D-SGD only: under gradient tracking the departed "
             "agents' share of the tracked gradient sum is lost"
         )
-    start_vector = first.task.initial_params()
+    start_vector = first.task.initial_params().cpu().numpy()
     if tracking:  # the model, the tracking variable and the last gradient
         start_vector = np.stack(
             [start_vector, np.zeros_like(start_vector), np.zeros_like(start_vector)]
@@ -283,7 +283,8 @@ def _run(
 
     def gradient(x: np.ndarray) -> np.ndarray:
         batch = batches.sample_agent(agent) if batches is not None else None
-        return local_gradients(job.task, x[None, :], batch, job.dsgd, agent=agent)[0]
+        params = torch.from_numpy(x[None, :])  # the task's device is the CPU: no copy
+        return local_gradients(job.task, params, batch, job.dsgd, agent=agent)[0].numpy()
 
     def mix(
         own: np.ndarray, received: dict[int, np.ndarray], part: slice = slice(None)

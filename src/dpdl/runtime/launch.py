@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 import torch.distributed as dist
 
 from dpdl.errors import ConfigError, DpdlError
@@ -283,4 +284,4 @@ def run_local(
                 job.mechanism, job.neighbouring, config.steps, config.delta
             )
         ]
-    return LocalRun(agents, models, job.task.evaluate(models), privacy, {})
+    return LocalRun(agents, models, job.task.evaluate(torch.from_numpy(models)), privacy, {})

@@ -20,14 +20,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
 from dpdl.errors import ConfigError
 from dpdl.graphs import validate_mixing_matrix
+from dpdl.jobspec.device import resolve_device
 from dpdl.jobspec.step import agent_batches, local_gradients, make_sampler
 from dpdl.mechanisms.base import SeedBook
 from dpdl.mechanisms.lppa import TrackingNoise
 from dpdl.seeding import purpose_rng
 from dpdl.simulation.dsgd import DSGDConfig, DSGDResult, iterate
+from dpdl.simulation.tensors import mixing_operator, to_device
 from dpdl.tasks.base import Task
 
 __all__ = ["run_dsgt"]
@@ -42,19 +45,22 @@ def run_dsgt(
     progress: bool = False,
     callback: Callable[[int, dict[str, float]], None] | None = None,
     agent_seeds: SeedBook | None = None,
+    device: str | torch.device = "cpu",
 ) -> DSGDResult:
     """Run ``config.steps`` rounds of DSGT, with ``injection`` (LPPA, the DP baseline or none) added
     to the tracking variable, and return the final models and the metric history (as
     :func:`dpdl.simulation.run_dsgd`; the batches and noise come from the same seeded streams, or,
     with ``agent_seeds``, agent by agent from the seeds of the injection's
     :meth:`~dpdl.mechanisms.lppa.TrackingNoise.seed_structure`, as :mod:`dpdl.runtime` draws
-    them)."""
+    them). ``device`` as for :func:`~dpdl.simulation.run_dsgd`."""
     n = task.n_agents
     if weights.shape != (n, n):
         raise ConfigError(f"the mixing matrix is {weights.shape} but the task has {n} agents")
     weights = validate_mixing_matrix(weights, mixing=False)
     if injection is not None and injection.n != n:
         raise ConfigError(f"the injected noise is for {injection.n} agents but the task has {n}")
+    device = resolve_device(device)
+    mixing = mixing_operator(weights, device)
     if agent_seeds is None:
         sampler, batch_rng, noise_rng = (
             make_sampler(task, config),
@@ -63,31 +69,34 @@ def run_dsgt(
         )
         draw = None if sampler is None else lambda: sampler.sample(batch_rng)
 
-        def inject(t: int) -> np.ndarray:
-            return injection.sample(noise_rng, task.dim)
+        def inject(t: int) -> torch.Tensor:
+            return to_device(injection.sample(noise_rng, task.dim), device)
     else:
         batches = agent_batches(task, config, seed, list(range(n)))
         draw = None if batches is None else batches.sample
 
-        def inject(t: int) -> np.ndarray:
-            return np.stack([injection.agent_sample(i, agent_seeds, t, task.dim) for i in range(n)])
+        def inject(t: int) -> torch.Tensor:
+            return to_device(
+                np.stack([injection.agent_sample(i, agent_seeds, t, task.dim) for i in range(n)]),
+                device,
+            )
 
-    state: dict[str, np.ndarray] = {}
+    state: dict[str, torch.Tensor] = {}
 
-    def gradients(params: np.ndarray) -> np.ndarray:
+    def gradients(params: torch.Tensor) -> torch.Tensor:
         return local_gradients(task, params, draw() if draw is not None else None, config)
 
-    def step(t: int, params: np.ndarray) -> np.ndarray:
+    def step(t: int, params: torch.Tensor) -> torch.Tensor:
         if t == 1:
             state["grads"] = gradients(params)
             state["tracking"] = state["grads"] + (inject(0) if injection is not None else 0.0)
-        params = weights @ params - config.step_size(t) * state["tracking"]
+        params = mixing @ params - config.step_size(t) * state["tracking"]
         grads = gradients(params)
-        state["tracking"] = weights @ state["tracking"] + grads - state["grads"]
+        state["tracking"] = mixing @ state["tracking"] + grads - state["grads"]
         if injection is not None and injection.every_round:
-            state["tracking"] += inject(t)
+            state["tracking"] = state["tracking"] + inject(t)
         state["grads"] = grads
         return params
 
     label = f"{task.name}/dsgt" + (f"+{injection.name}" if injection is not None else "")
-    return iterate(task, config, step, label, progress, callback)
+    return iterate(task.to(device), config, step, label, progress, callback)

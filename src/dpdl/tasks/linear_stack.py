@@ -104,7 +104,7 @@ class LinearStack:
         deltas = dict(
             zip(outputs, torch.autograd.grad(losses.sum(), list(outputs.values())), strict=True)
         )
-        squared = torch.zeros(n, batch, dtype=flat.dtype)
+        squared = torch.zeros(n, batch, dtype=flat.dtype, device=flat.device)
         for index, delta in deltas.items():
             extra = 1.0 if self.slices[index][2] is not None else 0.0
             squared += delta.square().sum(dim=2) * (layer_inputs[index].square().sum(dim=2) + extra)
@@ -113,7 +113,7 @@ class LinearStack:
             if clip is None
             else weights * torch.clamp(clip / torch.sqrt(squared).clamp_min(1e-30), max=1.0)
         )
-        gradient = torch.zeros(n, self.dim, dtype=flat.dtype)
+        gradient = torch.zeros(n, self.dim, dtype=flat.dtype, device=flat.device)
         for index, delta in deltas.items():
             weight, _, bias = self.slices[index]
             scaled = delta * scale[..., None]

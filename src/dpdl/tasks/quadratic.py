@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 from dpdl.scale import SPARSE_MIN_AGENTS
 from dpdl.tasks.base import Batch, Task
@@ -28,7 +29,10 @@ __all__ = ["QuadraticObjectives", "decor_least_squares", "whisper_quadratic"]
 
 
 class QuadraticObjectives(Task):
-    """``f_i(x) = (x - c_i)^T Q_i (x - c_i)`` for every agent (full gradients, no examples)."""
+    """``f_i(x) = (x - c_i)^T Q_i (x - c_i)`` for every agent (full gradients, no examples).
+
+    ``curvatures``, ``centers`` and ``optimum`` stay numpy arrays (the problem's facts); the engine
+    computes with tensor copies on the task's device."""
 
     primary_metric = "optimality_gap"
 
@@ -40,43 +44,46 @@ class QuadraticObjectives(Task):
         self.centers = np.asarray(centers, dtype=float)
         total = self.curvatures.sum(axis=0)
         self.optimum = np.linalg.solve(total, np.einsum("nij,nj->i", self.curvatures, self.centers))
-        self.optimal_value = float(self.objective(self.optimum[None, :])[0])
+        self._curvatures = torch.from_numpy(self.curvatures)
+        self._centers = torch.from_numpy(self.centers)
+        self.optimal_value = float(self.objective(torch.from_numpy(self.optimum)[None, :])[0])
 
-    def objective(self, params: np.ndarray) -> np.ndarray:
+    def objective(self, params: torch.Tensor) -> torch.Tensor:
         """Global objective ``F`` at each row of ``params`` (m, d) -> (m,).
 
         From :data:`~dpdl.scale.SPARSE_MIN_AGENTS` agents on, expanded as
         ``x^T Qbar x - 2 x^T mean(Q_j c_j) + mean(c_j^T Q_j c_j)`` (O((m + n) d^2) instead of an
         (m, n, d) array: 745 GiB for 100,000 agents evaluating their models); below, term by term,
         as always (the same digits)."""
+        curvatures, centers = self._curvatures, self._centers
         if self.n_agents >= SPARSE_MIN_AGENTS:
-            mean_curvature = self.curvatures.mean(axis=0)
-            pulled = np.einsum("nij,nj->ni", self.curvatures, self.centers)
-            constant = float(np.einsum("ni,ni->", self.centers, pulled)) / self.n_agents
-            quadratic = np.einsum("mi,ij,mj->m", params, mean_curvature, params)
-            return quadratic - 2.0 * params @ pulled.mean(axis=0) + constant
-        diff = params[:, None, :] - self.centers[None, :, :]  # (m, n, d)
-        values = np.einsum("mni,nij,mnj->mn", diff, self.curvatures, diff)
-        return values.mean(axis=1)
+            mean_curvature = curvatures.mean(dim=0)
+            pulled = torch.einsum("nij,nj->ni", curvatures, centers)
+            constant = float(torch.einsum("ni,ni->", centers, pulled)) / self.n_agents
+            quadratic = torch.einsum("mi,ij,mj->m", params, mean_curvature, params)
+            return quadratic - 2.0 * params @ pulled.mean(dim=0) + constant
+        diff = params[:, None, :] - centers[None, :, :]  # (m, n, d)
+        values = torch.einsum("mni,nij,mnj->mn", diff, curvatures, diff)
+        return values.mean(dim=1)
 
     def gradients(
-        self, params: np.ndarray, batch: Batch | None, example_clip: float | None
-    ) -> np.ndarray:
-        return 2.0 * np.einsum("nij,nj->ni", self.curvatures, params - self.centers)
+        self, params: torch.Tensor, batch: Batch | None, example_clip: float | None
+    ) -> torch.Tensor:
+        return 2.0 * torch.einsum("nij,nj->ni", self._curvatures, params - self._centers)
 
     def agent_gradients(
-        self, agent: int, params: np.ndarray, batch: Batch | None, example_clip: float | None
-    ) -> np.ndarray:
-        return 2.0 * (params - self.centers[agent]) @ self.curvatures[agent].T
+        self, agent: int, params: torch.Tensor, batch: Batch | None, example_clip: float | None
+    ) -> torch.Tensor:
+        return 2.0 * (params - self._centers[agent]) @ self._curvatures[agent].T
 
-    def evaluate(self, params: np.ndarray) -> dict[str, float]:
+    def evaluate(self, params: torch.Tensor) -> dict[str, float]:
         values = self.objective(params)
-        average = params.mean(axis=0, keepdims=True)
+        average = params.mean(dim=0, keepdim=True)
         return {
             "optimality_gap": float(values.mean() - self.optimal_value),
             "optimality_gap_average_model": float(self.objective(average)[0] - self.optimal_value),
             "train_loss": float(values.mean()),
-            "consensus_distance": float(((params - average) ** 2).sum(axis=1).mean()),
+            "consensus_distance": float(((params - average) ** 2).sum(dim=1).mean()),
         }
 
 

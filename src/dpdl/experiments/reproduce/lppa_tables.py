@@ -189,9 +189,15 @@ def _attack(job: dict[str, Any]) -> dict[str, Any]:
         task.offsets[:-1] + job["example"]
     )  # each client's example number ``example``; client 0 is attacked
     params = task.initial_params()
-    gradient = task.gradients(
-        np.tile(params, (CLIENTS, 1)), Batch(rows[:, None], np.ones((CLIENTS, 1))), None
-    )[0]
+    gradient = (
+        task.gradients(
+            params.repeat(CLIENTS, 1),
+            Batch(rows[:, None], np.ones((CLIENTS, 1))).to(task.device),
+            None,
+        )[0]
+        .cpu()
+        .numpy()
+    )
     injection = _injection(job["method"])
     message = gradient
     if injection is not None:
@@ -199,7 +205,13 @@ def _attack(job: dict[str, Any]) -> dict[str, Any]:
         message = gradient + injection.unknown_to([attacker]).sample(rng, task.dim)[0]
     truth = task.inputs[rows[0] : rows[0] + 1].numpy()
     inversion = invert_gradient(
-        task, params, message, truth, CLASSES[job["task"]], job["iterations"], seed=job["example"]
+        task,
+        params.numpy(),
+        message,
+        truth,
+        CLASSES[job["task"]],
+        job["iterations"],
+        seed=job["example"],
     )
     result: dict[str, Any] = {
         "mse": inversion.mse,
