@@ -208,7 +208,7 @@ def test_results_report_the_graphs_number_of_agents() -> None:
 def test_a_dense_design_too_large_for_memory_is_refused_first(
     graph: nx.Graph, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(dpdl.scale, "_available_bytes", lambda: 2**16)  # a 64 KiB machine
+    monkeypatch.setenv("DPDL_MEMORY_LIMIT", "64K")  # a 64 KiB machine
     calibration = calibrate(10.0, 1e-5, 100, AgentLevel(0.1))
     weights = metropolis_hastings(graph, sparse=True)
     for method in ("whisper", "whisper-multiseed"):

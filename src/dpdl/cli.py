@@ -629,10 +629,19 @@ def _run_local(args: argparse.Namespace) -> int:
     return 0
 
 
-def _graph_and_weights(args: argparse.Namespace) -> tuple:
+def _graph_and_weights(args: argparse.Namespace, method: str | None = None) -> tuple:
+    """The graph and mixing matrix of ``args``; with ``method``, its design's memory checked first
+    (before the graph is built where the topology's size is known without it)."""
     from dpdl.graphs import build_graph, mixing_matrix
+    from dpdl.jobspec.resources import graph_size, require_design_fits
 
+    what = f"the {method} design"
+    known = method is None or require_design_fits(
+        method, graph_size(args.graph, args.n, args.p), what
+    )
     graph = build_graph(args.graph, args.n, args.p, seed=args.seed)
+    if not known:
+        require_design_fits(method, (graph.number_of_nodes(), graph.number_of_edges()), what)
     return graph, mixing_matrix(graph, args.mixing)
 
 
@@ -641,7 +650,7 @@ def _noise(args: argparse.Namespace) -> int:
     from dpdl.experiments.results import json_safe
     from dpdl.threats import threat_by_name
 
-    graph, weights = _graph_and_weights(args)
+    graph, weights = _graph_and_weights(args, args.method)
     threats = tuple(threat_by_name(t) for t in args.threat) if args.threat else DEFAULT_THREATS
     report = noise_report(
         args.method,

@@ -40,6 +40,12 @@ class ConfigError(DpdlError, ValueError):
     """An option or combination of options is not supported."""
 
 
+class ResourceError(ConfigError):
+    """A job that cannot fit: its estimated memory exceeds what this machine has available, or its
+    estimated time a bound (:mod:`dpdl.jobspec.resources`); raised before anything large is
+    allocated, naming the estimate, its largest term and the limit."""
+
+
 class PeerFailure(DpdlError):
     """A neighbour of a runtime agent died or did not answer in time (names the agent and round)."""
 

@@ -1,4 +1,4 @@
-"""How large dpdl goes dense: the size above which n x n matrices give way to sparse ones.
+"""How large dpdl goes dense, and how much memory this machine has for a job.
 
 Below :data:`SPARSE_MIN_AGENTS` agents every matrix over agents is a dense numpy array, as the
 papers' 20-100 agents need (and every seeded result of that size is unchanged). From it on, the
@@ -7,20 +7,42 @@ costs O(|E| d) instead of O(n^2 d); spectral facts and mixing validation use spa
 independent noise is accounted in closed form per agent. Designs that need a dense n x n
 covariance (Whisper, CorN-DSGD's multi-seed design) stay dense and check first, with
 :func:`require_dense`, that the matrices fit in memory.
+
+:func:`memory_limit` is the memory a job may use: ``DPDL_MEMORY_LIMIT`` when set, else what the
+operating system says is available (``MemAvailable`` of ``/proc/meminfo``, capped by a cgroup's
+``memory.max``; elsewhere the physical memory). :mod:`dpdl.jobspec.resources` compares a whole
+job's estimate with it.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
+from pathlib import Path
 
-from dpdl.errors import ConfigError
+from dpdl.errors import ConfigError, ResourceError
 
-__all__ = ["SPARSE_MIN_AGENTS", "dense_bytes", "require_dense"]
+__all__ = [
+    "MEMORY_LIMIT_ENV",
+    "SPARSE_MIN_AGENTS",
+    "dense_bytes",
+    "format_bytes",
+    "memory_limit",
+    "parse_bytes",
+    "require_dense",
+]
 
 #: From this many agents on, W is held sparse (CSR) and its spectrum found by sparse eigensolvers.
 #: A dense 1000 x 1000 float64 matrix is 8 MB and its eigendecomposition about a second: below,
 #: dense is as fast and keeps seeded results bit for bit.
 SPARSE_MIN_AGENTS = 1000
+
+#: Environment variable that sets the memory a job may use, in bytes or with a binary suffix
+#: (``512M``, ``8G``, ``1.5T``), or ``inf`` to check nothing; it overrides what the OS says.
+MEMORY_LIMIT_ENV = "DPDL_MEMORY_LIMIT"
+
+_SUFFIXES = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 
 
 def dense_bytes(n: int, matrices: int = 1) -> int:
@@ -28,7 +50,53 @@ def dense_bytes(n: int, matrices: int = 1) -> int:
     return 8 * n * n * matrices
 
 
-def _available_bytes() -> int | None:
+def format_bytes(count: float) -> str:
+    """``count`` bytes in binary units, e.g. ``74.5 GiB``."""
+    for unit, size in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count / 2**10:.1f} KiB"
+
+
+def parse_bytes(text: str, what: str = MEMORY_LIMIT_ENV) -> float:
+    """``text`` (``"8G"``, ``"512MiB"``, ``"1e9"``, ``"inf"``) as bytes; a :class:`ConfigError`
+    naming ``what`` when it is not a size."""
+    match = re.fullmatch(r"\s*([0-9.eE+]+|inf)\s*([KMGTP]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    try:
+        value = float(match.group(1)) * _SUFFIXES[match.group(2).upper()] if match else math.nan
+    except ValueError:
+        value = math.nan
+    if not value > 0:
+        raise ConfigError(
+            f"{what}={text!r} is not a size: give bytes, with K, M, G or T for binary units "
+            "(8G), or inf"
+        )
+    return value
+
+
+def _meminfo_available() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes (Linux), or None."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _cgroup_room() -> int | None:
+    """What a cgroup v2 ``memory.max`` leaves above the group's ``memory.current``, or None."""
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit == "max":
+            return None
+        return int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _physical_bytes() -> int | None:
     """Physical memory of this machine, or None where the OS does not say."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -36,15 +104,37 @@ def _available_bytes() -> int | None:
         return None
 
 
+def memory_limit() -> tuple[float, str] | None:
+    """The memory a job may use, in bytes, and where that figure comes from; None where nothing
+    says (then nothing is checked). ``DPDL_MEMORY_LIMIT`` wins; else the smaller of
+    ``MemAvailable`` and a cgroup's room; else the physical memory."""
+    text = os.environ.get(MEMORY_LIMIT_ENV)
+    if text:
+        value = parse_bytes(text)
+        return None if math.isinf(value) else (value, MEMORY_LIMIT_ENV)
+    found = [
+        (float(value), source)
+        for value, source in (
+            (_meminfo_available(), "available memory"),
+            (_cgroup_room(), "the cgroup's memory.max"),
+        )
+        if value is not None
+    ]
+    if found:
+        return min(found)
+    physical = _physical_bytes()
+    return None if physical is None else (float(physical), "physical memory")
+
+
 def require_dense(n: int, what: str, matrices: int) -> None:
-    """Raise a :class:`ConfigError` naming ``n`` and the bytes needed, before anything is
-    allocated, when ``matrices`` dense n x n float64 matrices (what the design ``what`` holds at
-    once) exceed half of this machine's memory."""
-    needed, available = dense_bytes(n, matrices), _available_bytes()
-    if available is not None and needed > available // 2:
-        raise ConfigError(
+    """Raise a :class:`ResourceError` naming ``n``, the bytes needed and the limit, before anything
+    is allocated, when ``matrices`` dense n x n float64 matrices (what the design ``what`` holds
+    at once) exceed the memory a job may use (:func:`memory_limit`)."""
+    needed, limit = dense_bytes(n, matrices), memory_limit()
+    if limit is not None and needed > limit[0]:
+        raise ResourceError(
             f"{what} is dense: at n = {n} agents it needs about {needed:,} bytes "
-            f"({needed / 2**30:.1f} GiB: {matrices} matrices of {n} x {n} float64), more than half "
-            f"of this machine's {available / 2**30:.1f} GiB; use a mechanism accounted in closed "
-            "form at any n (ldp, cdp) or fewer agents"
+            f"({format_bytes(needed)}: {matrices} matrices of {n} x {n} float64), more than the "
+            f"{format_bytes(limit[0])} of {limit[1]}; use a mechanism accounted in closed form "
+            "at any n (ldp, cdp) or fewer agents"
         )

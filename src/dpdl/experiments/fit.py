@@ -42,8 +42,17 @@ from dpdl.graphs.mixing import validate_mixing_matrix
 from dpdl.graphs.topologies import require_connected
 from dpdl.jobspec.engine import DSGDConfig, StepSize
 from dpdl.jobspec.job import neighbouring_relation, privacy_reports
+from dpdl.jobspec.resources import (
+    JobSizes,
+    TaskShape,
+    estimate,
+    graph_size,
+    require_design_fits,
+    require_fits,
+)
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.mechanisms.registry import build_mechanism
+from dpdl.scale import SPARSE_MIN_AGENTS
 from dpdl.seeding import purpose_rng
 from dpdl.settings import DesignOptions, TaskOptions
 from dpdl.simulation.dsgd import run_dsgd
@@ -167,6 +176,20 @@ def graph_and_weights(
         f"graph: expected a networkx graph, a mixing matrix or a graph specification, got "
         f"{type(graph).__name__}"
     )
+
+
+def _graph_size(graph: GraphLike, n: int | None, p: float | None) -> tuple[int, int] | None:
+    """``(agents, edges)`` of ``graph`` without building it, where that is known (a networkx
+    graph, a matrix, a synthetic topology's name)."""
+    if isinstance(graph, str):
+        return graph_size(graph, n, p)
+    if isinstance(graph, nx.Graph):
+        return graph.number_of_nodes(), graph.number_of_edges()
+    if sparse.issparse(graph) or isinstance(graph, np.ndarray):
+        shape = np.shape(graph)
+        count = graph.nnz if sparse.issparse(graph) else np.count_nonzero(graph)
+        return (shape[0], int(count) // 2) if len(shape) == 2 else None
+    return None
 
 
 def _threats(threats: Sequence[str | ThreatModel]) -> list[ThreatModel]:
@@ -323,7 +346,39 @@ def fit(
     threats = _threats(threats)  # an unknown name fails here, not after training
     inputs, targets = _arrays(train, "train")
     test_inputs, test_targets = _arrays(test, "test")
+    dsgd = DSGDConfig(
+        steps=steps,
+        step_size=StepSize(lr, schedule),
+        clip=clip,
+        clip_level=clip_level,
+        batch_size=batch_size,
+        sampling="poisson" if clip_level == "example" else "uniform",
+        eval_every=eval_every if eval_every is not None else max(1, steps // 10),
+    )
+    shape = TaskShape(
+        sum(p.numel() for p in model.parameters()),
+        "torch",
+        len(inputs),
+        len(test_inputs),
+        int(np.prod(inputs.shape[1:])),
+        itemsize=4,
+        copies=2,
+    )
+    name = mechanism.name if isinstance(mechanism, NoiseMechanism) else mechanism
+
+    def check(agents: tuple[int, int]) -> None:
+        sizes = JobSizes(
+            *agents, name, agents[0] < SPARSE_MIN_AGENTS, shape, dsgd.batch_size,
+            dsgd.clip_level, dsgd.steps, eval_every=dsgd.eval_every,
+        )  # fmt: skip
+        require_fits(estimate(sizes), f"fit (n = {agents[0]:,} agents, d = {shape.dim:,})")
+
+    known = _graph_size(graph, n, p)
+    if known is not None:
+        check(known)
     graph_, weights = graph_and_weights(graph, mixing, seed, n, p)
+    if known is None:
+        check((graph_.number_of_nodes(), graph_.number_of_edges()))
     agents = len(weights)
     parts = split_examples(targets, agents, partition, seed, alpha)
     task = TorchModelTask(
@@ -337,15 +392,6 @@ def fit(
         test_targets,
         l2=l2,
         classification=classification,
-    )
-    dsgd = DSGDConfig(
-        steps=steps,
-        step_size=StepSize(lr, schedule),
-        clip=clip,
-        clip_level=clip_level,
-        batch_size=batch_size,
-        sampling="poisson" if clip_level == "example" else "uniform",
-        eval_every=eval_every if eval_every is not None else max(1, steps // 10),
     )
     adjacent = neighbouring_relation(clip_level, clip, batch_size, task)
     noise, budget = _mechanism(
@@ -386,7 +432,11 @@ def design_noise(
     gradient: at the example level, the sum of the clipped per-example gradients divided by the
     expected batch size B, whose sensitivity ``C / B`` the calibration assumes."""
     threats = _threats(threats)
+    what = f"the {mechanism} design"
+    known = require_design_fits(mechanism, _graph_size(graph, n, p), what)
     graph_, weights = graph_and_weights(graph, mixing, seed, n, p)
+    if not known:
+        require_design_fits(mechanism, (graph_.number_of_nodes(), graph_.number_of_edges()), what)
     noise, _ = _mechanism(
         mechanism, graph_, weights, neighbouring, eps, delta, steps, calibration, design
     )

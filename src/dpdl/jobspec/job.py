@@ -20,6 +20,7 @@ from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.engine import DSGDConfig, StepSize, poisson_rates
+from dpdl.jobspec.resources import TaskShape, require_job_fits, task_shape
 from dpdl.mechanisms import NoiseMechanism, NoNoise
 from dpdl.mechanisms.lppa import TrackingNoise, build_injection
 from dpdl.mechanisms.registry import build_mechanism
@@ -101,10 +102,23 @@ class Job:
 
 def build_job(config: TrainConfig, seed: int) -> Job:
     """Graph, mixing matrix, task, calibration and mechanism of replicate ``seed`` of ``config``
-    (which must be resolved)."""
+    (which must be resolved).
+
+    Its memory and time are estimated from its sizes first (:mod:`dpdl.jobspec.resources`) and a
+    job that cannot fit is refused before anything large is allocated: a synthetic topology's
+    before the graph is built, a graph file's once it is read, a task the catalogue does not know
+    once it is built."""
+    log = seed == config.seeds[0]
+    known = require_job_fits(config, log=log)
     graph = build_graph(config.graph, config.n, config.p, seed=purpose_seed(seed, "graph"))
+    agents = (graph.number_of_nodes(), graph.number_of_edges())
+    if not known:
+        require_job_fits(config, agents, log=log)
     weights = mixing_matrix(graph, config.mixing)
     task = build_task(config.task, graph.number_of_nodes(), seed, config.task_options)
+    if task_shape(config.task, agents[0], config.task_options) is None:
+        examples = 0 if task.agent_sizes is None else int(task.agent_sizes.sum())
+        require_job_fits(config, agents, TaskShape(task.dim, "other", examples), log=log)
     adjacent = neighbouring(config, task)
     calibration, injection = None, None
     if config.algorithm == "dsgt":

@@ -1,0 +1,450 @@
+"""What a job will cost, from its sizes alone: peak memory (with its main terms named) and time,
+checked before anything large is allocated.
+
+A job's sizes are n agents, |E| edges, d parameters, whether W is dense, the mechanism, the data
+(examples, features, the activations a torch model keeps per example) and the batch, steps and
+seeds (:class:`JobSizes`). :func:`estimate` turns them into the bytes of each term that is live
+at the peak (the networkx graph, W and its eigendecomposition, a dense noise design and its
+accounting, the agents' ``(n, d)`` state and noise draws, the models kept per seed, the data, the
+per-example gradients ``n B d`` of example-level clipping, a torch model's activations in training
+and in its evaluation chunk, a quadratic task's curvatures) and into seconds (floating-point work
+of one step: gradient, mixing, noise and clipping, plus the evaluations, at a rate measured on a
+2-core machine, and the set-up: graph, eigendecompositions, dense designs; approximate, within a
+few times either way). :func:`require_fits` raises a
+:class:`~dpdl.errors.ResourceError` naming the estimate, its largest term and the limit when the
+memory exceeds :func:`dpdl.scale.memory_limit` or the time :func:`time_limit` (30 days unless
+``DPDL_TIME_LIMIT`` says otherwise), and logs the estimate otherwise (a warning from an hour on).
+
+:func:`require_job_fits` is the check of a :class:`~dpdl.jobspec.config.TrainConfig`, which
+:func:`dpdl.jobspec.job.build_job` makes (so ``dpdl train``, ``run-local``, ``run-agent``, the
+points of ``dpdl sweep`` and options files); :func:`dpdl.fit`, :func:`dpdl.design_noise` and
+``dpdl noise`` make theirs from their own arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+
+from dpdl.errors import ConfigError, ResourceError
+from dpdl.jobspec.config import TrainConfig
+from dpdl.scale import SPARSE_MIN_AGENTS, format_bytes, memory_limit
+from dpdl.settings import TaskOptions
+
+__all__ = [
+    "DENSE_DESIGN_MATRICES",
+    "TIME_LIMIT_ENV",
+    "Estimate",
+    "JobSizes",
+    "TaskShape",
+    "estimate",
+    "format_seconds",
+    "graph_size",
+    "job_sizes",
+    "require_design_fits",
+    "require_fits",
+    "require_job_fits",
+    "task_shape",
+    "time_limit",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable bounding a run's estimated time (seconds, or with a suffix s, m, h, d),
+#: or ``inf`` to check nothing.
+TIME_LIMIT_ENV = "DPDL_TIME_LIMIT"
+#: The bound without it: a run estimated beyond 30 days is refused as a mistake (``--steps 1e26``).
+DEFAULT_TIME_LIMIT = 30 * 86400.0
+#: Runs estimated beyond this are announced by a warning, shorter ones at INFO.
+LONG_RUN_SECONDS = 3600.0
+
+#: Floating-point operations per second the engine reaches on its numpy and torch kernels, and the
+#: fixed cost of one step (Python, batch sampling): 2.5e9 to 3.5e9 measured on a 2-core machine
+#: (logistic regression on a9a, least squares, DECOR on least squares), taken lower.
+FLOP_RATE = 2e9
+STEP_OVERHEAD = 1e-4
+#: Seconds of a job's set-up whatever its size (data, calibration, accounting).
+SETUP_SECONDS = 1.0
+#: Operations worth one Gaussian draw (numpy's ziggurat, per coordinate).
+NORMAL_COST = 10
+
+#: Bytes networkx spends per node and per edge of a graph (dicts of dicts; measured).
+GRAPH_NODE_BYTES = 300
+GRAPH_EDGE_BYTES = 150
+#: Dense n x n float64 matrices each mechanism's design and exact accounting hold at once: Whisper's
+#: dual (W, W^T W, eigenvectors, basis, R and the accountant's factor), the multi-seed design
+#: likewise, and the noise of shared secrets (R, a coalition's view, its factor and the
+#: accountant's workspace). Independent noise (ldp, cdp) is accounted in closed form.
+DENSE_DESIGN_MATRICES = {
+    "whisper": 6,
+    "whisper-multiseed": 6,
+    "decor": 4,
+    "zero-sum": 4,
+    "lppa": 4,
+}
+#: Mechanisms that draw one normal per edge and coordinate (a secret per edge).
+EDGE_SECRETS = ("decor", "zero-sum", "lppa")
+#: float64 copies of every agent's ``(n, d)`` parameters live in a step (parameters, gradients,
+#: noise, the local step, its product with W, clipping's temporaries).
+STATE_COPIES = 6
+#: Entries of the temporaries logistic regression works in per block of agents
+#: (:data:`dpdl.tasks.logistic.BLOCK_ENTRIES`).
+LOGREG_BLOCK_ENTRIES = 1 << 23
+
+
+@dataclass(frozen=True)
+class TaskShape:
+    """The sizes of a task that cost memory and time.
+
+    ``dim``: parameters d. ``examples`` and ``test_examples``: over all agents (0 for a task of
+    full gradients). ``features``: input values per example, stored ``itemsize`` bytes each, in
+    ``copies`` copies (loaded, converted, ordered by agent). ``kind``: ``"quadratic"``,
+    ``"logreg"`` or ``"torch"``. A torch model keeps ``activations`` values per example for its
+    backward pass, ``widest`` in its widest layer, and does ``macs`` multiply-adds per example
+    forward; its evaluation takes ``eval_chunk`` agent x test-example pairs at once (None: all).
+    """
+
+    dim: int
+    kind: str
+    examples: int = 0
+    test_examples: int = 0
+    features: int = 0
+    itemsize: int = 8
+    copies: int = 3
+    activations: int = 0
+    widest: int = 0
+    macs: int = 0
+    eval_chunk: int | None = None
+
+
+def _mlp(inputs: int, hidden: int, outputs: int, examples: int, tests: int) -> TaskShape:
+    dim = inputs * hidden + hidden + hidden * outputs + outputs
+    return TaskShape(dim, "torch", examples, tests, inputs, 4, 4, 2 * hidden + outputs, hidden, dim)
+
+
+def task_shape(task: str, n: int, options: TaskOptions) -> TaskShape | None:
+    """The shape of a named task of the catalogue on its full data (``dpdl.tasks.catalog``), for
+    ``n`` agents; None for a task registered elsewhere (its shape is read once it is built)."""
+    hidden, share = options.hidden, options.test_fraction
+    if task == "quadratic":
+        return TaskShape(2, "quadratic")
+    if task == "least-squares":
+        return TaskShape(options.dim, "quadratic")
+    if task == "logreg-a9a":
+        test = round(48842 * share)
+        return TaskShape(123, "logreg", 48842 - test, test, 123)
+    if task == "mnist-mlp":
+        test = round(70000 * share)
+        return _mlp(784, hidden, 10, 70000 - test, test)
+    if task == "housing-mlp":
+        test = round(20640 * share)
+        return _mlp(8, hidden, 1, 20640 - test, test)
+    if task == "adult-mlp":
+        return _mlp(108, hidden, 2, 32561, 16281)
+    if task.endswith(("-cnn", "-lenet")):
+        cnn = task.endswith("-cnn")
+        examples = 60000 if options.examples_per_agent is None else n * options.examples_per_agent
+        tests = 10000 if options.test_examples is None else min(options.test_examples, 10000)
+        return TaskShape(
+            20586 if cnn else 9814,
+            "torch",
+            examples,
+            tests,
+            784,
+            4,
+            3,
+            activations=47000 if cnn else 5300,
+            widest=12544 if cnn else 2352,
+            macs=1_032_000 if cnn else 241_000,
+            eval_chunk=20_000,
+        )
+    return None
+
+
+def graph_size(spec: str, n: int | None, p: float | None) -> tuple[int, int] | None:
+    """``(agents, edges)`` of a built-in synthetic topology (the expected edges of ``er``), without
+    building it; None for a real graph, a graph file or a registered source."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        return None  # the graph's own checks name a bad size
+    p = p if isinstance(p, (int, float)) and 0 <= p <= 1 else 1.0
+    edges = {
+        "er": p * n * (n - 1) / 2,
+        "ring": n,
+        "torus": 2 * n,
+        "complete": n * (n - 1) / 2,
+        "star": n - 1,
+        "exponential": n * max(1.0, math.log2(max(n, 2))),
+    }.get(spec)
+    return None if edges is None else (n, max(n - 1, round(edges)))
+
+
+@dataclass(frozen=True)
+class JobSizes:
+    """What :func:`estimate` reads: the graph (``n``, ``edges``, ``dense`` W), the mechanism, and,
+    for training, the task's shape and the run (``batch``, ``clip_level``, ``steps``, ``seeds``,
+    ``eval_every``); ``shape`` None: the noise design alone (``dpdl noise``)."""
+
+    n: int
+    edges: int
+    mechanism: str
+    dense: bool
+    shape: TaskShape | None = None
+    batch: int = 1
+    clip_level: str = "agent"
+    steps: int = 0
+    seeds: int = 1
+    eval_every: int = 1
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Peak memory as named terms (bytes), and the run's time in seconds (None: no training)."""
+
+    terms: dict[str, float] = field(default_factory=dict)
+    seconds: float | None = None
+    steps: int = 0
+
+    @property
+    def memory(self) -> float:
+        """Estimated peak bytes: the terms added up (all live at once, an upper-leaning guess)."""
+        return float(sum(self.terms.values()))
+
+    @property
+    def largest(self) -> tuple[str, float]:
+        """The largest term, ``(name, bytes)``."""
+        return max(self.terms.items(), key=lambda item: item[1])
+
+    def describe(self) -> str:
+        """One line: the memory, its largest term, and the time when training."""
+        name, size = self.largest
+        text = (
+            f"about {format_bytes(self.memory)} of memory (largest: {name}, {format_bytes(size)})"
+        )
+        if self.seconds is not None:
+            text += f", about {format_seconds(self.seconds)} for {self.steps:,} steps"
+        return text
+
+
+def format_seconds(seconds: float) -> str:
+    """``seconds`` in the largest unit that keeps it above 1 (``3.2 h``, ``4.1e+18 years``)."""
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            value = seconds / size
+            return f"{value:.3g} {unit}" if value < 1e6 else f"{value:.2g} {unit}"
+    return f"{seconds:.2g} s"
+
+
+def _design_terms(sizes: JobSizes) -> dict[str, float]:
+    """The graph, W (with its eigendecomposition when dense) and the noise design."""
+    n, edges = sizes.n, sizes.edges
+    terms = {
+        f"networkx graph ({n:,} nodes, {edges:,} edges)": GRAPH_NODE_BYTES * n
+        + GRAPH_EDGE_BYTES * edges
+    }
+    if sizes.dense:
+        terms[f"dense mixing matrix W ({n:,} x {n:,} float64) and its eigendecomposition"] = (
+            3 * 8.0 * n * n
+        )
+    else:
+        terms[f"sparse mixing matrix W ({2 * edges + n:,} entries)"] = 3 * 12.0 * (2 * edges + n)
+    matrices = DENSE_DESIGN_MATRICES.get(sizes.mechanism, 0)
+    if matrices:
+        terms[
+            f"{sizes.mechanism} design and accounting ({matrices} dense {n:,} x {n:,} float64)"
+        ] = 8.0 * matrices * n * n
+    return terms
+
+
+def _task_terms(sizes: JobSizes, shape: TaskShape) -> dict[str, float]:
+    """The task's data and arrays, the agents' state and noise, a step's gradient temporaries and
+    an evaluation's."""
+    n, d, batch = sizes.n, shape.dim, sizes.batch
+    terms = {
+        f"agents' parameters, gradients and noise ({STATE_COPIES} x {n:,} x {d:,} float64)": 8.0
+        * STATE_COPIES
+        * n
+        * d,
+        f"final models of {sizes.seeds} seed(s) ({n:,} x {d:,} float64 each)": 8.0
+        * sizes.seeds
+        * n
+        * d,
+    }
+    if sizes.mechanism in EDGE_SECRETS:
+        terms[f"noise draws, one per edge ({sizes.edges:,} x {d:,} float64)"] = (
+            8.0 * sizes.edges * d
+        )
+    if shape.examples:
+        rows = shape.examples + shape.test_examples
+        terms[f"data ({rows:,} examples x {shape.features:,} values, {shape.copies} copies)"] = (
+            float(shape.copies * shape.itemsize * rows * shape.features)
+        )
+    if shape.kind == "quadratic":
+        terms[f"quadratic curvatures ({n:,} x {d:,} x {d:,} float64)"] = 8.0 * n * d * d
+        if n < SPARSE_MIN_AGENTS:
+            terms[f"evaluation of every agent on every objective ({n:,} x {n:,} x {d:,})"] = (
+                3 * 8.0 * n * n * d
+            )
+    elif shape.kind == "logreg":
+        rows = min(n * batch * d, LOGREG_BLOCK_ENTRIES)
+        terms["batch rows of a block of agents"] = 2 * 8.0 * rows
+        terms["evaluation margins of a block of agents"] = 8.0 * min(
+            shape.test_examples * n, LOGREG_BLOCK_ENTRIES
+        )
+    elif shape.kind == "torch":
+        terms[f"activations of a step ({n:,} agents x {batch:,} examples)"] = (
+            2 * 4.0 * n * batch * shape.activations
+        )
+        if sizes.clip_level == "example":
+            terms[f"per-example gradients ({n:,} x {batch:,} x {d:,} float32)"] = (
+                2 * 4.0 * n * batch * d
+            )
+        pairs = n * shape.test_examples
+        if shape.eval_chunk is not None:
+            pairs = min(pairs, max(shape.eval_chunk, shape.test_examples))
+        terms[f"evaluation activations ({pairs:,} agent x test-example pairs)"] = (
+            2 * 4.0 * pairs * shape.widest
+        )
+    return terms
+
+
+def _step_flops(sizes: JobSizes, shape: TaskShape) -> float:
+    """Floating-point work of one step: gradient, mixing, noise, clipping and update, and the
+    evaluations spread over the steps between them."""
+    n, d, batch = sizes.n, shape.dim, sizes.batch
+    if shape.kind == "quadratic":
+        gradient = 2.0 * n * d * d
+        evaluation = 3.0 * n * (n if n < SPARSE_MIN_AGENTS else 1) * d * d
+    elif shape.kind == "logreg":  # per-example clipping gathers and scales every example's row
+        gradient = (4.0 if sizes.clip_level == "agent" else 40.0) * n * batch * d
+        evaluation = 2.0 * n * shape.test_examples * d
+    else:
+        per_example = 3.0 if sizes.clip_level == "agent" else 5.0  # forward, backward, (norms)
+        gradient = 2.0 * per_example * n * batch * max(shape.macs, d)
+        evaluation = 2.0 * n * shape.test_examples * max(shape.macs, d)
+    mixing = 2.0 * d * (n * n if sizes.dense else 2 * sizes.edges + n)
+    draws = n + (sizes.edges if sizes.mechanism in EDGE_SECRETS else 0)
+    noise = 0.0 if sizes.mechanism == "none" else NORMAL_COST * draws * d
+    return gradient + mixing + noise + 10.0 * n * d + evaluation / sizes.eval_every
+
+
+def _setup_seconds(sizes: JobSizes) -> float:
+    """Building the graph, W's eigendecomposition when dense, and a dense design (a few dozen
+    n x n factorisations; Whisper's dual at n = 600 took 9 s here)."""
+    n = float(sizes.n)
+    dense = 10.0 * n**3 if sizes.dense else 0.0
+    design = 20.0 * DENSE_DESIGN_MATRICES.get(sizes.mechanism, 0) * n**3
+    return SETUP_SECONDS + 2e-6 * (n + sizes.edges) + (dense + design) / FLOP_RATE
+
+
+def estimate(sizes: JobSizes) -> Estimate:
+    """The peak memory of a job of these sizes, by term, and its time (module doc)."""
+    terms = _design_terms(sizes)
+    shape = sizes.shape
+    if shape is None:
+        return Estimate(terms)
+    terms.update(_task_terms(sizes, shape))
+    per_seed = _setup_seconds(sizes) + sizes.steps * (
+        _step_flops(sizes, shape) / FLOP_RATE + STEP_OVERHEAD
+    )
+    return Estimate(terms, sizes.seeds * per_seed, sizes.steps * sizes.seeds)
+
+
+def _parse_seconds(text: str) -> float:
+    units = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+    stripped = text.strip().lower()
+    unit = next((u for u in sorted(units, key=len, reverse=True) if stripped.endswith(u)), "")
+    try:
+        value = float(stripped[: len(stripped) - len(unit)]) * units.get(unit, 1)
+    except ValueError:
+        value = math.nan
+    if not value > 0:
+        raise ConfigError(
+            f"{TIME_LIMIT_ENV}={text!r} is not a duration: give seconds, or a number with s, m, "
+            "h or d (12h), or inf"
+        )
+    return value
+
+
+def time_limit() -> float:
+    """The longest estimated run allowed, in seconds: ``DPDL_TIME_LIMIT``, else 30 days."""
+    text = os.environ.get(TIME_LIMIT_ENV)
+    return _parse_seconds(text) if text else DEFAULT_TIME_LIMIT
+
+
+def require_fits(found: Estimate, what: str = "the job", log: bool = True) -> None:
+    """Raise a :class:`ResourceError` when ``found`` exceeds the memory a job may use
+    (:func:`dpdl.scale.memory_limit`) or its time :func:`time_limit`, naming the estimate, its
+    largest term and the limit; else log it when ``log`` (a warning for a run longer than an
+    hour)."""
+    limit = memory_limit()
+    if limit is not None and found.memory > limit[0]:
+        name, size = found.largest
+        raise ResourceError(
+            f"{what} cannot fit in memory: it needs about {format_bytes(found.memory)} "
+            f"(largest term: {name}, {format_bytes(size)}), more than the "
+            f"{format_bytes(limit[0])} of {limit[1]}; use fewer agents, fewer parameters, a "
+            "smaller batch or a sparse design (ldp, cdp), or set DPDL_MEMORY_LIMIT to override"
+        )
+    bound = time_limit()
+    if found.seconds is not None and found.seconds > bound:
+        raise ResourceError(
+            f"{what} would take about {format_seconds(found.seconds)} ({found.steps:,} steps, "
+            f"estimated from its sizes), more than the limit of {format_seconds(bound)}; use "
+            f"fewer steps, or set {TIME_LIMIT_ENV} (seconds, or 12h, 40d, inf) to allow it"
+        )
+    long_run = found.seconds is not None and found.seconds > LONG_RUN_SECONDS
+    if log:
+        level = logging.WARNING if long_run else logging.INFO
+        logger.log(level, "%s: estimated %s", what, found.describe())
+
+
+def job_sizes(
+    config: TrainConfig,
+    agents: tuple[int, int] | None = None,
+    shape: TaskShape | None = None,
+) -> JobSizes | None:
+    """The sizes of ``config`` (resolved), with the graph's ``(agents, edges)`` once it is known
+    (else those of a synthetic topology, or None) and the task's ``shape`` once it is built (else
+    the catalogue's, or none: then the design alone is estimated)."""
+    agents = agents or graph_size(config.graph, config.n, config.p)
+    if agents is None:
+        return None
+    n, edges = agents
+    return JobSizes(
+        n,
+        edges,
+        config.mechanism,
+        dense=n < SPARSE_MIN_AGENTS,
+        shape=shape or task_shape(config.task, n, config.task_options),
+        batch=config.batch_size,
+        clip_level=config.clip_level,
+        steps=config.steps,
+        seeds=len(config.seeds),
+        eval_every=config.eval_every,
+    )
+
+
+def require_job_fits(
+    config: TrainConfig,
+    agents: tuple[int, int] | None = None,
+    shape: TaskShape | None = None,
+    log: bool = True,
+) -> bool:
+    """Check ``config``'s estimate (:func:`job_sizes`, :func:`require_fits`) when its sizes are
+    known; returns whether they were."""
+    sizes = job_sizes(config, agents, shape)
+    if sizes is not None:
+        require_fits(estimate(sizes), f"the job (n = {sizes.n:,} agents, {config.task})", log)
+    return sizes is not None
+
+
+def require_design_fits(mechanism: str, agents: tuple[int, int] | None, what: str) -> bool:
+    """Check the noise design of ``mechanism`` alone (graph, W, dense design) on a graph of
+    ``agents`` = ``(n, edges)``, when known; returns whether it was."""
+    if agents is None:
+        return False
+    n, edges = agents
+    require_fits(estimate(JobSizes(n, edges, mechanism, dense=n < SPARSE_MIN_AGENTS)), what)
+    return True
