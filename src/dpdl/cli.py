@@ -37,7 +37,7 @@ from dpdl.choices import (
     MULTISEED_MAX_N,
     THREAT_REGISTRY,
 )
-from dpdl.errors import DpdlError
+from dpdl.errors import ConfigError, DpdlError
 from dpdl.jobspec.config import TrainConfig
 from dpdl.registry import load_plugins
 from dpdl.runtime.options import AgentOptions
@@ -113,6 +113,31 @@ def add_device_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_graph_seed_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of random graphs (default 0)")
+
+
+#: The figure formats ``--plot`` writes, by file suffix (matplotlib's names for them).
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def figure_file(text: str) -> Path:
+    """``--plot``'s value: a file name whose suffix names a format of :data:`FIGURE_SUFFIXES`."""
+    path = Path(text)
+    if path.suffix.lower() not in FIGURE_SUFFIXES:
+        raise argparse.ArgumentTypeError(
+            f"the figure's file name must end in {', '.join(FIGURE_SUFFIXES)}, got {text!r}"
+        )
+    return path
+
+
+def add_plot_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--plot FILE``: also draw ``what`` into FILE."""
+    parser.add_argument(
+        "--plot",
+        type=figure_file,
+        default=None,
+        metavar="FILE",
+        help=f"also draw {what} into FILE ({', '.join(FIGURE_SUFFIXES)})",
+    )
 
 
 def add_design_arguments(parser: argparse.ArgumentParser) -> None:
@@ -240,6 +265,11 @@ def _noise_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print the report as one JSON object on the last line"
     )
+    add_plot_argument(
+        parser,
+        "heat maps of the noise covariance across agents, R, and of what one gossip round "
+        "leaves of it, W R W^T",
+    )
     parser.set_defaults(handler=_noise)
 
 
@@ -275,6 +305,11 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
         f"seeded by --seed (default {DEFAULT_TRIALS})",
     )
     add_output_arguments(parser, Path("results/audit"), "results/audit", "the audit")
+    add_plot_argument(
+        parser,
+        "the bounds on epsilon per threat and mechanism: the accountant's upper bound beside the "
+        "membership test's lower bounds",
+    )
     parser.set_defaults(handler=_audit)
 
 
@@ -565,8 +600,6 @@ def _agent_options(args: argparse.Namespace) -> AgentOptions:
     """The runtime options of ``args``; the agents' key seed is the job's ``--key-seed``."""
     from dataclasses import replace
 
-    from dpdl.errors import ConfigError
-
     if len(args.seed) != 1:
         raise ConfigError("the runtime runs one replicate: give one --seed")
     return replace(from_options(AgentOptions, args), key_seed=args.key_seed)
@@ -648,9 +681,17 @@ def _graph_and_weights(args: argparse.Namespace, method: str | None = None) -> t
 def _noise(args: argparse.Namespace) -> int:
     from dpdl.experiments.noise import DEFAULT_THREATS, noise_report
     from dpdl.experiments.results import json_safe
+    from dpdl.scale import SPARSE_MIN_AGENTS
     from dpdl.threats import threat_by_name
 
+    if args.plot is not None:
+        _output_folder(args.plot.parent, "--plot")
     graph, weights = _graph_and_weights(args, args.method)
+    if args.plot is not None and graph.number_of_nodes() >= SPARSE_MIN_AGENTS:
+        raise ConfigError(
+            f"--plot draws n x n heat maps, up to {SPARSE_MIN_AGENTS - 1} agents; this graph has "
+            f"{graph.number_of_nodes()}"
+        )
     threats = tuple(threat_by_name(t) for t in args.threat) if args.threat else DEFAULT_THREATS
     report = noise_report(
         args.method,
@@ -693,6 +734,17 @@ def _noise(args: argparse.Namespace) -> int:
             f"{report.epsilon_paper_rdp[threat]:.6g}]",
             file=sys.stderr,
         )
+    if args.plot is not None:
+        from dpdl.experiments.plots import plot_covariances
+
+        figure = plot_covariances(
+            {args.method: report.noise.covariance()},
+            weights,
+            args.plot,
+            f"{args.method} on {args.graph} (n={graph.number_of_nodes()}), eps={args.eps:g} "
+            f"against {report.mechanism['threat']}, delta={args.delta:g}, T={args.steps}",
+        )
+        print(f"figure: {figure}", file=sys.stderr)
     if args.json:
         print(json.dumps(json_safe(report.as_dict())))
     return 0
@@ -703,6 +755,8 @@ def _audit(args: argparse.Namespace) -> int:
     from dpdl.experiments.results import json_safe
 
     _output_folder(args.out)
+    if args.plot is not None:
+        _output_folder(args.plot.parent, "--plot")
     graph, weights = _graph_and_weights(args)
     reports = run_audit(
         graph,
@@ -725,6 +779,16 @@ def _audit(args: argparse.Namespace) -> int:
     )
     print(table)
     write_audit(reports, args.out)
+    if args.plot is not None:
+        from dpdl.experiments.plots import plot_audit
+
+        figure = plot_audit(
+            reports,
+            args.plot,
+            f"audit: {args.graph} (n={graph.number_of_nodes()}), eps={args.eps:g}, "
+            f"delta={args.delta:g}, T={args.steps}, C={args.clip:g}",
+        )
+        print(f"figure: {figure}")
     print(f"\nresults: {args.out}")
     if args.json:
         print(json.dumps(json_safe({"rows": [report.as_dict() for report in reports]})))

@@ -243,6 +243,13 @@ OTHER_CASES: dict[str, tuple[list[str], str]] = {
         "colluding-4",
     ),
     "noise-seed-word": ([*NOISE, "--method", "ldp", "--seed", "x"], "--seed"),
+    "noise-plot-format-unknown": ([*NOISE, "--method", "ldp", "--plot", "{out}/r.jpg"], "--plot"),
+    "noise-plot-no-suffix": ([*NOISE, "--method", "ldp", "--plot", "{out}/figure"], "--plot"),
+    "noise-plot-under-file": ([*NOISE, "--method", "ldp", "--plot", "{a-file}/r.png"], "a-file"),
+    "noise-plot-too-many-agents": (
+        [*NOISE, "--method", "ldp", "--n", "1000", "--plot", "{out}/r.png"],
+        "--plot",
+    ),
     # audit
     "audit-mechanism-unknown": ([*AUDIT, "--mechanisms", "laplace"], "laplace"),
     "audit-delta-zero": ([*AUDIT, "--delta", "0"], "delta"),
@@ -251,6 +258,8 @@ OTHER_CASES: dict[str, tuple[list[str], str]] = {
     "audit-eps-nan": ([*AUDIT, "--eps", "nan"], "eps"),
     "audit-out-file": ([*AUDIT, "--out", "{a-file}"], "a-file"),
     "audit-out-under-file": ([*AUDIT, "--out", "{under-a-file}"], "a-file"),
+    "audit-plot-format-unknown": ([*AUDIT, "--plot", "{out}/bounds.txt"], "--plot"),
+    "audit-plot-under-file": ([*AUDIT, "--plot", "{under-a-file}/bounds.png"], "a-file"),
     # factorize
     "factorize-participations-zero": ([*FACTORIZE, "--participations", "0"], "--participations"),
     "factorize-batches-zero": ([*FACTORIZE, "--batches", "0"], "--batches"),

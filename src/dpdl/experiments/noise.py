@@ -22,6 +22,7 @@ from dpdl.attacks import membership_lower_bound, sum_attack_error
 from dpdl.attacks.membership import MAX_COALITIONS
 from dpdl.errors import ConfigError
 from dpdl.graphs import summarize
+from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.mechanisms.registry import DesignOptions, build_mechanism
 from dpdl.seeding import purpose_rng
 from dpdl.simulation import clip_rows
@@ -59,6 +60,9 @@ class NoiseReport:
     #: ... each test's details, and the eavesdropper's sum attack
     #: (:mod:`dpdl.attacks.eavesdropper`).
     attack: dict[str, Any] = field(default_factory=dict)
+    #: The calibrated mechanism itself, whose covariance R ``dpdl noise --plot`` draws
+    #: (:func:`dpdl.experiments.plots.plot_covariances`); not part of :meth:`as_dict`.
+    noise: NoiseMechanism | None = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -174,4 +178,5 @@ def noise_report(
         lower,
         fitted,
         attack,
+        mechanism,
     )

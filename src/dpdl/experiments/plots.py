@@ -1,23 +1,36 @@
-"""Matplotlib figures of runs (headless: the Agg backend)."""
+"""Matplotlib figures of runs, noise designs and audits (headless: the Agg backend).
+
+The command line imports this module only when a command draws (``dpdl --help`` stays light), and
+the documentation site draws its figures with these same functions.
+"""
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
-__all__ = ["plot_curves", "plot_images", "plot_panels"]
+if TYPE_CHECKING:
+    from dpdl.experiments.noise import NoiseReport
+
+__all__ = ["plot_audit", "plot_covariances", "plot_curves", "plot_images", "plot_panels"]
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
-    """Lay out, write ``fig`` as a PNG at ``path`` (creating its folder), close it."""
-    fig.tight_layout()
+def _save(fig: plt.Figure, path: Path, layout: bool = True) -> Path:
+    """Lay out (unless the figure lays itself out), write ``fig`` at ``path`` in the format its
+    suffix names (PNG, SVG, PDF), creating its folder, and close it."""
+    if layout:
+        fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -135,3 +148,114 @@ def plot_images(rows: Mapping[str, Sequence[np.ndarray]], path: Path, title: str
         axes_row[0].set_ylabel(label, rotation=0, ha="right", va="center")
     fig.suptitle(title)
     return _save(fig, path)
+
+
+def plot_covariances(
+    covariances: Mapping[str, np.ndarray],
+    weights: np.ndarray,
+    path: Path,
+    title: str,
+) -> Path:
+    """Heat maps of each design's noise covariance across agents, ``R`` (top row), and of what one
+    gossip round leaves of it, ``W R W^T`` (bottom row; its trace is the privacy term of CorN-DSGD
+    Theorem 1): one column per label of ``covariances``.
+
+    Colours are symmetric about zero (red positive, blue negative). Each ``R`` has its own scale,
+    so its structure shows (independent noise is diagonal, DECOR's pairwise secrets add the
+    graph's Laplacian, Whisper's correlations are shaped by W); the bottom row shares one scale,
+    so the noise the designs leave compares at a glance.
+    """
+    weights = np.asarray(weights, dtype=float)
+    rows = {
+        "R": dict(covariances.items()),
+        "W R W^T": {label: weights @ cov @ weights.T for label, cov in covariances.items()},
+    }
+    width = 3.4 * len(covariances) + 1.0
+    fig, axes = plt.subplots(
+        2,
+        len(covariances),
+        figsize=(width, 6.4),
+        squeeze=False,
+        layout="constrained",
+    )
+    for axes_row, (name, matrices) in zip(axes, rows.items(), strict=True):
+        shared = name != "R"
+        top = max(float(np.abs(m).max()) for m in matrices.values()) or 1.0
+        for ax, (label, matrix) in zip(axes_row, matrices.items(), strict=True):
+            scale = top if shared else float(np.abs(matrix).max()) or 1.0
+            image = ax.imshow(matrix, cmap="RdBu_r", vmin=-scale, vmax=scale)
+            ax.set_title(f"{label}: {name}\ntrace {np.trace(matrix):.4g}", fontsize=10)
+            ax.set_xlabel("agent")
+            ax.set_ylabel("agent")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            if not shared:
+                fig.colorbar(image, ax=ax, shrink=0.8)
+        if shared:
+            fig.colorbar(image, ax=list(axes_row), shrink=0.8, label=f"{name} entry")
+    fig.suptitle(textwrap.fill(title, int(11 * width)))  # one column is narrow
+    return _save(fig, path, layout=False)
+
+
+def plot_audit(reports: Sequence[NoiseReport], path: Path, title: str) -> Path:
+    """The audit's bounds on epsilon: one panel per threat, one row per mechanism, the accountant's
+    upper bound beside the membership test's two lower bounds (model-free and Gaussian fit), a
+    line spanning the gap, and the calibration target dashed.
+
+    Epsilon is on a log scale; an infinite bound (no guarantee, or a test that never errs) or one
+    beyond the scale is drawn at the right edge, in the shaded strip, and a lower bound of zero (a
+    test that found nothing) at the left edge. A threat the audit did not attack (too many
+    coalitions) has no lower bounds in its panel.
+    """
+    threats = list(reports[0].epsilon)
+    target = reports[0].calibration.eps
+    bounds = {
+        "accountant (upper)": lambda r, t: r.epsilon.get(t, math.nan),
+        "Gaussian fit (lower)": lambda r, t: r.epsilon_lower_bound_fit.get(t, math.nan),
+        "model-free (lower)": lambda r, t: r.epsilon_lower_bound.get(t, math.nan),
+    }
+    styles = {
+        "accountant (upper)": {"marker": "|", "color": "black", "s": 260, "linewidths": 2.5},
+        "Gaussian fit (lower)": {"marker": "o", "color": "C1", "s": 30},
+        "model-free (lower)": {"marker": "o", "facecolors": "none", "edgecolors": "C0", "s": 30},
+    }
+    values = np.array(
+        [[[get(r, t) for get in bounds.values()] for t in threats] for r in reports], dtype=float
+    )
+    finite_upper = values[:, :, 0][np.isfinite(values[:, :, 0])]
+    positive = values[np.isfinite(values) & (values > 0)]
+    edge = 3.0 * max([target, *finite_upper])
+    low = 0.5 * min([target, *positive[positive < edge]])
+    fig, axes = plt.subplots(
+        1,
+        len(threats),
+        figsize=(2.9 * len(threats) + 1.4, 0.42 * len(reports) + 1.9),
+        sharey=True,
+        squeeze=False,
+    )
+    rows = np.arange(len(reports))[::-1]  # the first mechanism on top
+    for column, (ax, threat) in enumerate(zip(axes[0], threats, strict=True)):
+        drawn = np.clip(np.nan_to_num(values[:, column], nan=np.nan, posinf=edge), low, edge)
+        ax.axvspan(edge / 1.25, edge * 1.25, color="0.9", zorder=0)
+        ax.axvline(target, color="0.5", linestyle="--", linewidth=1)
+        for y, (upper, fit, free) in zip(rows, drawn, strict=True):
+            span = [v for v in (upper, fit, free) if not math.isnan(v)]
+            if span:
+                ax.plot([min(span), max(span)], [y, y], color="0.7", linewidth=2, zorder=1)
+        for index, (label, style) in enumerate(styles.items()):
+            ax.scatter(drawn[:, index], rows, label=label, zorder=5 - index, **style)
+        ax.set_xscale("log")
+        ax.set_xlim(low, edge * 1.25)
+        ax.set_title(threat, fontsize=10)
+        ax.set_xlabel("epsilon")
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.text(edge, len(reports) - 0.4, "inf", ha="center", va="bottom", fontsize=8)
+    axes[0][0].set_yticks(rows, [r.method for r in reports])
+    axes[0][0].set_ylim(-0.7, len(reports) - 0.1)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    handles.append(Line2D([], [], color="0.5", linestyle="--"))
+    labels.append(f"target eps = {target:g}")
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return _save(fig, path, layout=False)

@@ -10,7 +10,8 @@ they stay in the cache and reach ``analyse`` but not ``runs.csv``; a module whos
 methods over seeds names the statistical test in ``SIGNIFICANCE``, printed under the claims
 table. :func:`reproduce`
 runs the grid through the cache (an interrupted run resumes, in either stage), then writes
-``runs.csv``, the figures and ``REPORT.md``.
+``runs.csv``, the figures and ``REPORT.md``; :func:`redraw` draws a finished reproduction's
+figures again from its ``runs.csv`` alone (the documentation site's figures).
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ from dpdl.experiments.reproduce import (
 )
 from dpdl.experiments.reproduce.report import write_report
 from dpdl.experiments.reproduce.runner import run_jobs, scan_cache
-from dpdl.experiments.results import write_rows
+from dpdl.experiments.results import read_rows, write_rows
 
-__all__ = ["REPRODUCTIONS", "reproduce"]
+__all__ = ["REPRODUCTIONS", "redraw", "reproduce"]
 
 REPRODUCTIONS: dict[str, ModuleType] = {
     module.NAME: module
@@ -55,6 +56,16 @@ REPRODUCTIONS: dict[str, ModuleType] = {
         lppa_tables,
     )
 }
+
+
+def _module(name: str) -> ModuleType:
+    """The reproduction called ``name``."""
+    if name not in REPRODUCTIONS:
+        raise ConfigError(
+            f"unknown reproduction {name!r}; known: {', '.join(REPRODUCTIONS)} (see dpdl "
+            "reproduce --list)"
+        )
+    return REPRODUCTIONS[name]
 
 
 def _parts(
@@ -92,12 +103,7 @@ def reproduce(
     """Run reproduction ``name`` (only ``parts`` of it, where it has parts) into ``out``, its jobs
     on ``executor`` (default: ``workers`` local processes; :mod:`dpdl.experiments.executors`);
     returns the path of its REPORT.md."""
-    if name not in REPRODUCTIONS:
-        raise ConfigError(
-            f"unknown reproduction {name!r}; known: {', '.join(REPRODUCTIONS)} (see dpdl "
-            "reproduce --list)"
-        )
-    module = REPRODUCTIONS[name]
+    module = _module(name)
     options = _parts(name, module, parts)
     start = time.perf_counter()
     cache = out / "cache"
@@ -142,3 +148,22 @@ def reproduce(
     return write_report(
         out / "REPORT.md", f"Reproduction: {name}", intro, claims, figures, notes, significance
     )
+
+
+def redraw(name: str, runs: Path, out: Path, quick: bool = False) -> list[Path]:
+    """The figures of reproduction ``name`` drawn again into ``out`` from the ``runs.csv`` a whole
+    run of it wrote (of its ``quick`` setting or not), by the same analysis as :func:`reproduce`;
+    nothing is run. Returns the figures' paths.
+
+    A reproduction whose figures need fields that ``runs.csv`` leaves out (``CSV_OMITS``: LPPA's
+    curves and reconstructions) can only be drawn from its cache, by :func:`reproduce`.
+    """
+    module = _module(name)
+    if getattr(module, "CSV_OMITS", ()):
+        raise ConfigError(
+            f"reproduction {name!r} draws fields that runs.csv leaves out "
+            f"({', '.join(module.CSV_OMITS)}); run it to draw its figures"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    figures, _, _ = module.analyse(read_rows(runs), out, quick)
+    return figures

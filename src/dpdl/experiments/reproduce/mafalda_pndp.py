@@ -210,8 +210,10 @@ def analyse(
         ax.grid(True, alpha=0.3)
         ours, theirs = _by_distance(rows, name, "ours"), _by_distance(rows, name, "muffliato")
         graph_rows = [row for row in rows if row["graph"] == name]
-        below = sum(row.get(f"below_d{d}", 0) for row in graph_rows for d in ours)
-        pairs = sum(row.get(f"count_d{d}", 0) for row in graph_rows for d in ours)
+        # An attacker with no victim at distance d has no field for it (None where read back
+        # from runs.csv).
+        below = sum(row.get(f"below_d{d}") or 0 for row in graph_rows for d in ours)
+        pairs = sum(row.get(f"count_d{d}") or 0 for row in graph_rows for d in ours)
         claims.append(
             Claim(
                 GRAPHS[name],
