@@ -222,6 +222,27 @@ def test_quick_learning_reproductions_tune_train_and_report(
         assert matching and all(line.endswith("| yes |") for line in matching), (text, report)
 
 
+def test_quick_horizon_compares_both_objectives_within_budget(tmp_path) -> None:
+    """The --quick setting of horizon: LDP, CDP and both objectives of Whisper and DECOR train on
+    least squares and a9a; every run is within the budget, and each (task, graph, design) gets a
+    gap-closed claim."""
+    report = reproduce("horizon", tmp_path, quick=True, workers=2, progress=False).read_text()
+    assert (tmp_path / "final_error.png").stat().st_size > 10_000
+    with (tmp_path / "runs.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * 6 * 2  # tasks x designs x seeds
+    assert {(r["method"], r["objective"]) for r in rows if r["method"] == "whisper"} == {
+        ("whisper", "one-step"),
+        ("whisper", "horizon"),
+    }
+    assert all(float(r["epsilon"]) <= 10.0 for r in rows)
+    assert "every run is (eps, delta)-DP at the target" in report
+    claims = [
+        line for line in report.splitlines() if line.startswith("| ") and "gap closed" in line
+    ]
+    assert len(claims) == 2 * 2  # (task, graph) x (Whisper, DECOR)
+
+
 def test_quick_mafalda_housing_trains_every_method_within_budget(tmp_path) -> None:
     """The --quick setting of mafalda-housing: every method runs at every eps, every private run
     meets its budget under the factorization accountant, and MAFALDA's optimised encoder needs a

@@ -167,6 +167,11 @@ THREAT_NAMES = THREAT_REGISTRY.names()
 #: How DECOR picks its noise couple (:class:`dpdl.mechanisms.registry.DesignOptions`).
 DECOR_SEARCHES = ("trace", "appendix-d")
 
+#: What a correlated-noise design minimises (:class:`dpdl.settings.DesignOptions`): the variance one
+#: gossip round leaves, ``Tr(W R W^T)``, or the loss the noise leaves after the whole run
+#: (:mod:`dpdl.mechanisms.horizon`).
+OBJECTIVES = ("one-step", "horizon")
+
 #: Distributions of the noise gradient tracking injects
 #: (:class:`dpdl.mechanisms.lppa.TrackingOptions`).
 DISTRIBUTIONS = ("laplace", "gaussian")

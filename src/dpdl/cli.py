@@ -255,6 +255,15 @@ def _noise_parser(sub: argparse._SubParsersAction) -> None:
     add_graph_seed_argument(parser)
     add_budget_arguments(parser)
     add_design_arguments(parser)
+    horizon = parser.add_argument_group("horizon objective (--objective horizon)")
+    horizon.add_argument("--lr", type=float, default=None, help="the run's constant step size eta")
+    horizon.add_argument(
+        "--curvature",
+        type=float,
+        default=None,
+        metavar="L",
+        help="the objective's curvature, H = L I for every agent (a smoothness constant)",
+    )
     parser.add_argument(
         "--threat",
         nargs="+",
@@ -679,6 +688,9 @@ def _graph_and_weights(args: argparse.Namespace, method: str | None = None) -> t
 
 
 def _noise(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from dpdl.errors import ConfigError
     from dpdl.experiments.noise import DEFAULT_THREATS, noise_report
     from dpdl.experiments.results import json_safe
     from dpdl.scale import SPARSE_MIN_AGENTS
@@ -693,6 +705,20 @@ def _noise(args: argparse.Namespace) -> int:
             f"{graph.number_of_nodes()}"
         )
     threats = tuple(threat_by_name(t) for t in args.threat) if args.threat else DEFAULT_THREATS
+    design = from_options(DesignOptions, args)
+    if design.objective == "horizon":
+        from dpdl.mechanisms.horizon import Curvature, Horizon
+
+        if args.lr is None or args.curvature is None:
+            raise ConfigError(
+                "--objective horizon designs the noise for a run: give its step size (--lr) and "
+                "the objective's curvature (--curvature L)"
+            )
+        design = replace(
+            design, horizon=Horizon(args.lr, args.steps, Curvature.scalar(args.curvature))
+        )
+    elif args.lr is not None or args.curvature is not None:
+        raise ConfigError("--lr and --curvature apply only with --objective horizon")
     report = noise_report(
         args.method,
         graph,
@@ -703,7 +729,7 @@ def _noise(args: argparse.Namespace) -> int:
         args.clip,
         args.calibration,
         threats,
-        from_options(DesignOptions, args),
+        design,
     )
     calibration = report.calibration
     print(

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dpdl.choices import DECOR_SEARCHES, DISTRIBUTIONS, MECHANISM_NAMES, PARTITIONS
+from dpdl.choices import DECOR_SEARCHES, DISTRIBUTIONS, MECHANISM_NAMES, OBJECTIVES, PARTITIONS
 from dpdl.errors import ConfigError
 
 __all__ = [
@@ -401,6 +401,12 @@ class DesignOptions:
     = k, its k-th couple from the least private noise sigma_pair up, as DECOR's Appendix D.2 tunes
     over them). ``groups`` and ``q``:
     the seed groups (m disjoint groups) and coalition size of ``whisper-multiseed``.
+    ``objective``: what the correlated designs (Whisper, the multi-seed program, DECOR's couple)
+    minimise under their privacy constraint: ``one-step``, the variance one gossip round leaves,
+    ``Tr(W R W^T)`` (the papers'), or ``horizon``, the loss the noise leaves after the whole run
+    (:mod:`dpdl.mechanisms.horizon`), for which ``horizon`` holds the run's step size, steps and
+    curvature (a :class:`dpdl.mechanisms.horizon.Horizon`; ``dpdl train`` and sweeps fill it in
+    from the run and its task).
     """
 
     threat: str = setting(
@@ -435,9 +441,27 @@ class DesignOptions:
         positive=True,
         group="noise design",
     )
+    objective: str = setting(
+        "one-step",
+        "what whisper, whisper-multiseed and decor minimise under the privacy constraint: "
+        "one-step (Tr(W R W^T), the papers') or horizon (the loss the noise leaves after the "
+        "run's T steps at its step size, on the task's curvature) (default one-step)",
+        choices=OBJECTIVES,
+        group="noise design",
+    )
+    #: The run's step size, steps and curvature for the horizon objective (a
+    #: :class:`dpdl.mechanisms.horizon.Horizon`, checked where it is read).
+    horizon: object | None = setting(
+        None, "the run's step size, steps and curvature (horizon objective)", cli=False
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.horizon is not None and self.objective != "horizon":
+            raise ConfigError(
+                "horizon: a run's step size, steps and curvature apply only to the horizon "
+                "objective (objective='horizon')"
+            )
         if self.decor_couple is not None and self.decor_search != "appendix-d":
             raise ConfigError(
                 "--decor-couple picks a couple of DECOR's Appendix D search: it applies only with "
@@ -471,6 +495,8 @@ _DESIGN_USERS: dict[str, tuple[str, ...]] = {
     "decor_couple": ("decor",),
     "groups": ("whisper-multiseed",),
     "q": ("whisper-multiseed",),
+    "objective": ("decor", "whisper", "whisper-multiseed"),
+    "horizon": ("decor", "whisper", "whisper-multiseed"),
 }
 
 

@@ -19,6 +19,7 @@ from dpdl.accounting.noise import GaussianNoise
 from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.curvature import run_design
 from dpdl.jobspec.engine import DSGDConfig, StepSize, poisson_rates
 from dpdl.jobspec.resources import TaskShape, require_job_fits, task_shape
 from dpdl.mechanisms import NoiseMechanism, NoNoise
@@ -129,7 +130,8 @@ def build_job(config: TrainConfig, seed: int) -> Job:
             calibration = calibrate(
                 config.eps, config.delta, config.steps, adjacent, config.calibration
             )
-        mechanism = build_mechanism(config.mechanism, graph, weights, calibration, config.design)
+        design = run_design(config.design, task, config.lr, config.steps, config.schedule)
+        mechanism = build_mechanism(config.mechanism, graph, weights, calibration, design)
     dsgd = DSGDConfig(
         steps=config.steps,
         step_size=StepSize(config.lr, config.schedule),

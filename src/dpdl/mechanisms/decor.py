@@ -10,10 +10,13 @@ reproduces from the edge secrets.
 Two ways to pick (sigma_pair, sigma_cor) for a budget:
 
 - :func:`design_decor` (default): minimise ``Tr(W R W^T)`` under the privacy constraint, the
-  comparison the Whisper / CorN-DSGD papers make. With ``t = sigma_cor^2 / sigma_pair^2`` the
-  constraint fixes ``sigma_pair^2(t)`` (sensitivity scales as 1/sigma), leaving a 1-d search over t.
+  comparison the Whisper / CorN-DSGD papers make, or ``Tr(M R)`` for a weight M (the loss the
+  noise leaves after the whole run, :mod:`dpdl.mechanisms.horizon`). With
+  ``t = sigma_cor^2 / sigma_pair^2`` the constraint fixes ``sigma_pair^2(t)`` (sensitivity scales
+  as 1/sigma), leaving a 1-d search over t.
 - :func:`appendix_d_couples`: DECOR's Appendix D.1 search: fix sigma_pair on a grid between the CDP
-  and LDP noise levels, and bisect sigma_cor to meet the per-step budget.
+  and LDP noise levels, and bisect sigma_cor to meet the per-step budget; :func:`best_couple`
+  picks the couple of least ``Tr(W R W^T)`` (or ``Tr(M R)``) among them.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dpdl.errors import PrivacyParameterError
 from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
 from dpdl.threats import Eavesdropper, ThreatModel
 
-__all__ = ["Decor", "appendix_d_couples", "design_decor"]
+__all__ = ["Decor", "appendix_d_couples", "best_couple", "design_decor"]
 
 _PAIR = np.array([[1.0], [-1.0]])
 
@@ -88,16 +91,22 @@ def design_decor(
     weights: np.ndarray | sparse.csr_array,
     calibration: Calibration,
     threat: ThreatModel | None = None,
+    objective: np.ndarray | None = None,
 ) -> Decor:
-    """DECOR noise minimising ``Tr(W R W^T)`` under the calibrated constraint against ``threat``.
+    """DECOR noise minimising ``Tr(W R W^T)`` under the calibrated constraint against ``threat``,
+    or ``Tr(M R)`` for ``M = objective``.
 
-    ``Tr(W R W^T) = sigma_pair^2(t) (Tr(W W^T) + t Tr(W L W^T))``; the search is over
-    ``log10 t`` in [-6, 6] (bounded Brent), compared with t = 0 (which is LDP). A sparse W
-    (large graphs) gives both traces from sparse products, without an n x n matrix.
+    ``Tr(W R W^T) = sigma_pair^2(t) (Tr(W W^T) + t Tr(W L W^T))`` (with M:
+    ``sigma_pair^2(t) (Tr(M) + t Tr(M L))``); the search is over ``log10 t`` in [-6, 6] (bounded
+    Brent), compared with t = 0 (which is LDP). A sparse W (large graphs) gives both traces from
+    sparse products, without an n x n matrix.
     """
     threat = threat or Eavesdropper()
     laplacian = nx.laplacian_matrix(graph, nodelist=range(graph.number_of_nodes())).astype(float)
-    if sparse.issparse(weights):
+    if objective is not None:
+        base = float(np.trace(objective))
+        extra = float(np.sum(objective * laplacian.toarray()))
+    elif sparse.issparse(weights):
         base = float(weights.multiply(weights).sum())
         extra = float(sparse.csr_array(weights @ laplacian).multiply(weights).sum())
     else:
@@ -148,3 +157,12 @@ def appendix_d_couples(
         _, high = geometric_bisect(meets, 1e-6 * ldp, high, 1e-9)
         couples.append(Decor(graph, sigma_pair, high, threat))
     return couples
+
+
+def best_couple(
+    couples: list[Decor], weights: np.ndarray | sparse.sparray, objective: np.ndarray | None = None
+) -> Decor:
+    """The couple of least ``Tr(W R W^T)``, or of least ``Tr(M R)`` for ``M = objective``."""
+    if objective is None:
+        return min(couples, key=lambda m: m.variance_after_mixing(weights))
+    return min(couples, key=lambda m: float(np.sum(objective * m.covariance())))

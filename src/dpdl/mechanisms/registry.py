@@ -20,7 +20,8 @@ from dpdl.accounting.calibration import Calibration, noise_scale, safe_scale
 from dpdl.choices import DECOR_SEARCHES, MECHANISM_REGISTRY
 from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism
-from dpdl.mechanisms.decor import appendix_d_couples, design_decor
+from dpdl.mechanisms.decor import appendix_d_couples, best_couple, design_decor
+from dpdl.mechanisms.horizon import objective_weight
 from dpdl.mechanisms.independent import CentralDP, LocalDP, NoNoise
 from dpdl.mechanisms.lppa import design_noise_flow
 from dpdl.mechanisms.whisper import (
@@ -63,8 +64,9 @@ def _decor(
     graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions
 ) -> NoiseMechanism:
     threat = threat_by_name(options.threat)
+    objective = objective_weight(weights, options)
     if options.decor_search == "trace":
-        return design_decor(graph, weights, calibration, threat)
+        return design_decor(graph, weights, calibration, threat, objective)
     if options.decor_search == "appendix-d":
         couples = appendix_d_couples(graph, calibration, threat)
         if not couples:
@@ -72,7 +74,7 @@ def _decor(
                 "DECOR's Appendix D search found no noise couple meeting the budget on this graph"
             )
         if options.decor_couple is None:
-            return min(couples, key=lambda m: m.variance_after_mixing(weights))
+            return best_couple(couples, weights, objective)
         if not 0 <= options.decor_couple < len(couples):
             raise ConfigError(
                 f"DECOR couple {options.decor_couple} asked for, but the Appendix D search found "
@@ -87,7 +89,7 @@ def _decor(
 def _whisper(
     graph: nx.Graph, weights: np.ndarray, calibration: Calibration, options: DesignOptions
 ) -> NoiseMechanism:
-    return design_whisper(weights, calibration)
+    return design_whisper(weights, calibration, objective_weight(weights, options))
 
 
 def _multiseed(
@@ -109,7 +111,13 @@ def _multiseed(
             f"q: a coalition of {options.q} agents leaves no honest agent in a graph of {n}"
         )
     groups = disjoint_groups(n, options.groups)
-    solution = solve_multiseed(weights, groups, options.q, calibration.inverse_variance_bound)
+    solution = solve_multiseed(
+        weights,
+        groups,
+        options.q,
+        calibration.inverse_variance_bound,
+        objective=objective_weight(weights, options),
+    )
     threat: ThreatModel = Colluding(options.q) if options.q else Eavesdropper()
 
     def build(scale: float) -> MultiSeedWhisper:

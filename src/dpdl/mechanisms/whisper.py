@@ -21,7 +21,7 @@ from scipy import sparse
 from dpdl.accounting.calibration import Calibration, safe_scale
 from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
 from dpdl.scale import require_dense
-from dpdl.solvers.whisper_dual import WhisperSolution, solve_whisper
+from dpdl.solvers.whisper_dual import WhisperSolution, solve_weighted, solve_whisper
 from dpdl.threats import Colluding, Eavesdropper, ThreatModel
 
 __all__ = ["MultiSeedWhisper", "Whisper", "design_whisper", "disjoint_groups", "psd_factor"]
@@ -97,11 +97,20 @@ def dense_weights(weights: np.ndarray | sparse.sparray, what: str) -> np.ndarray
     return weights.toarray() if sparse.issparse(weights) else np.asarray(weights, dtype=float)
 
 
-def design_whisper(weights: np.ndarray | sparse.sparray, calibration: Calibration) -> Whisper:
+def design_whisper(
+    weights: np.ndarray | sparse.sparray,
+    calibration: Calibration,
+    objective: np.ndarray | None = None,
+) -> Whisper:
     """Whisper noise for ``weights`` meeting ``calibration`` against the eavesdropper (problem
-    (9)). The design is dense (an n x n covariance): a graph too large for it is refused first."""
+    (9)), minimising ``Tr(W R W^T)``, or ``Tr(M R)`` for ``M = objective`` (the horizon objective,
+    :mod:`dpdl.mechanisms.horizon`): the constraint, and so the privacy, is the same. The design is
+    dense (an n x n covariance): a graph too large for it is refused first."""
     weights = dense_weights(weights, "Whisper's noise design (a dense n x n covariance)")
-    solution = solve_whisper(weights, calibration.inverse_variance_bound)
+    bound = calibration.inverse_variance_bound
+    solution = (
+        solve_whisper(weights, bound) if objective is None else solve_weighted(objective, bound)
+    )
     unit = Whisper.from_covariance(solution.covariance, solution)
     return unit.scaled(safe_scale(unit.scaled, Eavesdropper(), calibration, 1.0))
 

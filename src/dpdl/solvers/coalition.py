@@ -4,12 +4,14 @@
   ``R_cor^(k)`` (PSD, supported on H_k x H_k); against every coalition I of q agents, the covariance
   it cannot see on the honest agents J,
   ``(sigma_mix^2 I + sum_{k: H_k and I disjoint} R_cor^(k))[J, J]``, must satisfy
-  ``[(.)^-1]_jj <= c``; minimise ``Tr(W R W^T)``. Larger coalitions know more, so coalitions of size
-  exactly q suffice (q = 0: the eavesdropper, I empty). Special cases: q = 0 and one group is
-  problem (9) (Whisper); one seed per agent with q = n - 1 is LDP.
+  ``[(.)^-1]_jj <= c``; minimise ``Tr(W R W^T)``, or ``Tr(M R)`` for a given PSD weight M (the
+  horizon objective of :mod:`dpdl.mechanisms.horizon`). Larger coalitions know more, so
+  coalitions of size exactly q suffice (q = 0: the eavesdropper, I empty). Special cases: q = 0
+  and one group is problem (9) (Whisper); one seed per agent with q = n - 1 is LDP.
 - :func:`solve_whisper_sdp`: problem (9) in the precision ``P = R^-1``:
   ``minimise Tr(W P^-1 W^T) s.t. diag(P) <= c`` (a matrix-fractional program), an independent
-  formulation used to check the dual solver of :mod:`dpdl.solvers.whisper_dual`.
+  formulation used to check the dual solver of :mod:`dpdl.solvers.whisper_dual` (with a weight M,
+  ``Tr(M P^-1) = matrix_frac(B, P)`` for ``M = B B^T``).
 
 Both use ``[R^-1]_jj = matrix_frac(e_j, R)`` (a Schur-complement LMI). The SDPs grow as
 ``C(n, q) * n`` LMIs of size n, so they are meant for n up to a few tens. For a singular W the
@@ -50,13 +52,23 @@ def _check_status(problem: cp.Problem, what: str) -> None:
 
 
 def solve_multiseed(
-    weights: np.ndarray, groups: Sequence[Sequence[int]], q: int, c: float, solver: str = "CLARABEL"
+    weights: np.ndarray,
+    groups: Sequence[Sequence[int]],
+    q: int,
+    c: float,
+    solver: str = "CLARABEL",
+    objective: np.ndarray | None = None,
 ) -> MultiSeedSolution:
-    """CorN-DSGD problem (10) for seed groups ``groups`` and coalitions of size ``q``."""
+    """CorN-DSGD problem (10) for seed groups ``groups`` and coalitions of size ``q``; it
+    minimises ``Tr(M R)`` for ``M = objective`` (default ``W^T W``: ``Tr(W R W^T)``)."""
     n = weights.shape[0]
     if not 0 <= q < n:
         raise ConfigError(f"the coalition size must be in [0, n-1], got q={q} for n={n}")
     gram = weights.T @ weights
+    scale = 1.0
+    if objective is not None:  # scaled to a largest entry of 1, for the solver's tolerances
+        scale = float(np.abs(objective).max())
+        gram = np.asarray(objective, dtype=float) / scale
     groups = [tuple(sorted(g)) for g in groups]
     start = time.perf_counter()
     sigma_mix2 = cp.Variable(nonneg=True)
@@ -85,22 +97,26 @@ def solve_multiseed(
     return MultiSeedSolution(
         float(sigma_mix2.value),
         values,
-        float(problem.value),
+        scale * float(problem.value),
         time.perf_counter() - start,
         problem.status,
     )
 
 
 def solve_whisper_sdp(
-    weights: np.ndarray, c: float, solver: str = "CLARABEL"
+    weights: np.ndarray, c: float, solver: str = "CLARABEL", objective: np.ndarray | None = None
 ) -> tuple[np.ndarray, float]:
-    """Problem (9) as ``min Tr(W P^-1 W^T) s.t. diag(P) <= c``; returns ``(R = P^-1, seconds)``."""
+    """Problem (9) as ``min Tr(W P^-1 W^T) s.t. diag(P) <= c``, or ``min Tr(M P^-1)`` for
+    ``M = objective``; returns ``(R = P^-1, seconds)``."""
     n = weights.shape[0]
     start = time.perf_counter()
+    if objective is None:
+        factor = weights.T
+    else:
+        values, vectors = np.linalg.eigh(np.asarray(objective, dtype=float))
+        factor = vectors * np.sqrt(np.clip(values, 0.0, None))  # M = F F^T
     precision = cp.Variable((n, n), PSD=True)
-    problem = cp.Problem(
-        cp.Minimize(cp.matrix_frac(weights.T, precision)), [cp.diag(precision) <= c]
-    )
+    problem = cp.Problem(cp.Minimize(cp.matrix_frac(factor, precision)), [cp.diag(precision) <= c])
     problem.solve(solver=solver)
     _check_status(problem, "the Whisper SDP (problem (9))")
     return np.linalg.inv(precision.value), time.perf_counter() - start

@@ -5,7 +5,10 @@ Problem (9) of CorN-DSGD (Whisper D-SGD problem (10)): over covariances ``R > 0`
     minimize  Tr(W R W^T)   subject to   [R^-1]_ii <= c   for every agent i,
 
 with ``c`` the calibrated bound (:attr:`dpdl.accounting.Calibration.inverse_variance_bound`).
-With ``M = W^T W = V diag(mu) V^T``, ``B = V_+ diag(sqrt(mu_+))`` (the range of W: ``M = B B^T``),
+``Tr(W R W^T) = Tr(M R)`` with ``M = W^T W``; everything below holds for any positive
+semidefinite weight M (:func:`solve_weighted`), such as the loss the noise leaves after a whole run
+(:mod:`dpdl.mechanisms.horizon`), and :func:`solve_whisper` is ``solve_weighted(W^T W, c)``.
+With ``M = V diag(mu) V^T``, ``B = V_+ diag(sqrt(mu_+))`` (the range of M: ``M = B B^T``),
 ``P = R^-1`` and ``Lambda = diag(lambda)``, the Lagrangian ``Tr(M R) + Tr(Lambda (P - c I))`` is
 minimised at ``P = B A^-1/2 B^T`` with ``A = B^T Lambda B``, which gives the concave dual
 
@@ -22,7 +25,8 @@ Written by hand: a generic SDP solver (CVXPY + Clarabel) takes seconds at n = 20
 memory near n = 50, while this is O(n^3) per iteration (n = 1000 in seconds).
 
 Singular W (e.g. the complete graph with uniform weights ``11^T/n``; singular values below
-``KERNEL_TOL`` times the largest count as zero): noise in the kernel of W cancels in one gossip
+``KERNEL_TOL`` times the largest count as zero; for a general M, square roots of its eigenvalues
+below ``KERNEL_TOL`` times the largest): noise in the kernel of W cancels in one gossip
 round, so the infimum of Tr(W R W^T) is approached by unbounded kernel noise and is not attained.
 The range problem above is solved exactly, and the kernel gets an explicit, finite variance, ``cap``
 = ``KERNEL_VARIANCE`` times the largest variance on the range (:attr:`WhisperSolution.cap`); its
@@ -43,7 +47,7 @@ from threadpoolctl import threadpool_limits
 
 from dpdl.errors import ConfigError
 
-__all__ = ["KERNEL_TOL", "KERNEL_VARIANCE", "WhisperSolution", "solve_whisper"]
+__all__ = ["KERNEL_TOL", "KERNEL_VARIANCE", "WhisperSolution", "solve_weighted", "solve_whisper"]
 
 #: Singular values of W below this fraction of the largest span its kernel.
 KERNEL_TOL = 1e-6
@@ -115,18 +119,37 @@ def solve_whisper(
     between ``eigh`` and L-BFGS-B (measured 0.07 s against 0.3 s at n = 100 on 2 cores, and far
     worse under load), while at n = 1000 one thread costs only about a third more.
     """
-    with threadpool_limits(limits=1):
-        return _solve(weights, c, tol, max_iter)
-
-
-def _solve(weights: np.ndarray, c: float, tol: float, max_iter: int) -> WhisperSolution:
     weights = np.asarray(weights, dtype=float)
+    with threadpool_limits(limits=1):
+        return solve_weighted(weights.T @ weights, c, tol, max_iter)
+
+
+def solve_weighted(
+    weight: np.ndarray, c: float, tol: float = 1e-13, max_iter: int = 5000
+) -> WhisperSolution:
+    """Minimise ``Tr(M R)`` subject to ``[R^-1]_ii <= c`` for a symmetric positive semidefinite
+    ``M = weight`` (see the module docstring): the same certificates (:attr:`WhisperSolution.gap`)
+    and the same guarantee that no constraint is exceeded as :func:`solve_whisper`, which is
+    ``solve_weighted(W^T W, c)``."""
+    gram = np.asarray(weight, dtype=float)
+    if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or not np.all(np.isfinite(gram)):
+        raise ConfigError(
+            f"the objective's weight must be a finite square matrix, got {gram.shape}"
+        )
+    if not np.allclose(gram, gram.T, rtol=1e-10, atol=1e-12 * np.abs(gram).max(initial=0.0)):
+        raise ConfigError("the objective's weight must be symmetric")
+    with threadpool_limits(limits=1):
+        return _solve(gram, c, tol, max_iter)
+
+
+def _solve(gram: np.ndarray, c: float, tol: float, max_iter: int) -> WhisperSolution:
     if not (np.isfinite(c) and c > 0):
         raise ConfigError(f"the inverse-variance bound c must be a finite number > 0, got {c}")
     start = time.perf_counter()
-    n = weights.shape[0]
-    gram = weights.T @ weights
+    n = gram.shape[0]
     mu, eigenvectors = np.linalg.eigh(gram)
+    if mu[-1] <= 0:
+        raise ConfigError("the objective's weight is zero: every covariance is optimal")
     on_range = mu > KERNEL_TOL**2 * mu[-1]
     basis = eigenvectors[:, on_range] * np.sqrt(mu[on_range])  # B, with B B^T = M on the range
     # Start from the best uniform lambda = t: diag(P) = diag(M^1/2) / sqrt(t) ~ c.

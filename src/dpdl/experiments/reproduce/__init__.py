@@ -26,6 +26,7 @@ from dpdl.experiments.executors import Executor
 from dpdl.experiments.reproduce import (
     corn_mnist,
     decor_fig1,
+    horizon_design,
     lppa_tables,
     mafalda_housing,
     mafalda_images,
@@ -54,6 +55,7 @@ REPRODUCTIONS: dict[str, ModuleType] = {
         mafalda_housing,
         mafalda_images,
         lppa_tables,
+        horizon_design,
     )
 }
 
