@@ -1,5 +1,6 @@
 """Writing results: a training job's folder (config JSON, metrics CSV, final JSON, figure), rows as
-CSV, JSON with non-finite numbers (:func:`dpdl.files.json_safe`, re-exported here).
+CSV (and reading them back), JSON with non-finite numbers (:func:`dpdl.files.json_safe`,
+re-exported here).
 
 The commands that write JSON or CSV alone (``dpdl noise``, ``audit``, ``factorize``) import this
 module too, so matplotlib is imported by :func:`write_results`, which draws the figure.
@@ -18,7 +19,7 @@ from dpdl.files import atomic_write, json_safe
 if TYPE_CHECKING:
     from dpdl.experiments.train import TrainResult
 
-__all__ = ["json_safe", "write_results", "write_rows"]
+__all__ = ["json_safe", "read_rows", "write_results", "write_rows"]
 
 
 def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
@@ -81,3 +82,27 @@ def write_rows(rows: list[dict[str, Any]], path: Path) -> Path:
     writer.writerows(rows)
     atomic_write(path, text.getvalue().encode())
     return path
+
+
+def _cell(text: str) -> Any:
+    """A CSV cell of :func:`write_rows` as the value it was: None (empty), a bool, an int, a float
+    (``inf`` and ``nan`` included), or else the string."""
+    if text == "":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows :func:`write_rows` wrote, with their values' types: an int stays an int and a float
+    a float (Python writes a float with a point or an exponent), so a row's fields key the same
+    job as before (a reproduction's analysis finds its runs in ``runs.csv``). A row's missing
+    fields, empty cells, come back as None."""
+    with Path(path).open(newline="") as handle:
+        return [{key: _cell(text) for key, text in row.items()} for row in csv.DictReader(handle)]
