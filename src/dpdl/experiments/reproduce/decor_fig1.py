@@ -353,10 +353,16 @@ def _task_claims(
                 f"LDP {_to_cdp(panel, eps, 'ldp')})"
                 for panel, eps in misses
             )
-            + ": its agents still disagree at the end there, on the graph of smallest algebraic "
-            "connectivity (see the notes); the paper reports under one point on the ring. The "
-            "authors' code scores the average model, which the agents' disagreement does not "
-            "cost; that protocol is not run here yet",
+            + (
+                ": its agents still disagree at the end there, on the graph of smallest "
+                "algebraic connectivity (see the notes); the paper reports under one point on "
+                "the ring. The authors' code scores the average model, which the agents' "
+                "disagreement does not cost; that protocol is not run here yet"
+                if not lower
+                else ": the gossip removes DECOR's pairwise noise slowest on the ring, whose "
+                "algebraic connectivity is the smallest (its variance goes as 1 / (eps^2 a(G)), "
+                "Corollary 12), and the fixed step size of this protocol cannot trade it off"
+            ),
         ),
     ]
     if not exact_buys:

@@ -269,9 +269,22 @@ def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]]) ->
     return min(_grid(training, base["method"]), key=score)
 
 
+#: Job fields that only some jobs have: an empty cell of ``runs.csv`` (None) means the job has none.
+_OPTIONAL_KEYS = ("batch_size", "cycle", "protocol")
+
+
 def _rows_by_key(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Rows (job fields and results) by the key of their job."""
-    return {_key({key: row[key] for key in _JOB_KEYS if key in row}): row for row in rows}
+    return {
+        _key(
+            {
+                key: row[key]
+                for key in _JOB_KEYS
+                if key in row and not (key in _OPTIONAL_KEYS and row[key] is None)
+            }
+        ): row
+        for row in rows
+    }
 
 
 def final_jobs(study: Study, tuning_rows: list[dict[str, Any]]) -> list[Job]:
