@@ -208,13 +208,14 @@ def test_every_report_using_the_test_states_it_under_its_claims_table(tmp_path) 
     import inspect
 
     from dpdl.experiments.reproduce import REPRODUCTIONS, corn_tradeoff
-    from dpdl.experiments.reproduce.report import Claim, write_report
+    from dpdl.experiments.reproduce.report import Claim, Verdict, write_report
 
     users = [
         name
         for name, module in REPRODUCTIONS.items()
         if "significantly_better" in inspect.getsource(module)
         or getattr(module, "analyse", None).__module__ == corn_tradeoff.__name__
+        or "corn_tradeoff.analyse(" in inspect.getsource(module)
     ]
     assert set(users) >= {"decor-fig1", "whisper-quadratic", "whisper-logreg", "corn-mnist"}
     for name in users:
@@ -224,7 +225,7 @@ def test_every_report_using_the_test_states_it_under_its_claims_table(tmp_path) 
             tmp_path / "REPORT.md",
             "t",
             "intro",
-            [Claim("(a)", "p", "m", True)],
+            [Claim("(a)", "p", "m", Verdict.HOLDS)],
             [],
             [],
             tradeoff.SIGNIFICANCE,
@@ -232,7 +233,7 @@ def test_every_report_using_the_test_states_it_under_its_claims_table(tmp_path) 
         .read_text()
         .splitlines()
     )
-    row = lines.index("| (a) | p | m | yes |")
+    row = lines.index("| (a) | p | m | holds |")
     assert lines[row + 1 : row + 3] == ["", tradeoff.SIGNIFICANCE]
     assert (
         tradeoff.SIGNIFICANCE

@@ -11,7 +11,9 @@ methods over seeds names the statistical test in ``SIGNIFICANCE``, printed under
 table. :func:`reproduce`
 runs the grid through the cache (an interrupted run resumes, in either stage), then writes
 ``runs.csv``, the figures and ``REPORT.md``; :func:`redraw` draws a finished reproduction's
-figures again from its ``runs.csv`` alone (the documentation site's figures).
+figures again from its ``runs.csv`` alone (the documentation site's figures), :func:`report_again`
+writes its figures and ``REPORT.md`` again from it (nothing is run), and :func:`verdict_table`
+counts the reports' verdicts for the README.
 """
 
 from __future__ import annotations
@@ -36,11 +38,12 @@ from dpdl.experiments.reproduce import (
     whisper_seeds,
     whisper_variance,
 )
+from dpdl.experiments.reproduce.report import verdict_table as _table
 from dpdl.experiments.reproduce.report import write_report
 from dpdl.experiments.reproduce.runner import run_jobs, scan_cache
 from dpdl.experiments.results import read_rows, write_rows
 
-__all__ = ["REPRODUCTIONS", "redraw", "reproduce"]
+__all__ = ["REPRODUCTIONS", "redraw", "report_again", "reproduce", "verdict_table"]
 
 REPRODUCTIONS: dict[str, ModuleType] = {
     module.NAME: module
@@ -144,6 +147,18 @@ def reproduce(
         f"{(module.__doc__ or '').strip()}\n\nRun: `{command}`, {setting}, {timing}. Raw runs: "
         "`runs.csv`."
     )
+    return _write(name, module, out, intro, claims, figures, notes)
+
+
+def _write(
+    name: str,
+    module: ModuleType,
+    out: Path,
+    intro: str,
+    claims: list,
+    figures: list[Path],
+    notes: list[str],
+) -> Path:
     significance = getattr(
         module, "SIGNIFICANCE", ""
     )  # the test behind "ahead" in the claims, where they use one
@@ -169,3 +184,27 @@ def redraw(name: str, runs: Path, out: Path, quick: bool = False) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     figures, _, _ = module.analyse(read_rows(runs), out, quick)
     return figures
+
+
+def report_again(name: str, out: Path) -> Path:
+    """Write ``out/REPORT.md`` of reproduction ``name`` again, and its figures, from
+    ``out/runs.csv`` of a whole run in its full setting (its analysis, claims and verdicts as the
+    code now has them; nothing is run). The run line of the report it replaces (command, runs,
+    wall time) is kept; a reproduction whose figures need fields ``runs.csv`` leaves out keeps the
+    figures its run drew."""
+    module = _module(name)
+    again = " Report written again from `runs.csv`."
+    run = next(
+        line.removesuffix(again)
+        for line in (out / "REPORT.md").read_text().splitlines()
+        if line.startswith("Run: `")
+    )
+    figures, claims, notes = module.analyse(read_rows(out / "runs.csv"), out, False)
+    intro = f"{(module.__doc__ or '').strip()}\n\n{run}{again}"
+    return _write(name, module, out, intro, claims, figures, notes)
+
+
+def verdict_table(results: Path) -> str:
+    """The README's table of verdicts: how many claims of each kind every reproduction's
+    ``results/NAME/REPORT.md`` states."""
+    return _table(results, list(REPRODUCTIONS))

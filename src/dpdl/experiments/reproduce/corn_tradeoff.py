@@ -10,13 +10,13 @@ closed-form calibration runs beside it to show what the exact accountant buys.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dpdl.experiments.reproduce.report import Claim
+from dpdl.experiments.reproduce.report import Claim, Verdict, checked
 from dpdl.experiments.reproduce.tradeoff import (
     Panel,
     Point,
@@ -76,6 +76,69 @@ def _margin(a: Point, b: Point, lower_is_better: bool) -> str:
     return f"{100 * (a.mean - b.mean):+.1f} pts"
 
 
+def _still(
+    the_study: Study, rows: list[dict[str, Any]], summary: dict, initial: str | None
+) -> dict[tuple[str, float], float]:
+    """The points where the iterates do not move: no private method (exact calibration, tuned)
+    ends below half of the initial value of the metric (the row field ``initial``, None: every
+    point counts as moving). Each such point maps to the best private method's final / initial
+    ratio."""
+    if initial is None:
+        return {}
+    start = float(np.mean([row[initial] for row in rows if row["method"] in METHODS]))
+    still = {}
+    for panel in the_study.panels:
+        for x in panel.values:
+            best = min(summary[(panel.label, x, method, "exact")].mean for method in METHODS)
+            if best >= HALF * start:
+                still[(panel.label, x)] = best / start
+    return still
+
+
+#: A point whose best private method ends at or above this fraction of the initial metric has
+#: not moved (:func:`_still`).
+HALF = 0.5
+
+
+def _untestable(still: dict[tuple[str, float], float], label: str, xs: list[float]) -> str:
+    """Why the points ``xs`` of panel ``label`` cannot test a claim (they are all in ``still``)."""
+    ratios = ", ".join(f"{x:g}: {still[(label, x)]:.2f}x" for x in xs)
+    return (
+        f"at {ratios} of the initial value (the best private method, tuned) no method leaves its "
+        "starting point, so the ranking there is the noise's; the clipped gradients nearly "
+        "cancel across agents and the noise grows with the clipping threshold (see above)"
+    )
+
+
+def _verdict_of_misses(
+    panel: Panel,
+    paper: str,
+    measured: str,
+    misses: list[float],
+    still: dict[tuple[str, float], float],
+    cause: str,
+) -> Claim:
+    """A claim over ``panel``'s points that misses at ``misses``: holds if none, not testable as
+    written if every miss is a point that does not move, else fails for ``cause``."""
+    if not misses:
+        return Claim(panel.label, paper, measured, Verdict.HOLDS)
+    if all((panel.label, x) in still for x in misses):
+        moving = [x for x in panel.values if (panel.label, x) not in still]
+        return Claim(
+            panel.label,
+            paper,
+            measured,
+            Verdict.NOT_TESTABLE,
+            _untestable(still, panel.label, sorted(set(misses)))
+            + (
+                f"; at the points that move ({', '.join(f'{x:g}' for x in moving)}) it holds"
+                if moving
+                else ""
+            ),
+        )
+    return Claim(panel.label, paper, measured, Verdict.FAILS, cause)
+
+
 def analyse(
     the_study: Study,
     rows: list[dict[str, Any]],
@@ -83,42 +146,56 @@ def analyse(
     figure_title: str,
     ylabel: str,
     log_y: bool,
+    initial: str | None = None,
+    references: Mapping[str, Mapping[str, list[float]]] | None = None,
 ) -> Analysis:
-    """Figure, the papers' claims (Section VI-B) and notes."""
+    """Figure, the papers' claims (Section VI-B) and notes.
+
+    ``initial`` names the row field of the metric at step 0: a claim that misses only where no
+    method leaves it is not testable as written (:func:`_still`). ``references`` adds lines to
+    the figure's panels (e.g. noise-free D-SGD).
+    """
     summary = summarise(the_study, rows)
     training = the_study.panels[0].training
     lower = training.lower_is_better
     figure = plot_study(
-        the_study, summary, out / f"{training.metric}.png", figure_title, ylabel, log_y
+        the_study,
+        summary,
+        out / f"{training.metric}.png",
+        figure_title,
+        ylabel,
+        log_y,
+        extra=references,
     )
     eps_panel, p_panel = the_study.panels
+    still = _still(the_study, rows, summary, initial)
 
     def at(panel: Panel, x: float, method: str, calibration: str = "exact") -> Point:
         return summary[(panel.label, x, method, calibration)]
 
     claims = []
-    beats_ldp = [
-        (eps, method)
-        for eps in eps_panel.values
-        for method in ("decor", "whisper")
-        if better(at(eps_panel, eps, method).mean, at(eps_panel, eps, "ldp").mean, lower)
-    ]
     misses = [
         (eps, method)
         for eps in eps_panel.values
         for method in ("decor", "whisper")
-        if (eps, method) not in beats_ldp
+        if not better(at(eps_panel, eps, method).mean, at(eps_panel, eps, "ldp").mean, lower)
     ]
     ldp_ahead = [
         (eps, method)
         for eps, method in misses
         if significantly_better(at(eps_panel, eps, "ldp"), at(eps_panel, eps, method), lower)
     ]
+    total = 2 * len(eps_panel.values)
+    named = ", ".join(
+        f"{method} at eps={eps:g} "
+        f"({_margin(at(eps_panel, eps, method), at(eps_panel, eps, 'ldp'), lower)})"
+        for eps, method in misses
+    )
     claims.append(
-        Claim(
-            "(a)",
+        _verdict_of_misses(
+            eps_panel,
             "across all eps, both correlation-based approaches (DECOR and Whisper) outperform LDP",
-            f"{len(beats_ldp)}/{2 * len(eps_panel.values)} (eps, method) points; margin over LDP "
+            f"{total - len(misses)}/{total} (eps, method) points; margin over LDP "
             "(DECOR / Whisper): "
             + ", ".join(
                 f"eps={eps:g}: "
@@ -137,73 +214,66 @@ def analyse(
                 if misses
                 else ""
             ),
-            len(beats_ldp) == 2 * len(eps_panel.values),
+            [eps for eps, _ in misses],
+            still,
+            f"LDP ahead of {named}"
+            + (
+                f"; significantly at {len(ldp_ahead)} (paired t test over {training.seeds} seeds)"
+                if ldp_ahead
+                else f": within the seeds' spread, not significant in a paired t test over "
+                f"{training.seeds} seeds; the step size is tuned on {training.tune_seeds} "
+                "seed(s), which selects with noise"
+            ),
         )
     )
     sparse = [p for p in p_panel.values if p < 1.0]
-    whisper_wins = [
+    behind = [
         p
         for p in sparse
-        if not better(at(p_panel, p, "decor").mean, at(p_panel, p, "whisper").mean, lower)
+        if better(at(p_panel, p, "decor").mean, at(p_panel, p, "whisper").mean, lower)
     ]
     claims.append(
-        Claim(
-            "(b)",
+        _verdict_of_misses(
+            p_panel,
             "Whisper / CorN-DSGD outperforms DECOR for all network connectivities (p < 1)",
-            f"Whisper at least as good as DECOR at {len(whisper_wins)}/{len(sparse)} values of p; "
+            f"Whisper at least as good as DECOR at {len(sparse) - len(behind)}/{len(sparse)} "
+            "values of p; "
             + ", ".join(
                 f"p={p:g}: {_margin(at(p_panel, p, 'whisper'), at(p_panel, p, 'decor'), lower)}"
                 for p in sparse
             ),
-            len(whisper_wins) == len(sparse),
+            behind,
+            still,
+            "DECOR ahead at "
+            + ", ".join(
+                f"p={p:g} ({_margin(at(p_panel, p, 'decor'), at(p_panel, p, 'whisper'), lower)})"
+                for p in behind
+            )
+            + f" over {training.seeds} seeds",
         )
     )
     if 1.0 in p_panel.values:
-        whisper, decor = at(p_panel, 1.0, "whisper"), at(p_panel, 1.0, "decor")
-        overlap = whisper.low <= decor.high and decor.low <= whisper.high
-        variance = {
-            method: np.mean(
-                [
-                    float(r["trace_WRW"])
-                    for r in rows
-                    if float(r["p"]) == 1.0
-                    and r["method"] == method
-                    and r["calibration"] == "exact"
-                ]
-            )
-            for method in ("whisper", "decor")
-        }
-        claims.append(
-            Claim(
-                "(b)",
-                "at p = 1 (R_cor and L proportional) both methods achieve nearly the same utility",
-                f"{training.metric}: Whisper {whisper.mean:.4g} [{whisper.low:.4g}, "
-                f"{whisper.high:.4g}], DECOR {decor.mean:.4g} [{decor.low:.4g}, {decor.high:.4g}] "
-                "(mean [interquartile range] over seeds); ranges "
-                f"{'overlap' if overlap else 'do not overlap'}. Both leave Tr(W R W^T) = "
-                f"{variance['whisper']:.4g} / {variance['decor']:.4g} (Whisper / DECOR) at their "
-                f"step sizes {whisper.hyperparameters.get('lr')} / "
-                f"{decor.hyperparameters.get('lr')}",
-                overlap,
-            )
-        )
+        claims.append(_same_at_complete(p_panel, rows, at, training.metric, training))
     advantage = {
         p: (at(p_panel, p, "decor").mean - at(p_panel, p, "whisper").mean) * (1 if lower else -1)
         for p in p_panel.values
     }
     widest = max(advantage, key=lambda p: advantage[p])
     claims.append(
-        Claim(
-            "(b)",
+        _verdict_of_misses(
+            p_panel,
             "at lower connectivities (p <= 0.4) Whisper outperforms DECOR by the largest margin",
             "Whisper's advantage (DECOR - Whisper in the metric's units, positive is better) by p: "
             + ", ".join(f"{p:g}: {a:+.3g}" for p, a in advantage.items())
             + f"; largest at p = {widest:g}",
-            widest <= 0.4,
+            [] if widest <= 0.4 else [widest, *(p for p in p_panel.values if p <= 0.4)],
+            still,
+            f"the largest advantage is at p = {widest:g} ({advantage[widest]:+.3g}), above 0.4 "
+            f"(best at p <= 0.4: {max(a for p, a in advantage.items() if p <= 0.4):+.3g})",
         )
     )
-    claims.append(_exact_buys(the_study, summary, eps_panel, lower))
-    claims.append(budget_claim(rows))
+    claims.append(_exact_buys(the_study, summary, eps_panel, lower, still))
+    claims.append(budget_claim([row for row in rows if row["method"] in METHODS], the_study.delta))
     notes = [
         f"Tuning: step size over {list(training.lrs)}, clipping threshold over "
         f"{list(training.clips)}, on the mean final {training.metric} of {training.tune_seeds} "
@@ -240,10 +310,65 @@ def analyser(
     return analyse_rows
 
 
-def _exact_buys(the_study: Study, summary: dict, eps_panel: Panel, lower: bool) -> Claim:
+def _same_at_complete(
+    p_panel: Panel,
+    rows: list[dict[str, Any]],
+    at: Callable[..., Point],
+    metric: str,
+    training: Training,
+) -> Claim:
+    """At p = 1 Whisper's and DECOR's designs leave the same noise, so their utility should be the
+    same: the interquartile ranges over seeds overlap."""
+    whisper, decor = at(p_panel, 1.0, "whisper"), at(p_panel, 1.0, "decor")
+    overlap = whisper.low <= decor.high and decor.low <= whisper.high
+    variance = {
+        method: np.mean(
+            [
+                float(r["trace_WRW"])
+                for r in rows
+                if float(r["p"]) == 1.0 and r["method"] == method and r["calibration"] == "exact"
+            ]
+        )
+        for method in ("whisper", "decor")
+    }
+    lrs = whisper.hyperparameters.get("lr"), decor.hyperparameters.get("lr")
+    cause = (
+        f"the step sizes differ ({lrs[0]} / {lrs[1]}), "
+        + (
+            "tuned once at "
+            + ", ".join(f"{key} = {value:g}" for key, value in training.tune_at.items())
+            + f" on {training.tune_seeds} seed(s) and reused"
+            if training.tune_at
+            else f"tuned on {training.tune_seeds} seed(s)"
+        )
+        + ": with the same noise, the gap is the tuning's"
+        if lrs[0] != lrs[1]
+        else f"the same step size {lrs[0]} and noise, so the gap is the seeds' spread"
+    )
+    return checked(
+        p_panel.label,
+        "at p = 1 (R_cor and L proportional) both methods achieve nearly the same utility",
+        f"{metric}: Whisper {whisper.mean:.4g} [{whisper.low:.4g}, {whisper.high:.4g}], DECOR "
+        f"{decor.mean:.4g} [{decor.low:.4g}, {decor.high:.4g}] (mean [interquartile range] over "
+        f"seeds); ranges {'overlap' if overlap else 'do not overlap'}. Both leave Tr(W R W^T) = "
+        f"{variance['whisper']:.4g} / {variance['decor']:.4g} (Whisper / DECOR) at their step "
+        f"sizes {lrs[0]} / {lrs[1]}",
+        overlap,
+        f"Whisper {whisper.mean:.4g} against DECOR {decor.mean:.4g} at the same Tr(W R W^T): "
+        + cause,
+    )
+
+
+def _exact_buys(
+    the_study: Study,
+    summary: dict,
+    eps_panel: Panel,
+    lower: bool,
+    still: dict[tuple[str, float], float],
+) -> Claim:
     """The exact accountant's gain: the same guarantee with less noise, hence better utility."""
     valid = [eps for eps in eps_panel.values if eps <= math.log(1 / the_study.delta)]
-    parts, holds = [], True
+    parts, ahead = [], []
     for eps in eps_panel.values:
         pairs = []
         for method in eps_panel.methods:
@@ -251,17 +376,21 @@ def _exact_buys(the_study: Study, summary: dict, eps_panel: Panel, lower: bool) 
             paper = summary[(eps_panel.label, eps, method, "paper")]
             pairs.append(f"{method} {_margin(exact, paper, lower)}")
             if eps in valid and significantly_better(paper, exact, lower):
-                holds = False
+                ahead.append((eps, method))
         parts.append(f"eps={eps:g}: " + ", ".join(pairs))
-    return Claim(
-        "(a)",
+    return _verdict_of_misses(
+        eps_panel,
         "(our addition) the exact accountant gives the same guarantee with less noise, so utility "
         "is no worse "
         "than under the papers' calibration for eps <= log(1/delta) = "
         f"{math.log(1 / the_study.delta):.1f}",
         "exact vs papers' calibration: "
         + "; ".join(parts)
-        + "; no worse: the papers' calibration is never significantly "
-        "ahead (paired t test over seeds)",
-        holds,
+        + "; the papers' calibration significantly ahead (paired t test over seeds) at "
+        + (", ".join(f"eps={eps:g} {method}" for eps, method in ahead) if ahead else "none"),
+        [eps for eps, _ in ahead],
+        still,
+        "the papers' calibration, with more noise, is significantly ahead at "
+        + ", ".join(f"eps={eps:g} {method}" for eps, method in ahead)
+        + ": tuning on few seeds picked a worse step size for the exact calibration there",
     )

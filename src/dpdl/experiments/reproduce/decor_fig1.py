@@ -14,6 +14,28 @@ Hyperparameters are tuned as in DECOR Appendix D.2: the step size (and the clipp
 least squares) per method and point, and for DECOR also the noise couple among three of its
 Appendix D.1 search (sigma_pair low, middle, high between the CDP and LDP levels), to which we
 add the couple that minimises Tr(W R W^T) (on the complete graph it is CDP's variance exactly).
+
+Least squares runs twice, as the paper states it and as the authors' released code runs it
+(``quadratics.py``, :mod:`dpdl.experiments.reproduce.decor_authors`):
+
+| least squares | paper (dpdl's default) | authors' code |
+| --- | --- | --- |
+| steps T | 2000 | 3500 |
+| step size | tuned over {0.1, 0.05, 0.01} | 1.668e-3 |
+| clipping threshold C | tuned over {0.1, 1} | 1 |
+| DECOR's noise couple | tuned: Appendix D's three and the trace-optimal one | tuned: Appendix D's three (the code keeps the couple of lowest loss from its search) |
+| initial point | 0 | every model at 1 |
+| metric | optimality gap at T, each agent's model on the global objective | mean over agents of ||x_i - x*||^2, averaged over the last 199 iterates (``[-200:-1]``) |
+| seeds | 3 to tune, 20 in all | 5 |
+| topologies | ring, torus, complete (CDP on the complete graph) | ring, torus (CDP on the complete graph) |
+
+The authors' a9a and MNIST training (``train.py``) differs from the paper in how DECOR's noise is
+drawn, which this reproduction does not follow: the pairwise noise ``V`` is drawn once before the
+training loop, made antisymmetric with the mixing weights (``misc.to_antisymmetric``, scaled by
+w_ij) and reused at every round, where the paper (Algorithm 1) draws fresh pairwise noise each
+round; their least squares (``utils/optimizers.py``) draws it fresh each round, as here. Their
+search files also keep couples whose own accountant gives slightly more than the label (eps
+3.59 at the label 3 on the ring, 10.46 at 10, 40.2 at 40); dpdl's couples meet the label.
 """  # noqa: E501 - verbatim in REPORT.md; its first line is the `reproduce --list` summary
 
 from __future__ import annotations
@@ -24,9 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from dpdl.experiments.reproduce import tradeoff
+from dpdl.experiments.reproduce import decor_authors, tradeoff
 from dpdl.experiments.reproduce.corn_tradeoff import Analysis
-from dpdl.experiments.reproduce.report import Claim
+from dpdl.experiments.reproduce.report import Claim, checked
 from dpdl.experiments.reproduce.tradeoff import (
     Panel,
     Point,
@@ -44,7 +66,6 @@ __all__ = ["NAME", "PARTS", "SIGNIFICANCE", "analyse", "followup_jobs", "jobs", 
 
 NAME = "decor-fig1"
 SIGNIFICANCE = tradeoff.SIGNIFICANCE
-run_job = tradeoff.run_job
 TOPOLOGIES = ("ring", "torus", "complete")
 METHODS = ("ldp", "decor", "cdp")
 #: DECOR's couples tuned over: its Appendix D.1 search's three and the trace-optimal one (None).
@@ -166,9 +187,57 @@ def _task_study(task: str, quick: bool) -> Study:
 PARTS = tuple(TASKS)
 
 
+#: The label of the least squares in the authors' protocol.
+AUTHORS = "Least squares, authors' protocol"
+
+
+def _authors_study(quick: bool) -> Study:
+    """DECOR's least squares as the authors' code runs it (:mod:`decor_authors`), on the ring and
+    the torus; the eps grid and seeds of ``quick`` are smaller."""
+    eps = _trainings(quick)["least-squares"][1]
+    training = Training(
+        "least-squares",
+        decor_authors.STEPS,
+        (decor_authors.STEP_SIZE,),
+        (decor_authors.CLIP,),
+        decor_authors.METRIC,
+        decor_couples=(0, 1, 2),
+        tune_seeds=2 if quick else decor_authors.SEEDS,
+        seeds=2 if quick else decor_authors.SEEDS,
+        protocol=decor_authors.PROTOCOL,
+    )
+    return Study(
+        tuple(
+            Panel(
+                f"{AUTHORS}, {topology}",
+                training,
+                "eps",
+                eps,
+                {"graph": topology, "n": 16},
+                METHODS,
+                f"agent-level eps ({topology}, n = 16)",
+                {"cdp": "complete"},
+            )
+            for topology in ("ring", "torus")
+        )
+    )
+
+
 def study(quick: bool, parts: tuple[str, ...] = PARTS) -> Study:
-    """The panels of ``parts``: every task on every topology."""
-    return Study(tuple(panel for task in parts for panel in _task_study(task, quick).panels))
+    """The panels of ``parts``: every task on every topology, and least squares in the authors'
+    protocol too."""
+    panels = [panel for task in parts for panel in _task_study(task, quick).panels]
+    if "least-squares" in parts:
+        panels += _authors_study(quick).panels
+    return Study(tuple(panels))
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """One run: the paper's protocol (:func:`tradeoff.run_job`) or the authors'
+    (:func:`decor_authors.run_job`)."""
+    if job.get("protocol") == decor_authors.PROTOCOL:
+        return decor_authors.run_job(job)
+    return tradeoff.run_job(job)
 
 
 jobs, followup_jobs = tradeoff.stages(study)
@@ -202,10 +271,28 @@ def analyse(
         figures.append(
             plot_study(task_study, summary, out / filename, f"DECOR Fig. 1: {label}", ylabel, log_y)
         )
-        task_claims, misses = _task_claims(task, task_study, summary)
+        task_claims, misses = _task_claims(TASKS[task][0], task_study, summary)
         claims += task_claims
         if misses:
             notes.append(_misses_note(task, task_study, misses, rows))
+        if task == "least-squares" and not any(row.get("protocol") for row in rows):
+            notes.append(
+                f"{AUTHORS}: not in runs.csv yet (its runs are in the cache of the next whole run)."
+            )
+        elif task == "least-squares":
+            authors = _authors_study(quick)
+            authors_summary = summarise(authors, rows)
+            figures.append(
+                plot_study(
+                    authors,
+                    authors_summary,
+                    out / "least_squares_authors.png",
+                    f"DECOR Fig. 1: {AUTHORS}",
+                    "mean_i ||x_i - x*||^2, last 199 iterates",
+                    True,
+                )
+            )
+            claims += _task_claims(AUTHORS, authors, authors_summary, exact_buys=False)[0]
     claims.append(budget_claim(rows))
     if parts != PARTS:
         notes.append(
@@ -222,13 +309,18 @@ def _closes(decor_gap: float, ldp_gap: float, lower: bool) -> bool:
 
 
 def _task_claims(
-    task: str, task_study: Study, summary: dict
+    label: str, task_study: Study, summary: dict, exact_buys: bool = True
 ) -> tuple[list[Claim], list[tuple[Panel, float]]]:
-    """The task's claims, and the (panel, eps) points where DECOR does not close half of LDP's gap
-    to CDP."""
-    label = TASKS[task][0]
+    """The claims on the panels labelled ``label`` (with the exact accountant's gain where
+    ``exact_buys``), and the (panel, eps) points where DECOR does not close half of LDP's gap to
+    CDP."""
     lower = task_study.panels[0].training.lower_is_better
     unit = "x" if lower else " pts"
+
+    def _to_cdp(panel: Panel, eps: float, method: str) -> str:
+        cdp = summary[(panel.label, eps, "cdp", "exact")]
+        return f"{_gap(summary[(panel.label, eps, method, 'exact')], cdp, lower):.3g}{unit}"
+
     beats, misses, parts = 0, [], []
     points = [(panel, eps) for panel in task_study.panels for eps in panel.values]
     for panel, eps in points:
@@ -241,21 +333,40 @@ def _task_claims(
             f"{panel.fixed['graph']} eps={eps:g}: {decor_gap:.3g}{unit} (LDP {ldp_gap:.3g}{unit})"
         )
     claims = [
-        Claim(
+        checked(
             label,
             "DECOR considerably surpasses LDP across all topologies and privacy budgets",
             f"DECOR better than LDP at {beats}/{len(points)} (topology, eps) points",
             beats == len(points),
+            f"LDP as good or better at {len(points) - beats} of {len(points)} points",
         ),
-        Claim(
+        checked(
             label,
             "DECOR closely matches the performance of CDP",
             "DECOR closes at least half of LDP's gap to CDP at "
             f"{len(points) - len(misses)}/{len(points)} points; gap to CDP "
             f"({'ratio' if lower else 'accuracy points'}): " + "; ".join(parts),
             not misses,
+            "DECOR's gap to CDP stays above half of LDP's at "
+            + ", ".join(
+                f"{panel.fixed['graph']} eps={eps:g} ({_to_cdp(panel, eps, 'decor')}, "
+                f"LDP {_to_cdp(panel, eps, 'ldp')})"
+                for panel, eps in misses
+            )
+            + (
+                ": its agents still disagree at the end there, on the graph of smallest "
+                "algebraic connectivity (see the notes); the paper reports under one point on "
+                "the ring. The authors' code scores the average model, which the agents' "
+                "disagreement does not cost; that protocol is not run here yet"
+                if not lower
+                else ": the gossip removes DECOR's pairwise noise slowest on the ring, whose "
+                "algebraic connectivity is the smallest (its variance goes as 1 / (eps^2 a(G)), "
+                "Corollary 12), and the fixed step size of this protocol cannot trade it off"
+            ),
         ),
     ]
+    if not exact_buys:
+        return claims, misses
     pairs = [
         (summary[(panel.label, eps, method, "exact")], summary[(panel.label, eps, method, "paper")])
         for panel, eps in points
@@ -265,7 +376,7 @@ def _task_claims(
     exact_as_good = sum(not better(paper.mean, exact.mean, lower) for exact, paper in pairs)
     paper_ahead = sum(significantly_better(paper, exact, lower) for exact, paper in pairs)
     claims.append(
-        Claim(
+        checked(
             label,
             "(our addition) the exact accountant's calibration gives utility no worse than the "
             "papers' for eps <= log(1/delta)",
@@ -275,6 +386,8 @@ def _task_claims(
             f"topologies ({'papers / exact' if lower else 'exact - papers'}): "
             + _exact_gains(task_study, summary, lower),
             paper_ahead == 0,
+            f"the papers' calibration, with more noise, significantly ahead at {paper_ahead} "
+            "points: tuning on few seeds picked a worse point for the exact calibration there",
         )
     )
     return claims, misses

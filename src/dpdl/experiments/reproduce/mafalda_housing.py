@@ -30,7 +30,7 @@ import numpy as np
 
 from dpdl.experiments.reproduce import mafalda_tradeoff as protocol
 from dpdl.experiments.reproduce.mafalda_tradeoff import METHODS, REFERENCE_EPS
-from dpdl.experiments.reproduce.report import Claim
+from dpdl.experiments.reproduce.report import Claim, checked
 from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training
 
 __all__ = ["NAME", "analyse", "followup_jobs", "jobs", "run_job"]
@@ -114,27 +114,35 @@ def analyse(
     improvement = 1.0 - float(np.mean([1.0 / r for r in ratios]))
     met, runs = protocol.budget_met(rows)
     claims = [
-        Claim(
+        checked(
             label,
             "MAFALDA-SGD beats DP-D-SGD and AntiPGD at every eps",
             f"lower loss in {sum(beats)}/{len(beats)} (baseline, eps) pairs; DP-D-SGD / MAFALDA "
             f"test loss: "
             + ", ".join(f"eps {x:g}: {r:.2f}x" for x, r in zip(grid, ratios, strict=True)),
             all(beats),
+            f"a baseline as good or better in {len(beats) - sum(beats)} (baseline, eps) pairs",
         ),
-        Claim(
+        checked(
             label,
             f"{100 * PAPER_IMPROVEMENT:.0f}% lower test loss than the baselines on average "
             "(Section 7.2)",
             f"{100 * improvement:.0f}% lower than DP-D-SGD, the stronger baseline, on average "
             f"over eps (holds: at least half the paper's {100 * PAPER_IMPROVEMENT:.0f}%)",
             improvement >= PAPER_IMPROVEMENT / 2,
+            f"{100 * improvement:.0f}% where the paper says {100 * PAPER_IMPROVEMENT:.0f}%: every "
+            "method's step size and clipping threshold are tuned here at every eps, while the "
+            "authors' code runs every method at step 0.1 and C = 1 (batch 16, T = 320) and "
+            "averages the gain over evaluation points at one noise multiplier; tuned once at "
+            "eps = 10, as in our first run, the gain was 23% (not yet run in the authors' "
+            "protocol)",
         ),
-        Claim(
+        checked(
             "all",
             "every private run is (eps, 1e-6)-DP under LDP (matrix-factorization accounting)",
             f"epsilon <= target in {met}/{runs} runs",
             met == runs,
+            f"{runs - met} runs over their target: a bug in the accountant or the calibration",
         ),
     ]
     at_ten = {

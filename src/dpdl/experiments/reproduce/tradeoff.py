@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,8 @@ from scipy.stats import t as student_t
 from threadpoolctl import threadpool_limits
 
 from dpdl.experiments.plots import plot_panels
-from dpdl.experiments.reproduce.report import Claim
-from dpdl.experiments.train import TrainConfig, run_training
+from dpdl.experiments.reproduce.report import Claim, budget_verdict
+from dpdl.experiments.train import TrainConfig, TrainResult, run_training
 from dpdl.mechanisms.registry import DesignOptions
 
 __all__ = [
@@ -45,13 +45,17 @@ __all__ = [
     "Training",
     "better",
     "budget_claim",
+    "config_of",
     "final_jobs",
     "plot_study",
+    "result_row",
     "run_job",
     "significantly_better",
     "stages",
     "summarise",
+    "train",
     "tuning_jobs",
+    "unique_jobs",
 ]
 
 Job = dict[str, Any]
@@ -98,6 +102,12 @@ class Training:
     #: Batches per pass over the data for cyclic participation (MAFALDA-SGD), which replaces
     #: ``batch_size`` in the jobs; None: batches are sampled.
     cycle: int | None = None
+    #: The jobs' ``version``: a study whose ``run_job`` returns more than :func:`run_job` does
+    #: raises it, so that runs of the plain ``run_job`` are not taken for its own.
+    version: int = VERSION
+    #: Which protocol the jobs follow, where a study runs more than the paper's (e.g.
+    #: ``"authors"``: the authors' released code); empty: the paper's, and the jobs do not name it.
+    protocol: str = ""
 
 
 @dataclass(frozen=True)
@@ -163,7 +173,8 @@ def _base(panel: Panel, x: float, method: str, calibration: str) -> Job:
         "schedule": training.schedule,
         **batches,
         "clip_level": training.clip_level,
-        "version": VERSION,
+        "version": training.version,
+        **({"protocol": training.protocol} if training.protocol else {}),
     }
 
 
@@ -183,6 +194,7 @@ _JOB_KEYS = (
     "cycle",
     "clip_level",
     "version",
+    "protocol",
     "lr",
     "clip",
     "decor_couple",
@@ -212,7 +224,8 @@ def _key(job: Job) -> str:
     return json.dumps(job, sort_keys=True)
 
 
-def _unique(jobs: list[Job]) -> list[Job]:
+def unique_jobs(jobs: list[Job]) -> list[Job]:
+    """``jobs`` without repeats (the same job twice is one), in order."""
     return list({_key(job): job for job in jobs}.values())
 
 
@@ -225,7 +238,7 @@ def _tuning_base(training: Training, base: Job) -> Job:
 def tuning_jobs(study: Study) -> list[Job]:
     """Every grid point of every (setting, method, calibration) on the tuning seeds (of the
     setting ``tune_at`` moves them to, if any)."""
-    return _unique(
+    return unique_jobs(
         [
             {**_tuning_base(panel.training, base), **hyper, "seed": seed}
             for panel, _, method, _, base in _points(study)
@@ -258,9 +271,22 @@ def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]]) ->
     return min(_grid(training, base["method"]), key=score)
 
 
+#: Job fields that only some jobs have: an empty cell of ``runs.csv`` (None) means the job has none.
+_OPTIONAL_KEYS = ("batch_size", "cycle", "protocol")
+
+
 def _rows_by_key(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Rows (job fields and results) by the key of their job."""
-    return {_key({key: row[key] for key in _JOB_KEYS if key in row}): row for row in rows}
+    return {
+        _key(
+            {
+                key: row[key]
+                for key in _JOB_KEYS
+                if key in row and not (key in _OPTIONAL_KEYS and row[key] is None)
+            }
+        ): row
+        for row in rows
+    }
 
 
 def final_jobs(study: Study, tuning_rows: list[dict[str, Any]]) -> list[Job]:
@@ -271,7 +297,7 @@ def final_jobs(study: Study, tuning_rows: list[dict[str, Any]]) -> list[Job]:
     for panel, _, _, _, base in _points(study):
         hyper = _best(panel, base, rows)
         jobs += [{**base, **hyper, "seed": seed} for seed in range(panel.training.seeds)]
-    return [job for job in _unique(jobs) if _key(job) not in rows]
+    return [job for job in unique_jobs(jobs) if _key(job) not in rows]
 
 
 def stages(
@@ -291,11 +317,25 @@ def stages(
 
 
 def run_job(job: Job) -> dict[str, Any]:
-    """Train one seed of one grid point; its final metrics, privacy and noise variance.
+    """Train one seed of one grid point; its final metrics, privacy and noise variance."""
+    return result_row(train(job))
+
+
+def train(job: Job) -> TrainResult:
+    """Train one seed of one grid point (:func:`run_job` without the row: a study that reports
+    more of the run starts from it).
 
     One BLAS / torch thread per job: the jobs themselves fill the cores.
     """
-    config = TrainConfig(
+    torch.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        return run_training(config_of(job))
+
+
+def config_of(job: Job, eval_every: int | None = None) -> TrainConfig:
+    """The training configuration of ``job`` (evaluated at the end only, or every
+    ``eval_every`` steps)."""
+    return TrainConfig(
         task=job["task"],
         graph=job["graph"],
         n=job["n"],
@@ -309,16 +349,17 @@ def run_job(job: Job) -> dict[str, Any]:
         batch_size=job["batch_size"],
         lr=job["lr"],
         schedule=job["schedule"],
-        eval_every=job["steps"],
+        eval_every=eval_every or job["steps"],
         seeds=(job["seed"],),
         design=DesignOptions(
             decor_search="appendix-d" if job["decor_couple"] is not None else "trace",
             decor_couple=job["decor_couple"],
         ),
     )
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
-        result = run_training(config)
+
+
+def result_row(result: TrainResult) -> dict[str, Any]:
+    """The row of :func:`run_job`: the run's final metrics, privacy and noise variance."""
     run = result.runs[0]
     return {
         **{key: value for key, value in run.final.items() if key != "step"},
@@ -389,9 +430,10 @@ def plot_study(
     ylabel: str,
     log_y: bool,
     columns: int | None = None,
+    extra: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
 ) -> Path:
     """Mean over seeds (band: interquartile range) per method; exact calibration solid, the papers'
-    dashed."""
+    dashed; ``extra[panel label][line label]`` adds a line (one value per x) without a band."""
     suffix = {"exact": "", "paper": " (paper calibration)"}
     grid = {panel.label: list(panel.values) for panel in study.panels}
     series: dict[str, dict[str, list[float]]] = {}
@@ -404,6 +446,7 @@ def plot_study(
                 points = [summary[(panel.label, x, method, calibration)] for x in panel.values]
                 series[panel.label][label] = [p.mean for p in points]
                 bands[panel.label][label] = ([p.low for p in points], [p.high for p in points])
+        series[panel.label].update((extra or {}).get(panel.label, {}))
     xlabels = {panel.label: panel.xlabel for panel in study.panels}
     return plot_panels(
         grid,
@@ -419,20 +462,22 @@ def plot_study(
     )
 
 
-def budget_claim(rows: list[dict[str, Any]]) -> Claim:
-    """Every exactly calibrated run meets its target; what the papers' calibration really gives."""
+def budget_claim(rows: list[dict[str, Any]], delta: float = 1e-5) -> Claim:
+    """Every point is (eps, delta)-DP at its label: every exactly calibrated run meets its target,
+    and what the papers' calibration really gives (:func:`~dpdl.experiments.reproduce.report.
+    budget_verdict`)."""
     exact = [row for row in rows if row["calibration"] == "exact"]
     met = all(row["epsilon"] <= row["eps"] for row in exact)
-    paper = {}
+    paper: dict[float, float] = {}
     for row in rows:
         if row["calibration"] == "paper":
             paper[row["eps"]] = max(paper.get(row["eps"], 0.0), row["exact_epsilon_of_calibration"])
-    return Claim(
+    return budget_verdict(
         "all",
         "every run is (eps, delta)-DP against the external eavesdropper",
         "exact calibration: epsilon <= target in "
-        f"{sum(row['epsilon'] <= row['eps'] for row in exact)}/{len(exact)} runs; "
-        "exact epsilon of the papers' calibration: "
-        + ", ".join(f"{eps:g} -> {value:.3g}" for eps, value in sorted(paper.items())),
+        f"{sum(row['epsilon'] <= row['eps'] for row in exact)}/{len(exact)} runs",
         met,
+        paper,
+        delta,
     )

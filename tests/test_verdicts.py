@@ -1,0 +1,70 @@
+"""Verdicts of the reproductions' claims: typed, with reasons, and counted into the README."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dpdl.experiments.reproduce import verdict_table
+from dpdl.experiments.reproduce.report import (
+    Claim,
+    Verdict,
+    budget_verdict,
+    checked,
+    read_verdicts,
+    write_report,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+START, END = "<!-- verdicts:start -->", "<!-- verdicts:end -->"
+
+
+def test_every_verdict_but_holds_needs_its_reason() -> None:
+    assert Claim("(a)", "p", "m", Verdict.HOLDS).holds
+    for kind in (Verdict.FAILS, Verdict.NOT_TESTABLE, Verdict.AUTHORS_ONLY):
+        with pytest.raises(ValueError, match="needs its reason"):
+            Claim("(a)", "p", "m", kind, " ")
+        assert not Claim("(a)", "p", "m", kind, "why").holds
+    with pytest.raises(TypeError):
+        Claim("(a)", "p", "m", True)  # type: ignore[arg-type]
+    assert checked("(a)", "p", "m", True, "unused").verdict is Verdict.HOLDS
+    missed = checked("(a)", "p", "m", False, "why", Verdict.NOT_TESTABLE)
+    assert (missed.verdict, missed.reason) == (Verdict.NOT_TESTABLE, "why")
+
+
+def test_the_report_states_each_verdict_and_reads_back_its_counts(tmp_path) -> None:
+    claims = [
+        Claim("(a)", "p", "m", Verdict.HOLDS),
+        Claim("(b)", "p", "m", Verdict.FAILS, "0.98x, within the seeds' spread"),
+        Claim("(c)", "p", "m", Verdict.NOT_TESTABLE, "nothing moves"),
+        Claim("(d)", "p", "m", Verdict.AUTHORS_ONLY, "their step size"),
+        Claim("(e)", "p", "m", Verdict.HOLDS),
+    ]
+    report = write_report(tmp_path / "REPORT.md", "t", "intro", claims, [], [])
+    text = report.read_text()
+    assert "| (b) | p | m | **fails**: 0.98x, within the seeds' spread |" in text
+    assert "| (a) | p | m | holds |" in text
+    counts = read_verdicts(report)
+    assert counts == {
+        Verdict.HOLDS: 2,
+        Verdict.FAILS: 1,
+        Verdict.NOT_TESTABLE: 1,
+        Verdict.AUTHORS_ONLY: 1,
+    }
+
+
+def test_a_closed_form_beyond_its_range_fails_with_the_number() -> None:
+    over = budget_verdict("all", "DP", "exact: 10/10", True, {10.0: 6.9, 40.0: 41.8}, 1e-5)
+    assert over.verdict is Verdict.FAILS
+    assert "log(1/delta) = 11.5" in over.reason and "(41.8, 1e-05)-DP" in over.reason
+    assert "4.5% over" in over.reason
+    assert budget_verdict("all", "DP", "e", True, {10.0: 6.9}, 1e-5).holds
+    assert "exceeds" in budget_verdict("all", "DP", "e", False, {10.0: 6.9}, 1e-5).reason
+
+
+def test_the_readme_table_of_verdicts_is_the_reports_count() -> None:
+    """The README's table is regenerated from results/*/REPORT.md; it cannot drift from them."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index(START) + len(START) : readme.index(END)].strip()
+    assert block == verdict_table(ROOT / "results")
