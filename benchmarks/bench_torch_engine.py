@@ -11,9 +11,10 @@ Cases (the issue's list):
 
 1. a9a logistic regression, 20 agents (Erdos-Renyi, p = 0.5), LDP, T = 5000, ``run_training``
    end to end. Goal: no slower than the numpy engine.
-2. SNAP Facebook (4039 agents), a9a, LDP and DECOR, ``--facebook-steps`` steps (default 1000),
-   ``run_training`` end to end, evaluated at the start and the end only. Goal (LDP): under 30 s and
-   1.5 GB.
+2. SNAP Facebook (4039 agents), a9a, LDP and DECOR, ``--facebook-steps`` steps (default 200: the
+   numpy engine takes about half a second a step), ``run_training`` end to end, evaluated at the
+   start and the end only; and LDP for 1000 steps on the torch engine alone. Goal (LDP, 1000
+   steps): under 30 s and 1.5 GB.
 3. A random 10-regular graph of 100,000 agents (an edge-list file), least squares, LDP, 100 steps.
    Goal: under 100 s and 8 GB.
 4. The MNIST CNN (``mnist-cnn``) on 148 agents: the seconds of one D-SGD step (gradients, LDP noise,
@@ -146,7 +147,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--baseline", default=BASELINE, help="git revision of the numpy engine")
-    parser.add_argument("--facebook-steps", type=int, default=1000)
+    parser.add_argument("--facebook-steps", type=int, default=200)
     parser.add_argument("--cnn-steps", type=int, default=5)
     parser.add_argument("--device", default="cpu", help="also run the torch engine here (cuda)")
     args = parser.parse_args()
@@ -207,6 +208,10 @@ def _measure(args: argparse.Namespace, baseline: Path, folder: Path) -> list[str
             ["train", "facebook", "logreg-a9a", "decor", str(steps), "20"],
         ),
         (
+            "Facebook (4039 agents), a9a, LDP, 1000 steps",
+            ["train", "facebook", "logreg-a9a", "ldp", "1000", "20"],
+        ),
+        (
             f"random {RANDOM_DEGREE}-regular ({RANDOM_AGENTS:,} agents), least squares, LDP, 100 "
             "steps",
             ["train", f"edgelist:{graph_file}", "least-squares", "ldp", "100", "20"],
@@ -216,6 +221,8 @@ def _measure(args: argparse.Namespace, baseline: Path, folder: Path) -> list[str
     rows = []
     for label, case in cases:
         for engine, source, device in engines:
+            if engine == "numpy" and case[4:5] == ["1000"]:
+                continue  # the goal's length, on the torch engine only (module doc)
             out = _run([*case, device], source)
             print(label, engine, out, flush=True)
             if "error" in out:

@@ -7,6 +7,7 @@ import csv
 import json
 import logging
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from dpdl.experiments import executors
 from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce, runner
-from dpdl.experiments.reproduce.report import VERDICT_CELL
+from dpdl.experiments.reproduce.report import VERDICT_CELL, Verdict, read_verdicts
 from dpdl.experiments.reproduce.runner import job_key, run_jobs, scan_cache
 
 
@@ -160,44 +161,50 @@ def test_the_data_fingerprint_follows_the_data_files_contents(tmp_path, monkeypa
     assert runner.data_fingerprint() != before
 
 
+#: Claims that hold in the --quick settings: all but whisper-variance's budget claim, which fails on
+#: the papers' side (their closed form used at eps = 40, beyond its eps <= log(1/delta)).
+HOLDING_QUICK = {"whisper-variance": 4, "whisper-seeds": 3}
+
+
 @pytest.mark.parametrize(
-    ("name", "figure", "claims"),
+    ("name", "figure", "claims", "holding"),
     [
-        ("whisper-variance", "trace_WRW.png", 5),
-        ("whisper-seeds", "objective_vs_seeds.png", 3),
-        ("mafalda-pndp", "pndp_by_distance.png", 1),
+        ("whisper-variance", "trace_WRW.png", 5, HOLDING_QUICK["whisper-variance"]),
+        ("whisper-seeds", "objective_vs_seeds.png", 3, HOLDING_QUICK["whisper-seeds"]),
+        ("mafalda-pndp", "pndp_by_distance.png", 1, 1),
     ],
 )
 def test_quick_reproductions_write_figures_and_confirm_the_claims(
-    tmp_path, name: str, figure: str, claims: int
+    tmp_path, name: str, figure: str, claims: int, holding: int
 ) -> None:
     assert name in REPRODUCTIONS
     report = reproduce(name, tmp_path, quick=True, workers=2, progress=False)
     text = report.read_text()
     assert (tmp_path / figure).stat().st_size > 10_000
     assert (tmp_path / "runs.csv").read_text().count("\n") > 10
-    assert "| **no** |" not in text, text  # every claim holds
-    assert text.count("| yes |") == claims
+    verdicts = read_verdicts(report)
+    assert verdicts is not None and sum(verdicts.values()) == claims, text
+    assert verdicts[Verdict.HOLDS] == holding, text
 
 
 @pytest.mark.parametrize(
     ("name", "figures", "holding"),
     [
-        ("whisper-quadratic", ["optimality_gap.png"], ["every run is (eps, delta)-DP"]),
+        ("whisper-quadratic", ["optimality_gap.png", "paper_optimality_gap.png"], []),
         (
             "whisper-logreg",
             ["test_loss.png"],
-            ["every run is (eps, delta)-DP", "both correlation-based approaches"],
+            ["both correlation-based approaches"],
         ),
         (
             "corn-mnist",
             ["test_accuracy.png"],
-            ["every run is (eps, delta)-DP", "both correlation-based approaches"],
+            ["both correlation-based approaches"],
         ),
         (
             "decor-fig1",
             ["least_squares.png", "logreg_a9a.png", "mnist.png"],
-            ["every run is (eps, delta)-DP", "considerably surpasses LDP"],
+            ["considerably surpasses LDP"],
         ),
     ],
 )
@@ -206,7 +213,9 @@ def test_quick_learning_reproductions_tune_train_and_report(
 ) -> None:
     """The smoke test of each learning figure's --quick setting: both stages run, the figures and
     the report are written, and the claims that hold by a wide margin even in the quick setting
-    (every run within budget; correlated noise beats LDP) are confirmed."""
+    (correlated noise beats LDP) are confirmed. Every run of dpdl's exact calibration is within
+    its budget (the budget claim itself fails where the papers' closed form is used beyond its
+    range)."""
     report = reproduce(name, tmp_path, quick=True, workers=2, progress=False).read_text()
     for figure in figures:
         assert (tmp_path / figure).stat().st_size > 10_000
@@ -218,6 +227,8 @@ def test_quick_learning_reproductions_tune_train_and_report(
         if line.startswith("| ") and VERDICT_CELL.search(line) is not None
     ]
     assert len(claims) >= 4
+    within = re.search(r"exact calibration: epsilon <= target in (\d+)/(\d+) runs", report)
+    assert within and within[1] == within[2], report
     for text in holding:
         matching = [line for line in claims if text in line]
         assert matching and all(line.endswith("| holds |") for line in matching), (text, report)
@@ -266,7 +277,7 @@ def test_quick_mafalda_housing_trains_every_method_within_budget(tmp_path) -> No
         for eps in (2.0, 10.0, 50.0)
     )
     assert (
-        "under LDP (matrix-factorization accounting) | epsilon <= target in 9/9 runs | yes |"
+        "under LDP (matrix-factorization accounting) | epsilon <= target in 9/9 runs | holds |"
         in report
     )
 
@@ -291,7 +302,7 @@ def test_quick_lppa_trains_attacks_and_reports(tmp_path) -> None:
         "DLG reconstructs the sender's data from plain DSGT",
     ):
         assert any(
-            line.startswith("| Table") and claim in line and line.endswith("| yes |")
+            line.startswith("| Table") and claim in line and line.endswith("| holds |")
             for line in report.splitlines()
         ), report
 
@@ -310,7 +321,7 @@ def test_quick_mafalda_images_trains_every_method_within_budget(tmp_path) -> Non
     }
     assert all(0.0 <= float(row["test_accuracy"]) <= 1.0 for row in rows)
     assert (
-        "under LDP (matrix-factorization accounting) | epsilon <= target in 6/6 runs | yes |"
+        "under LDP (matrix-factorization accounting) | epsilon <= target in 6/6 runs | holds |"
         in report
     )
 
