@@ -8,8 +8,11 @@ rest of the file, other scripts' sections included, alone.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
+import subprocess
+import sys
 from pathlib import Path
 
 #: ``BENCHMARKS.md`` at the repository root.
@@ -46,3 +49,30 @@ def measured(libraries: str) -> str:
         f"{os.cpu_count()}; {libraries}; Python {platform.python_version()}; load average at the "
         f"end (1, 5, 15 min): {load}."
     )
+
+
+def run_case(script: str, case: list[str], env: dict[str, str] | None = None) -> dict:
+    """Run ``script --case CASE...`` in a fresh interpreter and return the JSON object its last
+    ``{...}`` line prints, or ``{"error": ...}`` with the last line of its error output."""
+    done = subprocess.run(
+        [sys.executable, script, "--case", *case],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "no output"}
+    return json.loads(lines[-1])
+
+
+def random_regular_file(folder: Path, agents: int, degree: int) -> Path:
+    """An edge-list file of a random ``degree``-regular graph on ``agents`` nodes (seed 0), read as
+    a user's graph file would be."""
+    import networkx as nx
+
+    graph = nx.random_regular_graph(degree, agents, seed=0)
+    path = folder / "random-regular.txt"
+    path.write_text("".join(f"{u} {v}\n" for u, v in graph.edges()))
+    return path

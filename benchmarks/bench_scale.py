@@ -28,15 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from _report import markers, measured, write_section
+from _report import markers, measured, random_regular_file, run_case, write_section
 
 #: The large sparse random graph: agents and degree.
 RANDOM_AGENTS, RANDOM_DEGREE = 100_000, 10
@@ -105,22 +103,11 @@ def _child(case: list[str]) -> None:
 
 
 def _run(case: list[str]) -> dict:
-    done = subprocess.run(
-        [sys.executable, __file__, "--case", *case], capture_output=True, text=True, check=False
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "no output"}
-    return json.loads(lines[-1])
+    return run_case(__file__, case)
 
 
 def _random_graph_file(folder: Path) -> Path:
-    import networkx as nx
-
-    graph = nx.random_regular_graph(RANDOM_DEGREE, RANDOM_AGENTS, seed=0)
-    path = folder / "random-regular.txt"
-    path.write_text("".join(f"{u} {v}\n" for u, v in graph.edges()))
-    return path
+    return random_regular_file(folder, RANDOM_AGENTS, RANDOM_DEGREE)
 
 
 def _cell(outcome: dict, key: str, fmt: str = ".1f") -> str:

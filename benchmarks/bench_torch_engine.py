@@ -36,12 +36,11 @@ import json
 import os
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _report import markers, measured, write_section
+from _report import markers, measured, random_regular_file, run_case, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The last commit of the numpy engine.
@@ -116,27 +115,11 @@ def _child(case: list[str]) -> None:
 
 
 def _run(case: list[str], source: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(source)}
-    done = subprocess.run(
-        [sys.executable, __file__, "--case", *case],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "no output"}
-    return json.loads(lines[-1])
+    return run_case(__file__, case, {**os.environ, "PYTHONPATH": str(source)})
 
 
 def _random_graph_file(folder: Path) -> Path:
-    import networkx as nx
-
-    graph = nx.random_regular_graph(RANDOM_DEGREE, RANDOM_AGENTS, seed=0)
-    path = folder / "random-regular.txt"
-    path.write_text("".join(f"{u} {v}\n" for u, v in graph.edges()))
-    return path
+    return random_regular_file(folder, RANDOM_AGENTS, RANDOM_DEGREE)
 
 
 def _cell(outcome: dict, key: str, fmt: str) -> str:
