@@ -56,7 +56,17 @@ class _Process(multiprocessing.context.ForkServerProcess):
         if self._log_level is not None:
             os.environ[LEVEL_ENV] = self._log_level
             configure_from_env()
+        _one_thread()
         super().run()
+
+
+def _one_thread() -> None:
+    """Give torch one thread in a child: the library starts about one child per core (pools of
+    jobs, the runtime's agents), and torch's default of a thread per core in every child makes its
+    thread pools spin against each other (the engine computes in torch)."""
+    import torch  # preloaded by the fork server: no import cost here
+
+    torch.set_num_threads(1)
 
 
 class _Context(multiprocessing.context.ForkServerContext):
