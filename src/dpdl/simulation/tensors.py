@@ -22,9 +22,8 @@ def mixing_operator(weights: np.ndarray | sparse.sparray, device: torch.device) 
         return torch.as_tensor(np.asarray(weights, dtype=float), device=device)
     csr = sparse.csr_array(weights)
     csr.sort_indices()
-    with (
-        warnings.catch_warnings()
-    ):  # torch calls its sparse CSR layout "beta"; matmul is all we use
+    # torch calls its sparse CSR layout "beta" in a warning; matmul is all the engines use
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         return torch.sparse_csr_tensor(
             torch.as_tensor(csr.indptr, dtype=torch.int64),

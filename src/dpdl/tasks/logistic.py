@@ -38,6 +38,13 @@ def _blocks(n: int, per_agent: int) -> list[slice]:
     return [slice(start, min(start + size, n)) for start in range(0, n, size)]
 
 
+def _clipped(coefficients: torch.Tensor, row_norms: torch.Tensor, clip: float) -> torch.Tensor:
+    """Per-example coefficients scaled so that each example's gradient ``coef * a`` (norm
+    ``|coef| ||a||``) has norm at most ``clip``."""
+    norms = coefficients.abs() * row_norms
+    return coefficients * torch.clamp(clip / norms.clamp_min(1e-300), max=1.0)
+
+
 class LogisticRegression(Task):
     """Binary logistic regression over agents' local data, evaluated on a common test set."""
 
@@ -93,10 +100,7 @@ class LogisticRegression(Task):
         margins = labels * torch.bmm(params[:, None, :], rows.transpose(1, 2))[:, 0, :]
         coefficients = -labels * torch.sigmoid(-margins)  # per-example gradient = coefficient * row
         if example_clip is not None:
-            norms = coefficients.abs() * self.feature_norms[batch.indices]
-            coefficients = coefficients * torch.clamp(
-                example_clip / norms.clamp_min(1e-300), max=1.0
-            )
+            coefficients = _clipped(coefficients, self.feature_norms[batch.indices], example_clip)
         return torch.bmm((coefficients * batch.weights)[:, None, :], rows)[:, 0, :]
 
     def _row_weighted_gradients(
@@ -109,10 +113,7 @@ class LogisticRegression(Task):
         margins = self.labels * (self.features * params[self.owners]).sum(dim=1)
         coefficients = -self.labels * torch.sigmoid(-margins)
         if example_clip is not None:
-            norms = coefficients.abs() * self.feature_norms
-            coefficients = coefficients * torch.clamp(
-                example_clip / norms.clamp_min(1e-300), max=1.0
-            )
+            coefficients = _clipped(coefficients, self.feature_norms, example_clip)
         return torch.zeros_like(params).index_add_(
             0, self.owners, (coefficients * weights)[:, None] * self.features
         )
