@@ -22,6 +22,7 @@ from dpdl.registry import Registry
 __all__ = [
     "ADJACENCY_KEY",
     "ALGORITHMS",
+    "BACKENDS",
     "CALIBRATIONS",
     "CLIP_LEVELS",
     "DECOR_SEARCHES",
@@ -226,6 +227,9 @@ PARTITIONS = ("iid", "dirichlet", "quantity-skew", "labels-per-agent")
 
 #: Message authentication per link of the runtime (:class:`dpdl.runtime.channel.NeighbourChannel`).
 MACS = ("aes-gmac", "poly1305", "hmac-sha256")
+
+#: ``torch.distributed`` backends of the runtime's messages (:mod:`dpdl.runtime.backend`).
+BACKENDS = ("gloo", "nccl")
 
 #: Where the points of a grid run (``dpdl sweep``, ``dpdl reproduce``; ``--executor``): each
 #: target is called ``executor(options)`` (a :class:`dpdl.experiments.executors.ExecutorOptions`)

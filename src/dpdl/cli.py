@@ -207,11 +207,13 @@ def _run_agent_parser(sub: argparse._SubParsersAction) -> None:
         "run-agent",
         help="run one agent as one rank of torch.distributed (launch with torchrun, one rank per "
         "agent)",
-        description="Run agent RANK of the job as a gloo process: agree keys with the others "
+        description="Run agent RANK of the job as a torch.distributed process (gloo, or nccl on "
+        "the GPU LOCAL_RANK with --backend nccl): agree keys with the others "
         "(X25519), then train (D-SGD, or gradient tracking with --algorithm dsgt) exchanging "
         "authenticated messages with its graph neighbours only. Reads RANK, WORLD_SIZE, "
-        "MASTER_ADDR and MASTER_PORT from the environment, as torchrun sets them (torchrun ... -m "
-        "dpdl.cli -- run-agent ...); writes the final model to WORKDIR/agent<id>/final.npy.",
+        "LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the environment, as torchrun sets them "
+        "(torchrun ... -m dpdl.cli -- run-agent ...); writes the final model to "
+        "WORKDIR/agent<id>/final.npy.",
     )
     add_training_arguments(parser)
     add_agent_arguments(parser)
@@ -221,8 +223,8 @@ def _run_agent_parser(sub: argparse._SubParsersAction) -> None:
 def _run_local_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "run-local",
-        help="run every agent of a job as its own process on this machine (loopback gloo) and "
-        "evaluate the models",
+        help="run every agent of a job as its own process on this machine (loopback; gloo, or "
+        "nccl with one GPU per agent) and evaluate the models",
         description="Start n run-agent processes on loopback, wait for them, and write models.npy "
         "and final.json (the metrics of the agents' final models) to WORKDIR; on a failure print "
         "which agent stopped and why (rerun with --resume to continue from the checkpoints).",
@@ -620,7 +622,7 @@ def _run_agent(args: argparse.Namespace) -> int:
     from dpdl.runtime.agent import final_model_path
 
     options = _agent_options(args)
-    rank = init_agent()
+    rank = init_agent(backend=options.backend)
     agent = remaining_agents(args.n, options.departed)[rank]
     run_agent(
         from_options(TrainConfig, args), args.seed[0], agent, options, progress=not args.no_progress

@@ -51,6 +51,7 @@ from dpdl.jobspec.job import build_job
 from dpdl.jobspec.sampling import AgentBatches
 from dpdl.jobspec.step import agent_batches, local_gradients
 from dpdl.keys import AgentKey
+from dpdl.runtime.backend import agent_device
 from dpdl.runtime.channel import NeighbourChannel
 from dpdl.runtime.checkpoint import (
     AgentState,
@@ -179,7 +180,9 @@ def run_agent(
     """Run agent ``agent`` of replicate ``seed`` of ``config`` to the end and return its final
     model.
 
-    The default process group must be initialised (gloo), one rank per agent: rank = agent, or,
+    The default process group must be initialised (:func:`dpdl.runtime.init_agent` with
+    ``options.backend``; under nccl the agent computes on its GPU), one rank per agent: rank =
+    agent, or,
     after departures, the agent's position among the remaining ones (:func:`remaining_agents`).
     ``on_round(t)`` is called after every completed round. The agent holds the lock of its folder
     ``WORKDIR/agent<i>`` while it runs (:func:`dpdl.files.folder_lock`): a second agent i in the
@@ -257,6 +260,8 @@ def _run(
             (Path(options.workdir) / "privacy.json").write_text(
                 json.dumps(json_safe(record), indent=2) + "\n"
             )
+    device = agent_device(options.backend)
+    task = job.task.to(device)
     timeout = datetime.timedelta(seconds=options.timeout)
     links = handshake(
         rank,
@@ -275,6 +280,7 @@ def _run(
         timeout,
         options.mac,
         remaining,
+        device,
     )
     own_weight, weights_in = (
         job.weights[rank, rank],
@@ -283,8 +289,8 @@ def _run(
 
     def gradient(x: np.ndarray) -> np.ndarray:
         batch = batches.sample_agent(agent) if batches is not None else None
-        params = torch.from_numpy(x[None, :])  # the task's device is the CPU: no copy
-        return local_gradients(job.task, params, batch, job.dsgd, agent=agent)[0].numpy()
+        params = torch.from_numpy(x[None, :]).to(device)  # on the CPU: no copy
+        return local_gradients(task, params, batch, job.dsgd, agent=agent)[0].cpu().numpy()
 
     def mix(
         own: np.ndarray, received: dict[int, np.ndarray], part: slice = slice(None)

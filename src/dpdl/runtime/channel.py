@@ -1,4 +1,5 @@
-"""Authenticated, round-tagged exchange with graph neighbours over ``torch.distributed`` (gloo).
+"""Authenticated, round-tagged exchange with graph neighbours over ``torch.distributed`` (gloo, or
+nccl between GPUs).
 
 Each round an agent sends one vector to every out-neighbour and receives one from every
 in-neighbour by point-to-point send / receive, nothing else. A message carries, per receiver, a
@@ -98,7 +99,9 @@ def wait(work: dist.Work, peer: int, round_: int, agent: int, timeout: datetime.
     try:
         work.wait(timeout=timeout)
     except RuntimeError as error:
-        what = "did not answer" if "Timed out" in str(error) else "closed its connection (it died?)"
+        text = str(error).lower()  # gloo: "Timed out waiting ..."; nccl: "... before timing out"
+        silent = "timed out" in text or "timing out" in text
+        what = "did not answer" if silent else "closed its connection (it died?)"
         when = f"at round {round_}" if round_ else "during the handshake"
         raise PeerFailure(
             f"agent {peer} {what} {when} (seen by agent {agent})", peer, round_
@@ -132,6 +135,10 @@ class NeighbourChannel:
     A message of agent s is one float64 tensor, the same for all its receivers: one 40-byte header
     (5 slots) per receiver, in the order of ``receivers_of(weights, s)``, then the payload; each
     receiver reads its own header. So the payload is copied once and sent as is to every receiver.
+
+    Messages are built and checked in host buffers. On a GPU ``device`` (the nccl backend,
+    :mod:`dpdl.runtime.backend`) they travel in device buffers: the outgoing one is copied there
+    once per round, each incoming one back to the host before its tag is checked.
     """
 
     def __init__(
@@ -144,6 +151,7 @@ class NeighbourChannel:
         timeout: datetime.timedelta,
         mac: str = "aes-gmac",
         names: Sequence[int] | None = None,
+        device: torch.device | None = None,
     ) -> None:
         if mac not in MACS:
             raise ConfigError(f"unknown message authentication {mac!r}; known: {', '.join(MACS)}")
@@ -157,6 +165,11 @@ class NeighbourChannel:
             for s in self.senders
         }
         self._slot = {s: _SLOTS * receivers_of(weights, s).index(agent) for s in self.senders}
+        on_device = device is not None and device.type != "cpu"
+        self._wire_out = self._outbox.to(device) if on_device else self._outbox
+        self._wire_in = {
+            s: message.to(device) if on_device else message for s, message in self._inbox.items()
+        }
 
     @property
     def outgoing(self) -> np.ndarray:
@@ -180,13 +193,17 @@ class NeighbourChannel:
             outbox[_SLOTS * k : _SLOTS * (k + 1)].view(np.uint8)[:] = np.frombuffer(
                 header, np.uint8
             )
-        sends = [(receiver, dist.isend(self._outbox, receiver)) for receiver in self.receivers]
+        if self._wire_out is not self._outbox:
+            self._wire_out.copy_(self._outbox)
+        sends = [(receiver, dist.isend(self._wire_out, receiver)) for receiver in self.receivers]
         receives = [
-            (sender, dist.irecv(message, sender)) for sender, message in self._inbox.items()
+            (sender, dist.irecv(message, sender)) for sender, message in self._wire_in.items()
         ]
         received = {}
         for sender, work in receives:  # each message is verified while the next ones arrive
             wait(work, self.names[sender], round_, self.names[self.agent], self.timeout)
+            if self._wire_in[sender] is not self._inbox[sender]:
+                self._inbox[sender].copy_(self._wire_in[sender])
             received[sender] = self._verified(sender, round_)
         for receiver, work in sends:
             wait(work, self.names[receiver], round_, self.names[self.agent], self.timeout)

@@ -46,6 +46,7 @@ from dpdl.jobspec.job import build_job, privacy_reports
 from dpdl.processes import worker_context
 from dpdl.registry import load_plugins
 from dpdl.runtime.agent import AgentOptions, final_model_path, run_agent
+from dpdl.runtime.backend import agent_device, environment_int, process_group_backend
 
 __all__ = [
     "Agents",
@@ -79,15 +80,9 @@ def free_port() -> int:
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-def _environment_int(name: str) -> int:
-    text = os.environ[name]
-    if not text.strip().isdigit():
-        raise ConfigError(f"{name}={text!r}: expected an integer >= 0, as torchrun sets it")
-    return int(text)
-
-
-def init_agent(rank: int | None = None, world: int | None = None) -> int:
-    """Join the gloo process group from the environment ``torchrun`` sets; returns the rank."""
+def init_agent(rank: int | None = None, world: int | None = None, backend: str = "gloo") -> int:
+    """Join the process group of ``backend`` (:mod:`dpdl.runtime.backend`) from the environment
+    ``torchrun`` sets; returns the rank. Under nccl the agent's GPU becomes the current device."""
     if rank is None or world is None:
         missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
         if missing:
@@ -96,10 +91,13 @@ def init_agent(rank: int | None = None, world: int | None = None) -> int:
                 "set: start it with torchrun (torchrun ... -m dpdl.cli -- run-agent ...), or run "
                 "every agent on this machine with dpdl run-local"
             )
-    rank = _environment_int("RANK") if rank is None else rank
-    world = _environment_int("WORLD_SIZE") if world is None else world
+    rank = environment_int("RANK") if rank is None else rank
+    world = environment_int("WORLD_SIZE") if world is None else world
+    device = agent_device(backend)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     dist.init_process_group(
-        "gloo",
+        process_group_backend(backend),
         init_method="env://",
         rank=rank,
         world_size=world,
@@ -128,13 +126,14 @@ def _local_agent(
     port: int,
     workdir: Path,
     launcher: multiprocessing.connection.Connection,
+    backend: str,
     args: tuple[Any, ...],
 ) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), LOCAL_RANK=str(rank))
     threading.Thread(target=_exit_with_launcher, args=(launcher,), daemon=True).start()
     try:
         load_plugins()  # a fresh process: what the plugins register (DPDL_PLUGINS is inherited)
-        init_agent(rank, world)
+        init_agent(rank, world, backend)
         target(rank, *args)
         dist.destroy_process_group()
     except BaseException as error:  # reported to the launcher through the agent's error file
@@ -156,9 +155,12 @@ class Agents:
         self.lifeline.close()
 
 
-def spawn_agents(world: int, workdir: Path, target: Callable[..., Any], *args: Any) -> Agents:
-    """Start ``target(rank, *args)`` in ``world`` fresh processes joined in one gloo group on
-    loopback; each ends itself when the launcher (this process) dies."""
+def spawn_agents(
+    world: int, workdir: Path, target: Callable[..., Any], *args: Any, backend: str = "gloo"
+) -> Agents:
+    """Start ``target(rank, *args)`` in ``world`` fresh processes joined in one process group of
+    ``backend`` on loopback (under nccl, agent r on GPU r); each ends itself when the launcher (this
+    process) dies."""
     context = worker_context()
     port = free_port()
     for rank in range(world):
@@ -167,7 +169,7 @@ def spawn_agents(world: int, workdir: Path, target: Callable[..., Any], *args: A
     processes = [
         context.Process(
             target=_local_agent,
-            args=(target, rank, world, port, workdir, watched, args),
+            args=(target, rank, world, port, workdir, watched, backend, args),
             daemon=False,
         )
         for rank in range(world)
@@ -251,9 +253,22 @@ def run_local(
     if options.resume and not Path(options.workdir).is_dir():
         raise ConfigError(f"nothing to resume: {options.workdir} does not exist")
     agents = remaining_agents(config.n, options.departed)
+    if options.backend == "nccl" and torch.cuda.device_count() < len(agents):
+        raise ConfigError(
+            f"--backend nccl runs one agent per GPU: {len(agents)} agents, and this machine has "
+            f"{torch.cuda.device_count()} GPU(s); use --backend gloo, or torchrun across machines"
+        )
     with folder_lock(options.workdir):
         spawned = spawn_agents(
-            len(agents), options.workdir, _agent_target, config, seed, options, agents, progress
+            len(agents),
+            options.workdir,
+            _agent_target,
+            config,
+            seed,
+            options,
+            agents,
+            progress,
+            backend=options.backend,
         )
         try:
             stopped = watch_agents(spawned)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpdl.choices import MACS
+from dpdl.choices import BACKENDS, MACS
 from dpdl.errors import ConfigError
 from dpdl.settings import check_fields, setting
 
@@ -47,6 +47,14 @@ class AgentOptions:
         "message authentication per link: aes-gmac (fastest with AES instructions), poly1305 "
         "(fast without them) or hmac-sha256 (default aes-gmac)",
         choices=MACS,
+        group="runtime",
+    )
+    backend: str = setting(
+        "gloo",
+        "torch.distributed backend of the messages: gloo (CPU, any machine) or nccl (one GPU per "
+        "agent, cuda:LOCAL_RANK; gradients on it, models sent GPU to GPU, tags checked on the "
+        "host) (default gloo)",
+        choices=BACKENDS,
         group="runtime",
     )
     #: Agents that left for good: the others resume (``resume`` is required) as a second phase on
