@@ -201,18 +201,21 @@ def test_logistic_regression_in_blocks_of_agents_equals_one_block(
 
 
 @pytest.mark.parametrize("example_clip", [None, 0.1])
-def test_logistic_batches_larger_than_the_data_weigh_each_row_once(example_clip) -> None:
+@pytest.mark.parametrize("density", [1.0, 0.15])
+def test_logistic_batches_larger_than_the_data_weigh_each_row_once(example_clip, density) -> None:
     """Many agents with few rows each: every agent's batch gradient, summed by row with the row's
-    weight (drawn twice, counted twice), equals the sum over the drawn examples."""
+    weight (drawn twice, counted twice), equals the sum over the drawn examples; over the nonzero
+    features alone where they are sparse."""
     from dpdl.simulation import PoissonSampler, UniformSampler
-    from dpdl.tasks.logistic import LogisticRegression
+    from dpdl.tasks.logistic import SPARSE_FEATURES, LogisticRegression
 
     rng = np.random.default_rng(4)
     n, m, d = 6, 8, 7
-    features = rng.standard_normal((n * m, d))
+    features = rng.standard_normal((n * m, d)) * (rng.random((n * m, d)) < density)
     labels = np.where(rng.random(n * m) < 0.5, -1.0, 1.0)
     parts = np.array_split(rng.permutation(n * m), n)
     task = LogisticRegression("toy", features, labels, parts, features[:8], labels[:8], l2=0.0)
+    assert (task.nonzero_rows is not None) == (density < SPARSE_FEATURES)
     params = torch.from_numpy(rng.standard_normal((n, d)))
     sampler = (UniformSampler if example_clip is None else PoissonSampler)(task.agent_sizes, 2)
     small = sampler.sample(rng).to(task.device)  # fewer entries than the 48 rows: per entry

@@ -15,7 +15,10 @@ When the batches of all agents hold more entries than there are training rows (t
 with a few examples each, e.g. a9a on the 4039 agents of SNAP Facebook: 128 draws from about 8
 rows per agent), a step weighs every row once instead: each row's weight is the sum of its draws'
 weights, and agent i's gradient is ``sum_r weight_r coef_r a_r`` over its own rows, the same sum
-grouped by row, in O(m d) for m rows instead of O(n B d).
+grouped by row, in O(m d) for m rows instead of O(n B d). Where at most
+:data:`SPARSE_FEATURES` of the feature entries are nonzero (a9a: 11%), both sums run over the
+nonzero entries alone, each one a gather and a scatter over a flat index: O(nnz) instead of
+O(m d), about three times faster on a9a.
 """
 
 from __future__ import annotations
@@ -25,11 +28,14 @@ import torch
 
 from dpdl.tasks.base import Batch, Task
 
-__all__ = ["BLOCK_ENTRIES", "LogisticRegression"]
+__all__ = ["BLOCK_ENTRIES", "SPARSE_FEATURES", "LogisticRegression"]
 
 #: Most float64 entries of one block's temporary tensors (64 MB): the gathered batch rows
 #: ``(agents, B, d)`` of a step, or the margins ``(examples, agents)`` of an evaluation.
 BLOCK_ENTRIES = 1 << 23
+#: Largest fraction of nonzero training features for which the row-weighted step runs over the
+#: nonzero entries alone (each costs a gather and a scatter, about four dense multiply-adds).
+SPARSE_FEATURES = 0.25
 
 
 def _blocks(n: int, per_agent: int) -> list[slice]:
@@ -69,6 +75,13 @@ class LogisticRegression(Task):
         self.feature_norms = torch.linalg.vector_norm(self.features, dim=1)
         #: The agent each training row belongs to.
         self.owners = torch.repeat_interleave(torch.as_tensor(np.diff(self.offsets)))
+        rows, columns = torch.nonzero(self.features, as_tuple=True)
+        sparse = len(rows) <= SPARSE_FEATURES * self.features.numel()
+        #: The nonzero training features (row, value, and place ``owner * d + column`` in the
+        #: flattened ``(n, d)`` parameters), or None where the features are dense.
+        self.nonzero_rows = rows if sparse else None
+        self.nonzero_values = self.features[rows, columns] if sparse else None
+        self.nonzero_slots = self.owners[rows] * self.dim + columns if sparse else None
         self.test_features = torch.as_tensor(np.asarray(test_features, dtype=float))
         self.test_labels = torch.as_tensor(np.asarray(test_labels, dtype=float))
         self.l2 = float(l2)
@@ -110,13 +123,22 @@ class LogisticRegression(Task):
         weights = torch.zeros_like(self.labels).index_add_(
             0, batch.indices.reshape(-1), batch.weights.reshape(-1)
         )
-        margins = self.labels * (self.features * params[self.owners]).sum(dim=1)
+        sparse = self.nonzero_rows is not None
+        if sparse:  # a_r^T x_owner(r), summed over the row's nonzero entries
+            products = self.nonzero_values * params.reshape(-1).index_select(0, self.nonzero_slots)
+            dots = torch.zeros_like(self.labels).index_add_(0, self.nonzero_rows, products)
+        else:  # index_select: indexing with a tensor gathers rows ten times slower here
+            dots = (self.features * params.index_select(0, self.owners)).sum(dim=1)
+        margins = self.labels * dots
         coefficients = -self.labels * torch.sigmoid(-margins)
         if example_clip is not None:
             coefficients = _clipped(coefficients, self.feature_norms, example_clip)
-        return torch.zeros_like(params).index_add_(
-            0, self.owners, (coefficients * weights)[:, None] * self.features
-        )
+        scales = coefficients * weights
+        if sparse:
+            terms = scales.index_select(0, self.nonzero_rows) * self.nonzero_values
+            flat = torch.zeros(params.numel(), dtype=params.dtype, device=params.device)
+            return flat.index_add_(0, self.nonzero_slots, terms).view_as(params)
+        return torch.zeros_like(params).index_add_(0, self.owners, scales[:, None] * self.features)
 
     def regularizer_gradient(self, params: torch.Tensor) -> torch.Tensor | None:
         return self.l2 * params if self.l2 else None
