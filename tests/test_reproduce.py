@@ -172,6 +172,8 @@ HOLDING_QUICK = {"whisper-variance": 4, "whisper-seeds": 3}
         ("whisper-variance", "trace_WRW.png", 5, HOLDING_QUICK["whisper-variance"]),
         ("whisper-seeds", "objective_vs_seeds.png", 3, HOLDING_QUICK["whisper-seeds"]),
         ("mafalda-pndp", "pndp_by_distance.png", 1, 1),
+        # All but the authors' example-level eps, one step's label rather than T steps' eps.
+        ("decor-search", "fig3_example_level.png", 9, 8),
     ],
 )
 def test_quick_reproductions_write_figures_and_confirm_the_claims(

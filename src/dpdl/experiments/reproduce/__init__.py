@@ -28,6 +28,7 @@ from dpdl.experiments.executors import Executor
 from dpdl.experiments.reproduce import (
     corn_mnist,
     decor_fig1,
+    decor_search,
     horizon_design,
     lppa_tables,
     mafalda_housing,
@@ -54,6 +55,7 @@ REPRODUCTIONS: dict[str, ModuleType] = {
         whisper_logreg,
         corn_mnist,
         decor_fig1,
+        decor_search,
         mafalda_pndp,
         mafalda_housing,
         mafalda_images,
