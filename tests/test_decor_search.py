@@ -98,3 +98,30 @@ def test_eps_is_non_increasing_in_sigma_cor_at_both_levels() -> None:
     assert largest_rise(np.array(user)) == 0.0 and user[0] > 2 * user[-1]
     assert largest_rise(np.array(example)) == 0.0 and example[0] > 100 * example[-1]
     assert largest_rise(np.array([1.0, 2.0, 1.0])) == 1.0
+
+
+@pytest.mark.parametrize(("mu", "size"), [(0.5, 64), (1.5, 64), (0.8, 375)])
+def test_wang_bound_is_dp_accountings_without_replacement_bound_or_above(
+    mu: float, size: int
+) -> None:
+    """An independent computation of the same theorem: dp_accounting's RDP of the Gaussian on a
+    subsample drawn without replacement (replace-one) equals this bound at order 2 and is never
+    above it (it takes a tighter term at small mu)."""
+    import dp_accounting
+    from dp_accounting.rdp import RdpAccountant
+
+    orders = [2, 3, 5, 10, 20, 64]
+    accountant = RdpAccountant(
+        orders, neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
+    accountant.compose(
+        dp_accounting.SampledWithoutReplacementDpEvent(
+            3750, size, dp_accounting.GaussianDpEvent(1 / mu)
+        )
+    )
+    # the per-order RDP: dp_accounting exposes no public reader of it
+    theirs = dict(zip(orders, accountant._rdp, strict=True))
+    ours = {order: wang_rdp(mu, size / 3750, order) for order in orders}
+    assert ours[2] == pytest.approx(theirs[2], rel=1e-9)
+    for order in orders:
+        assert ours[order] >= theirs[order] * (1 - 1e-9)
