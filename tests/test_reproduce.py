@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import uuid
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 from dpdl.experiments import executors
 from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce, runner
 from dpdl.experiments.reproduce.report import VERDICT_CELL, Verdict, read_verdicts
-from dpdl.experiments.reproduce.runner import job_key, run_jobs, scan_cache
+from dpdl.experiments.reproduce.runner import RUN_SECONDS, job_key, run_jobs, scan_cache
 
 
 def _square(job: dict) -> dict:
@@ -66,8 +67,10 @@ def test_run_jobs_caches_results_and_never_recomputes_a_finished_job(counted) ->
     jobs, calls, cache = counted
     first = run_jobs(jobs[:3], _counted_square, cache, workers=1, progress=False)
     assert [row["value"] for row in first] == [0, 1, 4] and _calls(calls) == {0: 1, 1: 1, 2: 1}
+    assert all(row[RUN_SECONDS] >= 0.0 for row in first)  # the seconds each job took
     second = run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
     assert [row["value"] for row in second] == [0, 1, 4, 9, 16]
+    assert second[:3] == first  # with the seconds they took when they ran
     assert _calls(calls) == {3: 1, 4: 1}  # the three finished jobs came from the cache
     assert run_jobs(
         jobs, _counted_square, cache, workers=2, progress=False
@@ -357,3 +360,40 @@ def test_decor_fig1_says_where_decor_stays_far_from_cdp_and_why(tmp_path) -> Non
     (note,) = [note for note in notes if "stays further than half" in note]
     assert "ring eps=3 (consensus distance 5," in note and "complete graph" in note
     assert "ring 0.152, torus 2, complete 16" in note
+
+
+def test_a_report_states_wall_time_and_the_compute_time_its_runs_recorded() -> None:
+    """The run line: the invocation's wall time and the seconds the runs recorded, summed; runs
+    from before they recorded it get the committed run's measured wall time instead."""
+    from dpdl.experiments.reproduce import FULL, _run_line
+
+    timed = [{RUN_SECONDS: 1.5}, {RUN_SECONDS: 2.25}, {RUN_SECONDS: None}]
+    assert _run_line("dpdl reproduce x", FULL, timed, cached=1, wall=3.2, committed="1 h") == (
+        f"Run: `dpdl reproduce x`, {FULL}, 3 runs (1 of them cached by an earlier invocation), "
+        "3 s wall time; 4 s of compute summed over the 2 runs that recorded it. Raw runs: "
+        "`runs.csv`."
+    )
+    line = _run_line("dpdl reproduce x", FULL, [{}, {}], cached=2, wall=0.4, committed="1 h")
+    assert "2 runs, all cached by earlier invocations, 0 s wall time; the runs predate" in line
+    assert line.endswith("two cores): 1 h. Raw runs: `runs.csv`.")
+
+
+def test_committed_reports_are_what_report_again_writes_and_state_their_wall_time(
+    tmp_path,
+) -> None:
+    """Every committed report quotes its run's wall time (none points elsewhere for it), and
+    writing one again from its runs.csv gives the committed report unchanged."""
+    from dpdl.experiments.reproduce import COMMITTED_WALL_TIME, report_again
+
+    results = Path(__file__).resolve().parents[1] / "results"
+    for name in REPRODUCTIONS:
+        run = next(
+            line
+            for line in (results / name / "REPORT.md").read_text().splitlines()
+            if line.startswith("Run: `")
+        )
+        assert COMMITTED_WALL_TIME[name] in run and "BENCHMARKS.md" not in run, run
+    for name in ("whisper-variance", "lppa"):  # one without figures to draw again
+        out = tmp_path / name
+        shutil.copytree(results / name, out)
+        assert report_again(name, out).read_text() == (results / name / "REPORT.md").read_text()

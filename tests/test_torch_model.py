@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 from torch.nn import functional
@@ -149,3 +150,33 @@ def test_models_with_other_layers_keep_the_vmap_path() -> None:
     assert np.all(
         norms <= 0.1 * batch.weights.sum(axis=1) + 1e-6
     )  # a weighted sum of clipped gradients
+
+
+@pytest.mark.parametrize("eval_chunk", [None, 5 * 7])  # one pass; passes of 7 examples
+def test_the_average_model_is_evaluated_beside_the_agents(eval_chunk) -> None:
+    """The ``*_average_model`` metrics are those of the agents' mean parameters evaluated alone;
+    for agents that all hold the same model they equal the metrics averaged over agents."""
+    torch.manual_seed(0)
+    task = _image_task(7, nn.Sequential(nn.Conv2d(1, 2, 2), nn.Flatten(), nn.Linear(12, 3)))
+    task.eval_chunk = eval_chunk
+    params = task.initial_params() + torch.from_numpy(
+        np.random.default_rng(8).standard_normal((4, task.dim))
+    )
+    metrics = task.evaluate(params)
+    alone = task.evaluate(params.mean(dim=0, keepdim=True))
+    assert metrics["test_accuracy_average_model"] == alone["test_accuracy"]
+    assert metrics["test_loss_average_model"] == pytest.approx(alone["test_loss"], rel=1e-6)
+    assert metrics["test_loss_average_model"] != pytest.approx(metrics["test_loss"], rel=1e-3)
+    same = task.evaluate(params[:1].repeat(4, 1))
+    assert same["test_accuracy_average_model"] == same["test_accuracy"]
+    assert same["test_loss_average_model"] == pytest.approx(same["test_loss"], rel=1e-6)
+
+
+def test_a_regression_model_reports_the_average_model_loss_alone() -> None:
+    _, task = _pair(seed=9)
+    params = torch.from_numpy(np.random.default_rng(10).standard_normal((3, 6)))
+    metrics = task.evaluate(params)
+    assert set(metrics) == {"test_loss", "test_loss_average_model", "consensus_distance"}
+    assert metrics["test_loss_average_model"] == pytest.approx(
+        task.evaluate(params.mean(dim=0, keepdim=True))["test_loss"], rel=1e-6
+    )

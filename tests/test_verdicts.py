@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,20 @@ def test_the_readme_table_of_verdicts_is_the_reports_count() -> None:
     readme = (ROOT / "README.md").read_text()
     block = readme[readme.index(START) + len(START) : readme.index(END)].strip()
     assert block == verdict_table(ROOT / "results")
+
+
+def test_a_pipe_or_a_line_break_in_a_claim_stays_in_its_cell(tmp_path) -> None:
+    """Pipes in a cell's text (an absolute value, a norm) are escaped, one escaped already is kept,
+    and a line break becomes a space, so every claim is one row of four cells."""
+    claims = [
+        Claim("(a)", "|x - y| small", "||x||^2 = 1\nand `a|b`", Verdict.HOLDS),
+        Claim("(b)", "p", r"already \| escaped", Verdict.FAILS, "|gap| = 2"),
+    ]
+    report = write_report(tmp_path / "REPORT.md", "t", "intro", claims, [], [])
+    rows = [line for line in report.read_text().splitlines() if line.startswith("| (")]
+    assert rows == [
+        r"| (a) | \|x - y\| small | \|\|x\|\|^2 = 1 and `a\|b` | holds |",
+        r"| (b) | p | already \| escaped | **fails**: \|gap\| = 2 |",
+    ]
+    assert all(len(re.split(r"(?<!\\)\|", row)) == 6 for row in rows)  # four cells, two ends
+    assert read_verdicts(report) == {Verdict.HOLDS: 1, Verdict.FAILS: 1}

@@ -84,7 +84,8 @@ class Executor(Protocol):
 
     def map(self, run_job: RunJob, jobs: list[Job]) -> Iterator[Outcome]:
         """One outcome per job of ``jobs``, as each finishes. ``run_job`` must be a module-level
-        function (it runs in other processes, maybe on other machines)."""
+        function or a ``functools.partial`` of one (it runs in other processes, maybe on other
+        machines)."""
         ...
 
     def close(self) -> None: ...
@@ -92,6 +93,12 @@ class Executor(Protocol):
     def __enter__(self) -> Executor: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+def _call(run_job: RunJob, job: Job) -> dict[str, Any]:
+    """``run_job(job)``: the one function a Ray task is made of, whatever callable ``run_job`` is
+    (``ray.remote`` takes functions only, not partials)."""
+    return run_job(job)
 
 
 def _why(error: BaseException) -> str:
@@ -200,9 +207,9 @@ class RayExecutor(_Closing):
     def map(self, run_job: RunJob, jobs: list[Job]) -> Iterator[Outcome]:
         ray = self.ray
         task = ray.remote(num_cpus=self.options.cpus, num_gpus=self.options.gpus, max_retries=0)(
-            run_job
+            _call
         )
-        waiting = {task.remote(job): job for job in jobs}
+        waiting = {task.remote(run_job, job): job for job in jobs}
         try:
             while waiting:
                 done, _ = ray.wait(list(waiting), num_returns=1)

@@ -325,8 +325,9 @@ def fit(
 
     ``loss(outputs, targets)`` gives per-example losses ``(B,)``. ``train`` and ``test`` are
     :data:`Data`; the training examples are split over the agents by ``partition``
-    (:func:`split_examples`), and every agent's model is evaluated on ``test`` (``test_loss``,
-    ``test_accuracy`` when ``classification``, ``consensus_distance``). ``graph`` is a
+    (:func:`split_examples`), and every agent's model and their average model are evaluated on
+    ``test`` (``test_loss``, ``test_accuracy`` when ``classification``, each with its
+    ``_average_model``; ``consensus_distance``). ``graph`` is a
     :data:`GraphLike` (:func:`graph_and_weights`; ``n`` and ``p`` for a synthetic topology's name).
 
     ``mechanism``: a registered name (``ldp``, ``cdp``, ``decor``, ``whisper``, ... or a

@@ -100,8 +100,16 @@ class Task(ABC):
 
     @abstractmethod
     def evaluate(self, params: torch.Tensor) -> dict[str, float]:
-        """Metrics of all agents' parameters ``(m, d)`` (averaged over agents), including
-        :attr:`primary_metric`."""
+        """Metrics of all agents' parameters ``(m, d)``, averaged over agents, including
+        :attr:`primary_metric` and ``consensus_distance`` (the mean squared distance of the
+        agents' parameters to their mean); a metric of the agents' average model (their mean
+        parameters, evaluated as one model) is named ``<metric>_average_model``.
+
+        The built-in tasks: logistic regression reports ``test_loss`` and ``test_accuracy``, each
+        with its ``_average_model``, and ``train_objective``; the quadratics ``optimality_gap``
+        and ``optimality_gap_average_model``, and ``train_loss``; torch models
+        (:class:`~dpdl.tasks.torch_model.TorchModelTask`) ``test_loss`` and, for classification,
+        ``test_accuracy``, each with its ``_average_model``."""
 
     def describe(self) -> dict[str, object]:
         """Parameters for the run's config file."""

@@ -31,7 +31,8 @@ Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 class TorchModelTask(Task):
     """Agents train copies of ``model`` on their own rows of ``train_inputs``; classification
-    metrics (loss and accuracy over the test set, averaged over agents) by default.
+    metrics (loss and accuracy over the test set, averaged over agents, and of the agents' average
+    model) by default, the loss alone with ``classification=False`` (:meth:`evaluate`).
 
     ``loss`` maps (outputs (B, ...), targets (B,)) to per-example losses (B,). ``eval_chunk`` bounds
     the (agent, test example) pairs of one evaluation forward pass, for models whose activations
@@ -139,20 +140,31 @@ class TorchModelTask(Task):
         return self._forward(flat, inputs)
 
     def evaluate(self, params: torch.Tensor) -> dict[str, float]:
+        """Test loss (and accuracy, for classification) averaged over the agents' models, the same
+        of the average model (``*_average_model``: the mean of the agents' parameters, evaluated
+        as one more model in the same pass), and the consensus distance."""
+        average = params.mean(dim=0, keepdim=True)
+        models = torch.cat([params, average])  # (n + 1, d): the agents', then the average model
         size = len(self.test_targets)
-        step = size if self.eval_chunk is None else max(1, self.eval_chunk // len(params))
+        step = size if self.eval_chunk is None else max(1, self.eval_chunk // len(models))
         with torch.no_grad():
-            flat = params.float()
+            flat = models.float()
             losses, correct = [], []
             for start in range(0, size, step):
                 targets = self.test_targets[start : start + step]
-                outputs = self._outputs(flat, self.test_inputs[start : start + step])  # (n, m, ...)
+                inputs = self.test_inputs[start : start + step]
+                outputs = self._outputs(flat, inputs)  # (n + 1, m, ...)
                 losses.append(vmap(self.loss, in_dims=(0, None))(outputs, targets))
                 if self.classification:
                     correct.append(outputs.argmax(dim=-1) == targets)
-            metrics = {"test_loss": float(torch.cat(losses, dim=1).mean(dim=1).mean())}
+            test_loss = torch.cat(losses, dim=1).mean(dim=1)  # (n + 1,)
+            metrics = {
+                "test_loss": float(test_loss[:-1].mean()),
+                "test_loss_average_model": float(test_loss[-1]),
+            }
             if self.classification:
-                metrics["test_accuracy"] = float(torch.cat(correct, dim=1).double().mean())
-            average = params.mean(dim=0, keepdim=True)
+                accuracy = torch.cat(correct, dim=1).double().mean(dim=1)
+                metrics["test_accuracy"] = float(accuracy[:-1].mean())
+                metrics["test_accuracy_average_model"] = float(accuracy[-1])
             metrics["consensus_distance"] = float(((params - average) ** 2).sum(dim=1).mean())
         return metrics

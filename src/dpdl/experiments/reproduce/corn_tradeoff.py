@@ -22,6 +22,7 @@ from dpdl.experiments.reproduce.tradeoff import (
     Point,
     Study,
     Training,
+    average_model_note,
     better,
     budget_claim,
     plot_study,
@@ -286,6 +287,7 @@ def analyse(
         "Tuning on few seeds selects with noise: where a claim misses by a few percent, compare "
         "the point's band (the spread over seeds) in the figure; runs.csv holds every grid point "
         "of the tuning.",
+        average_model_note(the_study, rows),
     ]
     ldp = [at(p_panel, p, "ldp").mean for p in p_panel.values]
     if max(ldp) <= 1.05 * min(ldp):

@@ -273,6 +273,7 @@ def analyse(
         )
         task_claims, misses = _task_claims(TASKS[task][0], task_study, summary)
         claims += task_claims
+        notes.append(tradeoff.average_model_note(task_study, rows, TASKS[task][0]))
         if misses:
             notes.append(_misses_note(task, task_study, misses, rows))
         if task == "mnist-mlp":

@@ -35,7 +35,13 @@ from scipy.stats import t as student_t
 from threadpoolctl import threadpool_limits
 
 from dpdl.experiments.plots import plot_panels
-from dpdl.experiments.reproduce.report import Claim, Verdict, checked
+from dpdl.experiments.reproduce.report import (
+    AVERAGE_MODEL,
+    Claim,
+    Verdict,
+    checked,
+    no_average_model,
+)
 from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.settings import DesignOptions
 
@@ -174,22 +180,28 @@ def _interval(values: np.ndarray) -> tuple[float, float]:
     return float(values.mean()), float(half)
 
 
-def _tuned(rows: list[dict[str, Any]], metric: str) -> dict[tuple, np.ndarray]:
-    """Per (task, graph, method, objective): the final metric over seeds at the step size of least
-    mean (a diverged run counts as infinite)."""
-    grouped: dict[tuple, dict[float, list[tuple[int, float]]]] = defaultdict(
+def _tuned(
+    rows: list[dict[str, Any]], metric: str, report: str | None = None
+) -> dict[tuple, np.ndarray]:
+    """Per (task, graph, method, objective): the final metric (or field ``report`` of the same
+    runs) over seeds at the step size of least mean metric (a diverged run counts as infinite)."""
+    grouped: dict[tuple, dict[float, list[tuple[int, float, float]]]] = defaultdict(
         lambda: defaultdict(list)
     )
     for row in rows:
         value = float(row[metric])
         key = (row["task"], row["graph"], row["method"], row["objective"])
         grouped[key][float(row["lr"])].append(
-            (int(row["seed"]), value if math.isfinite(value) else math.inf)
+            (
+                int(row["seed"]),
+                value if math.isfinite(value) else math.inf,
+                float(row[report or metric]),
+            )
         )
     tuned = {}
     for key, by_lr in grouped.items():
-        best = min(by_lr.values(), key=lambda runs: float(np.mean([v for _, v in runs])))
-        tuned[key] = np.array([v for _, v in sorted(best)])
+        best = min(by_lr.values(), key=lambda runs: float(np.mean([v for _, v, _ in runs])))
+        tuned[key] = np.array([reported for _, _, reported in sorted(best)])
     return tuned
 
 
@@ -200,6 +212,37 @@ def _ldp_over_cdp(tuned: dict, task: str, graphs: list[str]) -> list[float]:
         / tuned[(task, graph, "cdp", "one-step")].mean()
         for graph in graphs
     ]
+
+
+def _average_model(
+    rows: list[dict[str, Any]], tasks: dict[str, dict[str, Any]], graphs: tuple[str, ...]
+) -> str:
+    """The note on the agents' average model: per task, graph and design, its final error beside
+    the mean over agents at the tuned step size (means over seeds)."""
+    columns = {task: spec["metric"] + AVERAGE_MODEL for task, spec in tasks.items()}
+    if any(row.get(columns[row["task"]]) is None for row in rows):
+        return no_average_model(", ".join(sorted(set(columns.values()))))
+    parts = []
+    for task, spec in tasks.items():
+        of_task = [r for r in rows if r["task"] == task]
+        agents = _tuned(of_task, spec["metric"])
+        average = _tuned(of_task, spec["metric"], columns[task])
+        parts.append(
+            f"{spec['label']} ({spec['metric']}): "
+            + "; ".join(
+                f"{graph}: "
+                + ", ".join(
+                    f"{_label(*d)} {agents[(task, graph, *d)].mean():.4g} / "
+                    f"{average[(task, graph, *d)].mean():.4g}"
+                    for d in DESIGNS
+                )
+                for graph in graphs
+            )
+        )
+    return (
+        "Average model (the agents' mean parameters), at the tuned step sizes, mean over seeds, "
+        "as mean over agents / average model. " + ". ".join(parts) + "."
+    )
 
 
 def analyse(
@@ -297,6 +340,7 @@ def analyse(
                 "the clipped gradients nearly cancel), so there is no gap for the horizon design "
                 "to close: its claims are not testable there."
             )
+    notes.append(_average_model(rows, tasks, graphs))
     notes += [
         "The horizon objective is exact for a quadratic whose gradients are not clipped; here "
         "they are (C = 0.1 on least squares and a9a, C = 1 on the quadratic), which lowers the "

@@ -171,5 +171,6 @@ def analyse(
         + ". MAFALDA's seeds are smaller than independent noise's and its correlation cancels "
         "part of them in the gossip; AntiPGD's encoder has no zero inside a participation "
         "pattern, so its sensitivity and noise are the largest (the paper sees it diverge too).",
+        protocol.average_model(the_study, rows),
     ]
     return [figure], claims, notes

@@ -147,4 +147,5 @@ def analyse(
             f"{runs - met} runs over their target: a bug in the accountant or the calibration",
         )
     )
+    notes.append(protocol.average_model(the_study, rows))
     return [figure], claims, notes

@@ -34,6 +34,7 @@ from dpdl.experiments.reproduce.tradeoff import (
     Panel,
     Point,
     Study,
+    average_model_note,
     final_jobs,
     summarise,
     tuning_jobs,
@@ -55,6 +56,7 @@ __all__ = [
     "METHODS",
     "REFERENCE_EPS",
     "TASK_OPTIONS",
+    "average_model",
     "budget_met",
     "local_encoder",
     "plot_tradeoff",
@@ -213,6 +215,11 @@ def plot_tradeoff(
         log_x=True,
         titles=True,
     )
+
+
+def average_model(study: Study, rows: list[dict[str, Any]]) -> str:
+    """The note on the private methods' average model (:func:`average_model_note`)."""
+    return average_model_note(_private_study(study), rows)
 
 
 def budget_met(rows: list[dict[str, Any]]) -> tuple[int, int]:

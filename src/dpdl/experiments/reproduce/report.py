@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "AVERAGE_MODEL",
     "Claim",
     "Verdict",
     "budget_verdict",
     "checked",
+    "no_average_model",
     "read_verdicts",
     "verdict_table",
     "write_report",
@@ -120,11 +122,35 @@ def budget_verdict(
     )
 
 
+#: The suffix of a metric of the agents' average model (:meth:`dpdl.tasks.base.Task.evaluate`).
+AVERAGE_MODEL = "_average_model"
+
+
+def no_average_model(column: str) -> str:
+    """The note of a report whose runs predate the average model's metric ``column`` (torch
+    models did not report it when the committed runs were made)."""
+    return (
+        f"Average model: these runs predate its metric (`{column}`, the agents' mean parameters "
+        "evaluated), so runs.csv does not have it; running the reproduction again (not from the "
+        "cache of these runs) adds it, and this note then gives it beside the mean over agents."
+    )
+
+
 def _cell(claim: Claim) -> str:
     """The verdict column: the kind in bold unless it holds, then its reason."""
     if claim.verdict is Verdict.HOLDS:
         return Verdict.HOLDS.value
     return f"**{claim.verdict.value}**: {claim.reason}"
+
+
+#: A pipe not escaped already: in a table cell it would end the cell.
+_PIPE = re.compile(r"(?<!\\)\|")
+
+
+def _table_cell(text: str) -> str:
+    """``text`` safe in a markdown table cell: every pipe escaped (``\\|``), which ends the cell
+    otherwise, even inside a code span; on one line."""
+    return _PIPE.sub(r"\\|", " ".join(text.splitlines()))
 
 
 def write_report(
@@ -136,9 +162,9 @@ def write_report(
     notes: list[str],
     significance: str = "",
 ) -> Path:
-    """Markdown report: setting, claims table (paper / measured / verdict and reason), the
-    statistical test its verdicts use (``significance``, one sentence under the table, where they
-    use one), figures, notes."""
+    """Markdown report: setting, claims table (paper / measured / verdict and reason, each cell
+    made safe by :func:`_table_cell`), the statistical test its verdicts use (``significance``,
+    one sentence under the table, where they use one), figures, notes."""
     lines = [
         f"# {title}",
         "",
@@ -147,7 +173,9 @@ def write_report(
         HEADER,
         "| --- | --- | --- | --- |",
     ]
-    lines += [f"| {c.panel} | {c.paper} | {c.measured} | {_cell(c)} |" for c in claims]
+    for claim in claims:
+        cells = (claim.panel, claim.paper, claim.measured, _cell(claim))
+        lines.append("| " + " | ".join(_table_cell(cell) for cell in cells) + " |")
     if significance:
         lines += ["", significance]
     lines += ["", "## Figures", ""]

@@ -15,6 +15,9 @@ depend on the engine (:data:`dpdl.simulation.ENGINE_VERSION`) and on the data fi
      "key": {"job": ..., "engine": ENGINE_VERSION, "data": data_fingerprint()},
      "row": {...the job's fields and its results...}, "sha256": "<of key and row>"}
 
+Each row computed records the seconds its job took in its worker (:data:`RUN_SECONDS`): a cost,
+not a result, so it is in the row and never in the key.
+
 An entry made under another engine version or other data is *stale*; a file that is not such an
 entry, whole and unaltered (truncated, empty, edited, of another type or another job) is
 *unusable*. Both are logged with their paths, counted in the progress label and run again: never
@@ -27,9 +30,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -42,7 +46,15 @@ from dpdl.experiments.executors import Executor, ExecutorOptions, LocalExecutor
 from dpdl.files import atomic_write, file_sha256
 from dpdl.jobspec import ENGINE_VERSION
 
-__all__ = ["CacheScan", "JobsFailed", "data_fingerprint", "job_key", "run_jobs", "scan_cache"]
+__all__ = [
+    "RUN_SECONDS",
+    "CacheScan",
+    "JobsFailed",
+    "data_fingerprint",
+    "job_key",
+    "run_jobs",
+    "scan_cache",
+]
 
 Job = dict[str, Any]
 
@@ -50,6 +62,10 @@ logger = logging.getLogger(__name__)
 
 #: Name and version of the entry layout above.
 FORMAT, FORMAT_VERSION = "dpdl-cache-entry", 1
+
+#: The field of a result row holding the seconds ``run_job`` took on its job, measured in the
+#: worker that ran it (rows cached before it was recorded have none).
+RUN_SECONDS = "run_seconds"
 
 
 def _canonical(value: Any) -> str:
@@ -196,6 +212,14 @@ def scan_cache(jobs: list[Job], cache: Path, data: str | None = None) -> CacheSc
     return scan
 
 
+def _timed(run_job: Callable[[Job], dict[str, Any]], job: Job) -> dict[str, Any]:
+    """``run_job(job)`` with the seconds it took as its :data:`RUN_SECONDS` field (run in the
+    worker, so only the job's own time counts, not its wait in the queue)."""
+    start = time.perf_counter()
+    result = run_job(job)
+    return {**result, RUN_SECONDS: round(time.perf_counter() - start, 3)}
+
+
 class JobsFailed(DpdlError):
     """Jobs of a grid failed (the others' results are cached): the message names each, with why."""
 
@@ -214,7 +238,8 @@ def run_jobs(
     from the cache where it holds an entry of the job under this engine and data, else computed by
     ``executor`` (default: a :class:`~dpdl.experiments.executors.LocalExecutor` of ``workers``
     processes, every core by default) and cached as each finishes. Stale and unusable entries are
-    logged (a warning each, with its path) and run again.
+    logged (a warning each, with its path) and run again. Each row computed here records the
+    seconds its job took (:data:`RUN_SECONDS`).
 
     A job that fails is logged and the others go on; then :class:`JobsFailed` is raised at the end,
     or, with ``keep_going``, the failed job's row is the job with its ``error`` (and it is not
@@ -249,7 +274,7 @@ def run_jobs(
     )
     failed: dict[str, str] = {}
     running = executor or LocalExecutor(ExecutorOptions(workers))  # the caller closes its own
-    for outcome in running.map(run_job, pending) if pending else ():
+    for outcome in running.map(partial(_timed, run_job), pending) if pending else ():
         key = job_key(outcome.job)
         if outcome.result is None:
             logger.error("%s: job %s failed: %s", label, key, outcome.error)

@@ -32,7 +32,7 @@ from scipy.stats import t as student_t
 from threadpoolctl import threadpool_limits
 
 from dpdl.experiments.plots import plot_panels
-from dpdl.experiments.reproduce.report import Claim, budget_verdict
+from dpdl.experiments.reproduce.report import AVERAGE_MODEL, Claim, budget_verdict, no_average_model
 from dpdl.experiments.train import TrainConfig, TrainResult, run_training
 from dpdl.mechanisms.registry import DesignOptions
 
@@ -43,6 +43,7 @@ __all__ = [
     "Point",
     "Study",
     "Training",
+    "average_model_note",
     "better",
     "budget_claim",
     "config_of",
@@ -391,6 +392,40 @@ def summarise(
             float(np.mean(values)), float(low), float(high), values, hyper
         )
     return summary
+
+
+def average_model_note(study: Study, rows: list[dict[str, Any]], what: str = "") -> str:
+    """A report's note on the agents' average model: its metric (``<metric>_average_model``) at
+    every tuned point of ``study``'s exact calibration beside the mean over agents that the
+    figures show, both means over seeds; or, for runs made before their task reported it,
+    :func:`~dpdl.experiments.reproduce.report.no_average_model`. ``what`` names the study in the
+    note, where a report has several."""
+    metric = study.panels[0].training.metric  # the same in every panel of a study
+    column = metric + AVERAGE_MODEL
+    tasks = {panel.training.task for panel in study.panels}
+    prefix = f"{what}: " if what else ""
+    if any(row.get(column) is None for row in rows if row.get("task") in tasks):
+        return prefix + no_average_model(column)
+    agents, average = summarise(study, rows), summarise(study, rows, column)
+
+    def pair(panel: Panel, x: float, method: str) -> str:
+        key = (panel.label, x, method, "exact")
+        return f"{method} {agents[key].mean:.4g} / {average[key].mean:.4g}"
+
+    panels = [
+        f"{panel.label}: "
+        + "; ".join(
+            f"{panel.sweep}={x:g}: " + ", ".join(pair(panel, x, m) for m in panel.methods)
+            for x in panel.values
+        )
+        for panel in study.panels
+    ]
+    return (
+        f"{prefix}Average model (the agents' mean parameters): {metric} at the tuned "
+        "points, exact calibration, mean over seeds, as mean over agents / average model. "
+        + ". ".join(panels)
+        + "."
+    )
 
 
 def better(a: float, b: float, lower_is_better: bool) -> bool:
