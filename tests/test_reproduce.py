@@ -375,7 +375,7 @@ def test_a_report_states_wall_time_and_the_compute_time_its_runs_recorded() -> N
     )
     line = _run_line("dpdl reproduce x", FULL, [{}, {}], cached=2, wall=0.4, committed="1 h")
     assert "2 runs, all cached by earlier invocations, 0 s wall time; the runs predate" in line
-    assert line.endswith("two cores): 1 h. Raw runs: `runs.csv`.")
+    assert line.endswith("unless said): 1 h. Raw runs: `runs.csv`.")
 
 
 def test_committed_reports_are_what_report_again_writes_and_state_their_wall_time(
