@@ -25,7 +25,7 @@ Least squares runs twice, as the paper states it and as the authors' released co
 | clipping threshold C | tuned over {0.1, 1} | 1 |
 | DECOR's noise couple | tuned: Appendix D's three and the trace-optimal one | tuned: Appendix D's three (the code keeps the couple of lowest loss from its search) |
 | initial point | 0 | every model at 1 |
-| metric | optimality gap at T, each agent's model on the global objective | mean over agents of ||x_i - x*||^2, averaged over the last 199 iterates (``[-200:-1]``) |
+| metric | optimality gap at T, each agent's model on the global objective | mean over agents of ‖x_i - x*‖^2, averaged over the last 199 iterates (``[-200:-1]``) |
 | seeds | 3 to tune, 20 in all | 5 |
 | topologies | ring, torus, complete (CDP on the complete graph) | ring, torus (CDP on the complete graph) |
 
