@@ -263,28 +263,46 @@ def test_quick_horizon_compares_both_objectives_within_budget(tmp_path) -> None:
 def test_quick_mafalda_housing_trains_every_method_within_budget(tmp_path) -> None:
     """The --quick setting of mafalda-housing: every method runs at every eps, every private run
     meets its budget under the factorization accountant, and MAFALDA's optimised encoder needs a
-    smaller noise multiplier than independent noise (sensitivity 1 against sqrt(k))."""
+    smaller noise multiplier than independent noise (sensitivity 1 against sqrt(k)); the authors'
+    protocol runs every method at every mu with its test-loss curve, and both protocols' claims
+    reach the report."""
     report = reproduce(
         "mafalda-housing", tmp_path, quick=True, workers=2, progress=False
     ).read_text()
-    assert (tmp_path / "test_loss.png").stat().st_size > 10_000
+    for figure in ("test_loss.png", "test_loss_authors.png", "test_loss_over_time.png"):
+        assert (tmp_path / figure).stat().st_size > 10_000
     with (tmp_path / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    assert {(row["method"], float(row["eps"])) for row in rows if row["method"] != "none"} == {
+    paper = [row for row in rows if row["protocol"] != "authors"]
+    assert {(row["method"], float(row["eps"])) for row in paper if row["method"] != "none"} == {
         (method, eps) for method in ("dp-dsgd", "antipgd", "mafalda") for eps in (2.0, 10.0, 50.0)
     }
     assert all(
-        float(row["epsilon"]) <= float(row["eps"]) for row in rows if row["method"] != "none"
+        float(row["epsilon"]) <= float(row["eps"]) for row in paper if row["method"] != "none"
     )
-    sigma = {(row["method"], float(row["eps"])): float(row["sigma"]) for row in rows}
+    sigma = {(row["method"], float(row["eps"])): float(row["sigma"]) for row in paper}
     assert all(
         sigma[("mafalda", eps)] < sigma[("dp-dsgd", eps)] < sigma[("antipgd", eps)]
         for eps in (2.0, 10.0, 50.0)
+    )
+    theirs = [row for row in rows if row["protocol"] == "authors"]
+    assert {(row["method"], float(row["mu"])) for row in theirs} == {
+        (method, mu) for method in ("dp-dsgd", "antipgd", "mafalda") for mu in (0.2, 2.0)
+    } | {("none", 0.0)}
+    assert all(len(json.loads(row["test_loss_curve"])) == 5 for row in theirs)  # steps 0, 8, .., 32
+    assert all(
+        (float(row["lr"]), float(row["clip"]), int(row["steps"])) == (0.1, 1.0, 32)
+        for row in theirs
     )
     assert (
         "under LDP (matrix-factorization accounting) | epsilon <= target in 9/9 runs | holds |"
         in report
     )
+    lines = report.splitlines()
+    assert any("31% lower test loss" in line and "authors' protocol:" in line for line in lines)
+    assert any("2-fold reduction in eps" in line and "dpdl's protocol:" in line for line in lines)
+    theirs_claims = [line for line in lines if line.startswith("| Housing, Facebook ego, authors'")]
+    assert len(theirs_claims) == 2
 
 
 def test_quick_lppa_trains_attacks_and_reports(tmp_path) -> None:

@@ -86,3 +86,31 @@ def test_a_pipe_or_a_line_break_in_a_claim_stays_in_its_cell(tmp_path) -> None:
     ]
     assert all(len(re.split(r"(?<!\\)\|", row)) == 6 for row in rows)  # four cells, two ends
     assert read_verdicts(report) == {Verdict.HOLDS: 1, Verdict.FAILS: 1}
+
+
+def test_a_claim_checked_in_both_protocols_holds_where_dpdl_s_holds() -> None:
+    """MAFALDA-SGD's Housing claims are checked in dpdl's protocol and the authors': they hold if
+    they hold in dpdl's, hold in the authors' protocol only if only there, else fail."""
+    from dpdl.experiments.reproduce.mafalda_housing import across_protocols
+
+    def verdict(paper: bool, theirs: bool) -> Verdict:
+        return across_protocols((f"dpdl {paper}", paper), ("a", theirs), "31%", "tuning").verdict
+
+    assert verdict(True, False) is Verdict.HOLDS
+    only = across_protocols(("6%", False), ("30%", True), "31%", "tuning")
+    assert only.verdict is Verdict.AUTHORS_ONLY and "tuning" in only.reason
+    assert only.measured == "dpdl's protocol: 6%; authors' protocol: 30%"
+    assert verdict(False, False) is Verdict.FAILS
+    alone = across_protocols(None, ("30%", True), "31%", "tuning")
+    assert alone.verdict is Verdict.HOLDS and alone.panel.endswith("authors' protocol")
+
+
+def test_the_budget_at_a_target_loss_is_interpolated_in_log_eps() -> None:
+    """Section 7.2's "2-fold reduction in eps at a test loss of 0.75": where each curve first
+    reaches the loss, linear in log eps between grid points, with bounds outside the grid."""
+    from dpdl.experiments.reproduce.mafalda_tradeoff import eps_at_loss
+
+    crossing = eps_at_loss([1.0, 4.0, 16.0], [1.0, 0.8, 0.6], 0.7)
+    assert crossing.kind == "reached" and crossing.eps == pytest.approx(8.0)
+    assert str(eps_at_loss([1.0, 4.0], [0.5, 0.4], 0.7)) == "<= 1"
+    assert str(eps_at_loss([1.0, 4.0], [0.9, 0.8], 0.7)) == "> 4"
