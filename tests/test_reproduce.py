@@ -264,8 +264,8 @@ def test_quick_mafalda_housing_trains_every_method_within_budget(tmp_path) -> No
     """The --quick setting of mafalda-housing: every method runs at every eps, every private run
     meets its budget under the factorization accountant, and MAFALDA's optimised encoder needs a
     smaller noise multiplier than independent noise (sensitivity 1 against sqrt(k)); the authors'
-    protocol runs every method at every mu with its test-loss curve, and both protocols' claims
-    reach the report."""
+    protocol runs every method at every mu with its test-loss curve, on the Facebook ego graph and
+    Fig. 5's Florentine families, and every part's claims reach the report."""
     report = reproduce(
         "mafalda-housing", tmp_path, quick=True, workers=2, progress=False
     ).read_text()
@@ -303,6 +303,14 @@ def test_quick_mafalda_housing_trains_every_method_within_budget(tmp_path) -> No
     assert any("2-fold reduction in eps" in line and "dpdl's protocol:" in line for line in lines)
     theirs_claims = [line for line in lines if line.startswith("| Housing, Facebook ego, authors'")]
     assert len(theirs_claims) == 2
+    # Fig. 5's other graphs: the Florentine families in the authors' protocol, one panel each.
+    assert (tmp_path / "test_loss_graphs.png").stat().st_size > 10_000
+    florentine = [row for row in theirs if row["graph"] == "florentine"]
+    assert len(florentine) == 3 * 2 + 1 and all(row["n"] == "15" for row in florentine)
+    assert any(line.startswith("| Housing, Florentine families, authors'") for line in lines)
+    assert any(
+        line.startswith("| Housing, Florentine families against Facebook ego") for line in lines
+    )
 
 
 def test_quick_lppa_trains_attacks_and_reports(tmp_path) -> None:

@@ -87,7 +87,8 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "decor-search": "312 s with one worker",
     "mafalda-pndp": "506 s, beside another reproduction",
     "mafalda-housing": "about 72 min over four invocations for dpdl's protocol; the authors' "
-    "protocol's 95 runs about 32 min beside other runs (load 5 to 6)",
+    "protocol's 95 runs about 32 min beside other runs (load 5 to 6); its 57 runs on the "
+    "Florentine families (Fig. 5) 299 s with one worker",
     "mafalda-images": "about 2 h over two invocations",
     "lppa": "about 41 min, 26 min of it with one worker beside other runs",
     "horizon": "about 5 min",

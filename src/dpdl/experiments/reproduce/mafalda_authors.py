@@ -78,9 +78,10 @@ RULE = "local-degree"
 VERSION = 1
 
 
-def jobs(graph: str, agents: int, quick: bool) -> list[dict[str, Any]]:
-    """Every method at every mu on every seed, no noise once a seed (it has no budget)."""
-    passes, mus, seeds = (2, QUICK_MUS, 1) if quick else (PASSES, MUS, SEEDS)
+def jobs(graph: str, agents: int, quick: bool, seeds: int = SEEDS) -> list[dict[str, Any]]:
+    """Every method at every mu on each of ``seeds`` seeds, no noise once a seed (it has no
+    budget)."""
+    passes, mus, seeds = (2, QUICK_MUS, 1) if quick else (PASSES, MUS, seeds)
     base = {
         "task": "housing-mlp",
         "graph": graph,
