@@ -91,7 +91,7 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "mafalda-housing": "about 72 min over four invocations",
     "mafalda-images": "about 2 h over two invocations",
     "lppa": "about 41 min, 26 min of it with one worker beside other runs",
-    "lppa-parameters": "1213 s",
+    "lppa-parameters": "269 s",
     "horizon": "about 5 min",
 }
 
