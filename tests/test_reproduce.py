@@ -338,6 +338,42 @@ def test_quick_lppa_trains_attacks_and_reports(tmp_path) -> None:
         ), report
 
 
+def test_quick_lppa_parameters_runs_every_panel(tmp_path) -> None:
+    """The --quick setting of lppa-parameters: Fig. 5's scales (DSGT once), Fig. 6b's client
+    counts and Tables 3-4's skewed splits each train the three methods; Fig. 5's attacks run at
+    every scale; every claim gets a verdict, Fig. 6a's and the unavailable data sets' "not
+    testable as written", and the figures are written."""
+    report = reproduce(
+        "lppa-parameters", tmp_path, quick=True, workers=2, progress=False
+    ).read_text()
+    for figure in ("fig5_accuracy.png", "fig5_mse.png", "fig6b_clients.png"):
+        assert (tmp_path / figure).stat().st_size > 10_000
+    with (tmp_path / "runs.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    train = [row for row in rows if row["kind"] == "train"]
+    assert {row["scale"] for row in train if row["method"] == "dsgt"} == {""}
+    assert {(row["method"], row["scale"]) for row in rows if row["kind"] == "dlg"} == {
+        ("dsgt", ""),
+        ("dp", ""),
+        ("lppa", ""),
+        ("dp", "0.5"),
+        ("lppa", "0.5"),
+    }
+    assert {row["clients"] for row in train} == {"", "10"}
+    assert {(row["partition"], row["alpha"], row["labels"]) for row in train} == {
+        ("", "", ""),
+        ("quantity-skew", "0.5", ""),
+        ("dirichlet", "0.1", ""),
+        ("labels-per-agent", "", "1"),
+        ("labels-per-agent", "", "2"),
+        ("labels-per-agent", "", "3"),
+    }
+    verdicts = read_verdicts(tmp_path / "REPORT.md")
+    assert verdicts is not None and sum(verdicts.values()) == 14, report
+    assert verdicts[Verdict.NOT_TESTABLE] == 2, report
+    assert "| Fig. 5 | the noise scale beta does not change plain DSGT |" in report
+
+
 def test_quick_mafalda_images_trains_every_method_within_budget(tmp_path) -> None:
     """The --quick setting of mafalda-images: MAFALDA's CNN on non-iid MNIST, every method at every
     eps within its budget under the factorization accountant, and the figure written."""

@@ -32,6 +32,7 @@ from dpdl.experiments.reproduce import (
     decor_fig1,
     decor_search,
     horizon_design,
+    lppa_parameters,
     lppa_tables,
     mafalda_housing,
     mafalda_images,
@@ -69,6 +70,7 @@ REPRODUCTIONS: dict[str, ModuleType] = {
         mafalda_housing,
         mafalda_images,
         lppa_tables,
+        lppa_parameters,
         horizon_design,
     )
 }
@@ -91,6 +93,7 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "Florentine families (Fig. 5) 299 s with one worker",
     "mafalda-images": "about 2 h over two invocations",
     "lppa": "about 41 min, 26 min of it with one worker beside other runs",
+    "lppa-parameters": "269 s",
     "horizon": "about 5 min",
 }
 

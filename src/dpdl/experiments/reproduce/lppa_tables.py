@@ -21,6 +21,7 @@ the model's input units (standardised pixels or features).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,20 @@ from dpdl.tasks import TaskOptions, build_task
 from dpdl.tasks.base import Batch
 from dpdl.tasks.torch_model import TorchModelTask
 
-__all__ = ["NAME", "analyse", "followup_jobs", "jobs", "run_job"]
+__all__ = [
+    "DATASETS",
+    "LABELS",
+    "METHODS",
+    "NAME",
+    "SETTING_FIELDS",
+    "analyse",
+    "followup_jobs",
+    "hidden_arcs",
+    "jobs",
+    "mean_std",
+    "run_job",
+    "train_job",
+]
 
 NAME = "lppa"
 CLIENTS, EDGE_PROBABILITY, GRAPH_SEED = 5, 0.5, 0
@@ -54,6 +68,11 @@ CLASSES = {"adult-mlp": 2, "mnist-lenet": 10, "fashion-lenet": 10}
 TASK_OPTIONS = TaskOptions(partition="iid", l2=0.0)
 #: Fields of the runs kept out of runs.csv (the figures show them).
 CSV_OMITS = ("history", "truth", "reconstruction")
+#: Optional job fields that move a run off Table 1's setting (``lppa-parameters``, Figs. 5-6 and
+#: Tables 3-4): the noise scale, the number of clients and the data partition (its Dirichlet
+#: concentration ``alpha`` or the classes per client ``labels``). Table 1's jobs have none of
+#: them, so their cache keys are those of the runs committed before the fields existed.
+SETTING_FIELDS = ("scale", "clients", "partition", "alpha", "labels")
 
 
 def _setting(quick: bool) -> dict[str, Any]:
@@ -79,7 +98,13 @@ def _setting(quick: bool) -> dict[str, Any]:
     }
 
 
-def _train_job(task: str, method: str, lr: float, seed: int, epochs: int) -> dict[str, Any]:
+def train_job(
+    task: str, method: str, lr: float, seed: int, epochs: int, **setting: Any
+) -> dict[str, Any]:
+    """A training job, off Table 1's setting by the :data:`SETTING_FIELDS` in ``setting``."""
+    unknown = set(setting) - set(SETTING_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown setting fields {sorted(unknown)}")
     return {
         "kind": "train",
         "task": task,
@@ -87,6 +112,7 @@ def _train_job(task: str, method: str, lr: float, seed: int, epochs: int) -> dic
         "lr": lr,
         "seed": seed,
         "epochs": epochs,
+        **setting,
     }
 
 
@@ -94,7 +120,7 @@ def jobs(quick: bool) -> list[dict[str, Any]]:
     """Tuning (plain DSGT at every step size on seed 0) and the DLG attacks."""
     setting = _setting(quick)
     tuning = [
-        _train_job(task, "dsgt", lr, 0, setting["epochs"])
+        train_job(task, "dsgt", lr, 0, setting["epochs"])
         for task in setting["datasets"]
         for lr in setting["step_sizes"]
     ]
@@ -132,7 +158,7 @@ def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any
     setting = _setting(quick)
     first = jobs(quick)
     final = [
-        _train_job(task, method, _tuned(rows, task), seed, setting["epochs"])
+        train_job(task, method, _tuned(rows, task), seed, setting["epochs"])
         for task in setting["datasets"]
         for method in METHODS
         for seed in range(setting["seeds"])
@@ -140,16 +166,38 @@ def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any
     return [job for job in final if job not in first]
 
 
-def _graph():
-    return erdos_renyi(CLIENTS, EDGE_PROBABILITY, GRAPH_SEED, directed=True)
+def _graph(clients: int = CLIENTS):
+    return erdos_renyi(clients, EDGE_PROBABILITY, GRAPH_SEED, directed=True)
 
 
-def _injection(method: str) -> TrackingNoise | None:
-    if method == "dp":
-        return dp_noise(CLIENTS, SCALE, "laplace", every_round=True)
-    if method == "lppa":
-        return lppa_noise(_graph(), SCALE, "laplace", every_round=False)
+def _injection(job: dict[str, Any]) -> TrackingNoise | None:
+    """The job's noise: DP's every round, LPPA's once, of the job's scale (default 0.025)."""
+    scale, clients = job.get("scale", SCALE), job.get("clients", CLIENTS)
+    if job["method"] == "dp":
+        return dp_noise(clients, scale, "laplace", every_round=True)
+    if job["method"] == "lppa":
+        return lppa_noise(_graph(clients), scale, "laplace", every_round=False)
     return None
+
+
+def hidden_arcs() -> int:
+    """How many of client 0's arcs DLG's attacker (its first out-neighbour) is not on: LPPA's noise
+    on client 0's message is a signed sum of as many draws (DP's is one draw)."""
+    graph = _graph()
+    unknown = lppa_noise(graph, SCALE).unknown_to([min(graph.successors(0))])
+    return int((unknown.spread[0] != 0).sum())
+
+
+def _task_options(job: dict[str, Any]) -> TaskOptions:
+    """Table 1's i.i.d. split, or the job's partition (Tables 3-4)."""
+    if "partition" not in job:
+        return TASK_OPTIONS
+    return replace(
+        TASK_OPTIONS,
+        partition=job["partition"],
+        alpha=job.get("alpha", TASK_OPTIONS.alpha),
+        labels_per_agent=job.get("labels", TASK_OPTIONS.labels_per_agent),
+    )
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -161,13 +209,16 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _train(job: dict[str, Any]) -> dict[str, Any]:
-    task = build_task(job["task"], CLIENTS, job["seed"], TASK_OPTIONS)
-    epoch = -(-int(task.agent_sizes.min()) // BATCH)
+    clients = job.get("clients", CLIENTS)
+    task = build_task(job["task"], clients, job["seed"], _task_options(job))
+    # An epoch of the mean client's data (the smallest's under an i.i.d. split, whose parts
+    # differ by one at most): the clients of a skewed split take as many steps as an even one's.
+    epoch = -(-(int(task.agent_sizes.sum()) // clients) // BATCH)
     config = DSGDConfig(
         job["epochs"] * epoch, StepSize(job["lr"]), batch_size=BATCH, eval_every=epoch
     )
     result = run_dsgt(
-        task, sinkhorn_knopp(_graph()), config, _injection(job["method"]), seed=job["seed"]
+        task, sinkhorn_knopp(_graph(clients)), config, _injection(job), seed=job["seed"]
     )
     final = result.final_metrics
     return {
@@ -201,7 +252,7 @@ def _attack(job: dict[str, Any]) -> dict[str, Any]:
         .cpu()
         .numpy()
     )
-    injection = _injection(job["method"])
+    injection = _injection(job)
     message = gradient
     if injection is not None:
         rng = purpose_rng(job["example"], "dlg noise")
@@ -228,7 +279,7 @@ def _attack(job: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _mean_std(values: list[float]) -> str:
+def mean_std(values: list[float]) -> str:
     return (
         f"{np.mean(values):.2f} ± {np.std(values):.2f}" if len(values) > 1 else f"{values[0]:.2f}"
     )
@@ -248,7 +299,7 @@ def _average_model(
         + "; ".join(
             f"{DATASETS[t]}: "
             + ", ".join(
-                f"{LABELS[m]} {_mean_std(accuracy(t, m, column))} ({np.mean(accuracy(t, m)):.2f})"
+                f"{LABELS[m]} {mean_std(accuracy(t, m, column))} ({np.mean(accuracy(t, m)):.2f})"
                 for m in METHODS
             )
             for t in datasets
@@ -331,7 +382,7 @@ def analyse(
         task: np.mean(accuracy(task, "dsgt")) - np.mean(accuracy(task, "dp")) for task in datasets
     }
     table = "; ".join(
-        f"{DATASETS[t]}: " + ", ".join(f"{LABELS[m]} {_mean_std(accuracy(t, m))}" for m in METHODS)
+        f"{DATASETS[t]}: " + ", ".join(f"{LABELS[m]} {mean_std(accuracy(t, m))}" for m in METHODS)
         for t in datasets
     )
     mse_table = "; ".join(
