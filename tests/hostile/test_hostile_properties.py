@@ -8,7 +8,8 @@
   never another exception.
 
 Example counts are small (the suite stays fast); ``deadline=None`` because the first calls import
-and warm up scipy.
+and warm up scipy; ``derandomize=True`` draws the same examples on every run (a fixed seed, as
+every other test), so a failure here is a change of the code, not of the draw.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import argparse
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dpdl.accounting import AgentLevel, calibrate
@@ -30,8 +31,16 @@ from dpdl.graphs.readers import read_graph_file
 pytestmark = pytest.mark.hostile
 
 FEW = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
+#: Relative rounding of epsilon, the root of a delta equation solved in floating point: a noise
+#: scale one ulp larger (mu / (1 + 2^-52)) gave an epsilon one ulp larger (2.678362605093636
+#: against ...635), which is rounding, not a loss of monotonicity.
+ROUNDING = 1e-12
 
 eps_values = st.floats(min_value=0.05, max_value=50.0)
 delta_values = st.floats(min_value=1e-12, max_value=0.1)
@@ -45,18 +54,19 @@ mu_steps = st.floats(min_value=1e-4, max_value=5.0)
 def test_epsilon_grows_with_steps(mu: float, steps: int, more: int, delta: float) -> None:
     unit = AgentLevel(1.0)
     fewer = epsilon_from_mu_step(mu, steps, delta, unit)
-    assert epsilon_from_mu_step(mu, steps + more, delta, unit) >= fewer
+    assert epsilon_from_mu_step(mu, steps + more, delta, unit) >= fewer * (1 - ROUNDING)
 
 
 @FEW
 @given(mu=mu_steps, factor=st.floats(1.0, 100.0), steps=step_counts, delta=delta_values)
+@example(mu=1.0, factor=1.0000000000000002, steps=1, delta=0.00390625)  # one ulp: see ROUNDING
 def test_epsilon_falls_as_the_noise_grows(
     mu: float, factor: float, steps: int, delta: float
 ) -> None:
     """More noise (scale times ``factor``) is a smaller per-step sensitivity mu / factor."""
     unit = AgentLevel(1.0)
     quieter = epsilon_from_mu_step(mu, steps, delta, unit)
-    assert epsilon_from_mu_step(mu / factor, steps, delta, unit) <= quieter
+    assert epsilon_from_mu_step(mu / factor, steps, delta, unit) <= quieter * (1 + ROUNDING)
 
 
 @FEW
