@@ -158,16 +158,7 @@ def jobs(quick: bool) -> list[dict[str, Any]]:
 
 def _tuned(rows: list[dict[str, Any]], task: str) -> float:
     """DSGT's best step size on ``task`` on the tuning seed, i.i.d. with five clients."""
-    tuning = [
-        row
-        for row in rows
-        if row["kind"] == "train"
-        and row["task"] == task
-        and row["method"] == "dsgt"
-        and row["seed"] == 0
-        and not _fields(row)
-    ]
-    return max(tuning, key=lambda row: row["test_accuracy"])["lr"]
+    return lppa.tuned(rows, task, where=lambda row: not _fields(row))
 
 
 def _fields(row: dict[str, Any]) -> dict[str, Any]:

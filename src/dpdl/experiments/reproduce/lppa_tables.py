@@ -54,6 +54,7 @@ __all__ = [
     "mean_std",
     "run_job",
     "train_job",
+    "tuned",
 ]
 
 NAME = "lppa"
@@ -139,8 +140,13 @@ def jobs(quick: bool) -> list[dict[str, Any]]:
     return tuning + attacks
 
 
-def _tuned(rows: list[dict[str, Any]], task: str) -> float:
-    """DSGT's best step size on ``task`` (highest final accuracy on the tuning seed)."""
+def tuned(
+    rows: list[dict[str, Any]],
+    task: str,
+    where: Callable[[dict[str, Any]], bool] = lambda row: True,
+) -> float:
+    """DSGT's best step size on ``task`` (highest final accuracy on the tuning seed), among the
+    runs ``where`` keeps."""
     tuning = [
         row
         for row in rows
@@ -148,6 +154,7 @@ def _tuned(rows: list[dict[str, Any]], task: str) -> float:
         and row["task"] == task
         and row["method"] == "dsgt"
         and row["seed"] == 0
+        and where(row)
     ]
     return max(tuning, key=lambda row: row["test_accuracy"])["lr"]
 
@@ -158,7 +165,7 @@ def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any
     setting = _setting(quick)
     first = jobs(quick)
     final = [
-        train_job(task, method, _tuned(rows, task), seed, setting["epochs"])
+        train_job(task, method, tuned(rows, task), seed, setting["epochs"])
         for task in setting["datasets"]
         for method in METHODS
         for seed in range(setting["seeds"])
@@ -317,7 +324,7 @@ def analyse(
     drawn again: those an earlier run drew into ``out`` are listed."""
     datasets = _setting(quick)["datasets"]
     train = [
-        row for row in rows if row["kind"] == "train" and row["lr"] == _tuned(rows, row["task"])
+        row for row in rows if row["kind"] == "train" and row["lr"] == tuned(rows, row["task"])
     ]
     attacks = [row for row in rows if row["kind"] == "dlg"]
 
@@ -449,7 +456,7 @@ def analyse(
     }
     notes = [
         "Step size (tuned on DSGT): "
-        + ", ".join(f"{DATASETS[t]} {_tuned(rows, t):g}" for t in datasets)
+        + ", ".join(f"{DATASETS[t]} {tuned(rows, t):g}" for t in datasets)
         + ".",
         "The guarantee behind these numbers: none. LPPA's noise differences sum to zero, so an "
         "eavesdropper that adds up the first round's messages learns the sum of the clients' "
