@@ -182,8 +182,8 @@ def run_agent(
 
     The default process group must be initialised (:func:`dpdl.runtime.init_agent` with
     ``options.backend``; under nccl the agent computes on its GPU), one rank per agent: rank =
-    agent, or,
-    after departures, the agent's position among the remaining ones (:func:`remaining_agents`).
+    agent, or, after departures, the agent's position among the remaining ones
+    (:func:`remaining_agents`).
     ``on_round(t)`` is called after every completed round. The agent holds the lock of its folder
     ``WORKDIR/agent<i>`` while it runs (:func:`dpdl.files.folder_lock`): a second agent i in the
     same working folder is refused.

@@ -18,7 +18,7 @@ weights, and agent i's gradient is ``sum_r weight_r coef_r a_r`` over its own ro
 grouped by row, in O(m d) for m rows instead of O(n B d). Where at most
 :data:`SPARSE_FEATURES` of the feature entries are nonzero (a9a: 11%), both sums run over the
 nonzero entries alone, each one a gather and a scatter over a flat index: O(nnz) instead of
-O(m d), about three times faster on a9a.
+O(m d): for a9a on Facebook's 4039 agents, 10 ms a gradient instead of 130 ms (BENCHMARKS.md).
 """
 
 from __future__ import annotations
