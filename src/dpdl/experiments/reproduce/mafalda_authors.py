@@ -30,18 +30,22 @@ from typing import Any
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
 from torch import nn
 from torch.nn import functional
 
 from dpdl.accounting import gdp
 from dpdl.data.housing import load_california_housing
-from dpdl.experiments.reproduce.mafalda_tradeoff import DELTA, METHODS, local_encoder, mixing
+from dpdl.experiments.reproduce.mafalda_tradeoff import (
+    DELTA,
+    METHODS,
+    local_encoder,
+    mixing,
+    train_cyclic,
+)
 from dpdl.factorization.mafalda import local_sensitivity
 from dpdl.factorization.participation import Participation
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
-from dpdl.simulation import DSGDConfig, StepSize, run_dsgd
 from dpdl.tasks import partition
 from dpdl.tasks.catalog import train_test_split
 from dpdl.tasks.torch_model import TorchModelTask
@@ -161,27 +165,15 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     private = job["method"] != "none"
     sigma = row_sensitivity * sensitivity / job["mu"] if private else 0.0
     noise = LocalCorrelatedNoise(weights.shape[0], encoder, sigma, job["method"])
-    config = DSGDConfig(
-        steps,
-        StepSize(job["lr"]),
-        clip=job["clip"],
-        clip_level="example",
-        sampling="cyclic",
-        cycle=cycle,
-        eval_every=job["eval_every"],
-    )
     curve: list[float] = []
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
-        result = run_dsgd(
-            task,
-            weights,
-            noise,
-            config,
-            seed=job["seed"],
-            callback=lambda step, metrics: curve.append(metrics["test_loss"]),
-        )
-    final = {key: value for key, value in result.final_metrics.items() if key != "step"}
+    final = train_cyclic(
+        task,
+        weights,
+        noise,
+        job,
+        job["eval_every"],
+        callback=lambda step, metrics: curve.append(metrics["test_loss"]),
+    )
     return {
         **final,
         CURVE: json.dumps(curve),

@@ -52,7 +52,7 @@ from dpdl.factorization.participation import Participation
 from dpdl.graphs import NotDoublyStochasticWarning, build_graph, mixing_matrix
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.simulation import DSGDConfig, StepSize, run_dsgd
-from dpdl.tasks import TaskOptions, build_task
+from dpdl.tasks import Task, TaskOptions, build_task
 
 __all__ = [
     "DELTA",
@@ -69,6 +69,7 @@ __all__ = [
     "run_job",
     "stages",
     "summaries",
+    "train_cyclic",
 ]
 
 METHODS = ("dp-dsgd", "antipgd", "mafalda")
@@ -153,6 +154,31 @@ def mixing(graph: str, rule: str = "metropolis-hastings") -> np.ndarray:
         return mixing_matrix(build_graph(graph), rule)
 
 
+def train_cyclic(
+    task: Task,
+    weights: np.ndarray,
+    noise: LocalCorrelatedNoise,
+    job: dict[str, Any],
+    eval_every: int,
+    callback: Callable[[int, dict[str, float]], None] | None = None,
+) -> dict[str, float]:
+    """Run ``job``'s D-SGD under cyclic participation (``job``'s steps, cycle, step size and
+    per-example clipping threshold) with ``noise``, on one thread; its final metrics."""
+    config = DSGDConfig(
+        job["steps"],
+        StepSize(job["lr"]),
+        clip=job["clip"],
+        clip_level="example",
+        sampling="cyclic",
+        cycle=job["cycle"],
+        eval_every=eval_every,
+    )
+    torch.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        result = run_dsgd(task, weights, noise, config, seed=job["seed"], callback=callback)
+    return {key: value for key, value in result.final_metrics.items() if key != "step"}
+
+
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """One seed: calibrate the method's noise multiplier to (eps, delta) under LDP, then train."""
     graph = build_graph(job["graph"])
@@ -169,20 +195,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         else noise_multiplier(encoder, participation, row_sensitivity, job["eps"], DELTA)
     )
     noise = LocalCorrelatedNoise(graph.number_of_nodes(), encoder, sigma, job["method"])
-    config = DSGDConfig(
-        steps,
-        StepSize(job["lr"]),
-        clip=job["clip"],
-        clip_level="example",
-        sampling="cyclic",
-        cycle=cycle,
-        eval_every=steps,
-    )
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
-        result = run_dsgd(task, weights, noise, config, seed=job["seed"])
+    final = train_cyclic(task, weights, noise, job, eval_every=steps)
     epsilon = 0.0 if sigma == 0.0 else gdp.epsilon(row_sensitivity * sensitivity / sigma, DELTA)
-    final = {key: value for key, value in result.final_metrics.items() if key != "step"}
     return {
         **final,
         "epsilon": epsilon if sigma else float("inf"),
