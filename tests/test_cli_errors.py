@@ -229,6 +229,43 @@ def test_factorize_reports_the_encoders_and_saves_mafaldas(run_main, tmp_path):
     assert encoder.shape == (20, 20) and not np.triu(encoder, 1).any()
 
 
+def test_factorize_per_agent_adds_mafalda_l(run_main, tmp_path):
+    """--per-agent: MAFALDA-L-SGD's encoders (one per agent of the irregular Florentine graph) have
+    MAFALDA's sensitivity, so its noise multiplier, and a lower loss; with restarts every two
+    passes as well."""
+    for restart in ([], ["--restart", "10"]):
+        out = tmp_path / f"r{len(restart)}"
+        result = run_main(
+            [
+                "factorize",
+                "--graph",
+                "florentine",
+                "--participations",
+                "4",
+                "--batches",
+                "5",
+                "--per-agent",
+                *restart,
+                "--out",
+                str(out),
+                "--json",
+            ]
+        )
+        assert result.returncode == 0, result.stderr
+        rows = {
+            row["method"]: row for row in json.loads(result.stdout.strip().splitlines()[-1])["rows"]
+        }
+        assert rows["mafalda-l"]["sensitivity"] == pytest.approx(
+            rows["mafalda"]["sensitivity"], rel=1e-6
+        )  # 1, and sqrt(2) with two restarted blocks
+        assert rows["mafalda-l"]["sigma_per_unit_sensitivity"] == pytest.approx(
+            rows["mafalda"]["sigma_per_unit_sensitivity"], rel=1e-6
+        )
+        assert rows["mafalda-l"]["loss"] < rows["mafalda"]["loss"]
+        encoders = np.load(out / "encoders_per_agent.npy")
+        assert encoders.shape == (15, 20, 20) and not np.triu(encoders, 1).any()
+
+
 # --------------------------------------------------------------------------- real subprocesses
 
 

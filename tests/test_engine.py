@@ -259,6 +259,25 @@ def test_time_correlated_noise_has_the_covariance_of_its_encoder() -> None:
         LocalCorrelatedNoise(3, encoder.T, 1.0)
 
 
+def test_per_agent_encoders_give_each_agent_its_own_covariance() -> None:
+    """MAFALDA-L-SGD's stack of encoders: agent u's T values have covariance
+    ``sigma^2 C_u^-1 C_u^-T``; a stack whose length is not the number of agents is refused."""
+    rng = np.random.default_rng(3)
+    encoders = np.stack([np.tril(rng.random((4, 4))) + np.eye(4) for _ in range(3)])
+    noise = LocalCorrelatedNoise(3, encoders, 0.5)
+    draws = np.stack(
+        list(itertools.islice(noise.noise_stream(np.random.default_rng(4), 40_000), 4))
+    )
+    for agent, encoder in enumerate(encoders):
+        inverse = np.linalg.inv(encoder)
+        expected = 0.25 * inverse @ inverse.T
+        np.testing.assert_allclose(
+            np.cov(draws[:, agent, :]), expected, atol=0.02 * np.abs(expected).max()
+        )
+    with pytest.raises(ConfigError, match=r"one per agent \(4 x T x T\)"):
+        LocalCorrelatedNoise(4, encoders, 0.5)
+
+
 def test_engine_rejects_inconsistent_inputs() -> None:
     task = _small_logistic()
     config = DSGDConfig(steps=1, step_size=StepSize(0.1))

@@ -4,6 +4,7 @@ generalized sensitivity, and their agreement with independent computations."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import cvxpy as cp
 import numpy as np
@@ -32,15 +33,24 @@ from dpdl.factorization import (
 from dpdl.factorization.algorithms import local_encoder
 from dpdl.factorization.generalized_sensitivity import pattern_sensitivity
 from dpdl.factorization.mafalda import (
+    _reversible,
+    agent_utility_grams,
     local_loss,
     local_sensitivity,
     noise_multiplier,
+    optimize_agents,
     optimize_local,
     restarted,
     utility_gram,
 )
 from dpdl.factorization.workload import gossip_blocks, muffliato_workload
-from dpdl.graphs import erdos_renyi, metropolis_hastings, ring
+from dpdl.graphs import (
+    NotDoublyStochasticWarning,
+    erdos_renyi,
+    metropolis_hastings,
+    mixing_matrix,
+    ring,
+)
 from dpdl.mechanisms.decor import Decor
 from dpdl.mechanisms.whisper import Whisper
 from dpdl.mechanisms.zero_sum import ZeroSum
@@ -277,6 +287,110 @@ def test_utility_gram_routes_agree_with_the_commutation_matrix() -> None:
     np.testing.assert_allclose(
         utility_gram(WEIGHTS, steps), utility_gram([WEIGHTS] * steps, steps), rtol=1e-12
     )
+
+
+def _commutation(n: int, steps: int) -> np.ndarray:
+    """K^(T,n): node-major columns (agent i's T steps together) to time-major rows."""
+    commutation = np.zeros((n * steps, n * steps))
+    for t in range(steps):
+        for i in range(n):
+            commutation[t * n + i, i * steps + t] = 1.0
+    return commutation
+
+
+def test_agent_utility_grams_are_each_agents_columns_of_the_workload() -> None:
+    """``H_i = A_i^T A_i`` by both routes equals agent i's T columns of ``(blockdiag W_t) W_T K``
+    built explicitly, on an irregular graph (agents' terms differ) and a time-varying gossip;
+    their sum is H, and with restarts each is its block sum."""
+    n, steps = 6, 6
+    rng = np.random.default_rng(8)
+    for weights in (WEIGHTS, [random_gossip(n, rng) for _ in range(steps)]):
+        full = gossip_blocks(weights, steps) @ gossip_workload(weights, steps)
+        full = full @ _commutation(n, steps)
+        expected = np.stack(
+            [
+                full[:, i * steps : (i + 1) * steps].T @ full[:, i * steps : (i + 1) * steps]
+                for i in range(n)
+            ]
+        )
+        grams = agent_utility_grams(weights, steps)
+        np.testing.assert_allclose(grams, expected, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(grams.sum(axis=0), utility_gram(weights, steps), rtol=1e-12)
+        blocks = agent_utility_grams(weights, steps, block=3)
+        np.testing.assert_allclose(
+            blocks, expected[:, :3, :3] + expected[:, 3:, 3:], rtol=1e-12, atol=1e-12
+        )
+    assert np.ptp(agent_utility_grams(WEIGHTS, steps)[:, 0, 0]) > 1e-3  # irregular: they differ
+
+
+def test_reversible_gossip_route_equals_the_general_route() -> None:
+    """A fixed gossip similar to a symmetric one through diag(pi)^(1/2) (the authors' rule
+    ``1 / (deg_i + 1)`` on an irregular graph) takes the eigenvalue route of a reversible chain; it
+    equals the general route (the same matrix as a time-varying sequence) to rounding, summed, per
+    agent and with restarts. A fixed non-reversible gossip is recognised as such."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotDoublyStochasticWarning)
+        weights = mixing_matrix(erdos_renyi(12, 0.3, seed=1), "local-degree")
+    assert not np.allclose(weights, weights.T) and _reversible(weights) is not None
+    steps = 9
+    for block in (None, 3):
+        np.testing.assert_allclose(
+            utility_gram(weights, steps, block=block),
+            utility_gram([weights] * steps, steps, block=block),
+            rtol=1e-12,
+            atol=1e-12,
+        )
+        np.testing.assert_allclose(
+            agent_utility_grams(weights, steps, block=block),
+            agent_utility_grams([weights] * steps, steps, block=block),
+            rtol=1e-12,
+            atol=1e-12,
+        )
+    assert _reversible(random_gossip(6, np.random.default_rng(9))) is None
+
+
+def test_mafalda_l_encoders_are_each_agents_optimum_and_never_worse_than_the_shared_one() -> None:
+    """MAFALDA-L-SGD: each agent's encoder has sensitivity 1 and reaches CVXPY's optimum of its own
+    program; the error of the stack, ``||F N||_F^2`` with the per-agent noise operator N built
+    explicitly, equals ``local_loss`` and is below MAFALDA-SGD's shared encoder's."""
+    n, steps, k, b = 6, 8, 2, 4
+    participation = Participation.cyclic(steps, k, b)
+    grams = agent_utility_grams(WEIGHTS, steps)
+    shared = optimize_local(grams.sum(axis=0), participation)
+    results = optimize_agents(grams, participation)
+    stack = np.stack([r.encoder for r in results])
+    for result in results:
+        assert result.converged
+        assert local_sensitivity(result.encoder, participation) == pytest.approx(1.0, abs=1e-6)
+    assert local_sensitivity(stack, participation) == pytest.approx(1.0, abs=1e-6)
+    assert local_sensitivity(np.stack([np.eye(steps), 2 * np.eye(steps)]), participation) == (
+        pytest.approx(2 * local_sensitivity(np.eye(steps), participation))
+    )  # the largest: the second agent's noise is half as large
+
+    leaf = int(np.argmin(np.diag(WEIGHTS)))
+    gram = cp.Variable((steps, steps), PSD=True)
+    root = np.linalg.cholesky(grams[leaf] + 1e-12 * np.eye(steps))
+    constraints = [sum(gram[t, t] for t in pattern) == 1 for pattern in participation.patterns]
+    constraints += [
+        gram[s, t] == 0
+        for pattern in participation.patterns
+        for s in pattern
+        for t in pattern
+        if s < t
+    ]
+    problem = cp.Problem(cp.Minimize(cp.matrix_frac(root, gram)), constraints)
+    problem.solve()
+    assert results[leaf].loss == pytest.approx(problem.value, rel=1e-4)
+
+    full = gossip_blocks(WEIGHTS, steps) @ gossip_workload(WEIGHTS, steps) @ _commutation(n, steps)
+    operator = np.zeros((n * steps, n * steps))  # node-major: agent i's seeds to its noise
+    for i, encoder in enumerate(stack):
+        operator[i * steps : (i + 1) * steps, i * steps : (i + 1) * steps] = np.linalg.inv(encoder)
+    error = float(np.sum((full @ operator) ** 2))
+    assert local_loss(grams, stack, participation) == pytest.approx(error, rel=1e-9)
+    assert local_loss(grams, shared.encoder, participation) == pytest.approx(shared.loss, rel=1e-9)
+    assert error <= shared.loss * (1 + 1e-9)
+    assert error < shared.loss * 0.999  # an irregular graph gains something
 
 
 def test_mafalda_factorization_matches_a_convex_solver_and_beats_the_baselines() -> None:

@@ -363,6 +363,12 @@ def _factorize_parser(sub: argparse._SubParsersAction) -> None:
         help="target epsilon for the noise multipliers (default 10)",
     )
     group.add_argument("--delta", type=float, default=1e-6, help="target delta (default 1e-6)")
+    group.add_argument(
+        "--per-agent",
+        action="store_true",
+        help="also MAFALDA-L-SGD (the authors' code): every agent's encoder optimised for its own "
+        "share of the error, n times the work; saved as encoders_per_agent.npy",
+    )
     group = parser.add_argument_group("output")
     group.add_argument(
         "--out",
@@ -832,15 +838,23 @@ def _factorize(args: argparse.Namespace) -> int:
     out = _output_folder(args.out or Path("results") / "factorize" / name)
     graph, weights = _graph_and_weights(args)
     result = factorize(
-        weights, args.participations, args.batches, args.eps, args.delta, args.restart
+        weights,
+        args.participations,
+        args.batches,
+        args.eps,
+        args.delta,
+        args.restart,
+        args.per_agent,
     )
     table, summary, folder = write_factorize(result, out)
     print(
         f"{args.graph} (n={graph.number_of_nodes()}), T={result.steps} (k={args.participations}, "
         f"b={args.batches})"
         + (f", restarts every {args.restart}" if args.restart else "")
-        + f"; L-BFGS {result.iterations} iterations in {result.seconds:.2f} "
-        f"s{'' if result.converged else ' (not converged)'}; sigma for (eps={args.eps:g}, "
+        + f"; L-BFGS {result.iterations} iterations"
+        + (f" and one run per agent ({graph.number_of_nodes()})" if args.per_agent else "")
+        + f" in {result.seconds:.2f} s{'' if result.converged else ' (not converged)'}; sigma "
+        f"for (eps={args.eps:g}, "
         f"delta={args.delta:g}) under LDP"
     )
     print(table)

@@ -268,6 +268,10 @@ OTHER_CASES: dict[str, tuple[list[str], str]] = {
     "factorize-eps-nan": ([*FACTORIZE, "--eps", "nan"], "epsilon"),
     "factorize-delta-two": ([*FACTORIZE, "--delta", "2"], "delta"),
     "factorize-out-file": ([*FACTORIZE, "--out", "{a-file}"], "a-file"),
+    "factorize-per-agent-too-big": (
+        [*FACTORIZE, "--n", "3000", "--participations", "100", "--batches", "19", "--per-agent"],
+        "per-agent factorization cannot fit in memory",
+    ),
     # reproduce
     "reproduce-unknown": (["reproduce", "no-such-figure", "--out", "{out}/r"], "no-such-figure"),
     "reproduce-workers-zero": (["reproduce", "--list", "--workers", "0"], "--workers"),

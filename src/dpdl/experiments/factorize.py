@@ -5,7 +5,9 @@ with correlation restarts), optimise the local encoder (Lemma 12, Algorithm 2) a
 independent noise (DP-D-SGD) and AntiPGD on the two numbers that matter: the encoder's
 sensitivity, and the squared error of the gossiped models that noise of unit privacy causes,
 ``sens^2 tr(H X^-1)`` (eq. (9)); the noise multiplier each needs for (eps, delta)-DP against LDP
-follows from the sensitivity (per unit of per-row gradient sensitivity).
+follows from the sensitivity (per unit of per-row gradient sensitivity). With ``per_agent``, also
+MAFALDA-L-SGD (the authors' code): every agent's encoder optimised for its own share of the error,
+saved as ``encoders_per_agent.npy`` (``n x T x T``).
 """
 
 from __future__ import annotations
@@ -21,14 +23,17 @@ import numpy as np
 from dpdl.errors import ConfigError
 from dpdl.experiments.results import json_safe
 from dpdl.factorization.mafalda import (
+    agent_utility_grams,
     local_loss,
     local_sensitivity,
     noise_multiplier,
+    optimize_agents,
     optimize_local,
     restarted,
     utility_gram,
 )
 from dpdl.factorization.participation import Participation
+from dpdl.jobspec.resources import Estimate, require_fits
 
 __all__ = ["EncoderRow", "FactorizeResult", "factorize", "write_factorize"]
 
@@ -57,6 +62,8 @@ class FactorizeResult:
     seconds: float
     rows: list[EncoderRow]
     encoder: np.ndarray
+    #: MAFALDA-L-SGD's encoders (``n x T x T``), when asked for.
+    per_agent: np.ndarray | None = None
 
 
 def factorize(
@@ -66,15 +73,28 @@ def factorize(
     eps: float,
     delta: float,
     restart: int | None = None,
+    per_agent: bool = False,
 ) -> FactorizeResult:
     """MAFALDA's encoder for ``weights`` under cyclic (``participations``,
-    ``batches``)-participation."""
+    ``batches``)-participation; with ``per_agent``, MAFALDA-L-SGD's too (``n`` times the work,
+    ``n T^2`` floats for the agents' utility Gram matrices, refused beyond the memory limit)."""
     steps = participations * batches
     if restart is not None and (restart % batches or steps % restart):
         raise ConfigError(
             f"a restart block must be a multiple of b={batches} dividing T={steps}, got {restart}"
         )
     participation = Participation.cyclic(steps, participations, batches)
+    if per_agent:  # refused before any work
+        n, size = weights.shape[0], restart or steps
+        require_fits(
+            Estimate(
+                {
+                    "every agent's utility Gram matrix": 8.0 * n * size**2,
+                    "every agent's encoder": 8.0 * n * steps**2,
+                }
+            ),
+            "the per-agent factorization",
+        )
     start = time.perf_counter()
     utility = utility_gram(weights, steps)
     if restart is None:
@@ -84,12 +104,21 @@ def factorize(
         block = Participation.cyclic(restart, restart // batches, batches)
         result = optimize_local(utility_gram(weights, steps, block=restart), block)
         mafalda = restarted(result.encoder, steps)
-    seconds = time.perf_counter() - start
     encoders = {
         "dp-dsgd": np.eye(steps),
         "antipgd": np.tril(np.ones((steps, steps))),
         "mafalda": mafalda,
     }
+    if per_agent:
+        grams = agent_utility_grams(weights, steps, block=restart)
+        found = optimize_agents(grams, block if restart is not None else participation)
+        encoders["mafalda-l"] = np.stack(
+            [r.encoder if restart is None else restarted(r.encoder, steps) for r in found]
+        )
+        if restart is not None:
+            grams = agent_utility_grams(weights, steps)
+        utility = grams  # the agents' terms: the shared encoders' losses are unchanged
+    seconds = time.perf_counter() - start
     baseline = local_loss(utility, encoders["dp-dsgd"], participation)
     rows = []
     for method, encoder in encoders.items():
@@ -115,6 +144,7 @@ def factorize(
         seconds,
         rows,
         mafalda,
+        encoders.get("mafalda-l"),
     )
 
 
@@ -123,8 +153,12 @@ def write_factorize(result: FactorizeResult, folder: Path) -> tuple[str, dict[st
     ``factorize.json`` in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     np.save(folder / "encoder.npy", result.encoder)
+    if result.per_agent is not None:
+        np.save(folder / "encoders_per_agent.npy", result.per_agent)
     summary = {
-        key: value for key, value in asdict(result).items() if key not in ("encoder", "rows")
+        key: value
+        for key, value in asdict(result).items()
+        if key not in ("encoder", "per_agent", "rows")
     }
     summary["rows"] = [asdict(row) for row in result.rows]
     summary = json_safe(summary)

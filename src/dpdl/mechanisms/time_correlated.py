@@ -7,7 +7,9 @@ encoder's sensitivity under the participation scheme (:mod:`dpdl.factorization.m
 per-step covariance, so it is a noise *source* for the engine and not a
 :class:`~dpdl.mechanisms.base.NoiseMechanism`: it has no per-round description
 (:class:`~dpdl.accounting.noise.GaussianNoise`) for the accountant to read. DP-D-SGD
-(``C_local = I``) and AntiPGD (``C_local = 1_{t >= s}``) are the same source with other encoders.
+(``C_local = I``) and AntiPGD (``C_local = 1_{t >= s}``) are the same source with other encoders;
+MAFALDA-L-SGD gives each agent its own encoder (``C = sum_u C_u (x) e_u e_u^T``, an ``n x T x T``
+stack).
 """
 
 from __future__ import annotations
@@ -31,15 +33,19 @@ class LocalCorrelatedNoise:
 
     def __init__(self, n: int, encoder: np.ndarray, sigma: float, name: str = "mf-dsgd") -> None:
         encoder = np.asarray(encoder, dtype=float)
-        if encoder.ndim != 2 or encoder.shape[0] != encoder.shape[1]:
+        if not (
+            (encoder.ndim == 2 or (encoder.ndim == 3 and encoder.shape[0] == n))
+            and encoder.shape[-1] == encoder.shape[-2]
+        ):
             raise ConfigError(
-                f"the local encoder must be a square T x T matrix, got shape {encoder.shape}"
+                "the local encoder must be a square T x T matrix, or one per agent "
+                f"({n} x T x T), got shape {encoder.shape}"
             )
         if np.abs(np.triu(encoder, 1)).max(initial=0.0) > 0:
             raise ConfigError(
                 "the local encoder must be lower triangular (noise may not depend on future steps)"
             )
-        if (np.abs(np.diag(encoder)) == 0).any():
+        if (np.abs(np.diagonal(encoder, axis1=-2, axis2=-1)) == 0).any():
             raise ConfigError("the local encoder must be invertible (a zero on its diagonal)")
         if not (np.isfinite(sigma) and sigma >= 0):
             raise ConfigError(f"the noise multiplier must be a finite number >= 0, got {sigma}")
@@ -47,12 +53,18 @@ class LocalCorrelatedNoise:
         self.encoder = encoder
         self.sigma = float(sigma)
         self.name = name
-        #: ``C_local^-1``, lower triangular: row t weighs the seeds of steps 0..t.
-        self.decoder = solve_triangular(encoder, np.eye(len(encoder)), lower=True)
+        #: ``C_local^-1`` (one per agent for a stack), lower triangular: row t weighs the seeds of
+        #: steps 0..t.
+        identity = np.eye(encoder.shape[-1])
+        self.decoder = (
+            solve_triangular(encoder, identity, lower=True)
+            if encoder.ndim == 2
+            else np.stack([solve_triangular(e, identity, lower=True) for e in encoder])
+        )
 
     @property
     def steps(self) -> int:
-        return len(self.encoder)
+        return self.encoder.shape[-1]
 
     @property
     def is_noiseless(self) -> bool:
@@ -63,7 +75,10 @@ class LocalCorrelatedNoise:
         seeds = np.empty((self.steps, self.n, dim))
         for t in range(self.steps):
             seeds[t] = self.sigma * rng.standard_normal((self.n, dim))
-            yield np.tensordot(self.decoder[t, : t + 1], seeds[: t + 1], axes=1)
+            if self.decoder.ndim == 2:
+                yield np.tensordot(self.decoder[t, : t + 1], seeds[: t + 1], axes=1)
+            else:  # agent u's own decoder row
+                yield np.einsum("us,sud->ud", self.decoder[:, t, : t + 1], seeds[: t + 1])
         raise ConfigError(
             f"the noise was factorized for {self.steps} steps; the run asked for more"
         )
