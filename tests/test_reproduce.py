@@ -287,8 +287,11 @@ def test_quick_mafalda_housing_trains_every_method_within_budget(tmp_path) -> No
     )
     theirs = [row for row in rows if row["protocol"] == "authors"]
     assert {(row["method"], float(row["mu"])) for row in theirs} == {
-        (method, mu) for method in ("dp-dsgd", "antipgd", "mafalda") for mu in (0.2, 2.0)
+        (method, mu)
+        for method in ("dp-dsgd", "antipgd", "mafalda", "mafalda-l")
+        for mu in (0.2, 2.0)
     } | {("none", 0.0)}
+    assert {row["graph"] for row in theirs if row["method"] == "mafalda-l"} == {"florentine"}
     assert all(len(json.loads(row["test_loss_curve"])) == 5 for row in theirs)  # steps 0, 8, .., 32
     assert all(
         (float(row["lr"]), float(row["clip"]), int(row["steps"])) == (0.1, 1.0, 32)
@@ -306,11 +309,21 @@ def test_quick_mafalda_housing_trains_every_method_within_budget(tmp_path) -> No
     # Fig. 5's other graphs: the Florentine families in the authors' protocol, one panel each.
     assert (tmp_path / "test_loss_graphs.png").stat().st_size > 10_000
     florentine = [row for row in theirs if row["graph"] == "florentine"]
-    assert len(florentine) == 3 * 2 + 1 and all(row["n"] == "15" for row in florentine)
+    assert len(florentine) == 4 * 2 + 1 and all(row["n"] == "15" for row in florentine)
     assert any(line.startswith("| Housing, Florentine families, authors'") for line in lines)
     assert any(
         line.startswith("| Housing, Florentine families against Facebook ego") for line in lines
     )
+    # MAFALDA-L-SGD: per-agent encoders, the shared noise multiplier, less error by design.
+    sigma = {(r["graph"], r["method"], float(r["mu"])): float(r["sigma"]) for r in theirs}
+    for row in (r for r in theirs if r["method"] == "mafalda-l"):
+        key = (row["graph"], float(row["mu"]))
+        assert sigma[(key[0], "mafalda-l", key[1])] == pytest.approx(
+            sigma[(key[0], "mafalda", key[1])], rel=1e-6
+        )
+        assert float(row["design_loss"]) < float(row["design_loss_shared"])
+    per_agent = [line for line in lines if "MAFALDA-L-SGD" in line and line.startswith("| ")]
+    assert len(per_agent) == 2 and "| holds |" in per_agent[0]  # on the Florentine families
 
 
 def test_quick_lppa_trains_attacks_and_reports(tmp_path) -> None:

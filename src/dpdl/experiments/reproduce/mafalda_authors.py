@@ -40,6 +40,7 @@ from dpdl.experiments.reproduce.mafalda_tradeoff import (
     METHODS,
     local_encoder,
     mixing,
+    per_agent_design,
     train_cyclic,
 )
 from dpdl.factorization.mafalda import local_sensitivity
@@ -82,9 +83,16 @@ RULE = "local-degree"
 VERSION = 1
 
 
-def jobs(graph: str, agents: int, quick: bool, seeds: int = SEEDS) -> list[dict[str, Any]]:
-    """Every method at every mu on each of ``seeds`` seeds, no noise once a seed (it has no
-    budget)."""
+def jobs(
+    graph: str,
+    agents: int,
+    quick: bool,
+    seeds: int = SEEDS,
+    methods: tuple[str, ...] = METHODS,
+) -> list[dict[str, Any]]:
+    """Every one of ``methods`` at every mu on each of ``seeds`` seeds, no noise once a seed (it
+    has no budget) unless ``methods`` leaves it out (``none`` not among them where they are not
+    the figure's)."""
     passes, mus, seeds = (2, QUICK_MUS, 1) if quick else (PASSES, MUS, seeds)
     base = {
         "task": "housing-mlp",
@@ -101,9 +109,11 @@ def jobs(graph: str, agents: int, quick: bool, seeds: int = SEEDS) -> list[dict[
     private = [
         {**base, "method": method, "mu": mu, "seed": seed}
         for mu in mus
-        for method in METHODS
+        for method in methods
         for seed in range(seeds)
     ]
+    if methods != METHODS:
+        return private
     return private + [{**base, "method": "none", "mu": 0.0, "seed": s} for s in range(seeds)]
 
 
@@ -174,12 +184,16 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         job["eval_every"],
         callback=lambda step, metrics: curve.append(metrics["test_loss"]),
     )
+    design = (
+        per_agent_design(job["graph"], steps, cycle, RULE) if job["method"] == "mafalda-l" else {}
+    )
     return {
         **final,
         CURVE: json.dumps(curve),
         "eps": gdp.epsilon(job["mu"], DELTA) if private else math.inf,
         "sigma": sigma,
         "sensitivity": sensitivity,
+        **design,
     }
 
 

@@ -9,6 +9,9 @@ the batch mean by at most ``2 C / smallest batch`` in k steps. The methods:
 - ``dp-dsgd``: independent noise (C_local = I, sens = sqrt(k));
 - ``antipgd``: the noise of the previous step subtracted (C_local = 1_{t >= s}, Koloskova et al.);
 - ``mafalda``: the local encoder optimised for the graph's gossip (Lemma 12, Algorithm 2);
+- ``mafalda-l``: MAFALDA-L-SGD of the authors' code, every agent's encoder optimised for its own
+  share of the gossip's error (:func:`~dpdl.factorization.mafalda.optimize_agents`; run in the
+  authors' protocol only);
 - ``none``: no noise, the non-private reference, run once at eps = 10 (it has no budget).
 
 Step size and clipping threshold are tuned per method on the tuning seeds, at every eps or, where
@@ -43,8 +46,11 @@ from dpdl.experiments.reproduce.tradeoff import (
     tuning_jobs,
 )
 from dpdl.factorization.mafalda import (
+    agent_utility_grams,
+    local_loss,
     local_sensitivity,
     noise_multiplier,
+    optimize_agents,
     optimize_local,
     utility_gram,
 )
@@ -65,6 +71,7 @@ __all__ = [
     "eps_at_loss",
     "local_encoder",
     "mixing",
+    "per_agent_design",
     "plot_tradeoff",
     "run_job",
     "stages",
@@ -135,14 +142,39 @@ def local_encoder(
     method: str, graph: str, steps: int, cycle: int, rule: str = "metropolis-hastings"
 ) -> np.ndarray:
     """C_local of ``method`` for the gossip on ``graph`` (mixing ``rule``) over ``steps`` steps of
-    cyclic participation."""
+    cyclic participation; for ``mafalda-l`` one per agent (``n x T x T``: on the 148-agent Facebook
+    ego graph over T = 320 steps, 148 L-BFGS runs, about 5 minutes of one core, once per
+    process)."""
     if method in ("dp-dsgd", "none"):
         return np.eye(steps)
     if method == "antipgd":
         return np.tril(np.ones((steps, steps)))
     weights = mixing(graph, rule)
     participation = Participation.cyclic(steps, -(-steps // cycle), cycle)
+    if method == "mafalda-l":
+        results = optimize_agents(_agent_grams(graph, steps, rule), participation)
+        return np.stack([result.encoder for result in results])
     return optimize_local(utility_gram(weights, steps), participation).encoder
+
+
+@lru_cache(maxsize=2)
+def _agent_grams(graph: str, steps: int, rule: str) -> np.ndarray:
+    return agent_utility_grams(mixing(graph, rule), steps)
+
+
+@lru_cache(maxsize=8)
+def per_agent_design(graph: str, steps: int, cycle: int, rule: str) -> dict[str, float]:
+    """The error of the gossiped models that noise of unit privacy causes (eq. (9), summed over
+    agents' terms): MAFALDA-L-SGD's encoders (``design_loss``) and MAFALDA-SGD's shared one
+    (``design_loss_shared``)."""
+    participation = Participation.cyclic(steps, -(-steps // cycle), cycle)
+    grams = _agent_grams(graph, steps, rule)
+    return {
+        f"design_loss{suffix}": local_loss(
+            grams, local_encoder(method, graph, steps, cycle, rule), participation
+        )
+        for method, suffix in (("mafalda-l", ""), ("mafalda", "_shared"))
+    }
 
 
 def mixing(graph: str, rule: str = "metropolis-hastings") -> np.ndarray:
