@@ -389,14 +389,18 @@ def test_quick_lppa_parameters_runs_every_panel(tmp_path) -> None:
 
 def test_quick_mafalda_images_trains_every_method_within_budget(tmp_path) -> None:
     """The --quick setting of mafalda-images: MAFALDA's CNN on non-iid MNIST, every method at every
-    eps within its budget under the factorization accountant, and the figure written."""
+    eps within its budget under the factorization accountant, and the figure written; the authors'
+    protocol runs every method at every mu with node 0's final accuracy and every agent's, and its
+    figure and claims reach the report."""
     report = reproduce(
         "mafalda-images", tmp_path, quick=True, workers=2, progress=False
     ).read_text()
-    assert (tmp_path / "test_accuracy.png").stat().st_size > 10_000
+    for figure in ("test_accuracy.png", "test_accuracy_authors.png"):
+        assert (tmp_path / figure).stat().st_size > 10_000
     with (tmp_path / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    assert {(row["method"], float(row["eps"])) for row in rows if row["method"] != "none"} == {
+    paper = [row for row in rows if row["protocol"] != "authors"]
+    assert {(row["method"], float(row["eps"])) for row in paper if row["method"] != "none"} == {
         (method, eps) for method in ("dp-dsgd", "antipgd", "mafalda") for eps in (2.0, 10.0)
     }
     assert all(0.0 <= float(row["test_accuracy"]) <= 1.0 for row in rows)
@@ -404,6 +408,100 @@ def test_quick_mafalda_images_trains_every_method_within_budget(tmp_path) -> Non
         "under LDP (matrix-factorization accounting) | epsilon <= target in 6/6 runs | holds |"
         in report
     )
+    theirs = [row for row in rows if row["protocol"] == "authors"]
+    assert {(row["method"], float(row["mu"])) for row in theirs} == {
+        (method, mu) for method in ("dp-dsgd", "antipgd", "mafalda") for mu in (0.5, 10.0)
+    } | {("none", 0.0)}
+    assert all(
+        (float(row["lr"]), float(row["clip"]), int(row["steps"])) == (5.0, 1.0, 32)
+        for row in theirs
+    )
+    for row in theirs:
+        agents = json.loads(row["test_accuracy_agents"])
+        assert len(agents) == 15 and float(row["test_accuracy_node0"]) == agents[0]
+        assert abs(float(row["test_accuracy"]) - sum(agents) / 15) < 1e-9
+    lines = report.splitlines()
+    assert any(
+        line.startswith("| MNIST, Florentine families, authors' protocol |") for line in lines
+    )
+    assert any("largest relative gains" in line and "authors' protocol:" in line for line in lines)
+    assert "| Facebook ego (Fig. 4), authors' protocol |" in report
+
+
+def test_mafalda_images_authors_jobs_follow_the_code() -> None:
+    """The authors' part of mafalda-images: every method at every mu of its grid and no noise once a
+    seed, at step size 5 (a tenth of it after step 81), C = 1 and T = 320, seed by seed with
+    MAFALDA's runs first; dpdl's part keeps its jobs; the code's network and step-size decay."""
+    from dpdl.experiments.reproduce import mafalda_images
+    from dpdl.experiments.reproduce import mafalda_images_authors as authors
+
+    jobs = mafalda_images.jobs(False, parts=("authors",))
+    mus = mafalda_images.AUTHORS_MUS
+    assert len(jobs) == 2 * mafalda_images.AUTHORS_SEEDS * (3 * len(mus) + 1)
+    assert all(
+        (job["protocol"], job["lr"], job["clip"], job["steps"], job["cycle"], job["decay_after"])
+        == ("authors", 5.0, 1.0, 320, 16, 81)
+        for job in jobs
+    )
+    assert {(job["task"], job["method"], job["mu"]) for job in jobs} == {
+        (task, method, mu)
+        for task in ("mnist-cnn", "fashion-cnn")
+        for method in ("dp-dsgd", "antipgd", "mafalda")
+        for mu in mus
+    } | {(task, "none", 0.0) for task in ("mnist-cnn", "fashion-cnn")}
+    seeds = [job["seed"] for job in jobs]
+    assert seeds == sorted(seeds) and jobs[0]["method"] == "mafalda"
+    assert all("protocol" not in job for job in mafalda_images.jobs(False, parts=("paper",)))
+    step = authors.DecayedStepSize(5.0)
+    assert step(1) == step(81) == 5.0 and step(82) == step(320) == 0.5
+    assert sum(p.numel() for p in authors.authors_cnn().parameters()) == 20_554
+
+
+def test_mafalda_images_authors_analysis_judges_each_claim(tmp_path) -> None:
+    """On made-up runs of the authors' part: MAFALDA ahead at every eps on MNIST holds; on
+    Fashion-MNIST DP-D-SGD ties it at the largest eps and every method is at chance at the
+    smallest, so the claim fails and says where; MAFALDA's largest relative gain is at a tight
+    budget (eps 4.89, mu = 1) on MNIST, not on Fashion-MNIST (eps 11); the Facebook ego graph is
+    not testable."""
+    from dpdl.experiments.reproduce import mafalda_images
+
+    accuracy = {
+        "mafalda": {1.0: 0.3, 2.0: 0.5, 5.0: 0.8, 10.0: 0.85},
+        "dp-dsgd": {1.0: 0.1, 2.0: 0.2, 5.0: 0.6, 10.0: 0.8},
+        "antipgd": {1.0: 0.1, 2.0: 0.1, 5.0: 0.1, 10.0: 0.1},
+    }
+    rows = []
+    for job in mafalda_images.jobs(False, parts=("authors",)):
+        value = 0.9 if job["method"] == "none" else accuracy[job["method"]][job["mu"]]
+        if job["task"] == "fashion-cnn" and job["method"] == "mafalda" and job["mu"] in (1.0, 10.0):
+            value = accuracy["dp-dsgd"][job["mu"]]
+        rows.append(
+            {**job, "test_accuracy": value, "test_accuracy_node0": value, "sigma": job["mu"]}
+        )
+    figures, claims, notes = mafalda_images.analyse(rows, tmp_path, False, parts=("authors",))
+    assert (
+        figures == [tmp_path / "test_accuracy_authors.png"] and figures[0].stat().st_size > 10_000
+    )
+    beats = {
+        claim.panel.split(",")[0]: claim
+        for claim in claims
+        if claim.paper.startswith("MAFALDA-SGD achieves higher test accuracy")
+    }
+    mnist, fashion = beats["MNIST"], beats["Fashion-MNIST"]
+    assert mnist.verdict is Verdict.HOLDS and "higher in 8/8" in mnist.measured
+    assert fashion.verdict is Verdict.FAILS
+    assert "eps 4.89 (dp-dsgd)" in fashion.reason and "eps 96.7 (dp-dsgd)" in fashion.reason
+    assert "at eps 4.89 every method is within 5 points of chance" in fashion.reason
+    gains = {
+        claim.panel.split(",")[0]: claim for claim in claims if "largest relative" in claim.paper
+    }
+    assert gains["MNIST"].verdict is Verdict.HOLDS
+    assert "eps 4.89: +200%" in gains["MNIST"].measured
+    assert gains["Fashion-MNIST"].verdict is Verdict.FAILS
+    assert "largest at eps 11 of 4.89-96.7" in gains["Fashion-MNIST"].reason
+    ego = next(claim for claim in claims if claim.panel.startswith("Facebook ego"))
+    assert ego.verdict is Verdict.NOT_TESTABLE
+    assert any("no noise ends at 90.0% on node 0" in note for note in notes)
 
 
 def test_decor_fig1_says_where_decor_stays_far_from_cdp_and_why(tmp_path) -> None:
