@@ -570,3 +570,103 @@ def test_committed_reports_are_what_report_again_writes_and_state_their_wall_tim
         out = tmp_path / name
         shutil.copytree(results / name, out)
         assert report_again(name, out).read_text() == (results / name / "REPORT.md").read_text()
+
+
+def test_the_authors_noise_is_their_closed_form_and_within_its_label_at_example_level() -> None:
+    """Whisper / CorN-DSGD's released calibration (``diff_privacy.py``: variance 2 T C^2 /
+    (sqrt(log(1/delta) + eps) - sqrt(log(1/delta)))^2 on the batch's sum) as dpdl's per-step
+    sensitivity over noise, and what dpdl's exact example-level accountant says of it: far below
+    the label, with or without the sampling's credit."""
+    import math
+
+    from dpdl.accounting.accountant import pld_epsilon
+    from dpdl.experiments.reproduce.corn_authors import authors_mu_step
+
+    steps, delta, clip = 5000, 1e-5, 0.1
+    for eps in (3.0, 10.0, 40.0):
+        log_delta = math.log(1 / delta)
+        variance = 2 * steps * clip**2 / (math.sqrt(log_delta + eps) - math.sqrt(log_delta)) ** 2
+        assert authors_mu_step(eps, delta, steps) == pytest.approx(clip / math.sqrt(variance))
+        mu = authors_mu_step(eps, delta, steps)
+        assert pld_epsilon(mu, 1.0, steps, delta) < 0.4 * eps
+        assert pld_epsilon(mu, 128 / 1600, steps, delta) < 0.1 * eps
+
+
+def test_the_authors_data_options_split_by_file_and_keep_a_fraction() -> None:
+    """a9a on its own train / test files; MNIST (the test slices: 5000 + 1000 images) keeps 20%
+    of its images, the kept ones of the test file as its test set, and a linear model."""
+    from dpdl.settings import TaskOptions
+    from dpdl.tasks import build_task
+
+    a9a = build_task("logreg-a9a", 20, 0, TaskOptions(l2=0.0, split="files"))
+    assert int(a9a.agent_sizes.sum()) == 32561 and a9a.describe()["dim"] == 123
+    mnist = build_task("mnist-linear", 20, 0, TaskOptions(split="files", data_fraction=0.2))
+    train, test = int(mnist.agent_sizes.sum()), len(mnist.test_targets)
+    assert train + test == 1200 and 100 < test < 300  # 20% of 6000, about a sixth of it tested
+    assert mnist.dim == 784 * 10 + 10
+    again = build_task("mnist-linear", 20, 0, TaskOptions(split="files", data_fraction=0.2))
+    assert (again.test_targets == mnist.test_targets).all()  # the seed fixes the kept images
+
+
+def test_the_authors_protocol_runs_at_example_level_within_budget() -> None:
+    """One short run of each calibration of the authors' protocol: example level (a sampling rate
+    below one), dpdl's exact eps of the authors' noise far below the label, and of its own
+    calibration at the label."""
+    from dpdl.experiments.reproduce import corn_tradeoff, whisper_logreg
+
+    job = next(
+        job
+        for job in whisper_logreg.jobs(True, parts=("authors",))
+        if job["method"] == "whisper" and job["calibration"] == "authors"
+    )
+    theirs = corn_tradeoff.run_job({**job, "steps": 20})
+    ours = corn_tradeoff.run_job({**job, "steps": 20, "calibration": "exact"})
+    assert 0.0 < theirs["sampling_rate"] < 1.0
+    assert theirs["epsilon"] < 0.5 * job["eps"] and 0.9 * job["eps"] < ours["epsilon"] <= job["eps"]
+    assert theirs["trace_WRW"] > 10 * ours["trace_WRW"]  # their noise is the larger
+
+
+def test_the_protocols_share_one_step_size_grid_and_leave_the_paper_runs_alone() -> None:
+    """Both reproductions: the authors' part's jobs carry ``protocol = authors`` and tune every
+    method over the same step sizes; the paper part's jobs are those of the committed runs, so it
+    needs no new run."""
+    from dpdl.experiments.reproduce import corn_mnist, whisper_logreg
+    from dpdl.experiments.results import read_rows
+
+    for module in (whisper_logreg, corn_mnist):
+        authors = module.jobs(False, parts=("authors",))
+        assert {job["protocol"] for job in authors} == {"authors"}
+        grids = collections.defaultdict(set)
+        for job in authors:
+            grids[job["method"]].add(job["lr"])
+        assert len({frozenset(grid) for grid in grids.values()}) == 1 and len(grids) == 3
+        committed = [
+            row
+            for row in read_rows(Path("results") / module.NAME / "runs.csv")
+            if not row.get("protocol")
+        ]
+        assert committed  # the committed runs are read
+        paper = module.jobs(False, parts=("paper",))
+        assert all("protocol" not in job for job in paper)
+        assert module.followup_jobs(False, committed, parts=("paper",)) == []
+
+
+def test_a_claim_that_fails_in_the_paper_protocol_and_holds_in_the_authors_is_authors_only() -> (
+    None
+):
+    from dpdl.experiments.reproduce.corn_authors import merge_claims
+    from dpdl.experiments.reproduce.report import Claim
+
+    def claim(text: str, verdict: Verdict) -> Claim:
+        return Claim("(a)", text, "m", verdict, "" if verdict is Verdict.HOLDS else "why")
+
+    paper = [claim("x", Verdict.FAILS), claim("y", Verdict.HOLDS), claim("z", Verdict.FAILS)]
+    authors = [claim("x", Verdict.HOLDS), claim("y", Verdict.FAILS), claim("z", Verdict.FAILS)]
+    merged = merge_claims(paper, [*authors, claim("w", Verdict.HOLDS)], "example level")
+    assert [c.verdict for c in merged] == [
+        Verdict.AUTHORS_ONLY,
+        Verdict.HOLDS,
+        Verdict.FAILS,
+        Verdict.HOLDS,
+    ]
+    assert "example level" in merged[0].reason and "Authors' protocol" in merged[0].measured

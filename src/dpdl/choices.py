@@ -210,6 +210,7 @@ for _name, _target, _help in (
     ("least-squares", "_least_squares", "DECOR's synthetic least squares"),
     ("logreg-a9a", "_logreg_a9a", "logistic regression on a9a"),
     ("mnist-mlp", "_mnist_mlp", "MNIST, one-hidden-layer network"),
+    ("mnist-linear", "_mnist_linear", "MNIST, linear softmax model"),
     ("housing-mlp", "_housing_mlp", "California housing regression, one-hidden-layer network"),
     ("adult-mlp", "_adult_mlp", "UCI Adult income, one-hidden-layer sigmoid network"),
     ("mnist-cnn", "_image_task", "MNIST, MAFALDA-SGD's convolutional network"),

@@ -375,6 +375,20 @@ class TaskOptions:
         10, "dimension of the least-squares task (default 10)", positive=True, group="data"
     )
     hidden: int = setting(64, "hidden units of the MLP tasks", cli=False, positive=True)
+    #: How a9a and the MNIST tasks of one split (``logreg-a9a``, ``mnist-mlp``, ``mnist-linear``)
+    #: hold out their test examples: ``random`` (a ``test_fraction`` of all examples) or
+    #: ``files`` (the dataset's own test file, as the Whisper / CorN-DSGD authors' code does).
+    split: str = setting(
+        "random",
+        "test examples: random (test_fraction of all) or files (the dataset's test file)",
+        cli=False,
+        choices=("random", "files"),
+    )
+    #: Share of all examples kept, drawn at random before the split (the same tasks); the
+    #: CorN-DSGD authors' MNIST runs keep 0.2.
+    data_fraction: float = setting(
+        1.0, "share of the examples kept, before the split", cli=False, interval="(0, 1]"
+    )
     #: Examples each agent keeps, drawn at random from its part (image tasks); None: all of them.
     examples_per_agent: int | None = setting(
         None, "examples each agent keeps (image tasks); None: all", cli=False, positive=True

@@ -84,18 +84,20 @@ def plot_panels(
     """One panel per key of ``grid`` (x values), each with the lines ``series[panel][label]``, and
     with ``titles`` that key above it (for keys that name the panel, not just its x axis).
 
-    Labels ending in ``"(paper calibration)"`` are drawn dashed in the colour of their base label,
-    so the two calibrations of a method read as a pair. ``bands[panel][label] = (low, high)``
-    shades a spread (over seeds) around a line. Panels fill rows of ``columns`` (default: one row).
+    Labels ending in ``"(paper calibration)"`` or ``"(authors' calibration)"`` are drawn dashed in
+    the colour of their base label, so the two calibrations of a method read as a pair.
+    ``bands[panel][label] = (low, high)`` shades a spread (over seeds) around a line. Panels fill
+    rows of ``columns`` (default: one row).
     """
-    suffix = " (paper calibration)"
+    suffixes = (" (paper calibration)", " (authors' calibration)")
     columns = columns or len(grid)
     rows = math.ceil(len(grid) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.2 * rows), squeeze=False)
     colours: dict[str, str] = {}
     for ax, (panel, xs) in zip(axes.flat, grid.items(), strict=False):
         for label, ys in series[panel].items():
-            base = label.removesuffix(suffix)
+            dashed = label.endswith(suffixes)
+            base = next((label.removesuffix(end) for end in suffixes if label.endswith(end)), label)
             colour = colours.setdefault(base, f"C{len(colours)}")
             ax.plot(
                 xs,
@@ -103,7 +105,7 @@ def plot_panels(
                 marker="o",
                 markersize=3,
                 color=colour,
-                linestyle="--" if label.endswith(suffix) else "-",
+                linestyle="--" if dashed else "-",
                 label=label,
             )
             if bands is not None and label in bands[panel]:
@@ -113,7 +115,7 @@ def plot_panels(
                     low,
                     high,
                     color=colour,
-                    alpha=0.12 if label.endswith(suffix) else 0.2,
+                    alpha=0.12 if dashed else 0.2,
                     linewidth=0,
                 )
         ax.set_xlabel(xlabels[panel])

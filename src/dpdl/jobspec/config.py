@@ -40,6 +40,7 @@ DEFAULT_STEP_SIZES: dict[str, tuple[float, str]] = {
     "least-squares": (0.1, "constant"),
     "logreg-a9a": (0.1, "constant"),
     "mnist-mlp": (0.1, "constant"),
+    "mnist-linear": (0.1, "constant"),
     "housing-mlp": (0.05, "constant"),
     "adult-mlp": (0.5, "constant"),
     "mnist-cnn": (0.05, "constant"),

@@ -132,12 +132,17 @@ def task_shape(task: str, n: int, options: TaskOptions) -> TaskShape | None:
         return TaskShape(2, "quadratic")
     if task == "least-squares":
         return TaskShape(options.dim, "quadratic")
+    kept = options.data_fraction
     if task == "logreg-a9a":
-        test = round(48842 * share)
-        return TaskShape(123, "logreg", 48842 - test, test, 123)
-    if task == "mnist-mlp":
-        test = round(70000 * share)
-        return _mlp(784, hidden, 10, 70000 - test, test)
+        rows = round(48842 * kept)
+        test = round(16281 * kept) if options.split == "files" else round(rows * share)
+        return TaskShape(123, "logreg", rows - test, test, 123)
+    if task in ("mnist-mlp", "mnist-linear"):
+        images = round(70000 * kept)
+        test = round(10000 * kept) if options.split == "files" else round(images * share)
+        if task == "mnist-linear":
+            return TaskShape(7850, "torch", images - test, test, 784, 4, 4, 10, 10, 7850)
+        return _mlp(784, hidden, 10, images - test, test)
     if task == "housing-mlp":
         test = round(20640 * share)
         return _mlp(8, hidden, 1, 20640 - test, test)

@@ -29,6 +29,7 @@ __all__ = [
     "image_cnn",
     "lenet",
     "partition_labels",
+    "split_examples",
     "train_test_split",
 ]
 
@@ -80,11 +81,32 @@ def _least_squares(name: str, n_agents: int, seed: int, options: TaskOptions) ->
     return decor_least_squares(n_agents, options.dim, purpose_rng(seed, "least-squares targets"))
 
 
+def split_examples(
+    n_examples: int, n_train_file: int, options: TaskOptions, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Train and test indices of a dataset whose ``n_examples`` rows are its training file's
+    ``n_train_file`` rows, then its test file's: a random ``options.data_fraction`` of the rows is
+    kept (all of them at 1), then split at random (``options.test_fraction`` held out) or by file
+    (``options.split == "files"``: the kept rows of the test file are the test set)."""
+    kept = np.arange(n_examples)
+    if options.data_fraction < 1.0:
+        count = int(options.data_fraction * n_examples)
+        kept = np.sort(purpose_rng(seed, "data fraction").choice(n_examples, count, replace=False))
+    if options.split == "files":
+        return kept[kept < n_train_file], kept[kept >= n_train_file]
+    train, test = train_test_split(
+        len(kept), options.test_fraction, purpose_rng(seed, "train/test split")
+    )
+    return kept[train], kept[test]
+
+
+#: Rows of a9a's training file (``a9a``; its test file ``a9a.t`` holds the other 16281).
+A9A_TRAIN_ROWS = 32561
+
+
 def _logreg_a9a(name: str, n_agents: int, seed: int, options: TaskOptions) -> Task:
     features, labels = load_a9a()
-    train, test = train_test_split(
-        len(labels), options.test_fraction, purpose_rng(seed, "train/test split")
-    )
+    train, test = split_examples(len(labels), A9A_TRAIN_ROWS, options, seed)
     parts = partition_labels(labels[train], n_agents, options, purpose_rng(seed, "partition"))
     return LogisticRegression(
         name, features[train], labels[train], parts, features[test], labels[test], options.l2
@@ -108,9 +130,7 @@ def _mnist_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> Tor
         np.concatenate([train_images, test_images]).reshape(-1, 28 * 28).astype(np.float32) / 255.0
     )
     labels = np.concatenate([train_labels, test_labels])
-    train, test = train_test_split(
-        len(labels), options.test_fraction, purpose_rng(seed, "train/test split")
-    )
+    train, test = split_examples(len(labels), len(train_labels), options, seed)
     mean, std = images[train].mean(), images[train].std()
     images = (images - mean) / std
     parts = partition_labels(labels[train], n_agents, options, purpose_rng(seed, "partition"))
@@ -121,6 +141,38 @@ def _mnist_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> Tor
     return TorchModelTask(
         "mnist-mlp",
         model,
+        _cross_entropy,
+        images[train],
+        labels[train],
+        parts,
+        images[test],
+        labels[test],
+        options.l2,
+    )
+
+
+#: MNIST's pixel mean and standard deviation (of [0, 1] pixels over the training file), with
+#: which the CorN-DSGD authors' code normalises the images.
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+
+
+def _mnist_linear(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
+    """MNIST with a linear softmax model (784 -> 10, with bias): the model of the CorN-DSGD
+    authors' released code (``models.py: LinearLayer(28*28, 10)``). Split as ``mnist-mlp``
+    (:func:`split_examples`: the authors keep 20% of the 70000 images and test on the kept images
+    of the test file, ``options.data_fraction`` and ``options.split``); pixels in [0, 1]
+    normalised with MNIST's mean and std (:data:`MNIST_MEAN`, :data:`MNIST_STD`), as theirs."""
+    train_images, train_labels = load_idx_dataset("mnist", "train")
+    test_images, test_labels = load_idx_dataset("mnist", "t10k")
+    images = np.concatenate([train_images, test_images]).reshape(-1, 28 * 28)
+    images = ((images.astype(np.float32) / 255.0 - MNIST_MEAN) / MNIST_STD).astype(np.float32)
+    labels = np.concatenate([train_labels, test_labels])
+    train, test = split_examples(len(labels), len(train_labels), options, seed)
+    parts = partition_labels(labels[train], n_agents, options, purpose_rng(seed, "partition"))
+    torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
+    return TorchModelTask(
+        "mnist-linear",
+        nn.Sequential(nn.Linear(28 * 28, 10)),  # a sequence: per-example clipping by ghost norms
         _cross_entropy,
         images[train],
         labels[train],

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dpdl.experiments.reproduce import corn_authors
 from dpdl.experiments.reproduce.report import Claim, Verdict, checked
 from dpdl.experiments.reproduce.tradeoff import (
     Panel,
@@ -25,12 +27,28 @@ from dpdl.experiments.reproduce.tradeoff import (
     average_model_note,
     better,
     budget_claim,
+    final_jobs,
     plot_study,
     significantly_better,
     summarise,
+    tuning_jobs,
+    unique_jobs,
 )
+from dpdl.experiments.reproduce.tradeoff import run_job as tradeoff_run_job
 
-__all__ = ["EPS_GRID", "METHODS", "P_GRID", "analyse", "analyser", "study"]
+__all__ = [
+    "EPS_GRID",
+    "METHODS",
+    "PARTS",
+    "P_GRID",
+    "Protocols",
+    "analyse",
+    "analyser",
+    "authors_study",
+    "run_job",
+    "study",
+    "tuned_table",
+]
 
 Analysis = tuple[list[Path], list[Claim], list[str]]
 
@@ -78,7 +96,11 @@ def _margin(a: Point, b: Point, lower_is_better: bool) -> str:
 
 
 def _still(
-    the_study: Study, rows: list[dict[str, Any]], summary: dict, initial: str | None
+    the_study: Study,
+    rows: list[dict[str, Any]],
+    summary: dict,
+    initial: str | None,
+    primary: str = "exact",
 ) -> dict[tuple[str, float], float]:
     """The points where the iterates do not move: no private method (exact calibration, tuned)
     ends below half of the initial value of the metric (the row field ``initial``, None: every
@@ -90,7 +112,7 @@ def _still(
     still = {}
     for panel in the_study.panels:
         for x in panel.values:
-            best = min(summary[(panel.label, x, method, "exact")].mean for method in METHODS)
+            best = min(summary[(panel.label, x, method, primary)].mean for method in METHODS)
             if best >= HALF * start:
                 still[(panel.label, x)] = best / start
     return still
@@ -149,12 +171,17 @@ def analyse(
     log_y: bool,
     initial: str | None = None,
     references: Mapping[str, Mapping[str, list[float]]] | None = None,
+    primary: str = "exact",
+    figure_name: str | None = None,
 ) -> Analysis:
     """Figure, the papers' claims (Section VI-B) and notes.
 
     ``initial`` names the row field of the metric at step 0: a claim that misses only where no
     method leaves it is not testable as written (:func:`_still`). ``references`` adds lines to
-    the figure's panels (e.g. noise-free D-SGD).
+    the figure's panels (e.g. noise-free D-SGD). The claims are checked on the calibration
+    ``primary``; the exact accountant's gain and the budget are claimed, and the notes written,
+    where the study runs the papers' calibration beside it (the papers' protocol). The figure is
+    ``figure_name`` in ``out`` (default: the metric's name).
     """
     summary = summarise(the_study, rows)
     training = the_study.panels[0].training
@@ -162,16 +189,16 @@ def analyse(
     figure = plot_study(
         the_study,
         summary,
-        out / f"{training.metric}.png",
+        out / (figure_name or f"{training.metric}.png"),
         figure_title,
         ylabel,
         log_y,
         extra=references,
     )
     eps_panel, p_panel = the_study.panels
-    still = _still(the_study, rows, summary, initial)
+    still = _still(the_study, rows, summary, initial, primary)
 
-    def at(panel: Panel, x: float, method: str, calibration: str = "exact") -> Point:
+    def at(panel: Panel, x: float, method: str, calibration: str = primary) -> Point:
         return summary[(panel.label, x, method, calibration)]
 
     claims = []
@@ -254,25 +281,45 @@ def analyse(
         )
     )
     if 1.0 in p_panel.values:
-        claims.append(_same_at_complete(p_panel, rows, at, training.metric, training))
+        claims.append(_same_at_complete(p_panel, rows, at, training.metric, training, primary))
     advantage = {
         p: (at(p_panel, p, "decor").mean - at(p_panel, p, "whisper").mean) * (1 if lower else -1)
         for p in p_panel.values
     }
     widest = max(advantage, key=lambda p: advantage[p])
-    claims.append(
-        _verdict_of_misses(
-            p_panel,
-            "at lower connectivities (p <= 0.4) Whisper outperforms DECOR by the largest margin",
-            "Whisper's advantage (DECOR - Whisper in the metric's units, positive is better) by p: "
-            + ", ".join(f"{p:g}: {a:+.3g}" for p, a in advantage.items())
-            + f"; largest at p = {widest:g}",
-            [] if widest <= 0.4 else [widest, *(p for p in p_panel.values if p <= 0.4)],
-            still,
-            f"the largest advantage is at p = {widest:g} ({advantage[widest]:+.3g}), above 0.4 "
-            f"(best at p <= 0.4: {max(a for p, a in advantage.items() if p <= 0.4):+.3g})",
-        )
+    measured = (
+        "Whisper's advantage (DECOR - Whisper in the metric's units, positive is better) by p: "
+        + ", ".join(f"{p:g}: {a:+.3g}" for p, a in advantage.items())
+        + f"; largest at p = {widest:g}"
     )
+    sparsest = "at lower connectivities (p <= 0.4) Whisper outperforms DECOR by the largest margin"
+    if not any(p <= 0.4 for p in p_panel.values):
+        claims.append(
+            Claim(
+                p_panel.label,
+                sparsest,
+                measured,
+                Verdict.NOT_TESTABLE,
+                "this panel runs no p <= 0.4 (p = "
+                + ", ".join(f"{p:g}" for p in p_panel.values)
+                + ")",
+            )
+        )
+    else:
+        claims.append(
+            _verdict_of_misses(
+                p_panel,
+                sparsest,
+                measured,
+                [] if widest <= 0.4 else [widest, *(p for p in p_panel.values if p <= 0.4)],
+                still,
+                f"the largest advantage is at p = {widest:g} ({advantage[widest]:+.3g}), above "
+                f"0.4 (best at p <= 0.4: "
+                f"{max(a for p, a in advantage.items() if p <= 0.4):+.3g})",
+            )
+        )
+    if "paper" not in the_study.calibrations:
+        return [figure], claims, []
     claims.append(_exact_buys(the_study, summary, eps_panel, lower, still))
     claims.append(budget_claim([row for row in rows if row["method"] in METHODS], the_study.delta))
     notes = [
@@ -318,9 +365,10 @@ def _same_at_complete(
     at: Callable[..., Point],
     metric: str,
     training: Training,
+    primary: str = "exact",
 ) -> Claim:
     """At p = 1 Whisper's and DECOR's designs leave the same noise, so their utility should be the
-    same: the interquartile ranges over seeds overlap."""
+    same: the interquartile ranges over seeds overlap (calibration ``primary``)."""
     whisper, decor = at(p_panel, 1.0, "whisper"), at(p_panel, 1.0, "decor")
     overlap = whisper.low <= decor.high and decor.low <= whisper.high
     variance = {
@@ -328,7 +376,7 @@ def _same_at_complete(
             [
                 float(r["trace_WRW"])
                 for r in rows
-                if float(r["p"]) == 1.0 and r["method"] == method and r["calibration"] == "exact"
+                if float(r["p"]) == 1.0 and r["method"] == method and r["calibration"] == primary
             ]
         )
         for method in ("whisper", "decor")
@@ -396,3 +444,178 @@ def _exact_buys(
         + ", ".join(f"eps={eps:g} {method}" for eps, method in ahead)
         + ": tuning on few seeds picked a worse step size for the exact calibration there",
     )
+
+
+#: The parts of a figure run in both protocols (``dpdl reproduce NAME --parts``): the papers' text
+#: and the authors' released code (:mod:`~dpdl.experiments.reproduce.corn_authors`).
+PARTS = ("paper", "authors")
+
+
+def authors_study(
+    training: Training,
+    eps_grid: tuple[float, ...],
+    p_grid: tuple[float, ...],
+    calibrations: tuple[str, ...],
+) -> Study:
+    """Panels (a) eps at p = 0.5 and (b) p at eps = 10 in the authors' protocol (``training``'s
+    ``protocol``), under ``calibrations``."""
+    return Study(
+        (
+            Panel(
+                "(a) authors' protocol",
+                training,
+                "eps",
+                eps_grid,
+                {"graph": "er", "n": 20, "p": 0.5},
+                METHODS,
+                "example-level eps (p = 0.5)",
+            ),
+            Panel(
+                "(b) authors' protocol",
+                training,
+                "p",
+                p_grid,
+                {"graph": "er", "n": 20, "eps": 10.0},
+                METHODS,
+                "connectivity p (example-level eps = 10)",
+            ),
+        ),
+        DELTA,
+        calibrations,
+    )
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """One run: the papers' protocol (:func:`tradeoff.run_job`) or the authors'
+    (:func:`corn_authors.run_job`)."""
+    if job.get("protocol") == corn_authors.PROTOCOL:
+        return corn_authors.run_job(job)
+    return tradeoff_run_job(job)
+
+
+def tuned_table(study: Study, summary: Mapping[tuple[str, float, str, str], Point]) -> list[str]:
+    """The step size tuned at every (panel, x) for every (method, calibration), a markdown
+    table."""
+    columns = [(m, c) for m in study.panels[0].methods for c in study.calibrations]
+    lines = [
+        "| panel | x | " + " | ".join(f"{m} ({c})" for m, c in columns) + " |",
+        "|" + " --- |" * (2 + len(columns)),
+    ]
+    for panel in study.panels:
+        for x in panel.values:
+            cells = [
+                f"{summary[(panel.label, x, m, c)].hyperparameters['lr']:g}" for m, c in columns
+            ]
+            lines.append(f"| {panel.label} | {panel.sweep} = {x:g} | " + " | ".join(cells) + " |")
+    return lines
+
+
+@dataclass(frozen=True)
+class Protocols:
+    """A figure run in the papers' protocol (``paper(quick)``) and the authors'
+    (``authors(quick)``): a reproduction module's ``jobs``, ``followup_jobs`` and ``analyse``
+    over its ``parts``."""
+
+    paper: Callable[[bool], Study]
+    authors: Callable[[bool], Study]
+    title: str
+    ylabel: str
+    log_y: bool
+    #: What, in the authors' protocol, makes a claim hold that fails in the papers'.
+    why: str
+
+    def _studies(self, quick: bool, parts: tuple[str, ...]) -> list[Study]:
+        return [
+            study(quick)
+            for part, study in (("paper", self.paper), ("authors", self.authors))
+            if part in parts
+        ]
+
+    def jobs(self, quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
+        return unique_jobs([job for s in self._studies(quick, parts) for job in tuning_jobs(s)])
+
+    def followup_jobs(
+        self, quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS
+    ) -> list[dict[str, Any]]:
+        return unique_jobs(
+            [job for s in self._studies(quick, parts) for job in final_jobs(s, rows)]
+        )
+
+    def analyse(
+        self, rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str, ...] = PARTS
+    ) -> Analysis:
+        """The papers' protocol's analysis and the authors', their shared claims merged
+        (:func:`corn_authors.merge_claims`)."""
+        figures: list[Path] = []
+        claims: list[Claim] = []
+        notes: list[str] = []
+        paper_rows = [row for row in rows if not row.get("protocol")]
+        theirs = [row for row in rows if row.get("protocol") == corn_authors.PROTOCOL]
+        if "paper" in parts:
+            paper = self.paper(quick)
+            figures, claims, notes = analyse(
+                paper, paper_rows, out, self.title, self.ylabel, self.log_y
+            )
+            notes.append(
+                "Step sizes tuned (papers' protocol), per point, method and calibration:\n\n"
+                + "\n".join(tuned_table(paper, summarise(paper, paper_rows)))
+            )
+        if "authors" in parts:
+            authors = self.authors(quick)
+            training = authors.panels[0].training
+            found, authors_claims, _ = analyse(
+                authors,
+                theirs,
+                out,
+                f"{self.title}, authors' protocol",
+                self.ylabel,
+                self.log_y,
+                primary=corn_authors.AUTHORS_CALIBRATION,
+                figure_name=f"{training.metric}_authors.png",
+            )
+            figures += found
+            claims = (
+                corn_authors.merge_claims(claims, authors_claims, self.why)
+                if "paper" in parts
+                else authors_claims
+            )
+            claims.append(corn_authors.budget_claim(theirs, "all, authors' protocol"))
+            notes += self._authors_notes(authors, theirs)
+        if parts != PARTS:
+            notes.append(
+                f"Parts run: {', '.join(parts)} (of {', '.join(PARTS)}); the others are not in "
+                "this report."
+            )
+        return figures, claims, notes
+
+    def _authors_notes(self, authors: Study, rows: list[dict[str, Any]]) -> list[str]:
+        """The authors' protocol: its tuned step sizes and its noise on both scales."""
+        training = authors.panels[0].training
+        summary = summarise(authors, rows)
+        rates = [float(row["sampling_rate"]) for row in rows if row.get("sampling_rate")]
+        rate = float(np.median(rates)) if rates else training.batch_size / 2000
+        labels = tuple(sorted(set(authors.panels[0].values) | {10.0}))
+        picks = [point.hyperparameters["lr"] for point in summary.values()]
+        edge = sum(lr == max(training.lrs) for lr in picks)
+        notes = [
+            "Authors' protocol: claims checked on the authors' calibration (their noise, dashed "
+            f"in the figure), {training.seeds} seeds a point after tuning the step size on "
+            f"{training.tune_seeds} over {list(training.lrs)}, the same grid for every method, "
+            f"per (point, method, calibration); {edge} of {len(picks)} picks are the grid's "
+            "largest step size. Step sizes tuned:\n\n" + "\n".join(tuned_table(authors, summary)),
+            "Authors' protocol, the noise on two scales. Their label eps sets the noise by "
+            "zero-concentrated DP at sensitivity 2C over all T rounds, for one example, with no "
+            "credit for the sampling; dpdl's exact accountant (example-level add/remove-one, "
+            "Poisson sampling at the rate of the run's largest agent, PLD) says what that noise "
+            f"really gives, and what its own calibration at the label needs (T = "
+            f"{training.steps}, C = {training.clips[0]:g}, batch {training.batch_size}):\n\n"
+            + "\n".join(
+                corn_authors.scales_table(
+                    labels, training.steps, authors.delta, rate, training.batch_size
+                )
+            )
+            + "\n\nSo every point of the authors' figure is far more private per example than "
+            "its label says (third and fourth columns), and far less private per agent (fifth: "
+            "the same noise against an agent's whole batch, the papers' text's unit).",
+        ]
+        return notes

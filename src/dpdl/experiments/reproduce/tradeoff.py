@@ -469,7 +469,7 @@ def plot_study(
 ) -> Path:
     """Mean over seeds (band: interquartile range) per method; exact calibration solid, the papers'
     dashed; ``extra[panel label][line label]`` adds a line (one value per x) without a band."""
-    suffix = {"exact": "", "paper": " (paper calibration)"}
+    suffix = {"exact": "", "paper": " (paper calibration)", "authors": " (authors' calibration)"}
     grid = {panel.label: list(panel.values) for panel in study.panels}
     series: dict[str, dict[str, list[float]]] = {}
     bands: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
