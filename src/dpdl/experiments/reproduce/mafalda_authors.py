@@ -56,6 +56,7 @@ __all__ = [
     "MUS",
     "PROTOCOL",
     "RULE",
+    "authors_noise",
     "authors_task",
     "curves",
     "jobs",
@@ -161,6 +162,22 @@ def authors_task(n_agents: int, seed: int) -> TorchModelTask:
     )
 
 
+def authors_noise(
+    job: dict[str, Any], agents: int, smallest: int
+) -> tuple[LocalCorrelatedNoise, float]:
+    """The code's noise for ``job`` and the encoder's sensitivity: ``C_local^-1 Z`` with
+    ``Z ~ N(0, sigma^2)``, ``sigma = sens(C_local) (C / smallest batch) / mu`` (the agents'
+    smallest share ``smallest`` cut into the job's cycle of batches; Theorem 8: mu-GDP against
+    LDP's attacker); no noise for method ``none``."""
+    steps, cycle = job["steps"], job["cycle"]
+    participation = Participation.cyclic(steps, steps // cycle, cycle)
+    encoder = local_encoder(job["method"], job["graph"], steps, cycle, RULE)
+    sensitivity = local_sensitivity(encoder, participation)
+    row_sensitivity = job["clip"] / int(smallest // cycle)
+    sigma = row_sensitivity * sensitivity / job["mu"] if job["method"] != "none" else 0.0
+    return LocalCorrelatedNoise(agents, encoder, sigma, job["method"]), sensitivity
+
+
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """One seed of the code's protocol: noise ``C_local^-1 Z`` with ``Z ~ N(0, sigma^2)``,
     ``sigma = sens(C_local) (C / smallest batch) / mu`` (Theorem 8: mu-GDP against LDP's attacker),
@@ -168,13 +185,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     weights = mixing(job["graph"], RULE)
     task = authors_task(weights.shape[0], job["seed"])
     steps, cycle = job["steps"], job["cycle"]
-    participation = Participation.cyclic(steps, steps // cycle, cycle)
-    encoder = local_encoder(job["method"], job["graph"], steps, cycle, RULE)
-    sensitivity = local_sensitivity(encoder, participation)
-    row_sensitivity = job["clip"] / int(task.agent_sizes.min() // cycle)
-    private = job["method"] != "none"
-    sigma = row_sensitivity * sensitivity / job["mu"] if private else 0.0
-    noise = LocalCorrelatedNoise(weights.shape[0], encoder, sigma, job["method"])
+    noise, sensitivity = authors_noise(job, weights.shape[0], int(task.agent_sizes.min()))
+    private, sigma = not noise.is_noiseless, noise.sigma
     curve: list[float] = []
     final = train_cyclic(
         task,

@@ -40,12 +40,9 @@ from torch.func import vmap
 
 from dpdl.accounting import gdp
 from dpdl.data.idx import load_idx_dataset
-from dpdl.experiments.reproduce.mafalda_authors import PROTOCOL, RULE
-from dpdl.experiments.reproduce.mafalda_tradeoff import DELTA, METHODS, local_encoder, mixing
-from dpdl.factorization.mafalda import local_sensitivity
-from dpdl.factorization.participation import Participation
+from dpdl.experiments.reproduce.mafalda_authors import PROTOCOL, RULE, authors_noise
+from dpdl.experiments.reproduce.mafalda_tradeoff import DELTA, METHODS, mixing
 from dpdl.jobspec.engine import DSGDConfig, StepSize
-from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
 from dpdl.simulation import run_dsgd
 from dpdl.tasks import partition
@@ -221,13 +218,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         job["task"], weights.shape[0], job["seed"], job["examples"], job["test_examples"]
     )
     steps, cycle = job["steps"], job["cycle"]
-    participation = Participation.cyclic(steps, steps // cycle, cycle)
-    encoder = local_encoder(job["method"], job["graph"], steps, cycle, RULE)
-    sensitivity = local_sensitivity(encoder, participation)
-    row_sensitivity = job["clip"] / int(task.agent_sizes.min() // cycle)
-    private = job["method"] != "none"
-    sigma = row_sensitivity * sensitivity / job["mu"] if private else 0.0
-    noise = LocalCorrelatedNoise(weights.shape[0], encoder, sigma, job["method"])
+    noise, sensitivity = authors_noise(job, weights.shape[0], int(task.agent_sizes.min()))
+    private, sigma = not noise.is_noiseless, noise.sigma
     config = DSGDConfig(
         steps,
         DecayedStepSize(job["lr"], after=job["decay_after"]),
