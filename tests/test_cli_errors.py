@@ -117,7 +117,7 @@ def test_bad_input_gives_one_error_line(run_main, tmp_path, name):
     ("args", "keyword"),
     [
         (["reproduce", "no-such-figure"], "unknown reproduction"),
-        (["reproduce", "whisper-logreg", "--parts", "logreg-a9a"], "no parts"),
+        (["reproduce", "whisper-variance", "--parts", "logreg-a9a"], "no parts"),
         (["reproduce", "decor-fig1", "--parts", "cifar"], "unknown part"),
     ],
 )

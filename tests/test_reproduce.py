@@ -543,8 +543,9 @@ def test_a_report_states_wall_time_and_the_compute_time_its_runs_recorded() -> N
     timed = [{RUN_SECONDS: 1.5}, {RUN_SECONDS: 2.25}, {RUN_SECONDS: None}]
     assert _run_line("dpdl reproduce x", FULL, timed, cached=1, wall=3.2, committed="1 h") == (
         f"Run: `dpdl reproduce x`, {FULL}, 3 runs (1 of them cached by an earlier invocation), "
-        "3 s wall time; 4 s of compute summed over the 2 runs that recorded it. Raw runs: "
-        "`runs.csv`."
+        "3 s wall time; 4 s of compute summed over the 2 runs that recorded it; the other 1 "
+        "predate recorded compute times; wall time measured when they ran (on two cores, two "
+        "worker processes unless said): 1 h. Raw runs: `runs.csv`."
     )
     line = _run_line("dpdl reproduce x", FULL, [{}, {}], cached=2, wall=0.4, committed="1 h")
     assert "2 runs, all cached by earlier invocations, 0 s wall time; the runs predate" in line
