@@ -94,7 +94,8 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "mafalda-housing": "about 72 min over four invocations for dpdl's protocol; the authors' "
     "protocol's 95 runs about 32 min beside other runs (load 5 to 6); its 57 runs on the "
     "Florentine families (Fig. 5) 299 s with one worker; MAFALDA-L-SGD's 18 runs 842 s with one "
-    "worker beside other runs",
+    "worker beside other runs; the 57 on the Gnutella sample (Fig. 5) about 34 min over two "
+    "invocations, 6 with one worker and 51 with two, beside other runs",
     "mafalda-images": "about 2 h over two invocations for dpdl's protocol; the authors' protocol's "
     "52 runs 2785 s with one worker beside other runs (load 5 to 7)",
     "lppa": "about 41 min, 26 min of it with one worker beside other runs",
