@@ -289,6 +289,25 @@ def test_utility_gram_routes_agree_with_the_commutation_matrix() -> None:
     )
 
 
+def _convex_optimum(utility: np.ndarray, participation: Participation) -> float:
+    """CVXPY's optimum of min tr(H X^-1) over positive semi-definite X under the multi-epoch
+    constraints (every pattern's diagonal sums to one, no correlation inside a pattern)."""
+    steps = participation.steps
+    gram = cp.Variable((steps, steps), PSD=True)
+    root = np.linalg.cholesky(utility + 1e-12 * np.eye(steps))
+    constraints = [sum(gram[t, t] for t in pattern) == 1 for pattern in participation.patterns]
+    constraints += [
+        gram[s, t] == 0
+        for pattern in participation.patterns
+        for s in pattern
+        for t in pattern
+        if s < t
+    ]
+    problem = cp.Problem(cp.Minimize(cp.matrix_frac(root, gram)), constraints)
+    problem.solve()
+    return float(problem.value)
+
+
 def _commutation(n: int, steps: int) -> np.ndarray:
     """K^(T,n): node-major columns (agent i's T steps together) to time-major rows."""
     commutation = np.zeros((n * steps, n * steps))
@@ -368,19 +387,9 @@ def test_mafalda_l_encoders_are_each_agents_optimum_and_never_worse_than_the_sha
     )  # the largest: the second agent's noise is half as large
 
     leaf = int(np.argmin(np.diag(WEIGHTS)))
-    gram = cp.Variable((steps, steps), PSD=True)
-    root = np.linalg.cholesky(grams[leaf] + 1e-12 * np.eye(steps))
-    constraints = [sum(gram[t, t] for t in pattern) == 1 for pattern in participation.patterns]
-    constraints += [
-        gram[s, t] == 0
-        for pattern in participation.patterns
-        for s in pattern
-        for t in pattern
-        if s < t
-    ]
-    problem = cp.Problem(cp.Minimize(cp.matrix_frac(root, gram)), constraints)
-    problem.solve()
-    assert results[leaf].loss == pytest.approx(problem.value, rel=1e-4)
+    assert results[leaf].loss == pytest.approx(
+        _convex_optimum(grams[leaf], participation), rel=1e-4
+    )
 
     full = gossip_blocks(WEIGHTS, steps) @ gossip_workload(WEIGHTS, steps) @ _commutation(n, steps)
     operator = np.zeros((n * steps, n * steps))  # node-major: agent i's seeds to its noise
@@ -406,19 +415,7 @@ def test_mafalda_factorization_matches_a_convex_solver_and_beats_the_baselines()
     assert local_sensitivity(result.encoder, participation, "bound") == pytest.approx(1.0, abs=1e-6)
     np.testing.assert_allclose(np.triu(result.encoder, 1), 0.0)  # causal noise C^-1 Z
 
-    gram = cp.Variable((steps, steps), PSD=True)
-    root = np.linalg.cholesky(utility + 1e-12 * np.eye(steps))
-    constraints = [sum(gram[t, t] for t in pattern) == 1 for pattern in participation.patterns]
-    constraints += [
-        gram[s, t] == 0
-        for pattern in participation.patterns
-        for s in pattern
-        for t in pattern
-        if s < t
-    ]
-    problem = cp.Problem(cp.Minimize(cp.matrix_frac(root, gram)), constraints)
-    problem.solve()
-    assert result.loss == pytest.approx(problem.value, rel=1e-4)
+    assert result.loss == pytest.approx(_convex_optimum(utility, participation), rel=1e-4)
     assert result.loss == pytest.approx(
         local_loss(utility, result.encoder, participation), rel=1e-9
     )
