@@ -157,11 +157,20 @@ def _utility_grams(
                 gram += term
         return gram
     pi = _reversible(weights)
-    if pi is not None:
-        full = _reversible_gram(sequence[0], pi, steps, per_agent)
-        for offset in range(0, steps, size):
-            gram += full[..., offset : offset + size, offset : offset + size]
-        return gram
+    full = (
+        _reversible_gram(sequence[0], pi, steps, per_agent)
+        if pi is not None
+        else _general_gram(sequence, steps, per_agent)
+    )
+    for offset in range(0, steps, size):
+        gram += full[..., offset : offset + size, offset : offset + size]
+    return gram
+
+
+def _general_gram(sequence: Sequence[np.ndarray], steps: int, per_agent: bool) -> np.ndarray:
+    """H (or every ``H_i``) for any gossip sequence, row by row of F's blocks:
+    ``O(n^3 T^2 + n^2 T^3)`` time, ``O(n^2 T)`` memory."""
+    n = sequence[0].shape[0]
     full = np.zeros((n, steps, steps) if per_agent else (steps, steps))
     blocks = np.zeros((0, n, n))  # F blocks (i, t) for t <= i, current row i
     for i in range(steps):
@@ -173,9 +182,7 @@ def _utility_grams(
         else:
             flat = blocks.reshape(i + 1, -1)
             full[: i + 1, : i + 1] += flat @ flat.T
-    for offset in range(0, steps, size):
-        gram += full[..., offset : offset + size, offset : offset + size]
-    return gram
+    return full
 
 
 def _reversible_gram(
