@@ -172,6 +172,28 @@ def test_the_average_model_is_evaluated_beside_the_agents(eval_chunk) -> None:
     assert same["test_loss_average_model"] == pytest.approx(same["test_loss"], rel=1e-6)
 
 
+@pytest.mark.parametrize("eval_chunk", [None, 5 * 7])
+def test_each_agents_own_metrics_are_kept_from_the_same_pass(eval_chunk) -> None:
+    """``agent_metrics`` holds every agent's test loss and accuracy of the last evaluation: each
+    that of the agent's model evaluated alone, and their mean the averaged metric."""
+    torch.manual_seed(1)
+    task = _image_task(7, nn.Sequential(nn.Conv2d(1, 2, 2), nn.Flatten(), nn.Linear(12, 3)))
+    task.eval_chunk = eval_chunk
+    params = task.initial_params() + torch.from_numpy(
+        np.random.default_rng(11).standard_normal((4, task.dim))
+    )
+    metrics = task.evaluate(params)
+    kept = dict(task.agent_metrics)
+    assert set(kept) == {"test_loss", "test_accuracy"} and all(len(v) == 4 for v in kept.values())
+    for agent in range(4):
+        alone = task.evaluate(params[agent : agent + 1])
+        assert kept["test_accuracy"][agent] == alone["test_accuracy"]
+        assert kept["test_loss"][agent] == pytest.approx(alone["test_loss"], rel=1e-6)
+    assert np.mean(kept["test_loss"]) == pytest.approx(metrics["test_loss"], rel=1e-6)  # float32
+    assert np.mean(kept["test_accuracy"]) == pytest.approx(metrics["test_accuracy"], rel=1e-12)
+    assert len(set(kept["test_loss"])) == 4  # the agents' models differ
+
+
 def test_a_regression_model_reports_the_average_model_loss_alone() -> None:
     _, task = _pair(seed=9)
     params = torch.from_numpy(np.random.default_rng(10).standard_normal((3, 6)))

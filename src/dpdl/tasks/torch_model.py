@@ -77,6 +77,9 @@ class TorchModelTask(Task):
         )
         self._outputs = vmap(self._forward, in_dims=(0, None))
         self._linear_stack = LinearStack(model) if LinearStack.supports(model) else None
+        #: Each agent's own metrics at the last :meth:`evaluate` (metric -> one value per agent,
+        #: in agent order); empty before the first.
+        self.agent_metrics: dict[str, tuple[float, ...]] = {}
 
     @property
     def agent_sizes(self) -> np.ndarray:
@@ -142,7 +145,9 @@ class TorchModelTask(Task):
     def evaluate(self, params: torch.Tensor) -> dict[str, float]:
         """Test loss (and accuracy, for classification) averaged over the agents' models, the same
         of the average model (``*_average_model``: the mean of the agents' parameters, evaluated
-        as one more model in the same pass), and the consensus distance."""
+        as one more model in the same pass), and the consensus distance. Each agent's own test
+        loss (and accuracy) of this evaluation is kept in :attr:`agent_metrics`, from the same
+        pass: the papers' code often plots one agent's model (MAFALDA-SGD's ``loss[0]``)."""
         average = params.mean(dim=0, keepdim=True)
         models = torch.cat([params, average])  # (n + 1, d): the agents', then the average model
         size = len(self.test_targets)
@@ -158,12 +163,14 @@ class TorchModelTask(Task):
                 if self.classification:
                     correct.append(outputs.argmax(dim=-1) == targets)
             test_loss = torch.cat(losses, dim=1).mean(dim=1)  # (n + 1,)
+            self.agent_metrics = {"test_loss": tuple(float(v) for v in test_loss[:-1])}
             metrics = {
                 "test_loss": float(test_loss[:-1].mean()),
                 "test_loss_average_model": float(test_loss[-1]),
             }
             if self.classification:
                 accuracy = torch.cat(correct, dim=1).double().mean(dim=1)
+                self.agent_metrics["test_accuracy"] = tuple(float(v) for v in accuracy[:-1])
                 metrics["test_accuracy"] = float(accuracy[:-1].mean())
                 metrics["test_accuracy_average_model"] = float(accuracy[-1])
             metrics["consensus_distance"] = float(((params - average) ** 2).sum(dim=1).mean())

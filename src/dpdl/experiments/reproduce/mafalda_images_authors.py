@@ -36,11 +36,10 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 from torch import nn
-from torch.func import vmap
 
 from dpdl.accounting import gdp
 from dpdl.data.idx import load_idx_dataset
-from dpdl.experiments.reproduce.mafalda_authors import PROTOCOL, RULE, authors_noise
+from dpdl.experiments.reproduce.mafalda_authors import PLOTTED_NODE, PROTOCOL, RULE, authors_noise
 from dpdl.experiments.reproduce.mafalda_tradeoff import DELTA, METHODS, mixing
 from dpdl.jobspec.engine import DSGDConfig, StepSize
 from dpdl.seeding import purpose_rng
@@ -52,7 +51,6 @@ from dpdl.tasks.torch_model import TorchModelTask
 __all__ = [
     "AGENT_ACCURACY",
     "MUS",
-    "AgentAccuracyTask",
     "DecayedStepSize",
     "authors_cnn",
     "authors_task",
@@ -73,8 +71,6 @@ SEEDS = 3
 #: The examples in one of a FEMNIST node's 16 batches in the code, roughly: ten writers of about 226
 #: characters each (814,277 images of 3,597 writers), 80% of them for training.
 FEMNIST_BATCH = 113
-#: The node whose final test accuracy ``tradeoff_plotter.py`` plots (the first row of a table).
-PLOTTED_NODE = 0
 #: The run's field holding every agent's final test accuracy (JSON list, agent order).
 AGENT_ACCURACY = "test_accuracy_agents"
 #: The job fields beside the seed; bump when run_job's output changes.
@@ -137,7 +133,7 @@ def _cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 
 def authors_task(
     name: str, n_agents: int, seed: int, examples: int, test_examples: int
-) -> AgentAccuracyTask:
+) -> TorchModelTask:
     """MNIST (``mnist-*``) or Fashion-MNIST as the code feeds FEMNIST: pixels in [0, 1]
     (torchvision's ``ToTensor``, no standardisation), ``examples`` training images per agent dealt
     uniformly at random (a FEMNIST node's ten writers each write every character, so its labels
@@ -155,7 +151,7 @@ def authors_task(
         )
     )
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
-    return AgentAccuracyTask(
+    return TorchModelTask(
         name, authors_cnn(), _cross_entropy,
         train_images.astype(np.float32)[:, None] / 255.0, train_labels, parts,
         test_images[test].astype(np.float32)[:, None] / 255.0, test_labels[test], 0.0,
@@ -172,41 +168,6 @@ class DecayedStepSize(StepSize):
 
     def __call__(self, t: int) -> float:
         return self.eta if t <= self.after else self.factor * self.eta
-
-
-class AgentAccuracyTask(TorchModelTask):
-    """A classification task whose evaluation also keeps each agent's test accuracy
-    (:attr:`agent_accuracy`, of the last evaluation), from the one pass it makes anyway (a second
-    pass over 2000 test images for 15 agents costs about 9 s of a 40 s run)."""
-
-    agent_accuracy: tuple[float, ...] = ()
-
-    def evaluate(self, params: torch.Tensor) -> dict[str, float]:
-        """:meth:`TorchModelTask.evaluate`'s metrics, and each agent's accuracy kept."""
-        models = torch.cat([params, params.mean(dim=0, keepdim=True)])
-        size = len(self.test_targets)
-        step = size if self.eval_chunk is None else max(1, self.eval_chunk // len(models))
-        losses, correct = [], []
-        with torch.no_grad():
-            for start in range(0, size, step):
-                targets = self.test_targets[start : start + step]
-                outputs = self.outputs_of(models.float(), self.test_inputs[start : start + step])
-                losses.append(vmap(self.loss, in_dims=(0, None))(outputs, targets))
-                correct.append(outputs.argmax(dim=-1) == targets)
-        loss = torch.cat(losses, dim=1).mean(dim=1)
-        accuracy = torch.cat(correct, dim=1).double().mean(dim=1)
-        self.agent_accuracy = tuple(float(a) for a in accuracy[:-1])
-        return {
-            "test_loss": float(loss[:-1].mean()),
-            "test_loss_average_model": float(loss[-1]),
-            "test_accuracy": float(accuracy[:-1].mean()),
-            "test_accuracy_average_model": float(accuracy[-1]),
-            "consensus_distance": float(((params - models[-1]) ** 2).sum(dim=1).mean()),
-        }
-
-    def outputs_of(self, flat: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
-        """The models ``flat`` (m, d) on ``inputs``: (m, B, classes)."""
-        return vmap(self.outputs, in_dims=(0, None))(flat, inputs)
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -233,7 +194,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     with threadpool_limits(limits=1):
         result = run_dsgd(task, weights, noise, config, seed=job["seed"])
     final = {key: value for key, value in result.final_metrics.items() if key != "step"}
-    agents = list(task.agent_accuracy)
+    agents = list(task.agent_metrics["test_accuracy"])
     return {
         **final,
         AGENT_ACCURACY: json.dumps(agents),
