@@ -63,6 +63,7 @@ __all__ = [
     "authors_task",
     "curves",
     "jobs",
+    "node_finals",
     "run_job",
     "tail_gain",
 ]
@@ -229,6 +230,16 @@ def curves(rows: list[dict[str, Any]]) -> dict[tuple[str, float], np.ndarray]:
         if row.get("protocol") == PROTOCOL:
             grouped.setdefault((row["method"], float(row["mu"])), []).append(json.loads(row[CURVE]))
     return {key: np.array(values, dtype=float) for key, values in grouped.items()}
+
+
+def node_finals(rows: list[dict[str, Any]]) -> dict[tuple[str, float], np.ndarray]:
+    """Node :data:`PLOTTED_NODE`'s final test loss in the authors' runs, one per seed, per
+    (method, mu), in the order of :func:`curves`: the point the code's trade-off figures plot."""
+    grouped: dict[tuple[str, float], list[float]] = {}
+    for row in rows:
+        if row.get("protocol") == PROTOCOL:
+            grouped.setdefault((row["method"], float(row["mu"])), []).append(float(row[NODE_LOSS]))
+    return {key: np.array(values) for key, values in grouped.items()}
 
 
 def eval_steps(rows: list[dict[str, Any]]) -> np.ndarray:
