@@ -379,7 +379,14 @@ def test_quick_lppa_parameters_runs_every_panel(tmp_path) -> None:
         ("dp", "0.5"),
         ("lppa", "0.5"),
     }
-    assert {row["clients"] for row in train} == {"", "10"}
+    assert {row["clients"] for row in train} == {"", "5", "10"}
+    # Fig. 6b's runs, five clients among them, at their own epochs; the other panels' at the
+    # setting's
+    assert {(row["clients"], row["epochs"]) for row in train} == {
+        ("", "1"),
+        ("5", "2"),
+        ("10", "2"),
+    }
     assert {(row["partition"], row["alpha"], row["labels"]) for row in train} == {
         ("", "", ""),
         ("quantity-skew", "0.5", ""),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import nn
@@ -117,30 +119,28 @@ def _cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return functional.cross_entropy(outputs, targets, reduction="none")
 
 
-def _mnist_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
-    """MNIST with a one-hidden-layer network (DECOR Section 6.2; CorN-DSGD's shallow network).
-
-    The 70000 images (train and test files together) are split 80/20 and partitioned like a9a
-    (CorN-DSGD VI-A (iii): "the same train-test split, data partitioning scheme"); pixels are
-    scaled to [0, 1] and standardised with the training mean and std.
-    """
+def _mnist(
+    name: str,
+    n_agents: int,
+    seed: int,
+    options: TaskOptions,
+    scale: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    model: Callable[[], nn.Module],
+) -> TorchModelTask:
+    """MNIST's 70000 images (train and test files together, flattened), split by
+    :func:`split_examples`, pixels mapped by ``scale(images, training indices)``, the training
+    rows partitioned by label, and ``model()`` initialised from the seed."""
     train_images, train_labels = load_idx_dataset("mnist", "train")
     test_images, test_labels = load_idx_dataset("mnist", "t10k")
-    images = (
-        np.concatenate([train_images, test_images]).reshape(-1, 28 * 28).astype(np.float32) / 255.0
-    )
+    images = np.concatenate([train_images, test_images]).reshape(-1, 28 * 28)
     labels = np.concatenate([train_labels, test_labels])
     train, test = split_examples(len(labels), len(train_labels), options, seed)
-    mean, std = images[train].mean(), images[train].std()
-    images = (images - mean) / std
+    images = scale(images, train)
     parts = partition_labels(labels[train], n_agents, options, purpose_rng(seed, "partition"))
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
-    model = nn.Sequential(
-        nn.Linear(28 * 28, options.hidden), nn.ReLU(), nn.Linear(options.hidden, 10)
-    )
     return TorchModelTask(
-        "mnist-mlp",
-        model,
+        name,
+        model(),
         _cross_entropy,
         images[train],
         labels[train],
@@ -148,6 +148,30 @@ def _mnist_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> Tor
         images[test],
         labels[test],
         options.l2,
+    )
+
+
+def _mnist_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
+    """MNIST with a one-hidden-layer network (DECOR Section 6.2; CorN-DSGD's shallow network).
+
+    The 70000 images (train and test files together) are split 80/20 and partitioned like a9a
+    (CorN-DSGD VI-A (iii): "the same train-test split, data partitioning scheme"); pixels are
+    scaled to [0, 1] and standardised with the training mean and std.
+    """
+
+    def standardise(images: np.ndarray, train: np.ndarray) -> np.ndarray:
+        pixels = images.astype(np.float32) / 255.0
+        return (pixels - pixels[train].mean()) / pixels[train].std()
+
+    return _mnist(
+        "mnist-mlp",
+        n_agents,
+        seed,
+        options,
+        standardise,
+        lambda: nn.Sequential(
+            nn.Linear(28 * 28, options.hidden), nn.ReLU(), nn.Linear(options.hidden, 10)
+        ),
     )
 
 
@@ -162,24 +186,18 @@ def _mnist_linear(name: str, n_agents: int, seed: int, options: TaskOptions) -> 
     (:func:`split_examples`: the authors keep 20% of the 70000 images and test on the kept images
     of the test file, ``options.data_fraction`` and ``options.split``); pixels in [0, 1]
     normalised with MNIST's mean and std (:data:`MNIST_MEAN`, :data:`MNIST_STD`), as theirs."""
-    train_images, train_labels = load_idx_dataset("mnist", "train")
-    test_images, test_labels = load_idx_dataset("mnist", "t10k")
-    images = np.concatenate([train_images, test_images]).reshape(-1, 28 * 28)
-    images = ((images.astype(np.float32) / 255.0 - MNIST_MEAN) / MNIST_STD).astype(np.float32)
-    labels = np.concatenate([train_labels, test_labels])
-    train, test = split_examples(len(labels), len(train_labels), options, seed)
-    parts = partition_labels(labels[train], n_agents, options, purpose_rng(seed, "partition"))
-    torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
-    return TorchModelTask(
+
+    def normalise(images: np.ndarray, train: np.ndarray) -> np.ndarray:
+        return ((images.astype(np.float32) / 255.0 - MNIST_MEAN) / MNIST_STD).astype(np.float32)
+
+    return _mnist(
         "mnist-linear",
-        nn.Sequential(nn.Linear(28 * 28, 10)),  # a sequence: per-example clipping by ghost norms
-        _cross_entropy,
-        images[train],
-        labels[train],
-        parts,
-        images[test],
-        labels[test],
-        options.l2,
+        n_agents,
+        seed,
+        options,
+        normalise,
+        # a sequence: per-example clipping by ghost norms
+        lambda: nn.Sequential(nn.Linear(28 * 28, 10)),
     )
 
 
