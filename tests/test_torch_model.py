@@ -152,16 +152,24 @@ def test_models_with_other_layers_keep_the_vmap_path() -> None:
     )  # a weighted sum of clipped gradients
 
 
+def _four_agents(
+    eval_chunk: int | None, seed: int, spread: int
+) -> tuple[TorchModelTask, torch.Tensor]:
+    """A small convolutional image task evaluated in passes of ``eval_chunk`` (agent, example)
+    pairs, and four agents' parameters spread around its initial model."""
+    torch.manual_seed(seed)
+    task = _image_task(7, nn.Sequential(nn.Conv2d(1, 2, 2), nn.Flatten(), nn.Linear(12, 3)))
+    task.eval_chunk = eval_chunk
+    return task, task.initial_params() + torch.from_numpy(
+        np.random.default_rng(spread).standard_normal((4, task.dim))
+    )
+
+
 @pytest.mark.parametrize("eval_chunk", [None, 5 * 7])  # one pass; passes of 7 examples
 def test_the_average_model_is_evaluated_beside_the_agents(eval_chunk) -> None:
     """The ``*_average_model`` metrics are those of the agents' mean parameters evaluated alone;
     for agents that all hold the same model they equal the metrics averaged over agents."""
-    torch.manual_seed(0)
-    task = _image_task(7, nn.Sequential(nn.Conv2d(1, 2, 2), nn.Flatten(), nn.Linear(12, 3)))
-    task.eval_chunk = eval_chunk
-    params = task.initial_params() + torch.from_numpy(
-        np.random.default_rng(8).standard_normal((4, task.dim))
-    )
+    task, params = _four_agents(eval_chunk, 0, 8)
     metrics = task.evaluate(params)
     alone = task.evaluate(params.mean(dim=0, keepdim=True))
     assert metrics["test_accuracy_average_model"] == alone["test_accuracy"]
@@ -176,12 +184,7 @@ def test_the_average_model_is_evaluated_beside_the_agents(eval_chunk) -> None:
 def test_each_agents_own_metrics_are_kept_from_the_same_pass(eval_chunk) -> None:
     """``agent_metrics`` holds every agent's test loss and accuracy of the last evaluation: each
     that of the agent's model evaluated alone, and their mean the averaged metric."""
-    torch.manual_seed(1)
-    task = _image_task(7, nn.Sequential(nn.Conv2d(1, 2, 2), nn.Flatten(), nn.Linear(12, 3)))
-    task.eval_chunk = eval_chunk
-    params = task.initial_params() + torch.from_numpy(
-        np.random.default_rng(11).standard_normal((4, task.dim))
-    )
+    task, params = _four_agents(eval_chunk, 1, 11)
     metrics = task.evaluate(params)
     kept = dict(task.agent_metrics)
     assert set(kept) == {"test_loss", "test_accuracy"} and all(len(v) == 4 for v in kept.values())
