@@ -564,6 +564,13 @@ def test_a_report_states_wall_time_and_the_compute_time_its_runs_recorded() -> N
     line = _run_line("dpdl reproduce x", FULL, [{}, {}], cached=2, wall=0.4, committed="1 h")
     assert "2 runs, all cached by earlier invocations, 0 s wall time; the runs predate" in line
     assert line.endswith("unless said): 1 h. Raw runs: `runs.csv`.")
+    # written again (no invocation): every run recorded its time, the wall time is the committed
+    again = _run_line("dpdl reproduce x", FULL, timed[:2], committed="2 h over two invocations")
+    assert again == (
+        f"Run: `dpdl reproduce x`, {FULL}, 2 runs; 4 s of compute summed over the runs; wall time "
+        "measured when they ran (on two cores, two worker processes unless said): 2 h over two "
+        "invocations. Raw runs: `runs.csv`."
+    )
 
 
 def test_committed_reports_are_what_report_again_writes_and_state_their_wall_time(

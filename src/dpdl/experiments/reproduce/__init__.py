@@ -20,6 +20,7 @@ counts the reports' verdicts for the README.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -214,6 +215,11 @@ def _run_line(
         timing += f"; {sum(recorded):.0f} s of compute summed over the " + (
             "runs" if len(recorded) == len(rows) else f"{len(recorded)} runs that recorded it"
         )
+        if len(recorded) == len(rows) and wall is None and committed is not None:
+            timing += (
+                "; wall time measured when they ran (on two cores, two worker processes unless "
+                f"said): {committed}"
+            )
         if len(recorded) < len(rows) and committed is not None:
             timing += (
                 f"; the other {len(rows) - len(recorded)} predate recorded compute times; wall "
@@ -270,9 +276,10 @@ def report_again(name: str, out: Path) -> Path:
     code now has them; nothing is run). The run line of the report it replaces (command, runs,
     wall time and compute time) is kept, except for runs that recorded no compute time: their
     line quotes the committed run's measured wall time (:data:`COMMITTED_WALL_TIME`), and so does
-    the line of runs only some of which recorded it (a part added later), beside their sum. A
-    reproduction whose figures need fields ``runs.csv`` leaves out keeps the figures its run
-    drew."""
+    the line of runs only some of which recorded it (a part added later), beside their sum, and
+    the line of a table whose runs are no longer those the kept line counts (runs added or
+    replaced since). A reproduction whose figures need fields ``runs.csv`` leaves out keeps the
+    figures its run drew."""
     module = _module(name)
     again = " Report written again from `runs.csv`."
     rows = read_rows(out / "runs.csv")
@@ -281,7 +288,12 @@ def report_again(name: str, out: Path) -> Path:
         for line in (out / "REPORT.md").read_text().splitlines()
         if line.startswith("Run: `")
     )
-    if name in COMMITTED_WALL_TIME and any(row.get(RUN_SECONDS) is None for row in rows):
+    counted = re.search(r", (\d+) runs", run)
+    if name in COMMITTED_WALL_TIME and (
+        any(row.get(RUN_SECONDS) is None for row in rows)
+        or counted is None
+        or int(counted.group(1)) != len(rows)
+    ):
         run = _run_line(f"dpdl reproduce {name}", FULL, rows, committed=COMMITTED_WALL_TIME[name])
     figures, claims, notes = module.analyse(rows, out, False)
     intro = f"{(module.__doc__ or '').strip()}\n\n{run}{again}"
