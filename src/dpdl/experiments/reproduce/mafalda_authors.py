@@ -190,7 +190,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     ``sigma = sens(C_local) (C / smallest batch) / mu`` (Theorem 8: mu-GDP against LDP's attacker),
     the test loss at every evaluation, and node :data:`PLOTTED_NODE`'s final test loss. All of it
     on one thread, the encoders' factorization too: MAFALDA-L-SGD's 148 L-BFGS runs on the
-    Facebook ego graph take about 2 minutes so, and did not finish in 30 with the BLAS threads of
+    Facebook ego graph take about 5 minutes so, and did not finish in 30 with the BLAS threads of
     two processes competing for two cores."""
     with threadpool_limits(limits=1):
         weights = mixing(job["graph"], RULE)

@@ -54,8 +54,9 @@ Facebook ego graph and the Florentine families (3 seeds each): every agent's enc
 12's sum instead of one encoder for the sum, each of sensitivity 1, so the noise multiplier is
 MAFALDA-SGD's. Its runs pair with the MAFALDA-SGD runs of the authors' part (Facebook ego) and the graphs part
 (Florentine families) seed by seed (same split, initialisation and noise seeds). The 148 per-agent
-factorizations of the Facebook ego graph over T = 320 steps take about 2 minutes on one thread
-(they had not finished in 30 minutes with the BLAS threads of two processes on two cores).
+factorizations of the Facebook ego graph over T = 320 steps take 289 s on one thread beside one
+other process (they had not finished in 30 minutes with the BLAS threads of two processes on two
+cores).
 
 A test loss of 0.75 in the authors' units (Section 7.2's "2-fold reduction in eps") is 0.75 / 1.33 =
 0.563 on dpdl's standardised target.
@@ -93,8 +94,9 @@ PARTS = ("paper", "authors", "graphs", "mafalda-l")
 #: The method of the ``mafalda-l`` part and its label.
 PER_AGENT, PER_AGENT_LABEL = "mafalda-l", "MAFALDA-L-SGD"
 #: The graphs of the ``mafalda-l`` part (``--quick``: the Florentine families). One L-BFGS run
-#: per agent over T = 320 steps, on one thread: a few seconds for the 15 Florentine families, about
-#: 2 minutes for the 148 agents of the Facebook ego graph (from 22 to 310 iterations an agent).
+#: per agent over T = 320 steps, on one thread: a few seconds for the 15 Florentine families, 289 s
+#: for the 148 agents of the Facebook ego graph beside one other process (22 to 310 iterations an
+#: agent).
 PER_AGENT_GRAPHS = (GRAPH, "florentine")
 #: Fig. 5's other graphs that dpdl builds offline (agents, panel label), run in the authors'
 #: protocol with :data:`GRAPH_SEEDS` seeds a point (``--parts graphs``); ``--quick`` runs the first.

@@ -143,8 +143,8 @@ def local_encoder(
 ) -> np.ndarray:
     """C_local of ``method`` for the gossip on ``graph`` (mixing ``rule``) over ``steps`` steps of
     cyclic participation; for ``mafalda-l`` one per agent (``n x T x T``: on the 148-agent Facebook
-    ego graph over T = 320 steps, 148 L-BFGS runs, about 5 minutes of one core, once per
-    process)."""
+    ego graph over T = 320 steps, 148 L-BFGS runs, 289 s on one thread beside one other process,
+    once per process)."""
     if method in ("dp-dsgd", "none"):
         return np.eye(steps)
     if method == "antipgd":
