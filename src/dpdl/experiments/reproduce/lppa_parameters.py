@@ -3,9 +3,9 @@
 Table 1's setting (reproduction ``lppa``: five clients on the directed Erdos-Renyi graph with
 Sinkhorn-Knopp's W, DSGT on batches of 128, Laplace noise, the DP baseline every round and LPPA's
 noise difference once, DLG on one example) with one thing changed at a time, 3 seeds, and 3
-epochs of local data instead of 10 (the computing budget here), except Fig. 6b's runs, at 10. The step size is tuned per data
-set as in ``lppa`` (plain DSGT over 0.02, 0.1 and 0.5 on one seed, i.i.d. data, five clients) and
-shared by the three methods and every panel of that data set.
+epochs of local data instead of 10 (the computing budget here), except Fig. 6b's runs, at 10. The
+step size is tuned per data set as in ``lppa`` (plain DSGT over 0.02, 0.1 and 0.5 on one seed,
+i.i.d. data, five clients) and shared by the three methods and every panel of that data set.
 
 - Fig. 5 (Sec. 6.3, "Effect of beta"): MNIST, the noise scale beta in {0.025, 0.1, 0.25, 0.5} (the
   paper varies it "from 0.025 to 0.5"; its intermediate values are not stated), accuracy and DLG's

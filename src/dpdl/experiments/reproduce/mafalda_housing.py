@@ -50,10 +50,11 @@ from 7.5 to 15); the code's PeerTube figure leaves AntiPGD out.
 A fourth part (``--parts mafalda-l``) runs MAFALDA-L-SGD, a second method of the authors' code
 (``OPTIMAL_DL_LOCALCOR``, ``MF_OPTIMAL_DL_variednode``; labelled "MAFALDA-L-SGD (Ours)" in its
 plotting scripts, which leave it out of the paper's figures), in the authors' protocol on the
-Facebook ego graph and the Florentine families (3 seeds each): every agent's encoder is optimised for its own term ``H_i`` of Lemma
-12's sum instead of one encoder for the sum, each of sensitivity 1, so the noise multiplier is
-MAFALDA-SGD's. Its runs pair with the MAFALDA-SGD runs of the authors' part (Facebook ego) and the graphs part
-(Florentine families) seed by seed (same split, initialisation and noise seeds). The 148 per-agent
+Facebook ego graph and the Florentine families (3 seeds each): every agent's encoder is optimised
+for its own term ``H_i`` of Lemma 12's sum instead of one encoder for the sum, each of sensitivity
+1, so the noise multiplier is MAFALDA-SGD's. Its runs pair with the MAFALDA-SGD runs of the
+authors' part (Facebook ego) and the graphs part (Florentine families) seed by seed (same split,
+initialisation and noise seeds). The 148 per-agent
 factorizations of the Facebook ego graph over T = 320 steps take 289 s on one thread beside one
 other process (they had not finished in 30 minutes with the BLAS threads of two processes on two
 cores).
@@ -604,7 +605,7 @@ def _node_reduction(
     text, holds, ratio = _reduction(grid, node, PAPER_LOSS)
     return (
         f"node 0's model: {text}; mean over agents: {_reduction(grid, mean, PAPER_LOSS)[0]}",
-        (holds),
+        holds,
         ratio,
     )
 
