@@ -506,6 +506,9 @@ def test_mafalda_images_authors_analysis_judges_each_claim(tmp_path) -> None:
     assert fashion.verdict is Verdict.FAILS
     assert "eps 4.89 (dp-dsgd)" in fashion.reason and "eps 96.7 (dp-dsgd)" in fashion.reason
     assert "at eps 4.89 every method is within 5 points of chance" in fashion.reason
+    # the seeds' range at each miss, MAFALDA-SGD's against the baseline's
+    assert "over the 3 seeds there" in fashion.reason
+    assert "eps 4.89: 10.0-10.0 / 10.0-10.0% (dp-dsgd)" in fashion.reason
     gains = {
         claim.panel.split(",")[0]: claim for claim in claims if "largest relative" in claim.paper
     }

@@ -96,7 +96,8 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "protocol's 245 runs (Facebook ego, Fig. 5's other graphs and MAFALDA-L-SGD), run again "
     "together to record node 0's loss, 3263 s in one invocation beside another run",
     "mafalda-images": "about 2 h over two invocations for dpdl's protocol; the authors' protocol's "
-    "52 runs 2785 s with one worker beside other runs (load 5 to 7)",
+    "52 runs 2785 s with one worker beside other runs (load 5 to 7), its third seed's 26 runs, "
+    "added later, 435 s",
     "lppa": "about 41 min, 26 min of it with one worker beside other runs",
     "lppa-parameters": "269 s for the first 158 runs (146 of them cached by an earlier "
     "invocation); Fig. 6b's 27 runs at 10 epochs, added later, 3776 s with one worker beside other "

@@ -700,8 +700,8 @@ def _graphs_analysis(rows: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     notes = [
         "Fig. 5 in the authors' protocol: "
         + "; ".join(
-            f"{r['short']} "
-            f"({r['seeds']} seeds): no noise ends at {r['none']:.3g}, MAFALDA's noise "
+            f"{r['short']} ({r['seeds']} seeds): no noise ends at {r['none']:.3g} on node 0's "
+            "model, MAFALDA's noise "
             f"sigma / C at mu = {r['mus'][len(r['mus']) // 2]:g} is "
             f"{r['sigma'][r['mus'][len(r['mus']) // 2]]:.3g}"
             for r in results.values()
