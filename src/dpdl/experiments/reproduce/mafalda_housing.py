@@ -159,14 +159,15 @@ def study(quick: bool) -> Study:
     return Study((panel,), protocol.DELTA, calibrations=("exact",))
 
 
-_paper_jobs, _paper_followup = protocol.stages(study)
+PROTOCOLS = protocol.Protocols(study, authors.PROTOCOL, authors.run_job)
+run_job, followup_jobs = PROTOCOLS.run_job, PROTOCOLS.followup_jobs
 
 
 def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
     """dpdl's tuning runs, the authors' runs (they tune nothing) and theirs on Fig. 5's graphs."""
     graphs = list(FIG5_GRAPHS.items())[: 1 if quick else None]
     return (
-        (_paper_jobs(quick) if "paper" in parts else [])
+        (PROTOCOLS.paper_jobs(quick) if "paper" in parts else [])
         + (authors.jobs(GRAPH, AGENTS, quick) if "authors" in parts else [])
         + (
             [job for g, (n, _) in graphs for job in authors.jobs(g, n, quick, GRAPH_SEEDS)]
@@ -186,25 +187,6 @@ def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
     )
 
 
-def followup_jobs(
-    quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS
-) -> list[dict[str, Any]]:
-    """dpdl's tuned points on every seed."""
-    return _paper_followup(quick, _paper_rows(rows)) if "paper" in parts else []
-
-
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One run: dpdl's protocol (:func:`mafalda_tradeoff.run_job`) or the authors'
-    (:func:`mafalda_authors.run_job`)."""
-    if job.get("protocol") == authors.PROTOCOL:
-        return authors.run_job(job)
-    return protocol.run_job(job)
-
-
-def _paper_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [row for row in rows if row.get("protocol") != authors.PROTOCOL]
-
-
 def _authors_rows(rows: list[dict[str, Any]], graph: str) -> list[dict[str, Any]]:
     """The authors' protocol's runs on ``graph``."""
     return [r for r in rows if r.get("protocol") == authors.PROTOCOL and r["graph"] == graph]
@@ -218,7 +200,7 @@ def analyse(
     figures: list[Path] = []
     claims: list[Claim] = []
     notes: list[str] = []
-    paper = _paper_analysis(_paper_rows(rows), out, quick) if "paper" in parts else None
+    paper = _paper_analysis(PROTOCOLS.paper_rows(rows), out, quick) if "paper" in parts else None
     ours = _authors_analysis(_authors_rows(rows, GRAPH), out) if "authors" in parts else None
     graphs = _graphs_analysis(rows, out) if "graphs" in parts else None
     per_agent = _per_agent_analysis(rows, out) if PER_AGENT in parts else None

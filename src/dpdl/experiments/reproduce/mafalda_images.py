@@ -130,12 +130,13 @@ def study(quick: bool) -> Study:
     return Study(panels, protocol.DELTA, calibrations=("exact",))
 
 
-_paper_jobs, _paper_followup = protocol.stages(study)
+PROTOCOLS = protocol.Protocols(study, authors.PROTOCOL, authors.run_job)
+run_job, followup_jobs = PROTOCOLS.run_job, PROTOCOLS.followup_jobs
 
 
 def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
     """dpdl's tuning runs and the authors' runs (they tune nothing)."""
-    return (_paper_jobs(quick) if "paper" in parts else []) + (
+    return (PROTOCOLS.paper_jobs(quick) if "paper" in parts else []) + (
         authors.jobs(
             ("mnist-cnn",) if quick else tuple(DATASETS),
             GRAPH,
@@ -151,25 +152,6 @@ def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
     )
 
 
-def followup_jobs(
-    quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS
-) -> list[dict[str, Any]]:
-    """dpdl's tuned points on every seed."""
-    return _paper_followup(quick, _paper_rows(rows)) if "paper" in parts else []
-
-
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One run: dpdl's protocol (:func:`mafalda_tradeoff.run_job`) or the authors'
-    (:func:`mafalda_images_authors.run_job`)."""
-    if job.get("protocol") == authors.PROTOCOL:
-        return authors.run_job(job)
-    return protocol.run_job(job)
-
-
-def _paper_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [row for row in rows if row.get("protocol") != authors.PROTOCOL]
-
-
 def _authors_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [row for row in rows if row.get("protocol") == authors.PROTOCOL]
 
@@ -182,7 +164,7 @@ def analyse(
     figures: list[Path] = []
     claims: list[Claim] = []
     notes: list[str] = []
-    paper = _paper_analysis(_paper_rows(rows), out, quick) if "paper" in parts else None
+    paper = _paper_analysis(PROTOCOLS.paper_rows(rows), out, quick) if "paper" in parts else None
     ours = _authors_analysis(_authors_rows(rows), out) if "authors" in parts else None
     for analysis in (paper, ours):
         if analysis is not None:

@@ -66,6 +66,7 @@ __all__ = [
     "REFERENCE_EPS",
     "TASK_OPTIONS",
     "Crossing",
+    "Protocols",
     "average_model",
     "budget_met",
     "eps_at_loss",
@@ -74,7 +75,6 @@ __all__ = [
     "per_agent_design",
     "plot_tradeoff",
     "run_job",
-    "stages",
     "summaries",
     "train_cyclic",
 ]
@@ -118,23 +118,38 @@ def _private_study(study: Study) -> Study:
     return Study(panels, DELTA, ("exact",))
 
 
-def stages(
-    study: Callable[[bool], Study],
-) -> tuple[Callable[..., list[dict[str, Any]]], Callable[..., list[dict[str, Any]]]]:
-    """A reproduction's ``jobs(quick)`` (tuning) and ``followup_jobs(quick, rows)`` (the tuned
-    points on every seed) for the study ``study(quick)``."""
+@dataclass(frozen=True)
+class Protocols:
+    """A MAFALDA figure in dpdl's protocol, the study ``study(quick)`` tuned before it measures
+    (this module's :func:`run_job`), and in the authors' code's (``authors_run`` runs the jobs
+    whose ``protocol`` is ``authors``): the shared part of a reproduction module's ``jobs``, its
+    ``followup_jobs`` and ``run_job``."""
 
-    def jobs(quick: bool) -> list[dict[str, Any]]:
-        return tuning_jobs(_private_study(study(quick))) + tuning_jobs(
-            _reference_study(study(quick))
-        )
+    study: Callable[[bool], Study]
+    authors: str
+    authors_run: Callable[[dict[str, Any]], dict[str, Any]]
 
-    def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return final_jobs(_private_study(study(quick)), rows) + final_jobs(
-            _reference_study(study(quick)), rows
-        )
+    def paper_jobs(self, quick: bool) -> list[dict[str, Any]]:
+        """dpdl's protocol's tuning runs."""
+        study = self.study(quick)
+        return tuning_jobs(_private_study(study)) + tuning_jobs(_reference_study(study))
 
-    return jobs, followup_jobs
+    def paper_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The runs of dpdl's protocol among ``rows``."""
+        return [row for row in rows if row.get("protocol") != self.authors]
+
+    def followup_jobs(
+        self, quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = ("paper",)
+    ) -> list[dict[str, Any]]:
+        """dpdl's tuned points on every seed (the authors' protocol tunes nothing)."""
+        if "paper" not in parts:
+            return []
+        study, paper = self.study(quick), self.paper_rows(rows)
+        return final_jobs(_private_study(study), paper) + final_jobs(_reference_study(study), paper)
+
+    def run_job(self, job: dict[str, Any]) -> dict[str, Any]:
+        """One run: dpdl's protocol (:func:`run_job`) or the authors' (``authors_run``)."""
+        return self.authors_run(job) if job.get("protocol") == self.authors else run_job(job)
 
 
 @lru_cache(maxsize=8)
