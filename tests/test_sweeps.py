@@ -59,7 +59,7 @@ zip = ["eps", "steps"]
     assert len(points) == 2 * 3 * 3  # mechanism x (eps, steps) paired x three seeds
     assert {(p["eps"], p["steps"]) for p in points} == {(1.0, 10), (3.0, 20), (10.0, 30)}
     assert all(len(p["seed"]) == 1 for p in points)
-    assert sweep.swept == ("mechanism", "eps", "steps")
+    assert sweep.grids[0].swept == ("mechanism", "eps", "steps")
     fixed = read_sweep(_file(tmp_path, text), ["eps=5", "sweep.seed=[7]"]).points()
     assert len(fixed) == 2 * 3 and {p["eps"] for p in fixed} == {5.0}  # steps still moves
     assert {p["seed"][0] for p in fixed} == {7}
@@ -231,3 +231,126 @@ def test_dry_run_prints_the_grid_and_its_size(tmp_path) -> None:
     )
     assert done.stdout.splitlines()[-1] == "4 runs"
     assert 'mechanism (2): "ldp", "decor"' in done.stdout
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    import csv
+
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_a_search_in_two_stages_tunes_on_the_first_seeds_and_runs_the_choice_on_all(
+    tmp_path,
+) -> None:
+    text = SMALL.replace("seed = [0, 1]", "seed = [0, 1, 2]") + (
+        'lr = [1e-4, 1e-2]\ntune = {metric = "optimality_gap", seeds = 1}\n'
+    )
+    sweep = read_sweep(_file(tmp_path, text))
+    result = run_sweep(sweep, tmp_path / "out", workers=2, progress=False)
+    rows = _rows(tmp_path / "out" / "runs.csv")
+    # the search: 2 mechanisms x 2 step sizes on seed 0; then the choice on seeds 1 and 2
+    assert len(rows) == len(result.rows) == 2 * 2 + 2 * 2
+    summary = _rows(tmp_path / "out" / "summary.csv")
+    assert len(summary) == 2
+    for mechanism in ("ldp", "decor"):
+        searched = {
+            row["lr"]: float(row["optimality_gap"])
+            for row in rows
+            if row["mechanism"] == mechanism and row["seed"] == "0"
+        }
+        assert len(searched) == 2
+        best = min(searched, key=searched.get)
+        finals = [r for r in rows if r["mechanism"] == mechanism and r["lr"] == best]
+        losers = [r for r in rows if r["mechanism"] == mechanism and r["lr"] != best]
+        assert sorted(r["seed"] for r in finals) == ["0", "1", "2"]
+        assert [r["seed"] for r in losers] == ["0"]  # never run past the search
+        (line,) = [line for line in summary if line["mechanism"] == mechanism]
+        assert line["lr"] == best and line["runs"] == "3"
+        mean = sum(float(r["optimality_gap"]) for r in finals) / 3
+        assert float(line["optimality_gap_mean"]) == pytest.approx(mean, rel=1e-12)
+    timing = (tmp_path / "out" / "timing.json").read_text()
+    assert '"runs": 8' in timing and '"runs_with_compute_seconds": 8' in timing
+
+
+def test_a_search_at_one_setting_chooses_for_every_value_of_it(tmp_path) -> None:
+    text = SMALL + (
+        'eps = [5, 10]\nlr = [1e-4, 1e-2]\ntune = {metric = "optimality_gap", at = {eps = 10}}\n'
+    )
+    run_sweep(read_sweep(_file(tmp_path, text)), tmp_path / "out", workers=2, progress=False)
+    rows = _rows(tmp_path / "out" / "runs.csv")
+    at_five = [row for row in rows if row["eps"] == "5.0"]
+    assert len(rows) == 2 * 2 * 2 + 2 * 2  # the search at eps 10, then the choice at eps 5
+    assert len(at_five) == 2 * 2 and len({row["lr"] for row in at_five}) == 1
+    summary = _rows(tmp_path / "out" / "summary.csv")
+    for mechanism in ("ldp", "decor"):
+        lines = [line for line in summary if line["mechanism"] == mechanism]
+        assert len(lines) == 2 and lines[0]["lr"] == lines[1]["lr"]  # one choice for both eps
+
+
+GRIDS = """\
+[base]
+task = "quadratic"
+n = 5
+steps = 30
+eval-every = 30
+mechanism = "ldp"
+seed = [0, 1]
+
+[[sweep]]
+label = "(a) eps"
+p = 0.5
+eps = [5, 10]
+
+[[sweep]]
+label = "(b) p"
+eps = 10
+p = [0.5, 0.8]
+"""
+
+
+def test_several_grids_run_their_union_once_and_summarise_a_panel_each(tmp_path) -> None:
+    sweep = read_sweep(_file(tmp_path, GRIDS))
+    assert [grid.label for grid in sweep.grids] == ["(a) eps", "(b) p"]
+    assert len(sweep.points()) == (2 + 2 - 1) * 2  # (eps 10, p 0.5) is in both grids
+    result = run_sweep(sweep, tmp_path / "out", workers=2, progress=False)
+    assert len(result.rows) == 6 and result.failed == 0
+    summary = _rows(tmp_path / "out" / "summary.csv")
+    assert [(line["grid"], line["eps"] or line["p"]) for line in summary] == [
+        ("(a) eps", "5.0"),
+        ("(a) eps", "10.0"),
+        ("(b) p", "0.5"),
+        ("(b) p", "0.8"),
+    ]
+    shared = [
+        line for line in summary if line["optimality_gap_mean"] == summary[1]["optimality_gap_mean"]
+    ]
+    assert len(shared) == 2  # the shared point is one set of runs, summarised in both panels
+    assert (tmp_path / "out" / "optimality_gap.png").is_file()
+    # --set sets an axis where a grid sweeps it, never where a grid fixes the option
+    narrowed = read_sweep(_file(tmp_path, GRIDS), ["sweep.eps=[3]"])
+    assert {(p["eps"], p["p"]) for p in narrowed.points()} == {(3.0, 0.5), (10.0, 0.5), (10.0, 0.8)}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[sweep]\nlr = [0.1]\ntune = {metric = 'x', seeds = 0}\n", "sweep.toml:3: tune: seeds"),
+        (
+            "[sweep]\nlr = [0.1]\ntune = {metric = 'x', at = {lr = 1}}\n",
+            "tune.at: 'lr' is searched",
+        ),
+        ("[sweep]\nlr = [0.1]\ntune = {metric = 'x', at = {epz = 1}}\n", "tune.at: unknown option"),
+        ("[[sweep]]\neps = [1]\n[[sweep]]\nlabel = 3\n", "sweep.toml:4: label: expected"),
+        ("[[sweep]]\neps = [1]\n[[sweep]]\np = 'x'\n", "sweep.toml:4: p: expected a number"),
+    ],
+)
+def test_a_bad_search_or_grid_names_its_line_and_key(tmp_path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+        read_sweep(_file(tmp_path, text))
+
+
+def test_a_search_needs_as_many_seeds_as_it_names(tmp_path) -> None:
+    text = SMALL + 'lr = [1e-4, 1e-2]\ntune = {metric = "optimality_gap", seeds = 3}\n'
+    with pytest.raises(ConfigError, match=r"tune: seeds = 3, but the point .* has 2 seed"):
+        run_sweep(read_sweep(_file(tmp_path, text)), tmp_path / "out", workers=1, progress=False)

@@ -464,6 +464,15 @@ def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
         help="run only these parts of a figure that has parts (see --list), e.g. decor-fig1's "
         "logreg-a9a",
     )
+    parser.add_argument(
+        "--from-sweep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="run nothing: write REPORT.md and the figures into DIR from the runs 'dpdl sweep "
+        "examples/sweeps/NAME.toml --out DIR' made there (the reproductions with a sweep file: "
+        "see --list)",
+    )
     add_executor_arguments(parser, "workers")
     add_output_arguments(parser, None, "results/<name>, or results/quick/<name>", None)
     parser.set_defaults(handler=_reproduce)
@@ -865,12 +874,19 @@ def _factorize(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce
+    from dpdl.experiments.reproduce import REPRODUCTIONS, report_of_sweep, reproduce
 
     if args.list or not args.name:
         for name, module in REPRODUCTIONS.items():
             parts = f" (parts: {', '.join(module.PARTS)})" if hasattr(module, "PARTS") else ""
+            if hasattr(module, "SWEEP_PART"):
+                parts += f" (sweep file of {module.SWEEP_PART}: examples/sweeps/{name}.toml)"
             print(f"{name:<20} {(module.__doc__ or '').strip().splitlines()[0]}{parts}")
+        return 0
+    if args.from_sweep is not None:
+        report = report_of_sweep(args.name, args.from_sweep, args.quick)
+        print(report.read_text())
+        print(f"results: {args.from_sweep}")
         return 0
     out = _output_folder(
         args.out
@@ -894,17 +910,38 @@ def _sweep(args: argparse.Namespace) -> int:
     from dpdl.experiments.sweeps.spec import read_sweep
 
     sweep = read_sweep(args.file, args.set)
-    points = sweep.points()
     if args.dry_run:
-        for axis in sweep.axes:
-            if axis.keys:
-                values = ", ".join(
-                    "/".join(json.dumps(value) for value in position) for position in axis.values
+        from dpdl.experiments.sweeps.tuning import search_runs
+
+        for grid in sweep.grids:
+            if len(sweep.grids) > 1:
+                fixed = ", ".join(f"{key} = {json.dumps(value)}" for key, value in grid.fixed)
+                print(f"[[sweep]] {grid.label}" + (f" ({fixed})" if fixed else ""))
+            for axis in grid.axes:
+                if axis.keys:
+                    values = ", ".join(
+                        "/".join(json.dumps(value) for value in position)
+                        for position in axis.values
+                    )
+                    print(f"{' + '.join(axis.keys)} ({len(axis.values)}): {values}")
+            if grid.tune is not None:
+                tune = grid.tune
+                print(
+                    f"tune: {tune.goal} {tune.metric} over {', '.join(tune.over)}"
+                    + (f", on the first {tune.seeds} seed(s)" if tune.seeds else "")
+                    + (
+                        " at " + ", ".join(f"{key} = {json.dumps(value)}" for key, value in tune.at)
+                        if tune.at
+                        else ""
+                    )
                 )
-                print(f"{' + '.join(axis.keys)} ({len(axis.values)}): {values}")
-        if sweep.tune is not None:
-            print(f"tune: {sweep.tune.goal} {sweep.tune.metric} over {', '.join(sweep.tune.over)}")
-        print(f"{len(points)} runs")
+        searched, points = len(search_runs(sweep)), len(sweep.points())
+        staged = any(g.tune is not None and (g.tune.seeds or g.tune.at) for g in sweep.grids)
+        print(
+            f"{searched} runs, then each setting's choice on every seed"
+            if staged
+            else f"{points} runs"
+        )
         return 0
     from dpdl.experiments.sweeps.run import run_sweep
 

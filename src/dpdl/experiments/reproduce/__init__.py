@@ -14,12 +14,15 @@ runs the grid through the cache (an interrupted run resumes, in either stage), t
 the compute time its runs recorded (:data:`~dpdl.experiments.reproduce.runner.RUN_SECONDS`,
 summed); :func:`redraw` draws a finished reproduction's
 figures again from its ``runs.csv`` alone (the documentation site's figures), :func:`report_again`
-writes its figures and ``REPORT.md`` again from it (nothing is run), and :func:`verdict_table`
-counts the reports' verdicts for the README.
+writes its figures and ``REPORT.md`` again from it (nothing is run), :func:`report_of_sweep`
+writes them from the runs of the reproduction's sweep file (``examples/sweeps/NAME.toml``, run by
+``dpdl sweep`` anywhere, on Ray too), for a module that names the part the file states in
+``SWEEP_PART``, and :func:`verdict_table` counts the reports' verdicts for the README.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Sequence
@@ -46,6 +49,7 @@ from dpdl.experiments.reproduce import (
 from dpdl.experiments.reproduce.report import verdict_table as _table
 from dpdl.experiments.reproduce.report import write_report
 from dpdl.experiments.reproduce.runner import RUN_SECONDS, run_jobs, scan_cache
+from dpdl.experiments.reproduce.tradeoff import rows_of_sweep
 from dpdl.experiments.results import read_rows, write_rows
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
     "REPRODUCTIONS",
     "redraw",
     "report_again",
+    "report_of_sweep",
     "reproduce",
     "verdict_table",
 ]
@@ -299,6 +304,53 @@ def report_again(name: str, out: Path) -> Path:
     figures, claims, notes = module.analyse(rows, out, False)
     intro = f"{(module.__doc__ or '').strip()}\n\n{run}{again}"
     return _write(name, module, out, intro, claims, figures, notes)
+
+
+def report_of_sweep(name: str, folder: Path, quick: bool = False) -> Path:
+    """Write ``folder/REPORT.md`` of reproduction ``name``, and its figures, from the runs that
+    ``dpdl sweep`` wrote into ``folder`` from the reproduction's sweep file
+    (``examples/sweeps/NAME.toml``: the part of the figure the module names in ``SWEEP_PART``),
+    by the reproduction's own analysis, claims and verdicts; nothing is run. The run line states
+    the sweep's runs and what its last invocation cost (``timing.json``). A folder whose runs do
+    not cover the reproduction's grid (another file, or one changed) is a :class:`ConfigError`
+    naming a missing run."""
+    module = _module(name)
+    part = getattr(module, "SWEEP_PART", None)
+    if part is None:
+        stated = [key for key, value in REPRODUCTIONS.items() if hasattr(value, "SWEEP_PART")]
+        raise ConfigError(
+            f"reproduction {name!r} has no sweep file to report on; those that have: "
+            f"{', '.join(stated)}"
+        )
+    if not (folder / "runs.csv").is_file():
+        raise ConfigError(f"{folder}: no runs.csv here; run 'dpdl sweep FILE --out {folder}'")
+    sweep_rows = read_rows(folder / "runs.csv")
+    rows = rows_of_sweep(sweep_rows)
+    try:
+        figures, claims, notes = module.analyse(rows, folder, quick, parts=(part,))
+    except KeyError as missing:
+        raise ConfigError(
+            f"{folder}/runs.csv lacks runs of {name}'s {'quick ' if quick else ''}grid, e.g. "
+            f"{missing}; run examples/sweeps/{name}.toml as it is into this folder"
+        ) from None
+    timing_file = folder / "timing.json"
+    timing = json.loads(timing_file.read_text()) if timing_file.is_file() else {}
+    cost = (
+        f", {timing['wall_seconds']:.0f} s wall time for its last invocation, "
+        f"{timing['compute_seconds']:.0f} s of compute summed over the "
+        f"{timing['runs_with_compute_seconds']} runs that invocation ran or read"
+        if timing
+        else ""
+    )
+    failed = sum(bool(row.get("error")) for row in sweep_rows)
+    run = (
+        f"Run: `dpdl sweep examples/sweeps/{name}.toml` (the part `{part}`), then `dpdl "
+        f"reproduce {name} --from-sweep DIR`, {QUICK if quick else FULL}, {len(rows)} runs"
+        + (f" ({failed} more failed)" if failed else "")
+        + f"{cost}. Raw runs: `runs.csv`."
+    )
+    intro = f"{(module.__doc__ or '').strip()}\n\n{run}"
+    return _write(name, module, folder, intro, claims, figures, notes)
 
 
 def verdict_table(results: Path) -> str:

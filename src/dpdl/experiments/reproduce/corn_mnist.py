@@ -48,6 +48,7 @@ __all__ = [
     "NAME",
     "PARTS",
     "SIGNIFICANCE",
+    "SWEEP_PART",
     "analyse",
     "authors_study",
     "followup_jobs",
@@ -58,6 +59,9 @@ __all__ = [
 NAME = "corn-mnist"
 SIGNIFICANCE = tradeoff.SIGNIFICANCE
 PARTS = corn_tradeoff.PARTS
+#: The part that ``examples/sweeps/NAME.toml`` states (:func:`dpdl.experiments.reproduce.
+#: report_of_sweep`).
+SWEEP_PART = "paper"
 run_job = corn_tradeoff.run_job
 #: The papers' step-size grid, shared by every method of both protocols.
 LRS = (1e-1, 5e-2, 1e-2, 5e-3, 1e-3)

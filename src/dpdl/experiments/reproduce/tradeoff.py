@@ -35,6 +35,7 @@ from dpdl.experiments.plots import plot_panels
 from dpdl.experiments.reproduce.report import AVERAGE_MODEL, Claim, budget_verdict, no_average_model
 from dpdl.experiments.train import TrainConfig, TrainResult, run_training
 from dpdl.mechanisms.registry import DesignOptions
+from dpdl.settings import to_options
 
 __all__ = [
     "SIGNIFICANCE",
@@ -50,6 +51,7 @@ __all__ = [
     "final_jobs",
     "plot_study",
     "result_row",
+    "rows_of_sweep",
     "run_job",
     "significantly_better",
     "stages",
@@ -371,6 +373,43 @@ def result_row(result: TrainResult) -> dict[str, Any]:
         else 0.0,
         "trace_WRW": run.trace_wrw,
     }
+
+
+def rows_of_sweep(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A sweep's runs (the rows of ``dpdl sweep``'s ``runs.csv``, :mod:`dpdl.experiments.sweeps`)
+    as the rows of this protocol's jobs: each run's job fields (the sweep's options under the
+    names :func:`config_of` reads) and its results, so that a study stated as a sweep file is
+    analysed by the study's own code. Failed runs are left out."""
+    options = set(to_options(TrainConfig()))
+    converted = []
+    for row in rows:
+        if row.get("error"):
+            continue
+        job = {
+            "task": row["task"],
+            "graph": row["graph"],
+            "n": int(row["n"]),
+            "p": float(row["p"]),
+            "eps": float(row["eps"]),
+            "method": row["mechanism"],
+            "calibration": row["calibration"],
+            "steps": int(row["steps"]),
+            "schedule": row["schedule"],
+            "batch_size": int(row["batch_size"]),
+            "clip_level": row["clip_level"],
+            "version": VERSION,
+            "lr": float(row["lr"]),
+            "clip": float(row["clip"]),
+            "decor_couple": row["decor_couple"] if row["decor_search"] == "appendix-d" else None,
+            "seed": int(row["seed"]),
+        }
+        results = {
+            key: value
+            for key, value in row.items()
+            if key not in options and key not in ("point", "error")
+        }
+        converted.append(job | results)
+    return converted
 
 
 def summarise(

@@ -46,6 +46,7 @@ __all__ = [
     "NAME",
     "PARTS",
     "SIGNIFICANCE",
+    "SWEEP_PART",
     "analyse",
     "authors_study",
     "followup_jobs",
@@ -56,6 +57,9 @@ __all__ = [
 NAME = "whisper-logreg"
 SIGNIFICANCE = tradeoff.SIGNIFICANCE
 PARTS = corn_tradeoff.PARTS
+#: The part that ``examples/sweeps/NAME.toml`` states (:func:`dpdl.experiments.reproduce.
+#: report_of_sweep`).
+SWEEP_PART = "paper"
 run_job = corn_tradeoff.run_job
 #: The papers' step-size grid, shared by every method of both protocols.
 LRS = (1e-1, 5e-2, 1e-2, 5e-3, 1e-3)

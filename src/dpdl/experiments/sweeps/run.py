@@ -8,27 +8,39 @@ again (interrupted, or with points added) computes only what is missing or chang
 written atomically, so two sweeps writing into one folder at once leave whole entries only (a point
 both need may then run twice, never be torn).
 
+A grid with a search runs in two stages (:mod:`dpdl.experiments.sweeps.tuning`): the search's
+runs, then each setting's chosen point on every seed.
+
 ``DIR/runs.csv`` has one row per run: ``point`` (the hash), a column per option of the run (as
 resolved: the task's step size filled in), a column per final metric, the privacy accounted
-(``epsilon`` against the mechanism's own threat model, ``sigma``, ``trace_WRW``), and ``error``
-for a run that failed. ``DIR/runs.parquet`` too when pyarrow is installed.
+(``epsilon`` against the mechanism's own threat model, ``threat``, ``sigma``, ``trace_WRW``, and
+``exact_epsilon_of_calibration``: what the run's calibration achieves by the exact accountant),
+and ``error`` for a run that failed (the same table, byte for byte, from every executor).
+``DIR/runs.parquet`` too when pyarrow is installed. ``DIR/timing.json`` holds what the last
+invocation cost: its wall time, and the compute time of the runs, summed (what each recorded
+when it ran, :data:`~dpdl.experiments.reproduce.runner.RUN_SECONDS`).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import math
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpdl.errors import ConfigError
 from dpdl.experiments.executors import Executor
-from dpdl.experiments.reproduce.runner import job_key, run_jobs
+from dpdl.experiments.reproduce.runner import RUN_SECONDS, job_key, run_jobs
 from dpdl.experiments.results import write_rows
-from dpdl.experiments.sweeps.spec import Sweep
+from dpdl.experiments.sweeps.spec import Sweep, run_key
 from dpdl.experiments.sweeps.summary import write_summary
+from dpdl.experiments.sweeps.tuning import final_runs, search_runs, settings
+from dpdl.files import atomic_write
 
 __all__ = ["KIND", "VERSION", "SweepResult", "run_point", "run_sweep"]
 
@@ -36,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 KIND = "dpdl-sweep-point"
 #: Part of every point's job: bump it when :func:`run_point`'s output changes.
-VERSION = 1
+VERSION = 2
 
 
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
@@ -57,16 +69,20 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
         "metrics": {key: value for key, value in run.final.items() if key != "step"},
         "privacy": {
             "epsilon": run.privacy[0].epsilon if run.privacy else math.nan,
+            "threat": run.privacy[0].threat if run.privacy else "",
             "sigma": run.mechanism.get("sigma", 0.0),
             "trace_WRW": run.trace_wrw,
+            "exact_epsilon_of_calibration": result.calibration.achieved_epsilon
+            if result.calibration
+            else 0.0,
         },
     }
 
 
 @dataclass
 class SweepResult:
-    """The table of a sweep (one row per run, in grid order), its metric columns, where it was
-    written, and how many runs failed."""
+    """The table of a sweep (one row per run: the search's, then the final stage's, each in grid
+    order), its metric columns, where it was written, and how many runs failed."""
 
     rows: list[dict[str, Any]]
     metrics: list[str]
@@ -94,15 +110,42 @@ def run_sweep(
     label: str = "sweep",
 ) -> SweepResult:
     """Run every point of ``sweep`` not already in ``out/points`` on ``executor`` (default:
-    ``workers`` local processes), then write ``out/runs.csv`` (and ``runs.parquet``), the summary
-    over seeds and its figures (:func:`dpdl.experiments.sweeps.summary.write_summary`). A point
-    that fails is logged and kept as a row with its ``error``; the others go on."""
-    jobs = [{"kind": KIND, "version": VERSION, "options": options} for options in sweep.points()]
-    entries = run_jobs(
-        jobs, run_point, out / "points", workers, progress, label, executor, keep_going=True
-    )
-    rows = [_row(job, entry) for job, entry in zip(jobs, entries, strict=True)]
+    ``workers`` local processes), in two stages where a grid searches (the search, then each
+    setting's choice on every seed), then write ``out/runs.csv`` (and ``runs.parquet``), the
+    summary over seeds and its figures (:func:`dpdl.experiments.sweeps.summary.write_summary`). A
+    point that fails is logged and kept as a row with its ``error``; the others go on."""
+    start = time.perf_counter()
+    jobs: list[dict[str, Any]] = []
+    entries: list[dict[str, Any]] = []
+    done: dict[str, dict[str, Any]] = {}
+
+    def stage(runs: list[dict[str, Any]], name: str) -> None:
+        new = [run for run in runs if run_key(run) not in done]
+        if not new:
+            return
+        batch = [{"kind": KIND, "version": VERSION, "options": options} for options in new]
+        found = run_jobs(
+            batch, run_point, out / "points", workers, progress, name, executor, keep_going=True
+        )
+        for job, entry in zip(batch, found, strict=True):
+            done[run_key(job["options"])] = entry
+        jobs.extend(batch)
+        entries.extend(found)
+
+    def lookup(options: dict[str, Any]) -> dict[str, Any] | None:
+        entry = done.get(run_key(options))
+        return None if entry is None or "error" in entry else entry.get("metrics")
+
+    stage(search_runs(sweep), label)
     metrics = list(dict.fromkeys(key for entry in entries for key in entry.get("metrics", {})))
+    for grid in sweep.grids:
+        if grid.tune is not None and metrics and grid.tune.metric not in metrics:
+            raise ConfigError(
+                f"tune: {grid.tune.metric!r} is not a metric of these runs; they have: "
+                f"{', '.join(metrics)}"
+            )
+    stage(final_runs(sweep, lookup), f"{label} (final)")
+    rows = [_row(job, entry) for job, entry in zip(jobs, entries, strict=True)]
     paths = {"runs": write_rows(rows, out / "runs.csv")}
     if importlib.util.find_spec("pyarrow") is not None:
         import pyarrow as pa
@@ -117,5 +160,17 @@ def run_sweep(
         logger.error(
             "%s: %d of %d runs failed (rows with an error in runs.csv)", label, failed, len(rows)
         )
-    paths.update(write_summary(sweep, rows, metrics, out))
+    recorded = [entry[RUN_SECONDS] for entry in entries if entry.get(RUN_SECONDS) is not None]
+    timing = {
+        "runs": len(rows),
+        "failed": failed,
+        "wall_seconds": round(time.perf_counter() - start, 1),
+        "compute_seconds": round(sum(recorded), 1),
+        "runs_with_compute_seconds": len(recorded),
+    }
+    paths["timing"] = out / "timing.json"
+    atomic_write(paths["timing"], (json.dumps(timing, indent=2) + "\n").encode())
+    chosen = settings(sweep, lookup)
+    by_run = {run_key(job["options"]): row for job, row in zip(jobs, rows, strict=True)}
+    paths.update(write_summary(chosen, by_run, metrics, out))
     return SweepResult(rows, metrics, paths, failed)

@@ -15,6 +15,11 @@
     cpus = 1
     gpus = 0
 
+A figure of several panels is several grids: ``[[sweep]]`` tables, each a grid of its own (its
+axes, ``zip``, ``tune``, a ``label`` naming the panel, and single values that fix an option for
+that grid alone, e.g. ``eps = 10`` in the panel that sweeps p); the sweep runs their union, a run
+two grids share once.
+
 The keys are the long options of ``dpdl train`` (``batch-size`` or ``batch_size``), read and
 checked by the same code as ``dpdl train --config`` (:mod:`dpdl.experiments.replay`): the same
 types, choices and ranges, and an error that names the file, the line and the key. Each point is a
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,10 +50,12 @@ from dpdl.experiments.replay import (
 from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import add_arguments, from_options, to_options
 
-__all__ = ["Axis", "Sweep", "Tune", "read_sweep"]
+__all__ = ["Axis", "Grid", "Sweep", "Tune", "read_sweep", "train_parser"]
 
 TABLES = ("base", "sweep", "resources")
 GOALS = ("min", "max")
+#: The keys of a grid's table that are not options.
+SPECIAL = ("zip", "tune", "label")
 
 
 @dataclass(frozen=True)
@@ -62,54 +70,102 @@ class Axis:
 @dataclass(frozen=True)
 class Tune:
     """A step-size search: of the runs that differ only in the ``over`` options (default the step
-    size ``lr``) and the seed, the summary keeps the setting whose mean ``metric`` over seeds is
-    best (``goal`` min or max; a diverged run is the worst), as the papers tune each method. In
-    the file: ``tune = "test_loss"`` or ``tune = {metric = "test_accuracy", goal = "max",
-    over = ["lr", "clip"]}``."""
+    size ``lr``) and the seed, the one whose mean ``metric`` over seeds is best (``goal`` min or
+    max; a diverged or failed run is the worst) is the setting's, as the papers tune each method.
+
+    In two stages, as the papers' protocols run: the search runs on the first ``seeds`` seeds of
+    each setting (None: on all of them), then the chosen point runs on every seed. With ``at``
+    (options and values, e.g. ``eps = 10``), the search runs once at that setting and its choice
+    holds for every value of those options, where searching every point costs too much. On a tie
+    the first point in the grid's order wins. In the file: ``tune = "test_loss"`` or ``tune =
+    {metric = "test_accuracy", goal = "max", over = ["lr", "clip"], seeds = 2, at = {eps = 10}}``.
+    """
 
     metric: str
     over: tuple[str, ...] = ("lr",)
     goal: str = "min"
+    seeds: int | None = None
+    at: tuple[tuple[str, Any], ...] = ()
 
 
-@dataclass(frozen=True)
-class Sweep:
-    """A sweep file read and checked: the fixed options, the axes, the search, the resources."""
+@dataclass(frozen=True, eq=False)
+class Grid:
+    """One grid of a sweep: its axes (crossed; zipped ones move together), the options it alone
+    fixes, its search, and the ``label`` of its panel. Each grid is itself (compared and hashed
+    by identity): two grids of one file stay two panels."""
 
-    base: dict[str, Any]
     axes: tuple[Axis, ...]
+    fixed: tuple[tuple[str, Any], ...] = ()
     tune: Tune | None = None
-    cpus: float = 1.0
-    gpus: float = 0.0
+    label: str = ""
 
     @property
     def swept(self) -> tuple[str, ...]:
         """The options that move, in the file's order (``seed`` among them when swept)."""
         return tuple(key for axis in self.axes for key in axis.keys)
 
-    def points(self) -> list[dict[str, Any]]:
-        """Every run of the grid, as the complete options (option ``dest`` -> value, as
-        :func:`dpdl.settings.to_options` gives them) of a one-seed :class:`TrainConfig`: the
-        defaults, then ``[base]``, then one position of every axis; each seed of a point a run of
-        its own; duplicates dropped. A point that is no valid configuration raises a
-        :class:`ConfigError` naming the point."""
+    def configs(self, base: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every position of the grid, in the grid's order, as the complete options (option
+        ``dest`` -> value, as :func:`dpdl.settings.to_options` gives them) of a
+        :class:`TrainConfig` with all its seeds: the defaults, then ``base``, then the grid's
+        fixed options, then the position. A position that is no valid configuration raises a
+        :class:`ConfigError` naming it."""
         defaults = vars(train_parser().parse_args([]))
-        runs: dict[str, dict[str, Any]] = {}
-        for combination in itertools.product(*(axis.values for axis in self.axes)):
+        # The seeds of an axis of their own are one configuration's replicates, not positions.
+        seeds = next((axis for axis in self.axes if axis.keys == ("seed",)), None)
+        axes = [axis for axis in self.axes if axis is not seeds]
+        replicates = {} if seeds is None else {"seed": [s for (v,) in seeds.values for s in v]}
+        configs = []
+        for combination in itertools.product(*(axis.values for axis in axes)):
             chosen = {
                 key: value
-                for axis, position in zip(self.axes, combination, strict=True)
+                for axis, position in zip(axes, combination, strict=True)
                 for key, value in zip(axis.keys, position, strict=True)
             }
-            values = {**defaults, **self.base, **chosen}
-            try:
-                config = from_options(TrainConfig, values)
-            except ConfigError as error:
-                raise ConfigError(f"sweep point {chosen}: {error}") from None
-            for seed in config.seeds:
-                options = to_options(config) | {"seed": [seed]}
-                runs.setdefault(repr(sorted(options.items())), options)
+            values = {**defaults, **base, **dict(self.fixed), **replicates, **chosen}
+            configs.append(options_of(values, chosen))
+        return configs
+
+
+def options_of(values: dict[str, Any], what: Any) -> dict[str, Any]:
+    """``values`` checked as one :class:`TrainConfig` and given back complete, as
+    :func:`~dpdl.settings.to_options` gives them; a :class:`ConfigError` names ``what``."""
+    try:
+        return to_options(from_options(TrainConfig, values))
+    except ConfigError as error:
+        raise ConfigError(f"sweep point {what}: {error}") from None
+
+
+def runs_of(options: dict[str, Any], seeds: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """The runs of a configuration's options: one per seed (of ``seeds``, default its own)."""
+    return [options | {"seed": [seed]} for seed in (options["seed"] if seeds is None else seeds)]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A sweep file read and checked: the fixed options, the grids, the resources."""
+
+    base: dict[str, Any]
+    grids: tuple[Grid, ...]
+    cpus: float = 1.0
+    gpus: float = 0.0
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every run of every grid in full (each seed a run of its own; a run two grids share
+        once), as the complete options of a one-seed :class:`TrainConfig`. With a search in two
+        stages (:attr:`Tune.seeds`, :attr:`Tune.at`) only some of them run:
+        :mod:`dpdl.experiments.sweeps.tuning` says which."""
+        runs: dict[str, dict[str, Any]] = {}
+        for grid in self.grids:
+            for options in grid.configs(self.base):
+                for run in runs_of(options):
+                    runs.setdefault(run_key(run), run)
         return list(runs.values())
+
+
+def run_key(options: dict[str, Any]) -> str:
+    """A run's identity among the runs of a sweep: its options."""
+    return repr(sorted(options.items()))
 
 
 def train_parser() -> argparse.ArgumentParser:
@@ -129,6 +185,20 @@ class _File:
     def where(self, key: str, table: str | None = None) -> str:
         line = key_line(self.text, key, table)
         return f"{self.path}:{line}" if line else str(self.path)
+
+    def in_grid(self, key: str, index: int | None) -> str:
+        """Where ``key`` is in the grid table ``[sweep]`` (``index`` None) or in the
+        ``index``-th ``[[sweep]]`` table."""
+        if index is None:
+            return self.where(key, "sweep")
+        lines = self.text.splitlines()
+        headers = [n for n, line in enumerate(lines) if re.match(r"\s*\[\[\s*sweep\s*\]\]", line)]
+        if index >= len(headers):
+            return str(self.path)
+        after = lines[headers[index] + 1 :]
+        table = itertools.takewhile(lambda line: not line.lstrip().startswith("["), after)
+        line = key_line("\n".join(table), key)
+        return f"{self.path}:{headers[index] + 1 + line}" if line else str(self.path)
 
 
 def _value(action: argparse.Action, value: Any, where: str) -> Any:
@@ -207,9 +277,9 @@ def _tune(value: Any, actions: dict[str, argparse.Action], axes: set[str], where
     if not isinstance(value, dict) or not isinstance(value.get("metric"), str):
         raise ConfigError(
             f'{where}: tune: expected a metric name ("test_loss") or a table {{metric = ..., '
-            f"goal = ..., over = [...]}}, got {value!r}"
+            f"goal = ..., over = [...], seeds = N, at = {{...}}}}, got {value!r}"
         )
-    unknown = set(value) - {"metric", "goal", "over"}
+    unknown = set(value) - {"metric", "goal", "over", "seeds", "at"}
     if unknown:
         raise ConfigError(f"{where}: tune: unknown key(s) {', '.join(sorted(unknown))}")
     goal = value.get("goal", "min")
@@ -223,7 +293,21 @@ def _tune(value: Any, actions: dict[str, argparse.Action], axes: set[str], where
         raise ConfigError(
             f"{where}: tune: searches over axes of [sweep]; not swept: {', '.join(missing) or '-'}"
         )
-    return Tune(value["metric"], dests, goal)
+    seeds = value.get("seeds")
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1):
+        raise ConfigError(f"{where}: tune: seeds is a number of seeds >= 1, got {seeds!r}")
+    at = value.get("at", {})
+    if not isinstance(at, dict):
+        raise ConfigError(f"{where}: tune: at is a table of options and values, got {at!r}")
+    fixed = {}
+    for key, item in at.items():
+        action = resolve_key(actions, key, f"{where}: tune.at")
+        if action.dest in dests or action.dest == "seed":
+            raise ConfigError(
+                f"{where}: tune.at: {key!r} is searched over or a seed, not a setting"
+            )
+        fixed[action.dest] = _value(action, item, f"{where}: tune.at: {key}")
+    return Tune(value["metric"], dests, goal, seeds, tuple(fixed.items()))
 
 
 def _resources(table: Any, file: _File) -> tuple[float, float]:
@@ -240,54 +324,53 @@ def _resources(table: Any, file: _File) -> tuple[float, float]:
     return amounts["cpus"], amounts["gpus"]
 
 
-def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
-    """The sweep file ``path`` checked, with the ``--set`` ``assignments`` on top:
-    ``key=value`` fixes an option (replacing its axis, if it has one), ``sweep.key=[...]`` sets an
-    axis. Raises :class:`ConfigError` naming the file, line and key of what is wrong."""
-    text, data = read_toml(path, "sweep file")
-    file = _File(path, text)
-    for table in data:
-        if table not in TABLES or not isinstance(data[table], dict):
-            raise ConfigError(
-                f"{file.where(table)}: {table}: a sweep file has the tables "
-                f"{', '.join(f'[{name}]' for name in TABLES)}, not {table!r}"
-            )
-    actions = option_actions(train_parser())
-    base: dict[str, Any] = {}
-    for key, value in data.get("base", {}).items():
-        where = file.where(key, "base")
-        action = resolve_key(actions, key, where)
-        base[action.dest] = _value(action, value, f"{where}: {key}")
-    sweep = dict(data.get("sweep", {}))
+def _grid(
+    table: dict[str, Any],
+    index: int | None,
+    base: dict[str, Any],
+    assignments: list[tuple[str, Any]],
+    actions: dict[str, argparse.Action],
+    file: _File,
+) -> Grid:
+    """One grid table (``[sweep]``, or the ``index``-th ``[[sweep]]``) checked, with the
+    ``--set`` ``assignments`` on top: ``key=value`` (in ``base`` already) replaces its axis or
+    fixed value; ``sweep.key=[...]`` sets the axis, unless this grid fixes the option."""
+    table = dict(table)
     special = {
-        name: (sweep.pop(name), file.where(name, "sweep"))
-        for name in ("zip", "tune")
-        if name in sweep
+        name: (table.pop(name), file.in_grid(name, index)) for name in SPECIAL if name in table
     }
     axes: dict[str, tuple[tuple[Any, ...], ...]] = {}
-    for key, value in sweep.items():
-        where = file.where(key, "sweep")
+    fixed: dict[str, Any] = {}
+    for key, value in table.items():
+        where = file.in_grid(key, index)
         action = resolve_key(actions, key, where)
         if action.dest in base:
             raise ConfigError(
                 f"{where}: {key}: set in [base] too ({file.where(key, 'base')}); keep one"
             )
-        axes[action.dest] = _axis_values(action, key, value, where)
-    fixed: set[str] = set()  # axes that --set fixed: they leave their zip group
-    for assignment in assignments:
-        key, value = parse_set(assignment)
-        name = key.removeprefix("sweep.")
-        action = resolve_key(actions, name, f"--set {assignment!r}")
-        if key.startswith("sweep."):
-            axes[action.dest] = _axis_values(action, name, value, "--set")
-            base.pop(action.dest, None)
+        if isinstance(value, list):
+            axes[action.dest] = _axis_values(action, key, value, where)
+        elif index is None:
+            raise ConfigError(
+                f"{where}: {key}: an axis is a non-empty list of values, got {value!r} (a fixed "
+                "option goes in [base], or in one [[sweep]] grid of several)"
+            )
         else:
-            base[action.dest] = _value(action, value, f"--set {key}")
+            fixed[action.dest] = _value(action, value, f"{where}: {key}")
+    overridden: set[str] = set()  # axes that --set fixed: they leave their zip group
+    for key, value in assignments:
+        name = key.removeprefix("sweep.")
+        action = resolve_key(actions, name, f"--set {key}")
+        if key.startswith("sweep."):
+            if action.dest not in fixed:
+                axes[action.dest] = _axis_values(action, name, value, "--set")
+        else:
+            fixed.pop(action.dest, None)
             if axes.pop(action.dest, None) is not None:
-                fixed.add(action.dest)
-    value, where = special.get("zip", ([], str(path)))
+                overridden.add(action.dest)
+    value, where = special.get("zip", ([], str(file.path)))
     groups = [
-        [key for key in group if resolve_key(actions, key, where).dest not in fixed]
+        [key for key in group if resolve_key(actions, key, where).dest not in overridden]
         for group in (_zip_groups(value, where) if value else [])
     ]
     grid = _zipped(axes, [group for group in groups if len(group) > 1], actions, where)
@@ -295,5 +378,45 @@ def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
     if "tune" in special:
         value, where = special["tune"]
         tune = _tune(value, actions, set(axes), where)
+    label, where = special.get("label", ("", ""))
+    if not isinstance(label, str):
+        raise ConfigError(f"{where}: label: expected the panel's name as a string, got {label!r}")
+    return Grid(tuple(grid), tuple(fixed.items()), tune, label)
+
+
+def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
+    """The sweep file ``path`` checked, with the ``--set`` ``assignments`` on top:
+    ``key=value`` fixes an option (replacing its axis, if it has one, in every grid),
+    ``sweep.key=[...]`` sets an axis (in every grid that does not fix the option itself). Raises
+    :class:`ConfigError` naming the file, line and key of what is wrong."""
+    text, data = read_toml(path, "sweep file")
+    file = _File(path, text)
+    for table in data:
+        grids = table == "sweep" and isinstance(data[table], list)
+        if table not in TABLES or not (isinstance(data[table], dict) or grids):
+            raise ConfigError(
+                f"{file.where(table)}: {table}: a sweep file has the tables "
+                f"{', '.join(f'[{name}]' for name in TABLES)} (or several [[sweep]] grids), "
+                f"not {table!r}"
+            )
+    actions = option_actions(train_parser())
+    base: dict[str, Any] = {}
+    for key, value in data.get("base", {}).items():
+        where = file.where(key, "base")
+        action = resolve_key(actions, key, where)
+        base[action.dest] = _value(action, value, f"{where}: {key}")
+    sets = [parse_set(assignment) for assignment in assignments]
+    tables = data.get("sweep", {})
+    if isinstance(tables, dict):
+        grids = [_grid(tables, None, base, sets, actions, file)]
+    else:
+        grids = [_grid(table, k, base, sets, actions, file) for k, table in enumerate(tables)]
+    for key, value in sets:  # in order: the last word on an option counts
+        name = key.removeprefix("sweep.")
+        action = resolve_key(actions, name, f"--set {key!r}")
+        if key.startswith("sweep."):
+            base.pop(action.dest, None)
+        else:
+            base[action.dest] = _value(action, value, f"--set {key}")
     cpus, gpus = _resources(data.get("resources", {}), file)
-    return Sweep(base, tuple(grid), tune, cpus, gpus)
+    return Sweep(base, tuple(grids), cpus, gpus)

@@ -2,27 +2,27 @@
 
 The runs of one setting (the same options but the seed) are replicates; their mean and its t
 interval at 95% (``mean +- t_{0.975, n-1} s / sqrt(n)``) go to ``DIR/summary.csv``, one row per
-setting. With a step-size search (:class:`~dpdl.experiments.sweeps.spec.Tune`) only the best
-setting of each search is kept. Each metric gets a figure ``DIR/<metric>.png``: the mean against
-the first numeric option that moves (eps, say), one line per value of the other moving options,
-the t interval shaded.
+setting. With a step-size search (:class:`~dpdl.experiments.sweeps.spec.Tune`) a setting is the
+search's choice, over every seed (:mod:`dpdl.experiments.sweeps.tuning`). Each metric gets a figure
+``DIR/<metric>.png``: a panel per grid, the mean against the grid's first numeric option that moves
+(eps, say), one line per value of its other moving options, the t interval shaded.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.stats import t as student_t
 
-from dpdl.errors import ConfigError
 from dpdl.experiments.results import write_rows
-from dpdl.experiments.sweeps.spec import Sweep
+from dpdl.experiments.sweeps.spec import Grid, run_key, runs_of
+from dpdl.experiments.sweeps.tuning import Setting
 
 __all__ = ["LEVEL", "summarise", "t_interval", "write_summary"]
 
@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 #: Confidence level of the intervals over seeds.
 LEVEL = 0.95
+#: The column naming a summary line's grid, where a sweep has several.
+GRID = "grid"
 
 
 def t_interval(values: list[float], level: float = LEVEL) -> tuple[float, float, float]:
@@ -44,45 +46,30 @@ def t_interval(values: list[float], level: float = LEVEL) -> tuple[float, float,
     return mean, mean - half, mean + half
 
 
-def _key(row: dict[str, Any], keys: list[str]) -> str:
-    return json.dumps([row[key] for key in keys])
+def _moving(grid: Grid) -> list[str]:
+    return [key for key in grid.swept if key != "seed"]
 
 
-def _score(rows: list[dict[str, Any]], metric: str, goal: str) -> float:
-    """Mean ``metric`` of ``rows`` as a cost (lower is better); a diverged run is the worst."""
-    mean = float(np.mean([row[metric] for row in rows]))
-    if not math.isfinite(mean):
-        return math.inf
-    return mean if goal == "min" else -mean
+def _label(grid: Grid, grids: list[Grid]) -> str:
+    return grid.label or f"grid {grids.index(grid) + 1}"
 
 
-def summarise(sweep: Sweep, rows: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any]]:
-    """One row per setting (per search, with a :class:`Tune`): the moving options, the number of
-    runs, and each metric's mean, low and high (t interval over seeds). Failed runs are left out."""
-    moving = [key for key in sweep.swept if key != "seed"]
-    settings: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        if "error" not in row:
-            settings[_key(row, moving)].append(row)
-    chosen = list(settings.values())
-    if sweep.tune is not None:
-        tune = sweep.tune
-        if metrics and tune.metric not in metrics:
-            raise ConfigError(
-                f"tune: {tune.metric!r} is not a metric of these runs; they have: "
-                f"{', '.join(metrics)}"
-            )
-        fixed = [key for key in moving if key not in tune.over]
-        searches: dict[str, list[list[dict[str, Any]]]] = defaultdict(list)
-        for runs in chosen:
-            searches[_key(runs[0], fixed)].append(runs)
-        chosen = [
-            min(candidates, key=lambda runs: _score(runs, tune.metric, tune.goal))
-            for candidates in searches.values()
-        ]
+def summarise(
+    chosen: list[Setting], by_run: Mapping[str, dict[str, Any]], metrics: list[str]
+) -> list[dict[str, Any]]:
+    """One row per setting (its search's choice, where the grid searches): the grid (where there
+    are several), the moving options, the number of runs, and each metric's mean, low and high
+    (t interval over seeds). Failed runs are left out, and so is a setting none of whose runs
+    finished."""
+    grids = list(dict.fromkeys(setting.grid for setting in chosen))
     summary = []
-    for runs in chosen:
-        line: dict[str, Any] = {key: runs[0][key] for key in moving}
+    for setting in chosen:
+        runs = [by_run[run_key(run)] for run in runs_of(setting.options)]
+        runs = [run for run in runs if "error" not in run]
+        if not runs:
+            continue
+        line: dict[str, Any] = {GRID: _label(setting.grid, grids)} if len(grids) > 1 else {}
+        line |= {key: runs[0][key] for key in _moving(setting.grid)}
         line["runs"] = len(runs)
         for metric in metrics:
             mean, low, high = t_interval([run[metric] for run in runs])
@@ -96,56 +83,70 @@ def _numeric(values: list[Any]) -> bool:
 
 
 def plot_summary(
-    sweep: Sweep, summary: list[dict[str, Any]], metrics: list[str], out: Path
+    chosen: list[Setting], summary: list[dict[str, Any]], metrics: list[str], out: Path
 ) -> dict[str, Path]:
-    """``out/<metric>.png`` for every metric: mean and t interval against the first numeric
-    moving option (not searched over), a line per value of the others. None without such an
-    option."""
-    searched = sweep.tune.over if sweep.tune else ()
-    moving = [key for key in sweep.swept if key not in ("seed", *searched)]
-    x = next((key for key in moving if _numeric([line[key] for line in summary])), None)
-    if x is None or not summary:
+    """``out/<metric>.png`` for every metric: a panel per grid, mean and t interval against the
+    grid's first numeric moving option (not searched over), a line per value of the others. A
+    grid without such an option has no panel; no figures where none has."""
+    grids = list(dict.fromkeys(setting.grid for setting in chosen))
+    several = len(grids) > 1
+    panels: dict[str, tuple[str, list[Any], dict[str, dict[Any, dict[str, Any]]]]] = {}
+    for grid in grids:
+        label = _label(grid, grids)
+        lines_of = [line for line in summary if not several or line[GRID] == label]
+        searched = grid.tune.over if grid.tune else ()
+        moving = [key for key in _moving(grid) if key not in searched]
+        x = next((key for key in moving if _numeric([line[key] for line in lines_of])), None)
+        if x is None or not lines_of:
+            continue
+        others = [key for key in moving if key != x]
+        lines: dict[str, dict[Any, dict[str, Any]]] = defaultdict(dict)
+        for line in lines_of:
+            name = ", ".join(f"{key}={line[key]}" for key in others) or "mean"
+            lines[name][line[x]] = line
+        panels[label if several else ""] = (x, sorted({line[x] for line in lines_of}), lines)
+    if not panels:
         logger.info("no numeric option moves in this sweep: no figures")
         return {}
     from dpdl.experiments.plots import plot_panels
 
-    others = [key for key in moving if key != x]
-    xs = sorted({line[x] for line in summary})
-    lines: dict[str, dict[Any, dict[str, Any]]] = defaultdict(dict)
-    for line in summary:
-        label = ", ".join(f"{key}={line[key]}" for key in others) or "mean"
-        lines[label][line[x]] = line
-
-    def column(points: dict[Any, dict[str, Any]], name: str) -> list[float]:
+    def column(xs: list[Any], points: dict[Any, dict[str, Any]], name: str) -> list[float]:
         return [points[v][name] if v in points else math.nan for v in xs]
 
     paths = {}
     for metric in metrics:
-        series = {label: column(points, f"{metric}_mean") for label, points in lines.items()}
+        series = {
+            panel: {name: column(xs, points, f"{metric}_mean") for name, points in lines.items()}
+            for panel, (_, xs, lines) in panels.items()
+        }
         bands = {
-            label: (column(points, f"{metric}_low"), column(points, f"{metric}_high"))
-            for label, points in lines.items()
+            panel: {
+                name: (column(xs, points, f"{metric}_low"), column(xs, points, f"{metric}_high"))
+                for name, points in lines.items()
+            }
+            for panel, (_, xs, lines) in panels.items()
         }
         paths[metric] = plot_panels(
-            {"": xs},
-            {"": series},
-            {"": x},
+            {panel: xs for panel, (_, xs, _) in panels.items()},
+            series,
+            {panel: x for panel, (x, _, _) in panels.items()},
             metric,
             out / f"{metric}.png",
             f"{metric}: mean over seeds, {LEVEL:.0%} t interval",
             log_y=False,
-            bands={"": bands},
+            bands=bands,
+            titles=several,
         )
     return paths
 
 
 def write_summary(
-    sweep: Sweep, rows: list[dict[str, Any]], metrics: list[str], out: Path
+    chosen: list[Setting], by_run: Mapping[str, dict[str, Any]], metrics: list[str], out: Path
 ) -> dict[str, Path]:
     """``out/summary.csv`` (:func:`summarise`) and the figures (:func:`plot_summary`)."""
-    summary = summarise(sweep, rows, metrics)
+    summary = summarise(chosen, by_run, metrics)
     if not summary:
         return {}
     paths = {"summary": write_rows(summary, out / "summary.csv")}
-    figures = plot_summary(sweep, summary, metrics, out)
+    figures = plot_summary(chosen, summary, metrics, out)
     return paths | {f"figure {metric}": path for metric, path in figures.items()}
