@@ -22,9 +22,9 @@ from dpdl.experiments.reproduce import (
     whisper_quadratic,
 )
 from dpdl.experiments.reproduce.tradeoff import (
+    _JOB_KEYS,
     config_of,
     final_jobs,
-    rows_of_sweep,
     summarise,
     tuning_jobs,
 )
@@ -67,7 +67,7 @@ def test_a_reproductions_sweep_file_makes_its_runs_and_its_choices(name: str) ->
     rows = [job | lookup(_options(job)) for job in tuning]
     new = final_jobs(study, rows)
     rows += [job | lookup(_options(job)) for job in new]
-    finals = {run_key(options) for options in final_runs(sweep, lookup)}
+    finals = {run_key(options) for options in final_runs(settings(sweep, lookup))}
     assert {run_key(_options(job)) for job in new} <= finals
     assert finals - {run_key(_options(job)) for job in new} <= searched
     points = sum(len(p.values) * len(p.methods) * len(study.calibrations) for p in study.panels)
@@ -86,15 +86,10 @@ def test_a_reproductions_sweep_file_makes_its_runs_and_its_choices(name: str) ->
 
 def _as_sweep_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The papers'-protocol rows of a reproduction's runs.csv as ``dpdl sweep`` writes its rows."""
-    fields = set(rows_of_sweep([])) | {
-        *("task", "graph", "n", "p", "eps", "method", "calibration", "steps", "schedule"),
-        *("batch_size", "cycle", "clip_level", "version", "protocol", "lr", "clip"),
-        *("decor_couple", "seed"),
-    }
     converted = []
     for row in rows:
         options = _options(row)
-        results = {key: value for key, value in row.items() if key not in fields}
+        results = {key: value for key, value in row.items() if key not in _JOB_KEYS}
         converted.append({"point": run_key(options), **options, "seed": row["seed"], **results})
     return converted
 

@@ -935,12 +935,11 @@ def _sweep(args: argparse.Namespace) -> int:
                         else ""
                     )
                 )
-        searched, points = len(search_runs(sweep)), len(sweep.points())
         staged = any(g.tune is not None and (g.tune.seeds or g.tune.at) for g in sweep.grids)
         print(
-            f"{searched} runs, then each setting's choice on every seed"
+            f"{len(search_runs(sweep))} runs, then each setting's choice on every seed"
             if staged
-            else f"{points} runs"
+            else f"{len(sweep.points())} runs"
         )
         return 0
     from dpdl.experiments.sweeps.run import run_sweep

@@ -144,7 +144,8 @@ def run_sweep(
                 f"tune: {grid.tune.metric!r} is not a metric of these runs; they have: "
                 f"{', '.join(metrics)}"
             )
-    stage(final_runs(sweep, lookup), f"{label} (final)")
+    chosen = settings(sweep, lookup)  # the searches' choices: their runs are all made by now
+    stage(final_runs(chosen), f"{label} (final)")
     rows = [_row(job, entry) for job, entry in zip(jobs, entries, strict=True)]
     paths = {"runs": write_rows(rows, out / "runs.csv")}
     if importlib.util.find_spec("pyarrow") is not None:
@@ -170,7 +171,6 @@ def run_sweep(
     }
     paths["timing"] = out / "timing.json"
     atomic_write(paths["timing"], (json.dumps(timing, indent=2) + "\n").encode())
-    chosen = settings(sweep, lookup)
     by_run = {run_key(job["options"]): row for job, row in zip(jobs, rows, strict=True)}
     paths.update(write_summary(chosen, by_run, metrics, out))
     return SweepResult(rows, metrics, paths, failed)

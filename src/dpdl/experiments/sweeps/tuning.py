@@ -119,11 +119,11 @@ def settings(sweep: Sweep, lookup: Lookup) -> list[Setting]:
     return chosen
 
 
-def final_runs(sweep: Sweep, lookup: Lookup) -> list[dict[str, Any]]:
-    """The second stage: every setting's chosen position on every seed, as complete one-seed
-    options (those the first stage made among them too)."""
+def final_runs(chosen: list[Setting]) -> list[dict[str, Any]]:
+    """The second stage: every setting's chosen position (:func:`settings`) on every seed, as
+    complete one-seed options (those the first stage made among them too)."""
     runs: dict[str, dict[str, Any]] = {}
-    for setting in settings(sweep, lookup):
+    for setting in chosen:
         for run in runs_of(setting.options):
             runs.setdefault(run_key(run), run)
     return list(runs.values())
