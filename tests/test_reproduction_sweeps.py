@@ -1,15 +1,20 @@
-"""Reproductions stated as sweep files (``examples/sweeps/NAME.toml``): each file makes the very
-runs of the reproduction's grid and chooses what the reproduction's tuning chooses (checked on
-made-up metrics, nothing trained), and ``dpdl reproduce NAME --from-sweep DIR`` writes, from a
-sweep's ``runs.csv``, the report the reproduction's own analysis writes from its runs (checked on
-the committed full runs)."""
+"""Reproductions whose runs are a sweep file (``dpdl sweep NAME``, the files in
+``dpdl/experiments/sweeps/reproductions``): the jobs ``dpdl reproduce`` runs are the file's two
+stages, the very jobs (cache keys) of the grid the reproduction's analysis reads, choosing what
+its tuning chooses (checked on made-up metrics, nothing trained), in the full setting and the
+quick one; and ``dpdl reproduce NAME --from-sweep DIR`` writes, from a sweep's ``runs.csv``, the
+report the reproduction's own analysis writes from its runs (checked on the committed full
+runs)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -17,71 +22,109 @@ import pytest
 from dpdl.errors import ConfigError
 from dpdl.experiments.reproduce import (
     corn_mnist,
+    decor_fig1,
     report_of_sweep,
     whisper_logreg,
     whisper_quadratic,
 )
+from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.reproduce.tradeoff import (
     _JOB_KEYS,
+    Study,
     config_of,
     final_jobs,
     summarise,
     tuning_jobs,
 )
 from dpdl.experiments.results import read_rows, write_rows
-from dpdl.experiments.sweeps.spec import read_sweep, run_key
-from dpdl.experiments.sweeps.tuning import final_runs, search_runs, settings
+from dpdl.experiments.sweeps.spec import read_sweep, reproduction_file, run_key
 from dpdl.settings import to_options
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Each sweep file, the study of the reproduction's part it states, and the metric it tunes on.
-FILES = {
-    "whisper-logreg": (whisper_logreg.study, "test_loss"),
-    "corn-mnist": (corn_mnist.study, "test_accuracy"),
-    "whisper-quadratic": (whisper_quadratic.study, "optimality_gap"),
+
+def _decor_fig1_paper(quick: bool) -> list[Study]:
+    """DECOR Fig. 1's panels in the paper's protocol (not least squares in the authors')."""
+    panels = decor_fig1.study(quick).panels
+    return [Study(tuple(panel for panel in panels if not panel.training.protocol))]
+
+
+#: Each reproduction with a sweep file: its module, the studies its analysis reads of the part
+#: the file states, and the ``parts`` that run that part.
+FILES: dict[str, tuple[ModuleType, Callable[[bool], list[Study]], dict[str, Any]]] = {
+    "whisper-logreg": (whisper_logreg, lambda q: [whisper_logreg.study(q)], {"parts": ("paper",)}),
+    "corn-mnist": (corn_mnist, lambda q: [corn_mnist.study(q)], {"parts": ("paper",)}),
+    "whisper-quadratic": (
+        whisper_quadratic,
+        lambda q: [whisper_quadratic.study(q), *whisper_quadratic._noise_free(q).values()],
+        {},
+    ),
+    "decor-fig1": (decor_fig1, _decor_fig1_paper, {}),
 }
+METRICS = ("optimality_gap", "test_loss", "test_accuracy", "squared_distance_last200")
+
+
+def _key(job: dict[str, Any]) -> str:
+    return json.dumps(job, sort_keys=True)
+
+
+def _made_up(job: dict[str, Any]) -> dict[str, Any]:
+    """A job's row with metrics fixed by the job: distinct values, no ties."""
+    value = int(hashlib.sha256(_key(job).encode()).hexdigest()[:12], 16) / 16**12
+    return job | dict.fromkeys(METRICS, value)
+
+
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+@pytest.mark.parametrize("name", FILES)
+def test_a_reproductions_runs_are_its_sweep_files(name: str, quick: bool) -> None:
+    module, studies_of, parts = FILES[name]
+    studies = studies_of(quick)
+    made = [_made_up(job) for job in module.jobs(quick, **parts)]
+    first = [row for row in made if not row.get("protocol")]  # not the authors' protocol's
+    made += [_made_up(job) for job in module.followup_jobs(quick, made, **parts)]
+    rows = [row for row in made if not row.get("protocol")]
+    searched = [_made_up(job) for study in studies for job in tuning_jobs(study)]
+    tuned = searched + [_made_up(job) for study in studies for job in final_jobs(study, searched)]
+    assert {_key(row) for row in rows} == {_key(row) for row in tuned}
+    assert len(rows) == len({_key(row) for row in rows})  # no job twice
+    if not quick:  # the search itself is the study's (quick corn-mnist searches every point)
+        assert {_key(row) for row in first} == {_key(row) for row in searched}
+    for study in studies:  # the analysis finds every tuned point on every seed
+        assert summarise(study, rows) == summarise(study, tuned)
+
+
+def test_a_sweep_file_that_sets_what_the_jobs_do_not_carry_is_refused(tmp_path) -> None:
+    text = reproduction_file("whisper-logreg", quick=True).read_text()
+    (tmp_path / "delta.toml").write_text(text.replace("[base]\n", "[base]\ndelta = 1e-6\n"))
+    with pytest.raises(ConfigError, match="sweep file of whisper-logreg sets delta, which its"):
+        SweepJobs("whisper-logreg").jobs(read_sweep(tmp_path / "delta.toml"))
+
+
+def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
+    def sweep(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "dpdl.cli", "sweep", *args]
+        return subprocess.run(command, capture_output=True, text=True, check=False)
+
+    done = sweep("decor-fig1", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert '"trace"/"default", "appendix-d"/0' in done.stdout
+    assert done.stdout.rstrip().endswith("6592 runs, then each setting's choice on every seed")
+    quick = sweep("whisper-logreg", "--quick", "--dry-run", "--set", "tune.seeds=2")
+    assert quick.returncode == 0 and "on the first 2 seed(s)" in quick.stdout, quick.stderr
+    unknown = sweep("lppa", "--dry-run")
+    assert unknown.returncode == 2 and "has no sweep file; those that have one: corn-mnist" in (
+        unknown.stderr
+    )
+    path = tmp_path / "a.toml"
+    path.write_text((ROOT / "examples" / "sweeps" / "a9a-eps.toml").read_text())
+    not_a_name = sweep(str(path), "--quick", "--dry-run")
+    assert not_a_name.returncode == 2 and "--quick: applies to a reproduction's name" in (
+        not_a_name.stderr
+    )
 
 
 def _options(job: dict[str, Any]) -> dict[str, Any]:
     return to_options(config_of(job))
-
-
-def _made_up(options: dict[str, Any]) -> float:
-    """A metric for a run, fixed by its options: distinct values, no ties."""
-    return int(hashlib.sha256(run_key(options).encode()).hexdigest()[:12], 16) / 16**12
-
-
-@pytest.mark.parametrize("name", FILES)
-def test_a_reproductions_sweep_file_makes_its_runs_and_its_choices(name: str) -> None:
-    study_of, metric = FILES[name]
-    study = study_of(False)
-    sweep = read_sweep(ROOT / "examples" / "sweeps" / f"{name}.toml")
-    searched = {run_key(options) for options in search_runs(sweep)}
-    tuning = tuning_jobs(study)
-    assert searched == {run_key(_options(job)) for job in tuning}
-
-    def lookup(options: dict[str, Any]) -> dict[str, float]:
-        return {metric: _made_up(options)}
-
-    rows = [job | lookup(_options(job)) for job in tuning]
-    new = final_jobs(study, rows)
-    rows += [job | lookup(_options(job)) for job in new]
-    finals = {run_key(options) for options in final_runs(settings(sweep, lookup))}
-    assert {run_key(_options(job)) for job in new} <= finals
-    assert finals - {run_key(_options(job)) for job in new} <= searched
-    points = sum(len(p.values) * len(p.methods) * len(study.calibrations) for p in study.panels)
-    assert len(finals) == points * study.panels[0].training.seeds
-    chosen = {}
-    for setting in settings(sweep, lookup):
-        options = setting.options
-        where = (options["eps"], options["p"], options["mechanism"], options["calibration"])
-        chosen[(setting.grid.label, *where)] = (options["lr"], options["clip"])
-    for (label, x, method, calibration), point in summarise(study, rows).items():
-        panel = next(p for p in study.panels if p.label == label)
-        where = panel.settings(x, method)
-        key = (label, float(where["eps"]), float(where["p"]), method, calibration)
-        assert chosen[key] == (point.hyperparameters["lr"], point.hyperparameters["clip"])
 
 
 def _as_sweep_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -94,16 +137,26 @@ def _as_sweep_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return converted
 
 
-@pytest.mark.parametrize("name", ["whisper-logreg", "corn-mnist"])
-def test_a_report_from_a_sweeps_runs_is_the_reproductions_report(tmp_path, name: str) -> None:
-    module = {"whisper-logreg": whisper_logreg, "corn-mnist": corn_mnist}[name]
+@pytest.mark.parametrize(
+    ("name", "stated"),
+    [
+        ("whisper-logreg", "the part `paper`"),
+        ("corn-mnist", "the part `paper`"),
+        ("decor-fig1", "the parts `least-squares`, `logreg-a9a`, `mnist-mlp`"),
+    ],
+)
+def test_a_report_from_a_sweeps_runs_is_the_reproductions_report(
+    tmp_path, name: str, stated: str
+) -> None:
+    module = {"whisper-logreg": whisper_logreg, "corn-mnist": corn_mnist, "decor-fig1": decor_fig1}
+    module = module[name]
     paper = [row for row in read_rows(ROOT / "results" / name / "runs.csv") if not row["protocol"]]
     write_rows(_as_sweep_rows(paper), tmp_path / "runs.csv")
     report = report_of_sweep(name, tmp_path).read_text()
-    _, claims, notes = module.analyse(paper, tmp_path / "direct", False, parts=("paper",))
+    _, claims, notes = module.analyse(paper, tmp_path / "direct", False, parts=module.SWEEP_PARTS)
     assert claims and all(claim.measured in report for claim in claims)
     assert all(note.splitlines()[0] in report for note in notes)
-    assert f"`dpdl sweep examples/sweeps/{name}.toml` (the part `paper`)" in report
+    assert f"`dpdl sweep {name}` ({stated}), then `dpdl reproduce {name} --from-sweep" in report
     assert f"{len(paper)} runs" in report
 
 
@@ -141,3 +194,18 @@ def test_reproduce_from_sweep_on_the_command_line(tmp_path) -> None:
     )
     assert "Reproduction: corn-mnist" in done.stdout
     assert (tmp_path / "REPORT.md").is_file() and (tmp_path / "test_accuracy.png").is_file()
+
+
+def test_every_reproductions_sweep_file_ships_with_the_package() -> None:
+    """The package data (pyproject.toml) holds every file of ``sweeps/reproductions``, so that an
+    installed dpdl reproduces from them."""
+    import tomllib
+
+    from dpdl.experiments.sweeps.spec import REPRODUCTIONS
+
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["dpdl.experiments.sweeps"]
+    shipped = {path for glob in globs for path in REPRODUCTIONS.parent.glob(glob)}
+    files = set(REPRODUCTIONS.rglob("*.toml"))
+    assert len(files) == 8 and files == shipped

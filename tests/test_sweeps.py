@@ -65,6 +65,31 @@ zip = ["eps", "steps"]
     assert {p["seed"][0] for p in fixed} == {7}
 
 
+def test_default_leaves_an_option_unset_beside_set_values(tmp_path) -> None:
+    # DECOR's trace-optimal couple (no couple) beside Appendix D's couples, in one search
+    text = """\
+[base]
+task = "quadratic"
+mechanism = "decor"
+
+[sweep]
+decor-search = ["trace", "appendix-d", "appendix-d"]
+decor-couple = ["default", 0, 2]
+zip = ["decor-search", "decor-couple"]
+schedule = ["default", "constant"]
+"""
+    points = read_sweep(_file(tmp_path, text)).points()
+    assert {(p["decor_search"], p["decor_couple"]) for p in points} == {
+        ("trace", None),
+        ("appendix-d", 0),
+        ("appendix-d", 2),
+    }
+    assert {p["schedule"] for p in points} == {None, "constant"}
+    for text in ("[sweep]\neps = ['default']\n", "[sweep]\nmechanism = ['default']\n"):
+        with pytest.raises(ConfigError, match=r"sweep\.toml:2: (eps|mechanism): expected"):
+            read_sweep(_file(tmp_path, text))
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -354,3 +379,20 @@ def test_a_search_needs_as_many_seeds_as_it_names(tmp_path) -> None:
     text = SMALL + 'lr = [1e-4, 1e-2]\ntune = {metric = "optimality_gap", seeds = 3}\n'
     with pytest.raises(ConfigError, match=r"tune: seeds = 3, but the point .* has 2 seed"):
         run_sweep(read_sweep(_file(tmp_path, text)), tmp_path / "out", workers=1, progress=False)
+
+
+def test_set_tune_changes_every_search_and_only_searches(tmp_path) -> None:
+    from dpdl.experiments.sweeps.tuning import search_runs
+
+    text = SMALL.replace("seed = [0, 1]", "seed = [0, 1, 2]") + (
+        'lr = [1e-4, 1e-2]\ntune = {metric = "optimality_gap", seeds = 2}\n'
+    )
+    path = _file(tmp_path, text)
+    assert len(search_runs(read_sweep(path))) == 2 * 2 * 2
+    sweep = read_sweep(path, ["tune.seeds=1", "tune.goal=max"])
+    assert (sweep.grids[0].tune.seeds, sweep.grids[0].tune.goal) == (1, "max")
+    assert len(search_runs(sweep)) == 2 * 2 * 1
+    with pytest.raises(ConfigError, match=r"tune: seeds is a number .* got 0"):
+        read_sweep(path, ["tune.seeds=0"])
+    with pytest.raises(ConfigError, match=r"--set tune.seeds: .* has no search"):
+        read_sweep(_file(tmp_path, SMALL, "plain.toml"), ["tune.seeds=1"])

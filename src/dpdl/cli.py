@@ -426,7 +426,17 @@ def _sweep_parser(sub: argparse._SubParsersAction) -> None:
         "row per run), DIR/summary.csv (t intervals over seeds) and a figure per metric. An "
         "interrupted sweep resumes; see docs/sweeps.md.",
     )
-    parser.add_argument("file", type=Path, help="sweep file (TOML), e.g. examples/sweeps/*.toml")
+    parser.add_argument(
+        "file",
+        type=Path,
+        help="sweep file (TOML), e.g. examples/sweeps/a9a-eps.toml, or the name of a reproduction "
+        "that has one (its runs: dpdl sweep whisper-logreg; see dpdl reproduce --list)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="with a reproduction's name: the sweep of its --quick setting",
+    )
     parser.add_argument(
         "--dry-run", action="store_true", help="print the grid and its size; run nothing"
     )
@@ -435,8 +445,9 @@ def _sweep_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="fix an option (replacing its axis), or sweep.KEY=[...] to set an axis; VALUE a TOML "
-        "literal; repeatable",
+        help="fix an option (replacing its axis), sweep.KEY=[...] to set an axis, or "
+        "tune.KEY=VALUE to set a key of every search (tune.seeds=1); VALUE a TOML literal; "
+        "repeatable",
     )
     add_executor_arguments(parser, "jobs")
     add_output_arguments(parser, None, "results/sweeps/<file name>", None)
@@ -470,8 +481,8 @@ def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="DIR",
         help="run nothing: write REPORT.md and the figures into DIR from the runs 'dpdl sweep "
-        "examples/sweeps/NAME.toml --out DIR' made there (the reproductions with a sweep file: "
-        "see --list)",
+        "NAME --out DIR' made there (with --quick: 'dpdl sweep NAME --quick'; the reproductions "
+        "with a sweep file: see --list)",
     )
     add_executor_arguments(parser, "workers")
     add_output_arguments(parser, None, "results/<name>, or results/quick/<name>", None)
@@ -875,12 +886,16 @@ def _factorize(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     from dpdl.experiments.reproduce import REPRODUCTIONS, report_of_sweep, reproduce
+    from dpdl.experiments.sweeps.spec import REPRODUCTIONS as REPRODUCTION_SWEEPS
 
     if args.list or not args.name:
         for name, module in REPRODUCTIONS.items():
             parts = f" (parts: {', '.join(module.PARTS)})" if hasattr(module, "PARTS") else ""
-            if hasattr(module, "SWEEP_PART"):
-                parts += f" (sweep file of {module.SWEEP_PART}: examples/sweeps/{name}.toml)"
+            if (REPRODUCTION_SWEEPS / f"{name}.toml").is_file():
+                reports = ", ".join(getattr(module, "SWEEP_PARTS", ()))
+                parts += f" (sweep file: dpdl sweep {name}" + (
+                    f"; --from-sweep writes the report of {reports})" if reports else ")"
+                )
             print(f"{name:<20} {(module.__doc__ or '').strip().splitlines()[0]}{parts}")
         return 0
     if args.from_sweep is not None:
@@ -907,21 +922,30 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from dpdl.experiments.sweeps.spec import read_sweep
+    from dpdl.experiments.sweeps.spec import DEFAULT, read_sweep, reproduction_file
 
-    sweep = read_sweep(args.file, args.set)
+    path, name = args.file, args.file.stem
+    if path.suffix != ".toml" and not path.exists():  # a reproduction's name
+        path = reproduction_file(str(args.file), args.quick)
+        name += "-quick" if args.quick else ""
+    elif args.quick:
+        raise ConfigError(f"--quick: applies to a reproduction's name, not to the file {path}")
+    sweep = read_sweep(path, args.set)
     if args.dry_run:
         from dpdl.experiments.sweeps.tuning import search_runs
 
+        def shown(value: object) -> str:
+            """A value as the file writes it (an unset option as the file's "default")."""
+            return json.dumps(DEFAULT if value is None else value)
+
         for grid in sweep.grids:
             if len(sweep.grids) > 1:
-                fixed = ", ".join(f"{key} = {json.dumps(value)}" for key, value in grid.fixed)
+                fixed = ", ".join(f"{key} = {shown(value)}" for key, value in grid.fixed)
                 print(f"[[sweep]] {grid.label}" + (f" ({fixed})" if fixed else ""))
             for axis in grid.axes:
                 if axis.keys:
                     values = ", ".join(
-                        "/".join(json.dumps(value) for value in position)
-                        for position in axis.values
+                        "/".join(shown(value) for value in position) for position in axis.values
                     )
                     print(f"{' + '.join(axis.keys)} ({len(axis.values)}): {values}")
             if grid.tune is not None:
@@ -930,7 +954,7 @@ def _sweep(args: argparse.Namespace) -> int:
                     f"tune: {tune.goal} {tune.metric} over {', '.join(tune.over)}"
                     + (f", on the first {tune.seeds} seed(s)" if tune.seeds else "")
                     + (
-                        " at " + ", ".join(f"{key} = {json.dumps(value)}" for key, value in tune.at)
+                        " at " + ", ".join(f"{key} = {shown(value)}" for key, value in tune.at)
                         if tune.at
                         else ""
                     )
@@ -944,11 +968,9 @@ def _sweep(args: argparse.Namespace) -> int:
         return 0
     from dpdl.experiments.sweeps.run import run_sweep
 
-    out = args.out or Path("results") / "sweeps" / args.file.stem
+    out = args.out or Path("results") / "sweeps" / name
     with _open_executor(args, sweep.cpus, sweep.gpus) as executor:
-        result = run_sweep(
-            sweep, out, executor, progress=not args.no_progress, label=args.file.stem
-        )
+        result = run_sweep(sweep, out, executor, progress=not args.no_progress, label=name)
     for name, path in result.paths.items():
         print(f"{name}: {path}", file=sys.stderr)
     print(f"{len(result.rows)} runs, {result.failed} failed; results: {out}")

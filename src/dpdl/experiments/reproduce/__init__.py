@@ -8,16 +8,17 @@ has parts that are worth running alone names them in ``PARTS`` and takes ``parts
 functions; a module whose runs return bulky fields (images, curves) names them in ``CSV_OMITS``:
 they stay in the cache and reach ``analyse`` but not ``runs.csv``; a module whose claims compare
 methods over seeds names the statistical test in ``SIGNIFICANCE``, printed under the claims
-table. :func:`reproduce`
-runs the grid through the cache (an interrupted run resumes, in either stage), then writes
-``runs.csv``, the figures and ``REPORT.md``, whose run line states the invocation's wall time and
-the compute time its runs recorded (:data:`~dpdl.experiments.reproduce.runner.RUN_SECONDS`,
-summed); :func:`redraw` draws a finished reproduction's
-figures again from its ``runs.csv`` alone (the documentation site's figures), :func:`report_again`
-writes its figures and ``REPORT.md`` again from it (nothing is run), :func:`report_of_sweep`
-writes them from the runs of the reproduction's sweep file (``examples/sweeps/NAME.toml``, run by
-``dpdl sweep`` anywhere, on Ray too), for a module that names the part the file states in
-``SWEEP_PART``, and :func:`verdict_table` counts the reports' verdicts for the README.
+table. A figure stated by a sweep file (``dpdl sweep NAME``,
+:mod:`~dpdl.experiments.reproduce.sweep_jobs`) takes the jobs of those parts from the file.
+:func:`reproduce` runs the grid through the cache (an interrupted run resumes, in either stage),
+then writes ``runs.csv``, the figures and ``REPORT.md``, whose run line states the invocation's
+wall time and the compute time its runs recorded
+(:data:`~dpdl.experiments.reproduce.runner.RUN_SECONDS`, summed); :func:`redraw` draws a finished
+reproduction's figures again from its ``runs.csv`` alone (the documentation site's figures),
+:func:`report_again` writes its figures and ``REPORT.md`` again from it (nothing is run),
+:func:`report_of_sweep` writes them from the runs of the reproduction's sweep file (``dpdl sweep
+NAME``, run anywhere, on Ray too), for a module that names the parts the file states in
+``SWEEP_PARTS``, and :func:`verdict_table` counts the reports' verdicts for the README.
 """
 
 from __future__ import annotations
@@ -309,15 +310,16 @@ def report_again(name: str, out: Path) -> Path:
 def report_of_sweep(name: str, folder: Path, quick: bool = False) -> Path:
     """Write ``folder/REPORT.md`` of reproduction ``name``, and its figures, from the runs that
     ``dpdl sweep`` wrote into ``folder`` from the reproduction's sweep file
-    (``examples/sweeps/NAME.toml``: the part of the figure the module names in ``SWEEP_PART``),
+    (``dpdl sweep NAME``, with ``--quick`` for ``quick``: the parts of the figure the module names
+    in ``SWEEP_PARTS``),
     by the reproduction's own analysis, claims and verdicts; nothing is run. The run line states
     the sweep's runs and what its last invocation cost (``timing.json``). A folder whose runs do
     not cover the reproduction's grid (another file, or one changed) is a :class:`ConfigError`
     naming a missing run."""
     module = _module(name)
-    part = getattr(module, "SWEEP_PART", None)
-    if part is None:
-        stated = [key for key, value in REPRODUCTIONS.items() if hasattr(value, "SWEEP_PART")]
+    parts = getattr(module, "SWEEP_PARTS", None)
+    if parts is None:
+        stated = [key for key, value in REPRODUCTIONS.items() if hasattr(value, "SWEEP_PARTS")]
         raise ConfigError(
             f"reproduction {name!r} has no sweep file to report on; those that have: "
             f"{', '.join(stated)}"
@@ -327,11 +329,12 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False) -> Path:
     sweep_rows = read_rows(folder / "runs.csv")
     rows = rows_of_sweep(sweep_rows)
     try:
-        figures, claims, notes = module.analyse(rows, folder, quick, parts=(part,))
+        figures, claims, notes = module.analyse(rows, folder, quick, parts=parts)
     except KeyError as missing:
         raise ConfigError(
             f"{folder}/runs.csv lacks runs of {name}'s {'quick ' if quick else ''}grid, e.g. "
-            f"{missing}; run examples/sweeps/{name}.toml as it is into this folder"
+            f"{missing}; run 'dpdl sweep {name}{' --quick' if quick else ''} --out {folder}' "
+            "as it is"
         ) from None
     timing_file = folder / "timing.json"
     timing = json.loads(timing_file.read_text()) if timing_file.is_file() else {}
@@ -343,9 +346,11 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False) -> Path:
         else ""
     )
     failed = sum(bool(row.get("error")) for row in sweep_rows)
+    stated, flag = ", ".join(f"`{part}`" for part in parts), " --quick" if quick else ""
     run = (
-        f"Run: `dpdl sweep examples/sweeps/{name}.toml` (the part `{part}`), then `dpdl "
-        f"reproduce {name} --from-sweep DIR`, {QUICK if quick else FULL}, {len(rows)} runs"
+        f"Run: `dpdl sweep {name}{flag}` (the part{'s' if len(parts) > 1 else ''} {stated}), "
+        f"then `dpdl reproduce {name}{flag} --from-sweep DIR`, {QUICK if quick else FULL}, "
+        f"{len(rows)} runs"
         + (f" ({failed} more failed)" if failed else "")
         + f"{cost}. Raw runs: `runs.csv`."
     )

@@ -42,13 +42,14 @@ cannot be told apart there.
 from __future__ import annotations
 
 from dpdl.experiments.reproduce import corn_authors, corn_tradeoff, tradeoff
+from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.reproduce.tradeoff import Study, Training
 
 __all__ = [
     "NAME",
     "PARTS",
     "SIGNIFICANCE",
-    "SWEEP_PART",
+    "SWEEP_PARTS",
     "analyse",
     "authors_study",
     "followup_jobs",
@@ -59,9 +60,9 @@ __all__ = [
 NAME = "corn-mnist"
 SIGNIFICANCE = tradeoff.SIGNIFICANCE
 PARTS = corn_tradeoff.PARTS
-#: The part that ``examples/sweeps/NAME.toml`` states (:func:`dpdl.experiments.reproduce.
+#: The parts that the sweep file ``dpdl sweep NAME`` runs states (:func:`dpdl.experiments.reproduce.
 #: report_of_sweep`).
-SWEEP_PART = "paper"
+SWEEP_PARTS = ("paper",)
 run_job = corn_tradeoff.run_job
 #: The papers' step-size grid, shared by every method of both protocols.
 LRS = (1e-1, 5e-2, 1e-2, 5e-3, 1e-3)
@@ -121,5 +122,6 @@ PROTOCOLS = corn_tradeoff.Protocols(
     "examples: 56 times smaller in standard deviation at eps = 10 than the agent-level noise of "
     "the paper's exact calibration, see the scales in the notes) costs the linear model nothing "
     "measurable, so the same design at the same step size gives the same accuracy",
+    sweep=SweepJobs(NAME),
 )
 jobs, followup_jobs, analyse = PROTOCOLS.jobs, PROTOCOLS.followup_jobs, PROTOCOLS.analyse

@@ -19,6 +19,7 @@ import numpy as np
 
 from dpdl.experiments.reproduce import corn_authors
 from dpdl.experiments.reproduce.report import Claim, Verdict, checked
+from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.reproduce.tradeoff import (
     Panel,
     Point,
@@ -523,23 +524,23 @@ class Protocols:
     log_y: bool
     #: What, in the authors' protocol, makes a claim hold that fails in the papers'.
     why: str
-
-    def _studies(self, quick: bool, parts: tuple[str, ...]) -> list[Study]:
-        return [
-            study(quick)
-            for part, study in (("paper", self.paper), ("authors", self.authors))
-            if part in parts
-        ]
+    #: The papers' protocol's runs: the sweep file that ``paper`` describes for the analysis (a
+    #: test checks that the two agree).
+    sweep: SweepJobs
 
     def jobs(self, quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
-        return unique_jobs([job for s in self._studies(quick, parts) for job in tuning_jobs(s)])
+        found = self.sweep.jobs(self.sweep.sweep(quick)) if "paper" in parts else []
+        if "authors" in parts:
+            found += tuning_jobs(self.authors(quick))
+        return unique_jobs(found)
 
     def followup_jobs(
         self, quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS
     ) -> list[dict[str, Any]]:
-        return unique_jobs(
-            [job for s in self._studies(quick, parts) for job in final_jobs(s, rows)]
-        )
+        found = self.sweep.followup_jobs(self.sweep.sweep(quick), rows) if "paper" in parts else []
+        if "authors" in parts:
+            found += final_jobs(self.authors(quick), rows)
+        return unique_jobs(found)
 
     def analyse(
         self, rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str, ...] = PARTS

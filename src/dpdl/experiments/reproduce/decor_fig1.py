@@ -49,6 +49,7 @@ import numpy as np
 from dpdl.experiments.reproduce import decor_authors, decor_labels, tradeoff
 from dpdl.experiments.reproduce.corn_tradeoff import Analysis
 from dpdl.experiments.reproduce.report import Claim, checked
+from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.reproduce.tradeoff import (
     Panel,
     Point,
@@ -62,7 +63,16 @@ from dpdl.experiments.reproduce.tradeoff import (
 )
 from dpdl.graphs import algebraic_connectivity, build_graph
 
-__all__ = ["NAME", "PARTS", "SIGNIFICANCE", "analyse", "followup_jobs", "jobs", "run_job"]
+__all__ = [
+    "NAME",
+    "PARTS",
+    "SIGNIFICANCE",
+    "SWEEP_PARTS",
+    "analyse",
+    "followup_jobs",
+    "jobs",
+    "run_job",
+]
 
 NAME = "decor-fig1"
 SIGNIFICANCE = tradeoff.SIGNIFICANCE
@@ -187,6 +197,11 @@ def _task_study(task: str, quick: bool) -> Study:
 PARTS = tuple(TASKS)
 
 
+#: The parts that the sweep file ``dpdl sweep NAME`` runs states (:func:`dpdl.experiments.reproduce.
+#: report_of_sweep`): every task in the paper's protocol (least squares in the authors' protocol is
+#: not a training configuration: this module's run_job runs it).
+SWEEP_PARTS = PARTS
+
 #: The label of the least squares in the authors' protocol.
 AUTHORS = "Least squares, authors' protocol"
 
@@ -225,7 +240,8 @@ def _authors_study(quick: bool) -> Study:
 
 def study(quick: bool, parts: tuple[str, ...] = PARTS) -> Study:
     """The panels of ``parts``: every task on every topology, and least squares in the authors'
-    protocol too."""
+    protocol too (what the analysis reads; the paper's protocol's runs are its sweep file's, a
+    test checks that the two agree)."""
     panels = [panel for task in parts for panel in _task_study(task, quick).panels]
     if "least-squares" in parts:
         panels += _authors_study(quick).panels
@@ -240,7 +256,27 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     return tradeoff.run_job(job)
 
 
-jobs, followup_jobs = tradeoff.stages(study)
+#: The paper's protocol's runs: its sweep file, the tasks of the parts run.
+SWEEP = SweepJobs(NAME)
+
+
+def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
+    """The search runs of the tasks ``parts`` names, from the sweep file, and least squares'
+    tuning runs in the authors' protocol where it is one of them."""
+    found = SWEEP.jobs(SWEEP.sweep(quick, parts))
+    if "least-squares" in parts:
+        found += tradeoff.tuning_jobs(_authors_study(quick))
+    return tradeoff.unique_jobs(found)
+
+
+def followup_jobs(
+    quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS
+) -> list[dict[str, Any]]:
+    """Each tuned point of ``parts`` on all its seeds, in both protocols."""
+    found = SWEEP.followup_jobs(SWEEP.sweep(quick, parts), rows)
+    if "least-squares" in parts:
+        found += tradeoff.final_jobs(_authors_study(quick), rows)
+    return tradeoff.unique_jobs(found)
 
 
 def _gap(point: Point, reference: Point, lower: bool) -> float:
@@ -280,7 +316,8 @@ def analyse(
             notes.append(_labels_note(task_study))
         if task == "least-squares" and not any(row.get("protocol") for row in rows):
             notes.append(
-                f"{AUTHORS}: not in runs.csv yet (its runs are in the cache of the next whole run)."
+                f"{AUTHORS}: not in these runs (`dpdl reproduce {NAME} --parts least-squares` "
+                "runs it; the sweep file does not state it, its runs being the authors' code)."
             )
         elif task == "least-squares":
             authors = _authors_study(quick)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,12 +49,12 @@ __all__ = [
     "budget_claim",
     "config_of",
     "final_jobs",
+    "job_of",
     "plot_study",
     "result_row",
     "rows_of_sweep",
     "run_job",
     "significantly_better",
-    "stages",
     "summarise",
     "train",
     "tuning_jobs",
@@ -303,22 +303,6 @@ def final_jobs(study: Study, tuning_rows: list[dict[str, Any]]) -> list[Job]:
     return [job for job in unique_jobs(jobs) if _key(job) not in rows]
 
 
-def stages(
-    study: Callable[..., Study],
-) -> tuple[Callable[..., list[Job]], Callable[..., list[Job]]]:
-    """A reproduction module's ``jobs(quick, **options)`` (tuning) and ``followup_jobs(quick, rows,
-    **options)`` (final) for the study that ``study(quick, **options)`` describes (``options``: a
-    figure's ``parts``, where it has them)."""
-
-    def jobs(quick: bool, **options: Any) -> list[Job]:
-        return tuning_jobs(study(quick, **options))
-
-    def followup_jobs(quick: bool, rows: list[dict[str, Any]], **options: Any) -> list[Job]:
-        return final_jobs(study(quick, **options), rows)
-
-    return jobs, followup_jobs
-
-
 def run_job(job: Job) -> dict[str, Any]:
     """Train one seed of one grid point; its final metrics, privacy and noise variance."""
     return result_row(train(job))
@@ -375,41 +359,50 @@ def result_row(result: TrainResult) -> dict[str, Any]:
     }
 
 
+def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
+    """The job of one run stated as a sweep's options (those of a one-seed :class:`TrainConfig`,
+    :func:`dpdl.settings.to_options`; or a row of ``dpdl sweep``'s ``runs.csv``, its seed a
+    number): the fields :func:`config_of` reads, under their names here, and the ``version`` of
+    the ``run_job`` that runs it."""
+    seed = options["seed"]
+    return {
+        "task": options["task"],
+        "graph": options["graph"],
+        "n": int(options["n"]),
+        "p": float(options["p"]),
+        "eps": float(options["eps"]),
+        "method": options["mechanism"],
+        "calibration": options["calibration"],
+        "steps": int(options["steps"]),
+        "schedule": options["schedule"],
+        "batch_size": int(options["batch_size"]),
+        "clip_level": options["clip_level"],
+        "version": version,
+        "lr": float(options["lr"]),
+        "clip": float(options["clip"]),
+        "decor_couple": options["decor_couple"]
+        if options["decor_search"] == "appendix-d"
+        else None,
+        "seed": int(seed[0] if isinstance(seed, list) else seed),
+    }
+
+
 def rows_of_sweep(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A sweep's runs (the rows of ``dpdl sweep``'s ``runs.csv``, :mod:`dpdl.experiments.sweeps`)
-    as the rows of this protocol's jobs: each run's job fields (the sweep's options under the
-    names :func:`config_of` reads) and its results, so that a study stated as a sweep file is
-    analysed by the study's own code. Failed runs are left out."""
+    as the rows of this protocol's jobs: each run's job fields (:func:`job_of`) and its results,
+    so that a study stated as a sweep file is analysed by the study's own code. Failed runs are
+    left out."""
     options = set(to_options(TrainConfig()))
-    converted = []
-    for row in rows:
-        if row.get("error"):
-            continue
-        job = {
-            "task": row["task"],
-            "graph": row["graph"],
-            "n": int(row["n"]),
-            "p": float(row["p"]),
-            "eps": float(row["eps"]),
-            "method": row["mechanism"],
-            "calibration": row["calibration"],
-            "steps": int(row["steps"]),
-            "schedule": row["schedule"],
-            "batch_size": int(row["batch_size"]),
-            "clip_level": row["clip_level"],
-            "version": VERSION,
-            "lr": float(row["lr"]),
-            "clip": float(row["clip"]),
-            "decor_couple": row["decor_couple"] if row["decor_search"] == "appendix-d" else None,
-            "seed": int(row["seed"]),
-        }
-        results = {
+    return [
+        job_of(row)
+        | {
             key: value
             for key, value in row.items()
             if key not in options and key not in ("point", "error")
         }
-        converted.append(job | results)
-    return converted
+        for row in rows
+        if not row.get("error")
+    ]
 
 
 def summarise(

@@ -43,14 +43,13 @@ import numpy as np
 
 from dpdl.experiments.reproduce import corn_tradeoff, tradeoff
 from dpdl.experiments.reproduce.corn_tradeoff import Analysis
+from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.reproduce.tradeoff import (
     Panel,
     Study,
     Training,
-    final_jobs,
     plot_study,
     summarise,
-    tuning_jobs,
 )
 from dpdl.tasks.quadratic import whisper_quadratic
 
@@ -113,23 +112,20 @@ def _noise_free(quick: bool) -> dict[str, Study]:
     return studies
 
 
+#: The runs: the private methods' and the noise-free references', from the sweep file (a test
+#: checks that it makes :func:`study`'s and :func:`_noise_free`'s runs and choices).
+SWEEP = SweepJobs(NAME, VERSION)
+
+
 def jobs(quick: bool) -> list[dict[str, Any]]:
-    """The tuning runs of the private methods and of the noise-free references (a grid point the
+    """The search runs of the private methods and of the noise-free references (a grid point the
     references share is run once)."""
-    return tradeoff.unique_jobs(
-        [job for each in (study(quick), *_noise_free(quick).values()) for job in tuning_jobs(each)]
-    )
+    return SWEEP.jobs(SWEEP.sweep(quick))
 
 
 def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every tuned point on all seeds (once)."""
-    return tradeoff.unique_jobs(
-        [
-            job
-            for each in (study(quick), *_noise_free(quick).values())
-            for job in final_jobs(each, rows)
-        ]
-    )
+    return SWEEP.followup_jobs(SWEEP.sweep(quick), rows)
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:

@@ -50,8 +50,22 @@ from dpdl.experiments.replay import (
 from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import add_arguments, from_options, to_options
 
-__all__ = ["Axis", "Grid", "Sweep", "Tune", "read_sweep", "train_parser"]
+__all__ = [
+    "DEFAULT",
+    "REPRODUCTIONS",
+    "Axis",
+    "Grid",
+    "Sweep",
+    "Tune",
+    "read_sweep",
+    "reproduction_file",
+    "train_parser",
+]
 
+#: The reproductions' sweep files, shipped with the package: ``NAME.toml`` states the runs of
+#: ``dpdl reproduce NAME`` (its parts in the papers' protocol), ``quick/NAME.toml`` those of its
+#: ``--quick`` setting; ``dpdl sweep NAME`` runs them.
+REPRODUCTIONS = Path(__file__).resolve().parent / "reproductions"
 TABLES = ("base", "sweep", "resources")
 GOALS = ("min", "max")
 #: The keys of a grid's table that are not options.
@@ -201,10 +215,19 @@ class _File:
         return f"{self.path}:{headers[index] + 1 + line}" if line else str(self.path)
 
 
+#: The value that leaves an option unset (its default applies, e.g. the task's own step size):
+#: TOML has no null, and an axis may need the unset value beside set ones (DECOR's trace-optimal
+#: couple, ``decor-couple = "default"``, beside Appendix D's couples 0, 1, 2).
+DEFAULT = "default"
+
+
 def _value(action: argparse.Action, value: Any, where: str) -> Any:
     """``value`` of option ``action`` checked as ``dpdl train --config`` checks it; a mechanism
     against the registry too (its option is open, so argparse has no choices to check it by),
-    so that a misspelt one fails here, not in every point that names it."""
+    so that a misspelt one fails here, not in every point that names it. ``"default"`` is the
+    unset value (None) of an option that has one."""
+    if value == DEFAULT and action.default is None and DEFAULT not in (action.choices or ()):
+        return None
     value = typed_value(action, value, where)
     if action.dest == "mechanism" and value != "none" and value not in MECHANISM_REGISTRY:
         known = ", ".join(("none", *MECHANISM_REGISTRY.names()))
@@ -329,12 +352,14 @@ def _grid(
     index: int | None,
     base: dict[str, Any],
     assignments: list[tuple[str, Any]],
+    tune_sets: dict[str, Any],
     actions: dict[str, argparse.Action],
     file: _File,
 ) -> Grid:
     """One grid table (``[sweep]``, or the ``index``-th ``[[sweep]]``) checked, with the
     ``--set`` ``assignments`` on top: ``key=value`` (in ``base`` already) replaces its axis or
-    fixed value; ``sweep.key=[...]`` sets the axis, unless this grid fixes the option."""
+    fixed value; ``sweep.key=[...]`` sets the axis, unless this grid fixes the option; the
+    ``tune_sets`` (``tune.seeds=1``: ``{"seeds": 1}``) replace those keys of the grid's search."""
     table = dict(table)
     special = {
         name: (table.pop(name), file.in_grid(name, index)) for name in SPECIAL if name in table
@@ -377,6 +402,9 @@ def _grid(
     tune = None
     if "tune" in special:
         value, where = special["tune"]
+        if tune_sets:
+            value = {**({"metric": value} if isinstance(value, str) else value), **tune_sets}
+            where = f"{where} (with --set tune.{', tune.'.join(tune_sets)})"
         tune = _tune(value, actions, set(axes), where)
     label, where = special.get("label", ("", ""))
     if not isinstance(label, str):
@@ -384,10 +412,24 @@ def _grid(
     return Grid(tuple(grid), tuple(fixed.items()), tune, label)
 
 
+def reproduction_file(name: str, quick: bool = False) -> Path:
+    """The sweep file of reproduction ``name`` (of its ``quick`` setting); a :class:`ConfigError`
+    naming those that have one if it has none."""
+    path = REPRODUCTIONS / ("quick" if quick else "") / f"{name}.toml"
+    if not path.is_file():
+        known = ", ".join(sorted(file.stem for file in REPRODUCTIONS.glob("*.toml")))
+        raise ConfigError(
+            f"reproduction {name!r} has no sweep file; those that have one: {known} (or give the "
+            "path of a sweep file)"
+        )
+    return path
+
+
 def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
     """The sweep file ``path`` checked, with the ``--set`` ``assignments`` on top:
     ``key=value`` fixes an option (replacing its axis, if it has one, in every grid),
-    ``sweep.key=[...]`` sets an axis (in every grid that does not fix the option itself). Raises
+    ``sweep.key=[...]`` sets an axis (in every grid that does not fix the option itself),
+    ``tune.key=value`` sets a key of every grid's search (``tune.seeds=1``). Raises
     :class:`ConfigError` naming the file, line and key of what is wrong."""
     text, data = read_toml(path, "sweep file")
     file = _File(path, text)
@@ -406,11 +448,19 @@ def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
         action = resolve_key(actions, key, where)
         base[action.dest] = _value(action, value, f"{where}: {key}")
     sets = [parse_set(assignment) for assignment in assignments]
+    tune_sets = {key.removeprefix("tune."): value for key, value in sets if key.startswith("tune.")}
+    sets = [(key, value) for key, value in sets if not key.startswith("tune.")]
     tables = data.get("sweep", {})
     if isinstance(tables, dict):
-        grids = [_grid(tables, None, base, sets, actions, file)]
+        grids = [_grid(tables, None, base, sets, tune_sets, actions, file)]
     else:
-        grids = [_grid(table, k, base, sets, actions, file) for k, table in enumerate(tables)]
+        grids = [
+            _grid(table, k, base, sets, tune_sets, actions, file) for k, table in enumerate(tables)
+        ]
+    if tune_sets and all(grid.tune is None for grid in grids):
+        raise ConfigError(
+            f"--set tune.{', tune.'.join(tune_sets)}: {path} has no search (tune) to change"
+        )
     for key, value in sets:  # in order: the last word on an option counts
         name = key.removeprefix("sweep.")
         action = resolve_key(actions, name, f"--set {key!r}")

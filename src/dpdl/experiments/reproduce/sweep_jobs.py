@@ -1,0 +1,76 @@
+"""A reproduction's runs read from its sweep file: the file states the grid, the search and the
+seeds (``dpdl sweep NAME`` runs the same file anywhere, on Ray too), this module turns its two
+stages into the reproduction's jobs, and the reproduction's analysis writes the report.
+
+The file (:func:`dpdl.experiments.sweeps.spec.reproduction_file`, ``quick/NAME.toml`` for
+``--quick``) is read by the sweeps' own code, and each stage is theirs
+(:mod:`dpdl.experiments.sweeps.tuning`: the search's runs, then each setting's choice on every
+seed); each run becomes the job :func:`~dpdl.experiments.reproduce.tradeoff.job_of` gives, which
+:func:`~dpdl.experiments.reproduce.tradeoff.run_job` trains, so a reproduction's cache and
+``runs.csv`` keep their form. A file that sets an option the jobs do not carry (say ``delta``) is
+refused: its runs would not be the file's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dpdl.errors import ConfigError
+from dpdl.experiments.reproduce.tradeoff import VERSION, Job, config_of, job_of, unique_jobs
+from dpdl.experiments.sweeps.spec import Sweep, read_sweep, reproduction_file, run_key
+from dpdl.experiments.sweeps.tuning import final_runs, search_runs, settings
+from dpdl.settings import to_options
+
+__all__ = ["SweepJobs"]
+
+
+@dataclass(frozen=True)
+class SweepJobs:
+    """The jobs of reproduction ``name``'s sweep file, run by a ``run_job`` of ``version``."""
+
+    name: str
+    version: int = VERSION
+
+    def sweep(self, quick: bool, tasks: Sequence[str] | None = None) -> Sweep:
+        """The file of the ``quick`` setting or the full one; with ``tasks``, only its grids of
+        those tasks (a figure whose parts are its tasks)."""
+        sweep = read_sweep(reproduction_file(self.name, quick))
+        if tasks is None:
+            return sweep
+        grids = tuple(
+            grid
+            for grid in sweep.grids
+            if dict(grid.fixed).get("task", sweep.base.get("task")) in tasks
+        )
+        return Sweep(sweep.base, grids, sweep.cpus, sweep.gpus)
+
+    def _job(self, options: dict[str, Any]) -> Job:
+        job = job_of(options, self.version)
+        again = to_options(config_of(job))
+        lost = sorted(key for key in options if again.get(key) != options[key])
+        if lost:
+            raise ConfigError(
+                f"the sweep file of {self.name} sets {', '.join(lost)}, which its jobs do not "
+                f"carry (a run of {options})"
+            )
+        return job
+
+    def jobs(self, sweep: Sweep) -> list[Job]:
+        """The first stage: every run of the file's searches (and of its grids without one)."""
+        return unique_jobs([self._job(options) for options in search_runs(sweep)])
+
+    def followup_jobs(self, sweep: Sweep, rows: list[dict[str, Any]]) -> list[Job]:
+        """The second stage: each setting's choice, by the first stage's ``rows`` (the jobs' fields
+        and results), on every seed; those ``rows`` hold already are left out."""
+        by_run: dict[str, dict[str, Any]] = {}
+        for row in rows:  # those of this file's jobs (not another protocol's)
+            if not row.get("protocol") and row.get("version") == self.version:
+                by_run.setdefault(run_key(to_options(config_of(row))), row)
+
+        def lookup(options: dict[str, Any]) -> dict[str, Any] | None:
+            return by_run.get(run_key(options))
+
+        final = [(options, self._job(options)) for options in final_runs(settings(sweep, lookup))]
+        return unique_jobs([job for options, job in final if run_key(options) not in by_run])
