@@ -357,6 +357,41 @@ def test_several_grids_run_their_union_once_and_summarise_a_panel_each(tmp_path)
     assert {(p["eps"], p["p"]) for p in narrowed.points()} == {(3.0, 0.5), (10.0, 0.5), (10.0, 0.8)}
 
 
+def test_grids_of_tasks_with_other_metrics_summarise_each_its_own(tmp_path) -> None:
+    # DECOR Fig. 1's file in small: least squares reports an optimality gap, a9a a test loss
+    text = """\
+[base]
+n = 5
+steps = 10
+eval-every = 10
+seed = [0, 1]
+
+[[sweep]]
+label = "quadratic"
+task = "quadratic"
+eps = [5, 10]
+
+[[sweep]]
+label = "a9a"
+task = "logreg-a9a"
+batch-size = 16
+eps = [5, 10]
+"""
+    result = run_sweep(read_sweep(_file(tmp_path, text)), tmp_path / "out", progress=False)
+    assert result.failed == 0 and {"optimality_gap", "test_loss"} <= set(result.metrics)
+    summary = _rows(tmp_path / "out" / "summary.csv")
+    assert [line["grid"] for line in summary] == ["quadratic"] * 2 + ["a9a"] * 2
+    for line in summary:
+        mine, other = (
+            ("optimality_gap", "test_loss")
+            if line["grid"] == "quadratic"
+            else ("test_loss", "optimality_gap")
+        )
+        assert float(line[f"{mine}_mean"]) > 0 and line[f"{other}_mean"] == ""
+    assert (tmp_path / "out" / "test_loss.png").is_file()
+    assert (tmp_path / "out" / "optimality_gap.png").is_file()
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -59,8 +59,8 @@ def summarise(
 ) -> list[dict[str, Any]]:
     """One row per setting (its search's choice, where the grid searches): the grid (where there
     are several), the moving options, the number of runs, and each metric's mean, low and high
-    (t interval over seeds). Failed runs are left out, and so is a setting none of whose runs
-    finished."""
+    (t interval over seeds; None where the setting's task does not report it). Failed runs are
+    left out, and so is a setting none of whose runs finished."""
     grids = list(dict.fromkeys(setting.grid for setting in chosen))
     summary = []
     for setting in chosen:
@@ -72,7 +72,12 @@ def summarise(
         line |= {key: runs[0][key] for key in _moving(setting.grid)}
         line["runs"] = len(runs)
         for metric in metrics:
-            mean, low, high = t_interval([run[metric] for run in runs])
+            # A metric the setting's task does not report (a sweep over tasks) stays empty.
+            mean, low, high = (
+                t_interval([run[metric] for run in runs])
+                if all(metric in run for run in runs)
+                else (None, None, None)
+            )
             line |= {f"{metric}_mean": mean, f"{metric}_low": low, f"{metric}_high": high}
         summary.append(line)
     return summary
@@ -111,25 +116,36 @@ def plot_summary(
     from dpdl.experiments.plots import plot_panels
 
     def column(xs: list[Any], points: dict[Any, dict[str, Any]], name: str) -> list[float]:
-        return [points[v][name] if v in points else math.nan for v in xs]
+        values = [points[v][name] if v in points else None for v in xs]
+        return [math.nan if value is None else value for value in values]
 
     paths = {}
     for metric in metrics:
+        # The panels of the grids whose task reports the metric.
+        shown = {
+            panel: (x, xs, lines)
+            for panel, (x, xs, lines) in panels.items()
+            if any(
+                line[f"{metric}_mean"] is not None
+                for points in lines.values()
+                for line in points.values()
+            )
+        }
         series = {
             panel: {name: column(xs, points, f"{metric}_mean") for name, points in lines.items()}
-            for panel, (_, xs, lines) in panels.items()
+            for panel, (_, xs, lines) in shown.items()
         }
         bands = {
             panel: {
                 name: (column(xs, points, f"{metric}_low"), column(xs, points, f"{metric}_high"))
                 for name, points in lines.items()
             }
-            for panel, (_, xs, lines) in panels.items()
+            for panel, (_, xs, lines) in shown.items()
         }
         paths[metric] = plot_panels(
-            {panel: xs for panel, (_, xs, _) in panels.items()},
+            {panel: xs for panel, (_, xs, _) in shown.items()},
             series,
-            {panel: x for panel, (x, _, _) in panels.items()},
+            {panel: x for panel, (x, _, _) in shown.items()},
             metric,
             out / f"{metric}.png",
             f"{metric}: mean over seeds, {LEVEL:.0%} t interval",
