@@ -140,23 +140,26 @@ def _as_sweep_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("name", "stated"),
     [
-        ("whisper-logreg", "the part `paper`"),
-        ("corn-mnist", "the part `paper`"),
-        ("decor-fig1", "the parts `least-squares`, `logreg-a9a`, `mnist-mlp`"),
+        ("whisper-logreg", " (the part `paper`)"),
+        ("corn-mnist", " (the part `paper`)"),
+        ("decor-fig1", " (the parts `least-squares`, `logreg-a9a`, `mnist-mlp`)"),
+        ("whisper-quadratic", ""),
     ],
 )
 def test_a_report_from_a_sweeps_runs_is_the_reproductions_report(
     tmp_path, name: str, stated: str
 ) -> None:
-    module = {"whisper-logreg": whisper_logreg, "corn-mnist": corn_mnist, "decor-fig1": decor_fig1}
-    module = module[name]
-    paper = [row for row in read_rows(ROOT / "results" / name / "runs.csv") if not row["protocol"]]
+    module = FILES[name][0]
+    paper = [
+        row for row in read_rows(ROOT / "results" / name / "runs.csv") if not row.get("protocol")
+    ]
     write_rows(_as_sweep_rows(paper), tmp_path / "runs.csv")
     report = report_of_sweep(name, tmp_path).read_text()
-    _, claims, notes = module.analyse(paper, tmp_path / "direct", False, parts=module.SWEEP_PARTS)
+    parts = {"parts": module.SWEEP_PARTS} if hasattr(module, "SWEEP_PARTS") else {}
+    _, claims, notes = module.analyse(paper, tmp_path / "direct", False, **parts)
     assert claims and all(claim.measured in report for claim in claims)
     assert all(note.splitlines()[0] in report for note in notes)
-    assert f"`dpdl sweep {name}` ({stated}), then `dpdl reproduce {name} --from-sweep" in report
+    assert f"`dpdl sweep {name}`{stated}, then `dpdl reproduce {name} --from-sweep" in report
     assert f"{len(paper)} runs" in report
 
 

@@ -47,6 +47,26 @@ def test_quadratic_optimum_matches_a_numerical_minimiser() -> None:
     assert abs(task.curvatures[-1][0, 1]) > 1.0
 
 
+def test_quadratic_reports_the_papers_gap_each_agent_on_its_own_objective() -> None:
+    """Whisper D-SGD's ``(1/n) sum_i f_i(x_i) - f*``, by hand from eq. (11)'s pieces: below the
+    global-objective gap away from consensus for these models, equal to it at consensus."""
+    task = whisper_quadratic(20)
+    models = np.random.default_rng(0).normal(0.0, 5.0, (20, 2))
+    own = [
+        (models[i] - task.centers[i]) @ task.curvatures[i] @ (models[i] - task.centers[i])
+        for i in range(20)
+    ]
+    metrics = task.evaluate(torch.from_numpy(models))
+    np.testing.assert_allclose(
+        metrics["paper_optimality_gap"], np.mean(own) - task.optimal_value, rtol=1e-12
+    )
+    assert metrics["paper_optimality_gap"] != pytest.approx(metrics["optimality_gap"])
+    shared = torch.from_numpy(models[:1])  # one row: every agent's model, as at step 0
+    at_one = task.evaluate(shared)
+    assert at_one["paper_optimality_gap"] == pytest.approx(at_one["optimality_gap"], rel=1e-12)
+    assert at_one == pytest.approx(task.evaluate(shared.repeat(20, 1)), rel=1e-12)
+
+
 def test_least_squares_matches_decor_definition() -> None:
     n, d = 8, 4
     task = decor_least_squares(n, d, purpose_rng(3, "least-squares targets"))

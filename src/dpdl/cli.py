@@ -886,15 +886,14 @@ def _factorize(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     from dpdl.experiments.reproduce import REPRODUCTIONS, report_of_sweep, reproduce
-    from dpdl.experiments.sweeps.spec import REPRODUCTIONS as REPRODUCTION_SWEEPS
 
     if args.list or not args.name:
         for name, module in REPRODUCTIONS.items():
             parts = f" (parts: {', '.join(module.PARTS)})" if hasattr(module, "PARTS") else ""
-            if (REPRODUCTION_SWEEPS / f"{name}.toml").is_file():
-                reports = ", ".join(getattr(module, "SWEEP_PARTS", ()))
-                parts += f" (sweep file: dpdl sweep {name}" + (
-                    f"; --from-sweep writes the report of {reports})" if reports else ")"
+            if hasattr(module, "SWEEP"):
+                stated = ", ".join(getattr(module, "SWEEP_PARTS", ()))
+                parts += f" (sweep file: dpdl sweep {name}; --from-sweep writes the report" + (
+                    f" of {stated})" if stated else ")"
                 )
             print(f"{name:<20} {(module.__doc__ or '').strip().splitlines()[0]}{parts}")
         return 0

@@ -17,8 +17,9 @@ wall time and the compute time its runs recorded
 reproduction's figures again from its ``runs.csv`` alone (the documentation site's figures),
 :func:`report_again` writes its figures and ``REPORT.md`` again from it (nothing is run),
 :func:`report_of_sweep` writes them from the runs of the reproduction's sweep file (``dpdl sweep
-NAME``, run anywhere, on Ray too), for a module that names the parts the file states in
-``SWEEP_PARTS``, and :func:`verdict_table` counts the reports' verdicts for the README.
+NAME``, run anywhere, on Ray too), for a module with a sweep file (``SWEEP``, and the parts
+it states in ``SWEEP_PARTS``), and :func:`verdict_table` counts the reports' verdicts for the
+README.
 """
 
 from __future__ import annotations
@@ -309,17 +310,16 @@ def report_again(name: str, out: Path) -> Path:
 
 def report_of_sweep(name: str, folder: Path, quick: bool = False) -> Path:
     """Write ``folder/REPORT.md`` of reproduction ``name``, and its figures, from the runs that
-    ``dpdl sweep`` wrote into ``folder`` from the reproduction's sweep file
-    (``dpdl sweep NAME``, with ``--quick`` for ``quick``: the parts of the figure the module names
-    in ``SWEEP_PARTS``),
-    by the reproduction's own analysis, claims and verdicts; nothing is run. The run line states
-    the sweep's runs and what its last invocation cost (``timing.json``). A folder whose runs do
-    not cover the reproduction's grid (another file, or one changed) is a :class:`ConfigError`
-    naming a missing run."""
+    ``dpdl sweep NAME`` (with ``--quick`` for ``quick``) wrote into ``folder``: the module's sweep
+    file (its ``SWEEP``; the parts of a figure with parts that the file states, ``SWEEP_PARTS``),
+    analysed by the reproduction's own code, claims and verdicts; nothing is run. The run line
+    states the sweep's runs and what its last invocation cost (``timing.json``). A folder whose
+    runs do not cover the reproduction's grid (another file, or one changed) is a
+    :class:`ConfigError` naming a missing run."""
     module = _module(name)
-    parts = getattr(module, "SWEEP_PARTS", None)
-    if parts is None:
-        stated = [key for key, value in REPRODUCTIONS.items() if hasattr(value, "SWEEP_PARTS")]
+    sweep = getattr(module, "SWEEP", None)
+    if sweep is None:
+        stated = [key for key, value in REPRODUCTIONS.items() if hasattr(value, "SWEEP")]
         raise ConfigError(
             f"reproduction {name!r} has no sweep file to report on; those that have: "
             f"{', '.join(stated)}"
@@ -327,9 +327,12 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False) -> Path:
     if not (folder / "runs.csv").is_file():
         raise ConfigError(f"{folder}: no runs.csv here; run 'dpdl sweep FILE --out {folder}'")
     sweep_rows = read_rows(folder / "runs.csv")
-    rows = rows_of_sweep(sweep_rows)
+    rows = rows_of_sweep(sweep_rows, sweep.version)
+    parts = getattr(module, "SWEEP_PARTS", ())
     try:
-        figures, claims, notes = module.analyse(rows, folder, quick, parts=parts)
+        figures, claims, notes = module.analyse(
+            rows, folder, quick, **({"parts": parts} if parts else {})
+        )
     except KeyError as missing:
         raise ConfigError(
             f"{folder}/runs.csv lacks runs of {name}'s {'quick ' if quick else ''}grid, e.g. "
@@ -346,11 +349,15 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False) -> Path:
         else ""
     )
     failed = sum(bool(row.get("error")) for row in sweep_rows)
-    stated, flag = ", ".join(f"`{part}`" for part in parts), " --quick" if quick else ""
+    flag = " --quick" if quick else ""
+    stated = (
+        f" (the part{'s' if len(parts) > 1 else ''} {', '.join(f'`{part}`' for part in parts)})"
+        if parts
+        else ""
+    )
     run = (
-        f"Run: `dpdl sweep {name}{flag}` (the part{'s' if len(parts) > 1 else ''} {stated}), "
-        f"then `dpdl reproduce {name}{flag} --from-sweep DIR`, {QUICK if quick else FULL}, "
-        f"{len(rows)} runs"
+        f"Run: `dpdl sweep {name}{flag}`{stated}, then `dpdl reproduce {name}{flag} --from-sweep "
+        f"DIR`, {QUICK if quick else FULL}, {len(rows)} runs"
         + (f" ({failed} more failed)" if failed else "")
         + f"{cost}. Raw runs: `runs.csv`."
     )

@@ -49,6 +49,7 @@ __all__ = [
     "NAME",
     "PARTS",
     "SIGNIFICANCE",
+    "SWEEP",
     "SWEEP_PARTS",
     "analyse",
     "authors_study",
@@ -63,6 +64,8 @@ PARTS = corn_tradeoff.PARTS
 #: The parts that the sweep file ``dpdl sweep NAME`` runs states (:func:`dpdl.experiments.reproduce.
 #: report_of_sweep`).
 SWEEP_PARTS = ("paper",)
+#: The papers' protocol's runs: its sweep file.
+SWEEP = SweepJobs(NAME)
 run_job = corn_tradeoff.run_job
 #: The papers' step-size grid, shared by every method of both protocols.
 LRS = (1e-1, 5e-2, 1e-2, 5e-3, 1e-3)
@@ -122,6 +125,6 @@ PROTOCOLS = corn_tradeoff.Protocols(
     "examples: 56 times smaller in standard deviation at eps = 10 than the agent-level noise of "
     "the paper's exact calibration, see the scales in the notes) costs the linear model nothing "
     "measurable, so the same design at the same step size gives the same accuracy",
-    sweep=SweepJobs(NAME),
+    sweep=SWEEP,
 )
 jobs, followup_jobs, analyse = PROTOCOLS.jobs, PROTOCOLS.followup_jobs, PROTOCOLS.analyse

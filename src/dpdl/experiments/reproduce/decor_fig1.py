@@ -67,6 +67,7 @@ __all__ = [
     "NAME",
     "PARTS",
     "SIGNIFICANCE",
+    "SWEEP",
     "SWEEP_PARTS",
     "analyse",
     "followup_jobs",

@@ -387,14 +387,14 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
     }
 
 
-def rows_of_sweep(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def rows_of_sweep(rows: list[dict[str, Any]], version: int = VERSION) -> list[dict[str, Any]]:
     """A sweep's runs (the rows of ``dpdl sweep``'s ``runs.csv``, :mod:`dpdl.experiments.sweeps`)
-    as the rows of this protocol's jobs: each run's job fields (:func:`job_of`) and its results,
-    so that a study stated as a sweep file is analysed by the study's own code. Failed runs are
-    left out."""
+    as the rows of this protocol's jobs of ``version``: each run's job fields (:func:`job_of`) and
+    its results, so that a study stated as a sweep file is analysed by the study's own code.
+    Failed runs are left out."""
     options = set(to_options(TrainConfig()))
     return [
-        job_of(row)
+        job_of(row, version)
         | {
             key: value
             for key, value in row.items()

@@ -12,7 +12,8 @@ A grid with a search runs in two stages (:mod:`dpdl.experiments.sweeps.tuning`):
 runs, then each setting's chosen point on every seed.
 
 ``DIR/runs.csv`` has one row per run: ``point`` (the hash), a column per option of the run (as
-resolved: the task's step size filled in), a column per final metric, the privacy accounted
+resolved: the task's step size filled in), a column per final metric, the same metrics at step 0
+(``initial_<metric>``: how far the run moved), the privacy accounted
 (``epsilon`` against the mechanism's own threat model, ``threat``, ``sigma``, ``trace_WRW``, and
 ``exact_epsilon_of_calibration``: what the run's calibration achieves by the exact accountant),
 and ``error`` for a run that failed (the same table, byte for byte, from every executor).
@@ -48,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 KIND = "dpdl-sweep-point"
 #: Part of every point's job: bump it when :func:`run_point`'s output changes.
-VERSION = 2
+VERSION = 3
 
 
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
@@ -67,6 +68,7 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     return {
         "config": to_options(result.config),
         "metrics": {key: value for key, value in run.final.items() if key != "step"},
+        "initial": {key: value for key, value in run.history[0].items() if key != "step"},
         "privacy": {
             "epsilon": run.privacy[0].epsilon if run.privacy else math.nan,
             "threat": run.privacy[0].threat if run.privacy else "",
@@ -95,6 +97,7 @@ def _row(job: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
     options = entry.get("config", job["options"])
     row = {"point": job_key(job), **options, "seed": options["seed"][0]}
     row.update(entry.get("metrics", {}))
+    row.update({f"initial_{key}": value for key, value in entry.get("initial", {}).items()})
     row.update(entry.get("privacy", {}))
     if "error" in entry:
         row["error"] = entry["error"]
