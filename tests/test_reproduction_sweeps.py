@@ -20,9 +20,11 @@ from typing import Any
 import pytest
 
 from dpdl.errors import ConfigError
+from dpdl.experiments.reproduce import REPRODUCTIONS as ALL
 from dpdl.experiments.reproduce import (
     corn_mnist,
     decor_fig1,
+    horizon_design,
     report_of_sweep,
     whisper_logreg,
     whisper_quadratic,
@@ -31,7 +33,6 @@ from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.reproduce.tradeoff import (
     _JOB_KEYS,
     Study,
-    config_of,
     final_jobs,
     summarise,
     tuning_jobs,
@@ -93,6 +94,39 @@ def test_a_reproductions_runs_are_its_sweep_files(name: str, quick: bool) -> Non
         assert summarise(study, rows) == summarise(study, tuned)
 
 
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_horizons_runs_are_its_sweep_file(quick: bool) -> None:
+    """The horizon study's grid, every (task, graph, design, step size, seed), as its module
+    states it, is its file's; and the file's search picks each setting's step size on the mean
+    over all its seeds, as the analysis does."""
+    tasks, graphs, seeds = horizon_design._setting(quick)
+    grid = [
+        {
+            "version": horizon_design.VERSION,
+            "task": task,
+            "graph": graph,
+            "n": 16,
+            "p": 0.3,
+            "method": method,
+            "objective": objective,
+            "eps": horizon_design.EPS,
+            "steps": spec["steps"],
+            "clip": spec["clip"],
+            "lr": lr,
+            "seed": seed,
+        }
+        for task, spec in tasks.items()
+        for graph in graphs
+        for method, objective in horizon_design.DESIGNS
+        for lr in spec["lrs"]
+        for seed in range(seeds)
+    ]
+    jobs = horizon_design.jobs(quick)
+    assert [_key(job) for job in jobs] == [_key(job) for job in grid]  # the same order too
+    sweep = horizon_design.SWEEP
+    assert sweep.followup_jobs(sweep.sweep(quick), [_made_up(job) for job in jobs]) == []
+
+
 def test_a_sweep_file_that_sets_what_the_jobs_do_not_carry_is_refused(tmp_path) -> None:
     text = reproduction_file("whisper-logreg", quick=True).read_text()
     (tmp_path / "delta.toml").write_text(text.replace("[base]\n", "[base]\ndelta = 1e-6\n"))
@@ -123,16 +157,12 @@ def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
     )
 
 
-def _options(job: dict[str, Any]) -> dict[str, Any]:
-    return to_options(config_of(job))
-
-
-def _as_sweep_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _as_sweep_rows(rows: list[dict[str, Any]], module: ModuleType) -> list[dict[str, Any]]:
     """The papers'-protocol rows of a reproduction's runs.csv as ``dpdl sweep`` writes its rows."""
     converted = []
     for row in rows:
-        options = _options(row)
-        results = {key: value for key, value in row.items() if key not in _JOB_KEYS}
+        options = to_options(module.SWEEP.config_of(row))
+        results = {k: v for k, v in row.items() if k not in _JOB_KEYS and k not in options}
         converted.append({"point": run_key(options), **options, "seed": row["seed"], **results})
     return converted
 
@@ -144,16 +174,17 @@ def _as_sweep_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ("corn-mnist", " (the part `paper`)"),
         ("decor-fig1", " (the parts `least-squares`, `logreg-a9a`, `mnist-mlp`)"),
         ("whisper-quadratic", ""),
+        ("horizon", ""),
     ],
 )
 def test_a_report_from_a_sweeps_runs_is_the_reproductions_report(
     tmp_path, name: str, stated: str
 ) -> None:
-    module = FILES[name][0]
+    module = FILES[name][0] if name in FILES else horizon_design
     paper = [
         row for row in read_rows(ROOT / "results" / name / "runs.csv") if not row.get("protocol")
     ]
-    write_rows(_as_sweep_rows(paper), tmp_path / "runs.csv")
+    write_rows(_as_sweep_rows(paper, module), tmp_path / "runs.csv")
     report = report_of_sweep(name, tmp_path).read_text()
     parts = {"parts": module.SWEEP_PARTS} if hasattr(module, "SWEEP_PARTS") else {}
     _, claims, notes = module.analyse(paper, tmp_path / "direct", False, **parts)
@@ -167,7 +198,7 @@ def test_a_sweep_folder_that_misses_runs_is_one_error_naming_it(tmp_path) -> Non
     paper = [
         r for r in read_rows(ROOT / "results" / "corn-mnist" / "runs.csv") if not r["protocol"]
     ]
-    write_rows(_as_sweep_rows(paper[:-1]), tmp_path / "runs.csv")
+    write_rows(_as_sweep_rows(paper[:-1], corn_mnist), tmp_path / "runs.csv")
     with pytest.raises(ConfigError, match="lacks runs of corn-mnist's grid"):
         report_of_sweep("corn-mnist", tmp_path)
     with pytest.raises(ConfigError, match="has no sweep file to report on"):
@@ -180,7 +211,7 @@ def test_reproduce_from_sweep_on_the_command_line(tmp_path) -> None:
     paper = [
         r for r in read_rows(ROOT / "results" / "corn-mnist" / "runs.csv") if not r["protocol"]
     ]
-    write_rows(_as_sweep_rows(paper), tmp_path / "runs.csv")
+    write_rows(_as_sweep_rows(paper, corn_mnist), tmp_path / "runs.csv")
     done = subprocess.run(
         [
             sys.executable,
@@ -211,4 +242,8 @@ def test_every_reproductions_sweep_file_ships_with_the_package() -> None:
     ]["dpdl.experiments.sweeps"]
     shipped = {path for glob in globs for path in REPRODUCTIONS.parent.glob(glob)}
     files = set(REPRODUCTIONS.rglob("*.toml"))
-    assert len(files) == 8 and files == shipped
+    assert files == shipped
+    # every reproduction that reads its runs from a file has one, and one for --quick
+    stated = {name for name, module in ALL.items() if hasattr(module, "SWEEP")}
+    assert len(stated) == 5
+    assert files == {REPRODUCTIONS / q / f"{name}.toml" for name in stated for q in ("", "quick")}

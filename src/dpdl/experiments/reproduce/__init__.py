@@ -51,7 +51,6 @@ from dpdl.experiments.reproduce import (
 from dpdl.experiments.reproduce.report import verdict_table as _table
 from dpdl.experiments.reproduce.report import write_report
 from dpdl.experiments.reproduce.runner import RUN_SECONDS, run_jobs, scan_cache
-from dpdl.experiments.reproduce.tradeoff import rows_of_sweep
 from dpdl.experiments.results import read_rows, write_rows
 
 __all__ = [
@@ -327,7 +326,7 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False) -> Path:
     if not (folder / "runs.csv").is_file():
         raise ConfigError(f"{folder}: no runs.csv here; run 'dpdl sweep FILE --out {folder}'")
     sweep_rows = read_rows(folder / "runs.csv")
-    rows = rows_of_sweep(sweep_rows, sweep.version)
+    rows = sweep.rows(sweep_rows)
     parts = getattr(module, "SWEEP_PARTS", ())
     try:
         figures, claims, notes = module.analyse(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,11 @@ from dpdl.experiments.reproduce.report import (
     checked,
     no_average_model,
 )
+from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.settings import DesignOptions
 
-__all__ = ["NAME", "SIGNIFICANCE", "analyse", "jobs", "run_job"]
+__all__ = ["NAME", "SIGNIFICANCE", "SWEEP", "analyse", "config_of", "job_of", "jobs", "run_job"]
 
 NAME = "horizon"
 SIGNIFICANCE = (
@@ -113,35 +115,28 @@ def _setting(quick: bool) -> tuple[dict[str, dict[str, Any]], tuple[str, ...], i
     return tasks, ("ring",), 2
 
 
-def jobs(quick: bool) -> list[dict[str, Any]]:
-    """Every (task, graph, design, step size, seed)."""
-    tasks, graphs, seeds = _setting(quick)
-    return [
-        {
-            "version": VERSION,
-            "task": task,
-            "graph": graph,
-            "n": 16,
-            "p": 0.3,
-            "method": method,
-            "objective": objective,
-            "eps": EPS,
-            "steps": spec["steps"],
-            "clip": spec["clip"],
-            "lr": lr,
-            "seed": seed,
-        }
-        for task, spec in tasks.items()
-        for graph in graphs
-        for method, objective in DESIGNS
-        for lr in spec["lrs"]
-        for seed in range(seeds)
-    ]
+def job_of(options: Mapping[str, Any], version: int = VERSION) -> dict[str, Any]:
+    """The job of one run of the sweep file (its options, or a row of its ``runs.csv``)."""
+    seed = options["seed"]
+    return {
+        "version": version,
+        "task": options["task"],
+        "graph": options["graph"],
+        "n": int(options["n"]),
+        "p": float(options["p"]),
+        "method": options["mechanism"],
+        "objective": options["objective"],
+        "eps": float(options["eps"]),
+        "steps": int(options["steps"]),
+        "clip": float(options["clip"]),
+        "lr": float(options["lr"]),
+        "seed": int(seed[0] if isinstance(seed, list) else seed),
+    }
 
 
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """Train one seed of one design; its final metrics, privacy and ``Tr(W R W^T)``."""
-    config = TrainConfig(
+def config_of(job: dict[str, Any]) -> TrainConfig:
+    """The training configuration of ``job``."""
+    return TrainConfig(
         task=job["task"],
         graph=job["graph"],
         n=job["n"],
@@ -160,9 +155,23 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             objective=job["objective"] if job["method"] in ("whisper", "decor") else "one-step"
         ),
     )
+
+
+#: The runs: every (task, graph, design, step size, seed) of the sweep file (``dpdl sweep
+#: horizon``; a test checks that it makes the grid :func:`_setting` states).
+SWEEP = SweepJobs(NAME, VERSION, job_of, config_of)
+
+
+def jobs(quick: bool) -> list[dict[str, Any]]:
+    """Every (task, graph, design, step size, seed), from the sweep file."""
+    return SWEEP.jobs(SWEEP.sweep(quick))
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Train one seed of one design; its final metrics, privacy and ``Tr(W R W^T)``."""
     torch.set_num_threads(1)
     with threadpool_limits(limits=1):
-        result = run_training(config)
+        result = run_training(config_of(job))
     run = result.runs[0]
     return {
         **{key: value for key, value in run.final.items() if key != "step"},

@@ -5,22 +5,26 @@ stages into the reproduction's jobs, and the reproduction's analysis writes the 
 The file (:func:`dpdl.experiments.sweeps.spec.reproduction_file`, ``quick/NAME.toml`` for
 ``--quick``) is read by the sweeps' own code, and each stage is theirs
 (:mod:`dpdl.experiments.sweeps.tuning`: the search's runs, then each setting's choice on every
-seed); each run becomes the job :func:`~dpdl.experiments.reproduce.tradeoff.job_of` gives, which
-:func:`~dpdl.experiments.reproduce.tradeoff.run_job` trains, so a reproduction's cache and
-``runs.csv`` keep their form. A file that sets an option the jobs do not carry (say ``delta``) is
-refused: its runs would not be the file's.
+seed); each run becomes the job of the reproduction's own form (by default the trade-off figures',
+:func:`~dpdl.experiments.reproduce.tradeoff.job_of`), which its ``run_job`` trains, so a
+reproduction's cache and ``runs.csv`` keep their form. A file that sets an option the jobs do not
+carry (say ``delta``) is refused: its runs would not be the file's. The other way,
+:meth:`SweepJobs.rows` reads the rows of ``dpdl sweep``'s ``runs.csv`` as the rows of those jobs,
+for the reproduction's analysis (``dpdl reproduce NAME --from-sweep DIR``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dpdl.errors import ConfigError
-from dpdl.experiments.reproduce.tradeoff import VERSION, Job, config_of, job_of, unique_jobs
+from dpdl.experiments.reproduce import tradeoff
+from dpdl.experiments.reproduce.tradeoff import Job, unique_jobs
 from dpdl.experiments.sweeps.spec import Sweep, read_sweep, reproduction_file, run_key
 from dpdl.experiments.sweeps.tuning import final_runs, search_runs, settings
+from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import to_options
 
 __all__ = ["SweepJobs"]
@@ -28,10 +32,14 @@ __all__ = ["SweepJobs"]
 
 @dataclass(frozen=True)
 class SweepJobs:
-    """The jobs of reproduction ``name``'s sweep file, run by a ``run_job`` of ``version``."""
+    """The jobs of reproduction ``name``'s sweep file, run by a ``run_job`` of ``version``: a run's
+    options (one seed) become a job by ``job_of(options, version)``, and ``config_of(job)`` is the
+    training configuration that ``run_job`` runs for it (the trade-off figures' by default)."""
 
     name: str
-    version: int = VERSION
+    version: int = tradeoff.VERSION
+    job_of: Callable[[Mapping[str, Any], int], Job] = tradeoff.job_of
+    config_of: Callable[[Job], TrainConfig] = tradeoff.config_of
 
     def sweep(self, quick: bool, tasks: Sequence[str] | None = None) -> Sweep:
         """The file of the ``quick`` setting or the full one; with ``tasks``, only its grids of
@@ -47,8 +55,8 @@ class SweepJobs:
         return Sweep(sweep.base, grids, sweep.cpus, sweep.gpus)
 
     def _job(self, options: dict[str, Any]) -> Job:
-        job = job_of(options, self.version)
-        again = to_options(config_of(job))
+        job = self.job_of(options, self.version)
+        again = to_options(self.config_of(job))
         lost = sorted(key for key in options if again.get(key) != options[key])
         if lost:
             raise ConfigError(
@@ -67,10 +75,26 @@ class SweepJobs:
         by_run: dict[str, dict[str, Any]] = {}
         for row in rows:  # those of this file's jobs (not another protocol's)
             if not row.get("protocol") and row.get("version") == self.version:
-                by_run.setdefault(run_key(to_options(config_of(row))), row)
+                by_run.setdefault(run_key(to_options(self.config_of(row))), row)
 
         def lookup(options: dict[str, Any]) -> dict[str, Any] | None:
             return by_run.get(run_key(options))
 
         final = [(options, self._job(options)) for options in final_runs(settings(sweep, lookup))]
         return unique_jobs([job for options, job in final if run_key(options) not in by_run])
+
+    def rows(self, sweep_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A sweep's runs (the rows of ``dpdl sweep``'s ``runs.csv``) as the rows of these jobs:
+        each run's job fields and its results, so that the reproduction's own analysis reads
+        them. Failed runs are left out."""
+        options = set(to_options(TrainConfig()))
+        return [
+            self.job_of(row, self.version)
+            | {
+                key: value
+                for key, value in row.items()
+                if key not in options and key not in ("point", "error")
+            }
+            for row in sweep_rows
+            if not row.get("error")
+        ]

@@ -35,7 +35,6 @@ from dpdl.experiments.plots import plot_panels
 from dpdl.experiments.reproduce.report import AVERAGE_MODEL, Claim, budget_verdict, no_average_model
 from dpdl.experiments.train import TrainConfig, TrainResult, run_training
 from dpdl.mechanisms.registry import DesignOptions
-from dpdl.settings import to_options
 
 __all__ = [
     "SIGNIFICANCE",
@@ -52,7 +51,6 @@ __all__ = [
     "job_of",
     "plot_study",
     "result_row",
-    "rows_of_sweep",
     "run_job",
     "significantly_better",
     "summarise",
@@ -363,7 +361,7 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
     """The job of one run stated as a sweep's options (those of a one-seed :class:`TrainConfig`,
     :func:`dpdl.settings.to_options`; or a row of ``dpdl sweep``'s ``runs.csv``, its seed a
     number): the fields :func:`config_of` reads, under their names here, and the ``version`` of
-    the ``run_job`` that runs it."""
+    the ``run_job`` that runs it (:mod:`~dpdl.experiments.reproduce.sweep_jobs`)."""
     seed = options["seed"]
     return {
         "task": options["task"],
@@ -385,24 +383,6 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
         else None,
         "seed": int(seed[0] if isinstance(seed, list) else seed),
     }
-
-
-def rows_of_sweep(rows: list[dict[str, Any]], version: int = VERSION) -> list[dict[str, Any]]:
-    """A sweep's runs (the rows of ``dpdl sweep``'s ``runs.csv``, :mod:`dpdl.experiments.sweeps`)
-    as the rows of this protocol's jobs of ``version``: each run's job fields (:func:`job_of`) and
-    its results, so that a study stated as a sweep file is analysed by the study's own code.
-    Failed runs are left out."""
-    options = set(to_options(TrainConfig()))
-    return [
-        job_of(row, version)
-        | {
-            key: value
-            for key, value in row.items()
-            if key not in options and key not in ("point", "error")
-        }
-        for row in rows
-        if not row.get("error")
-    ]
 
 
 def summarise(
