@@ -208,26 +208,29 @@ def test_a_sweep_folder_that_misses_runs_is_one_error_naming_it(tmp_path) -> Non
 
 
 def test_reproduce_from_sweep_on_the_command_line(tmp_path) -> None:
+    """The report goes into DIR/report (or --out), beside the sweep's own summary figures, whose
+    names its figures share: those stay as the sweep wrote them."""
     paper = [
         r for r in read_rows(ROOT / "results" / "corn-mnist" / "runs.csv") if not r["protocol"]
     ]
     write_rows(_as_sweep_rows(paper, corn_mnist), tmp_path / "runs.csv")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dpdl.cli",
-            "reproduce",
-            "corn-mnist",
-            "--from-sweep",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    (tmp_path / "test_accuracy.png").write_bytes(b"the sweep's own figure")
+
+    def from_sweep(*out: str) -> subprocess.CompletedProcess:
+        command = ["reproduce", "corn-mnist", "--from-sweep", str(tmp_path), *out]
+        return subprocess.run(
+            [sys.executable, "-m", "dpdl.cli", *command], capture_output=True, text=True, check=True
+        )
+
+    done = from_sweep()
     assert "Reproduction: corn-mnist" in done.stdout
-    assert (tmp_path / "REPORT.md").is_file() and (tmp_path / "test_accuracy.png").is_file()
+    assert done.stdout.rstrip().endswith(f"results: {tmp_path / 'report'}")
+    report = (tmp_path / "report" / "REPORT.md").read_text()
+    assert "Raw runs: `../runs.csv`." in report
+    assert (tmp_path / "report" / "test_accuracy.png").stat().st_size > 10_000
+    assert (tmp_path / "test_accuracy.png").read_bytes() == b"the sweep's own figure"
+    from_sweep("--out", str(tmp_path / "elsewhere"))
+    assert (tmp_path / "elsewhere" / "REPORT.md").is_file()
 
 
 def test_every_reproductions_sweep_file_ships_with_the_package() -> None:

@@ -480,12 +480,17 @@ def _reproduce_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="run nothing: write REPORT.md and the figures into DIR from the runs 'dpdl sweep "
-        "NAME --out DIR' made there (with --quick: 'dpdl sweep NAME --quick'; the reproductions "
-        "with a sweep file: see --list)",
+        help="run nothing: write REPORT.md and the figures into DIR/report (or --out) from the "
+        "runs 'dpdl sweep NAME --out DIR' made in DIR (with --quick: 'dpdl sweep NAME --quick'; "
+        "the reproductions with a sweep file: see --list)",
     )
     add_executor_arguments(parser, "workers")
-    add_output_arguments(parser, None, "results/<name>, or results/quick/<name>", None)
+    add_output_arguments(
+        parser,
+        None,
+        "results/<name>, or results/quick/<name>; with --from-sweep DIR, DIR/report",
+        None,
+    )
     parser.set_defaults(handler=_reproduce)
 
 
@@ -898,9 +903,9 @@ def _reproduce(args: argparse.Namespace) -> int:
             print(f"{name:<20} {(module.__doc__ or '').strip().splitlines()[0]}{parts}")
         return 0
     if args.from_sweep is not None:
-        report = report_of_sweep(args.name, args.from_sweep, args.quick)
+        report = report_of_sweep(args.name, args.from_sweep, args.quick, args.out)
         print(report.read_text())
-        print(f"results: {args.from_sweep}")
+        print(f"results: {report.parent}")
         return 0
     out = _output_folder(
         args.out

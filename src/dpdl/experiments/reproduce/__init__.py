@@ -25,6 +25,7 @@ README.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -307,14 +308,15 @@ def report_again(name: str, out: Path) -> Path:
     return _write(name, module, out, intro, claims, figures, notes)
 
 
-def report_of_sweep(name: str, folder: Path, quick: bool = False) -> Path:
-    """Write ``folder/REPORT.md`` of reproduction ``name``, and its figures, from the runs that
-    ``dpdl sweep NAME`` (with ``--quick`` for ``quick``) wrote into ``folder``: the module's sweep
-    file (its ``SWEEP``; the parts of a figure with parts that the file states, ``SWEEP_PARTS``),
-    analysed by the reproduction's own code, claims and verdicts; nothing is run. The run line
-    states the sweep's runs and what its last invocation cost (``timing.json``). A folder whose
-    runs do not cover the reproduction's grid (another file, or one changed) is a
-    :class:`ConfigError` naming a missing run."""
+def report_of_sweep(name: str, folder: Path, quick: bool = False, out: Path | None = None) -> Path:
+    """Write ``REPORT.md`` of reproduction ``name``, and its figures, into ``out`` (default
+    ``folder/report``, beside the sweep's own summary and figures, whose names the report's
+    figures share) from the runs that ``dpdl sweep NAME`` (with ``--quick`` for ``quick``) wrote
+    into ``folder``: the module's sweep file (its ``SWEEP``; the parts of a figure with parts
+    that the file states, ``SWEEP_PARTS``), analysed by the reproduction's own code, claims and
+    verdicts; nothing is run. The run line states the sweep's runs and what its last invocation
+    cost (``timing.json``). A folder whose runs do not cover the reproduction's grid (another
+    file, or one changed) is a :class:`ConfigError` naming a missing run."""
     module = _module(name)
     sweep = getattr(module, "SWEEP", None)
     if sweep is None:
@@ -328,9 +330,11 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False) -> Path:
     sweep_rows = read_rows(folder / "runs.csv")
     rows = sweep.rows(sweep_rows)
     parts = getattr(module, "SWEEP_PARTS", ())
+    out = folder / "report" if out is None else out
+    out.mkdir(parents=True, exist_ok=True)
     try:
         figures, claims, notes = module.analyse(
-            rows, folder, quick, **({"parts": parts} if parts else {})
+            rows, out, quick, **({"parts": parts} if parts else {})
         )
     except KeyError as missing:
         raise ConfigError(
@@ -358,10 +362,10 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False) -> Path:
         f"Run: `dpdl sweep {name}{flag}`{stated}, then `dpdl reproduce {name}{flag} --from-sweep "
         f"DIR`, {QUICK if quick else FULL}, {len(rows)} runs"
         + (f" ({failed} more failed)" if failed else "")
-        + f"{cost}. Raw runs: `runs.csv`."
+        + f"{cost}. Raw runs: `{os.path.relpath(folder / 'runs.csv', out)}`."
     )
     intro = f"{(module.__doc__ or '').strip()}\n\n{run}"
-    return _write(name, module, folder, intro, claims, figures, notes)
+    return _write(name, module, out, intro, claims, figures, notes)
 
 
 def verdict_table(results: Path) -> str:
