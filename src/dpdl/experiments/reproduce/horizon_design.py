@@ -44,6 +44,7 @@ from dpdl.experiments.reproduce.report import (
     no_average_model,
 )
 from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
+from dpdl.experiments.sweeps.tuning import cost
 from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.settings import DesignOptions
 
@@ -193,7 +194,8 @@ def _tuned(
     rows: list[dict[str, Any]], metric: str, report: str | None = None
 ) -> dict[tuple, np.ndarray]:
     """Per (task, graph, method, objective): the final metric (or field ``report`` of the same
-    runs) over seeds at the step size of least mean metric (a diverged run counts as infinite)."""
+    runs) over seeds at the step size of least mean metric (a diverged run counts as infinite,
+    :func:`~dpdl.experiments.sweeps.tuning.cost`)."""
     grouped: dict[tuple, dict[float, list[tuple[int, float, float]]]] = defaultdict(
         lambda: defaultdict(list)
     )
@@ -203,7 +205,7 @@ def _tuned(
         grouped[key][float(row["lr"])].append(
             (
                 int(row["seed"]),
-                value if math.isfinite(value) else math.inf,
+                cost(value, "min"),
                 float(row[report or metric]),
             )
         )

@@ -33,6 +33,7 @@ from threadpoolctl import threadpool_limits
 
 from dpdl.experiments.plots import plot_panels
 from dpdl.experiments.reproduce.report import AVERAGE_MODEL, Claim, budget_verdict, no_average_model
+from dpdl.experiments.sweeps.tuning import cost
 from dpdl.experiments.train import TrainConfig, TrainResult, run_training
 from dpdl.mechanisms.registry import DesignOptions
 
@@ -250,10 +251,9 @@ def tuning_jobs(study: Study) -> list[Job]:
 
 
 def _score(value: float, lower_is_better: bool) -> float:
-    """Smaller is better; a diverged run (NaN or infinite metric) is the worst."""
-    if not math.isfinite(value):
-        return math.inf
-    return value if lower_is_better else -value
+    """Smaller is better; a diverged run (NaN or infinite metric) is the worst (the sweeps' rule,
+    :func:`~dpdl.experiments.sweeps.tuning.cost`)."""
+    return cost(value, "min" if lower_is_better else "max")
 
 
 def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import numpy as np
 from dpdl.errors import ConfigError
 from dpdl.experiments.sweeps.spec import Grid, Sweep, options_of, run_key, runs_of
 
-__all__ = ["Setting", "final_runs", "search_runs", "settings"]
+__all__ = ["Setting", "cost", "final_runs", "search_runs", "settings"]
 
 #: A finished run's row by its options (None: not run, or failed).
 Lookup = Callable[[dict[str, Any]], Mapping[str, Any] | None]
@@ -87,9 +87,18 @@ def search_runs(sweep: Sweep) -> list[dict[str, Any]]:
     return list(runs.values())
 
 
+def cost(value: float, goal: str) -> float:
+    """A metric's value as the cost a search minimises (``goal`` ``"min"`` or ``"max"``): a
+    diverged run's (NaN or infinite) is the worst. The rule of every search, the reproductions'
+    own too (:mod:`dpdl.experiments.reproduce.tradeoff`)."""
+    if not math.isfinite(value):
+        return math.inf
+    return value if goal == "min" else -value
+
+
 def _score(grid: Grid, options: dict[str, Any], lookup: Lookup) -> float:
-    """Mean metric of a position's search runs as a cost (lower is better); a run that failed or
-    diverged makes it the worst."""
+    """Mean metric of a position's search runs as a cost (:func:`cost`); a run that failed makes
+    it the worst."""
     tune = grid.tune
     assert tune is not None
     values = []
@@ -98,10 +107,7 @@ def _score(grid: Grid, options: dict[str, Any], lookup: Lookup) -> float:
         if row is None or tune.metric not in row:
             return math.inf
         values.append(float(row[tune.metric]))
-    mean = float(np.mean(values))
-    if not math.isfinite(mean):
-        return math.inf
-    return mean if tune.goal == "min" else -mean
+    return cost(float(np.mean(values)), tune.goal)
 
 
 def settings(sweep: Sweep, lookup: Lookup) -> list[Setting]:
