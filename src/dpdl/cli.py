@@ -929,7 +929,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from dpdl.experiments.sweeps.spec import DEFAULT, read_sweep, reproduction_file
 
     path, name = args.file, args.file.stem
-    if path.suffix != ".toml" and not path.exists():  # a reproduction's name
+    if path.suffix != ".toml" and not path.is_file():  # a reproduction's name
         path = reproduction_file(str(args.file), args.quick)
         name += "-quick" if args.quick else ""
     elif args.quick:
