@@ -250,3 +250,20 @@ def test_every_reproductions_sweep_file_ships_with_the_package() -> None:
     stated = {name for name, module in ALL.items() if hasattr(module, "SWEEP")}
     assert len(stated) == 5
     assert files == {REPRODUCTIONS / q / f"{name}.toml" for name in stated for q in ("", "quick")}
+
+
+def test_a_figure_whose_parts_are_tasks_needs_each_grid_to_fix_its_task(
+    tmp_path, monkeypatch
+) -> None:
+    from dpdl.experiments.sweeps import spec
+
+    text = reproduction_file("decor-fig1", quick=True).read_text()
+    (tmp_path / "decor-fig1.toml").write_text(text)
+    monkeypatch.setattr(spec, "REPRODUCTIONS", tmp_path)
+    parts = SweepJobs("decor-fig1").sweep(False, ("logreg-a9a",))
+    assert {dict(grid.fixed)["task"] for grid in parts.grids} == {"logreg-a9a"}
+    assert len(parts.grids) == 3  # LDP, DECOR, CDP
+    swept = text.replace('task = "least-squares"', 'task = ["least-squares"]', 1)
+    (tmp_path / "decor-fig1.toml").write_text(swept)
+    with pytest.raises(ConfigError, match="fixes its task"):
+        SweepJobs("decor-fig1").sweep(False, ("logreg-a9a",))

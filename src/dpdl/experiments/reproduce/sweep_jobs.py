@@ -47,10 +47,14 @@ class SweepJobs:
         sweep = read_sweep(reproduction_file(self.name, quick))
         if tasks is None:
             return sweep
+        of_grid = [dict(grid.fixed).get("task", sweep.base.get("task")) for grid in sweep.grids]
+        if None in of_grid:
+            raise ConfigError(
+                f"the sweep file of {self.name}: a grid of a figure whose parts are its tasks "
+                "fixes its task (one value, not an axis)"
+            )
         grids = tuple(
-            grid
-            for grid in sweep.grids
-            if dict(grid.fixed).get("task", sweep.base.get("task")) in tasks
+            grid for grid, task in zip(sweep.grids, of_grid, strict=True) if task in tasks
         )
         return Sweep(sweep.base, grids, sweep.cpus, sweep.gpus)
 
