@@ -975,8 +975,8 @@ def _sweep(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / "sweeps" / name
     with _open_executor(args, sweep.cpus, sweep.gpus) as executor:
         result = run_sweep(sweep, out, executor, progress=not args.no_progress, label=name)
-    for name, path in result.paths.items():
-        print(f"{name}: {path}", file=sys.stderr)
+    for what, written in result.paths.items():
+        print(f"{what}: {written}", file=sys.stderr)
     print(f"{len(result.rows)} runs, {result.failed} failed; results: {out}")
     return 1 if result.failed else 0
 
