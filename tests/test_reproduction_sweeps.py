@@ -205,6 +205,9 @@ def test_a_sweep_folder_that_misses_runs_is_one_error_naming_it(tmp_path) -> Non
         report_of_sweep("lppa", tmp_path)
     with pytest.raises(ConfigError, match=r"no runs\.csv here"):
         report_of_sweep("corn-mnist", tmp_path / "empty")
+    write_rows(paper, tmp_path / "runs.csv")  # the reproduction's own table, not a sweep's
+    with pytest.raises(ConfigError, match=r"runs\.csv is not the table of a sweep \(no column"):
+        report_of_sweep("corn-mnist", tmp_path)
 
 
 def test_reproduce_from_sweep_on_the_command_line(tmp_path) -> None:

@@ -328,7 +328,13 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False, out: Path | No
     if not (folder / "runs.csv").is_file():
         raise ConfigError(f"{folder}: no runs.csv here; run 'dpdl sweep FILE --out {folder}'")
     sweep_rows = read_rows(folder / "runs.csv")
-    rows = sweep.rows(sweep_rows)
+    try:
+        rows = sweep.rows(sweep_rows)
+    except KeyError as column:
+        raise ConfigError(
+            f"{folder}/runs.csv is not the table of a sweep (no column {column}); run 'dpdl sweep "
+            f"{name}{' --quick' if quick else ''} --out {folder}'"
+        ) from None
     parts = getattr(module, "SWEEP_PARTS", ())
     out = folder / "report" if out is None else out
     out.mkdir(parents=True, exist_ok=True)
