@@ -97,8 +97,8 @@ def test_a_reproductions_runs_are_its_sweep_files(name: str, quick: bool) -> Non
 @pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
 def test_horizons_runs_are_its_sweep_file(quick: bool) -> None:
     """The horizon study's grid, every (task, graph, design, step size, seed), as its module
-    states it, is its file's; and the file's search picks each setting's step size on the mean
-    over all its seeds, as the analysis does."""
+    states it, is its file's, in the same order; and the file has no second stage (every step
+    size runs on every seed, as the analysis, which picks on the mean over all seeds, needs)."""
     tasks, graphs, seeds = horizon_design._setting(quick)
     grid = [
         {
