@@ -318,6 +318,7 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False, out: Path | No
     cost (``timing.json``). A folder whose runs do not cover the reproduction's grid (another
     file, or one changed) is a :class:`ConfigError` naming a missing run."""
     module = _module(name)
+    flag = " --quick" if quick else ""
     sweep = getattr(module, "SWEEP", None)
     if sweep is None:
         stated = [key for key, value in REPRODUCTIONS.items() if hasattr(value, "SWEEP")]
@@ -333,7 +334,7 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False, out: Path | No
     except KeyError as column:
         raise ConfigError(
             f"{folder}/runs.csv is not the table of a sweep (no column {column}); run 'dpdl sweep "
-            f"{name}{' --quick' if quick else ''} --out {folder}'"
+            f"{name}{flag} --out {folder}'"
         ) from None
     parts = getattr(module, "SWEEP_PARTS", ())
     out = folder / "report" if out is None else out
@@ -345,8 +346,7 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False, out: Path | No
     except KeyError as missing:
         raise ConfigError(
             f"{folder}/runs.csv lacks runs of {name}'s {'quick ' if quick else ''}grid, e.g. "
-            f"{missing}; run 'dpdl sweep {name}{' --quick' if quick else ''} --out {folder}' "
-            "as it is"
+            f"{missing}; run 'dpdl sweep {name}{flag} --out {folder}' as it is"
         ) from None
     timing_file = folder / "timing.json"
     timing = json.loads(timing_file.read_text()) if timing_file.is_file() else {}
@@ -358,7 +358,6 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False, out: Path | No
         else ""
     )
     failed = sum(bool(row.get("error")) for row in sweep_rows)
-    flag = " --quick" if quick else ""
     stated = (
         f" (the part{'s' if len(parts) > 1 else ''} {', '.join(f'`{part}`' for part in parts)})"
         if parts

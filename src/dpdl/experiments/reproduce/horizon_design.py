@@ -117,8 +117,8 @@ def _setting(quick: bool) -> tuple[dict[str, dict[str, Any]], tuple[str, ...], i
 
 
 def job_of(options: Mapping[str, Any], version: int = VERSION) -> dict[str, Any]:
-    """The job of one run of the sweep file (its options, or a row of its ``runs.csv``)."""
-    seed = options["seed"]
+    """The job of one run of the sweep file (its options with its one seed as a number, as a row
+    of its ``runs.csv`` has them)."""
     return {
         "version": version,
         "task": options["task"],
@@ -131,7 +131,7 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> dict[str, Any]
         "steps": int(options["steps"]),
         "clip": float(options["clip"]),
         "lr": float(options["lr"]),
-        "seed": int(seed[0] if isinstance(seed, list) else seed),
+        "seed": int(options["seed"]),
     }
 
 

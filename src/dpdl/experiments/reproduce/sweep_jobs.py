@@ -33,8 +33,9 @@ __all__ = ["SweepJobs"]
 @dataclass(frozen=True)
 class SweepJobs:
     """The jobs of reproduction ``name``'s sweep file, run by a ``run_job`` of ``version``: a run's
-    options (one seed) become a job by ``job_of(options, version)``, and ``config_of(job)`` is the
-    training configuration that ``run_job`` runs for it (the trade-off figures' by default)."""
+    options (its one seed as a number, as in a row of the sweep's ``runs.csv``) become a job by
+    ``job_of(options, version)``, and ``config_of(job)`` is the training configuration that
+    ``run_job`` runs for it (the trade-off figures' by default)."""
 
     name: str
     version: int = tradeoff.VERSION
@@ -59,7 +60,8 @@ class SweepJobs:
         return Sweep(sweep.base, grids, sweep.cpus, sweep.gpus)
 
     def _job(self, options: dict[str, Any]) -> Job:
-        job = self.job_of(options, self.version)
+        (seed,) = options["seed"]
+        job = self.job_of({**options, "seed": seed}, self.version)
         again = to_options(self.config_of(job))
         lost = sorted(key for key in options if again.get(key) != options[key])
         if lost:

@@ -358,11 +358,10 @@ def result_row(result: TrainResult) -> dict[str, Any]:
 
 
 def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
-    """The job of one run stated as a sweep's options (those of a one-seed :class:`TrainConfig`,
-    :func:`dpdl.settings.to_options`; or a row of ``dpdl sweep``'s ``runs.csv``, its seed a
-    number): the fields :func:`config_of` reads, under their names here, and the ``version`` of
-    the ``run_job`` that runs it (:mod:`~dpdl.experiments.reproduce.sweep_jobs`)."""
-    seed = options["seed"]
+    """The job of one run stated as a sweep's options (those of a :class:`TrainConfig`,
+    :func:`dpdl.settings.to_options`, with its one seed as a number, as a row of ``dpdl sweep``'s
+    ``runs.csv`` has it): the fields :func:`config_of` reads, under their names here, and the
+    ``version`` of the ``run_job`` that runs it (:mod:`~dpdl.experiments.reproduce.sweep_jobs`)."""
     return {
         "task": options["task"],
         "graph": options["graph"],
@@ -381,7 +380,7 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
         "decor_couple": options["decor_couple"]
         if options["decor_search"] == "appendix-d"
         else None,
-        "seed": int(seed[0] if isinstance(seed, list) else seed),
+        "seed": int(options["seed"]),
     }
 
 
