@@ -16,6 +16,7 @@ import pytest
 
 from dpdl.experiments import executors
 from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce, runner
+from dpdl.experiments.reproduce.lppa_tables import SETTING_FIELDS
 from dpdl.experiments.reproduce.report import VERDICT_CELL, Verdict, read_verdicts
 from dpdl.experiments.reproduce.runner import RUN_SECONDS, job_key, run_jobs, scan_cache
 
@@ -359,14 +360,20 @@ def test_quick_lppa_trains_attacks_and_reports(tmp_path) -> None:
 
 
 def test_quick_lppa_parameters_runs_every_panel(tmp_path) -> None:
-    """The --quick setting of lppa-parameters: Fig. 5's scales (DSGT once), Fig. 6b's client
-    counts and Tables 3-4's skewed splits each train the three methods; Fig. 5's attacks run at
-    every scale; every claim gets a verdict, Fig. 6a's and the unavailable data sets' "not
-    testable as written", and the figures are written."""
+    """The --quick setting of lppa-parameters: Fig. 5's scales (DSGT once), Fig. 6a's local
+    updates (for the setting's epochs, and for its rounds on one seed), Fig. 6b's client counts
+    and Tables 3-4's skewed splits each train the three methods; Fig. 5's attacks run at every
+    scale; every claim gets a verdict, the unavailable data sets' "not testable as written", and
+    the figures are written."""
     report = reproduce(
         "lppa-parameters", tmp_path, quick=True, workers=2, progress=False
     ).read_text()
-    for figure in ("fig5_accuracy.png", "fig5_mse.png", "fig6b_clients.png"):
+    for figure in (
+        "fig5_accuracy.png",
+        "fig5_mse.png",
+        "fig6a_local_steps.png",
+        "fig6b_clients.png",
+    ):
         assert (tmp_path / figure).stat().st_size > 10_000
     with (tmp_path / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))
@@ -384,8 +391,28 @@ def test_quick_lppa_parameters_runs_every_panel(tmp_path) -> None:
     # setting's
     assert {(row["clients"], row["epochs"]) for row in train} == {
         ("", "1"),
+        ("", ""),  # Fig. 6a's runs of 4 rounds
         ("5", "2"),
         ("10", "2"),
+    }
+    # Fig. 6a: K updates per communication, for Fig. 5's epoch on both seeds or 4 rounds (4K
+    # steps) on one
+    (epoch,) = {
+        row["steps"]
+        for row in train
+        if row["task"] == "mnist-lenet" and not any(row[key] for key in SETTING_FIELDS)
+    }
+    local = {
+        (row["method"], row["local_steps"], row["rounds"], row["steps"], row["seed"])
+        for row in train
+        if row["local_steps"]
+    }
+    assert local == {
+        (method, str(k), rounds, steps, seed)
+        for method in ("dsgt", "dp", "lppa")
+        for k in (2, 8)
+        for rounds, steps, seeds in (("", epoch, "01"), ("4", str(4 * k), "0"))
+        for seed in seeds
     }
     assert {(row["partition"], row["alpha"], row["labels"]) for row in train} == {
         ("", "", ""),
@@ -396,8 +423,9 @@ def test_quick_lppa_parameters_runs_every_panel(tmp_path) -> None:
         ("labels-per-agent", "", "3"),
     }
     verdicts = read_verdicts(tmp_path / "REPORT.md")
-    assert verdicts is not None and sum(verdicts.values()) == 14, report
-    assert verdicts[Verdict.NOT_TESTABLE] == 2, report
+    assert verdicts is not None and sum(verdicts.values()) == 15, report
+    assert verdicts[Verdict.NOT_TESTABLE] == 1, report
+    assert report.count("| Fig. 6a |") == 2, report
     assert "| Fig. 5 | the noise scale beta does not change plain DSGT |" in report
 
 

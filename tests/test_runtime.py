@@ -169,16 +169,17 @@ def test_the_processes_reach_the_models_of_dpdl_train(
 
 
 @pytest.mark.parametrize(
-    ("n", "graph", "injection", "every_round"),
+    ("n", "graph", "injection", "every_round", "local_steps"),
     [
-        (4, "ring", "lppa", False),
-        (8, "er", "lppa", True),
-        (8, "er", "dp", True),
-        (4, "ring", "none", False),
+        (4, "ring", "lppa", False, 1),
+        (8, "er", "lppa", True, 1),
+        (8, "er", "dp", True, 1),
+        (4, "ring", "none", False, 1),
+        (4, "ring", "dp", True, 3),  # LPPA Fig. 6a's local updates: messages every third step
     ],
 )
 def test_gradient_tracking_processes_reach_the_models_of_dpdl_train(
-    tmp_path: Path, n: int, graph: str, injection: str, every_round: bool
+    tmp_path: Path, n: int, graph: str, injection: str, every_round: bool, local_steps: int
 ) -> None:
     config = TrainConfig(
         task="logreg-a9a",
@@ -189,7 +190,7 @@ def test_gradient_tracking_processes_reach_the_models_of_dpdl_train(
         mechanism=injection,
         steps=200,
         eval_every=200,
-        tracking=TrackingOptions(0.05, "laplace", every_round),
+        tracking=TrackingOptions(0.05, "laplace", every_round, local_steps),
         key_seed=KEY_SEED,
     )
     simulated = run_training(config).runs[0]

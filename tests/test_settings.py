@@ -68,8 +68,10 @@ def test_options_reach_the_nested_settings() -> None:
     assert config.task_options == TaskOptions(partition="iid", dim=7)
     assert config.design == DesignOptions(threat="colluding-2")
     tracking = ["--algorithm", "dsgt", "--mechanism", "lppa", "--tracking-noise", "0.5"]
-    args = build_parser().parse_args(["train", *tracking, "--every-round"])
-    assert from_options(TrainConfig, args).tracking == TrackingOptions(scale=0.5, every_round=True)
+    args = build_parser().parse_args(["train", *tracking, "--every-round", "--local-steps", "5"])
+    assert from_options(TrainConfig, args).tracking == TrackingOptions(
+        scale=0.5, every_round=True, local_steps=5
+    )
 
 
 @pytest.mark.parametrize(
@@ -98,6 +100,8 @@ def test_nested_settings_check_their_fields_too() -> None:
         DesignOptions(groups=0)
     with pytest.raises(ConfigError, match="every_round"):
         TrackingOptions(every_round="yes")
+    with pytest.raises(ConfigError, match="local_steps"):
+        TrackingOptions(local_steps=0)
 
 
 def test_seeds_given_as_a_list_are_stored_as_a_tuple() -> None:

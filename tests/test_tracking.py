@@ -15,6 +15,7 @@ from dpdl.errors import ConfigError, MixingMatrixError
 from dpdl.graphs import erdos_renyi, metropolis_hastings, sinkhorn_knopp
 from dpdl.mechanisms.lppa import design_noise_flow, dp_noise, flow_arcs, lppa_noise
 from dpdl.mechanisms.registry import build_mechanism
+from dpdl.seeding import purpose_rng
 from dpdl.simulation import DSGDConfig, StepSize
 from dpdl.simulation.tracking import run_dsgt
 from dpdl.tasks import decor_least_squares
@@ -83,6 +84,44 @@ def test_dsgt_matches_a_per_agent_reference_of_eqs_2_and_3(directed: nx.DiGraph)
         ]
         theta = new
     np.testing.assert_allclose(result.params, np.array(theta), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("local_steps", [2, 5])
+def test_local_updates_mix_on_every_kth_step_only_and_keep_tracking_the_gradient_sum(
+    directed: nx.DiGraph, local_steps: int
+) -> None:
+    """LPPA Fig. 6a's local epoch: W on every K-th step, I between (per-agent reference); eq. (3)
+    with W = I still keeps sum_i gamma_i = sum_i grad_i plus the injected noise, which enters on
+    communication steps only."""
+    task = decor_least_squares(8, 3, np.random.default_rng(0))
+    weights = sinkhorn_knopp(directed)
+    config = DSGDConfig(steps=23, step_size=StepSize(0.05), eval_every=23)
+    noise = dp_noise(8, 0.1, every_round=True)
+    sums: list[tuple[int, np.ndarray]] = []
+    result = run_dsgt(task, weights, config, noise, seed=2, local_steps=local_steps)
+
+    def gradients(models: np.ndarray) -> np.ndarray:
+        return task.gradients(torch.from_numpy(models), None, None).numpy()
+
+    rng = purpose_rng(2, "noise")
+    theta = np.tile(task.initial_params().numpy(), (8, 1))
+    gamma = gradients(theta) + noise.sample(rng, task.dim)
+    injected = gamma.sum(axis=0) - gradients(theta).sum(axis=0)
+    for t in range(1, 24):
+        mixing = weights if t % local_steps == 0 else np.eye(8)
+        new = mixing @ theta - 0.05 * gamma
+        gamma = mixing @ gamma + gradients(new) - gradients(theta)
+        if t % local_steps == 0:
+            draw = noise.sample(rng, task.dim)
+            gamma, injected = gamma + draw, injected + draw.sum(axis=0)
+        theta = new
+        sums.append((t, gamma.sum(axis=0) - gradients(theta).sum(axis=0) - injected))
+    np.testing.assert_allclose(result.params, theta, rtol=1e-12, atol=1e-14)
+    assert max(np.abs(gap).max() for _, gap in sums) < 1e-10
+    every_step = run_dsgt(task, weights, config, noise, seed=2).params
+    assert np.abs(every_step - theta).max() > 1e-3  # the local updates changed the run
+    with pytest.raises(ConfigError, match="local_steps must be an integer >= 1"):
+        run_dsgt(task, weights, config, local_steps=0)
 
 
 @pytest.mark.parametrize("every_round", [False, True])

@@ -518,7 +518,8 @@ _DESIGN_USERS: dict[str, tuple[str, ...]] = {
 class TrackingOptions:
     """The injected noise of a gradient-tracking job: its scale (Laplace scale or Gaussian standard
     deviation, not calibrated to a budget: LPPA sizes it for the attacks), distribution, and
-    whether it is injected every round or once (Algorithm 1)."""
+    whether it is injected every round or once (Algorithm 1); and the local updates of each
+    communication round (:func:`dpdl.simulation.run_dsgt`)."""
 
     scale: float = setting(
         0.025,
@@ -535,8 +536,15 @@ class TrackingOptions:
     )
     every_round: bool = setting(
         False,
-        "dsgt: inject every round, not only into the initial tracking variable",
+        "dsgt: inject every communication round, not only into the initial tracking variable",
         group="gradient tracking",
+    )
+    local_steps: int = setting(
+        1,
+        "dsgt: local updates per communication round, the last of which sends (LPPA Fig. 6a's "
+        "local epoch; default 1: every step communicates)",
+        group="gradient tracking",
+        positive=True,
     )
 
     def __post_init__(self) -> None:

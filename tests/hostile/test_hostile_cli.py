@@ -178,6 +178,17 @@ TRAIN_CASES: dict[str, tuple[list[str], str]] = {
     "every-round-without-dsgt": (["--every-round"], "every-round"),
     "distribution-without-dsgt": (["--distribution", "gaussian"], "distribution"),
     "distribution-unknown": (["--distribution", "cauchy"], "--distribution"),
+    "local-steps-without-dsgt": (["--local-steps", "5"], "local-steps"),
+    "local-steps-zero": (["--algorithm", "dsgt", "--local-steps", "0"], "--local-steps"),
+    "split-of-a-task-without-files": (
+        ["--task", "least-squares", "--split", "files"],
+        "applies only to task logreg-a9a",
+    ),
+    "data-fraction-zero": (["--task", "logreg-a9a", "--data-fraction", "0"], "data_fraction"),
+    "data-fraction-of-housing": (
+        ["--task", "housing-mlp", "--data-fraction", "0.5"],
+        "data-fraction",
+    ),
     # output folders
     "out-is-a-file": (["--out", "{a-file}"], "a-file"),
     "out-under-a-file": (["--out", "{under-a-file}"], "a-file"),

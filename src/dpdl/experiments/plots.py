@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter
 
 if TYPE_CHECKING:
     from dpdl.experiments.noise import NoiseReport
@@ -44,6 +44,7 @@ def plot_curves(
     title: str,
     log_y: bool = False,
     xlabel: str = "step",
+    log_x: bool = False,
 ) -> Path:
     """Plot ``metric`` against step: one line per label (mean over its seeds, band = min..max).
 
@@ -62,6 +63,11 @@ def plot_curves(
     ax.set_ylabel(metric.replace("_", " "))
     if log_y:
         ax.set_yscale("log")
+    if log_x:  # ticks at the points, written as numbers (not powers of ten)
+        ax.set_xscale("log")
+        ax.set_xticks(sorted({r["step"] for h in curves.values() for r in h[0]}))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend()

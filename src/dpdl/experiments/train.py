@@ -117,6 +117,7 @@ def run_seed(
             progress=progress,
             agent_seeds=book,
             device=device,
+            local_steps=config.tracking.local_steps,
         )
         privacy: list[PrivacyReport] = []  # the injection is sized for the attacks, not accounted
     else:

@@ -320,13 +320,21 @@ def _run(
         if t == 1:
             g = gradient(x)
             y = g + inject(0)
-        sent = channel.outgoing
-        sent[:dim], sent[dim:] = x, y
-        received = channel.exchange(t, sent)
-        x_new = mix(x, received, slice(0, dim)) - job.dsgd.step_size(t) * y
+        communicates = t % config.tracking.local_steps == 0
+        if communicates:
+            sent = channel.outgoing
+            sent[:dim], sent[dim:] = x, y
+            received = channel.exchange(t, sent)
+            mixed_x, mixed_y = (
+                mix(x, received, slice(0, dim)),
+                mix(y, received, slice(dim, 2 * dim)),
+            )
+        else:  # a local update: W = I
+            mixed_x, mixed_y = x, y
+        x_new = mixed_x - job.dsgd.step_size(t) * y
         g_new = gradient(x_new)
-        y = mix(y, received, slice(dim, 2 * dim)) + g_new - g
-        if job.injection is not None and job.injection.every_round:
+        y = mixed_y + g_new - g
+        if job.injection is not None and job.injection.every_round and communicates:
             y = y + inject(t)
         return np.stack([x_new, y, g_new])
 

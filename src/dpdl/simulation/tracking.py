@@ -9,7 +9,15 @@ LPPA (Miao et al., 2025), eqs. (2)-(3) and Algorithm 1, for all agents at once::
 Each agent sends ``theta_i`` and ``gamma_i`` to its out-neighbours, so W may live on a directed
 graph; it must be doubly stochastic (Sinkhorn-Knopp gives one from a strongly connected graph:
 :func:`dpdl.graphs.sinkhorn_knopp`), which keeps ``1^T gamma = 1^T grad`` plus the injected sum,
-i.e. the tracking of the global gradient that Theorem 1 rests on. Gradients are stochastic on a
+i.e. the tracking of the global gradient that Theorem 1 rests on.
+
+Local updates (LPPA Sec. 6.3, "Effect of local epoch": K updates before each transmission): with
+``local_steps`` K > 1 the agents communicate on every K-th step only and take W = I on the others,
+the time-varying mixing by which Koloskova et al. (ICML 2020, "A unified theory of decentralized
+SGD with changing topology and local updates", Sec. 3) write local steps. Eq. (3) with W = I keeps
+the sum of the tracking variables equal to that of the gradients, so local steps follow the
+tracked global direction, as in K-GT (Liu et al., 2023). Noise injected every round enters once
+per communication, after it (K = 1: every step, as before). Gradients are stochastic on a
 fresh batch each step, clipped as in D-SGD when a clipping threshold is set
 (:func:`dpdl.simulation.dsgd.local_gradients`); ``grad(theta_old)`` is the previous step's
 gradient, as in every stochastic gradient-tracking method.
@@ -46,14 +54,18 @@ def run_dsgt(
     callback: Callable[[int, dict[str, float]], None] | None = None,
     agent_seeds: SeedBook | None = None,
     device: str | torch.device = "cpu",
+    local_steps: int = 1,
 ) -> DSGDResult:
     """Run ``config.steps`` rounds of DSGT, with ``injection`` (LPPA, the DP baseline or none) added
     to the tracking variable, and return the final models and the metric history (as
     :func:`dpdl.simulation.run_dsgd`; the batches and noise come from the same seeded streams, or,
     with ``agent_seeds``, agent by agent from the seeds of the injection's
     :meth:`~dpdl.mechanisms.lppa.TrackingNoise.seed_structure`, as :mod:`dpdl.runtime` draws
-    them). ``device`` as for :func:`~dpdl.simulation.run_dsgd`."""
+    them). ``device`` as for :func:`~dpdl.simulation.run_dsgd`; ``local_steps``: the updates of
+    each round, the last of which communicates."""
     n = task.n_agents
+    if isinstance(local_steps, bool) or not isinstance(local_steps, int) or local_steps < 1:
+        raise ConfigError(f"local_steps must be an integer >= 1, got {local_steps!r}")
     if weights.shape != (n, n):
         raise ConfigError(f"the mixing matrix is {weights.shape} but the task has {n} agents")
     weights = validate_mixing_matrix(weights, mixing=False)
@@ -90,10 +102,16 @@ def run_dsgt(
         if t == 1:
             state["grads"] = gradients(params)
             state["tracking"] = state["grads"] + (inject(0) if injection is not None else 0.0)
-        params = mixing @ params - config.step_size(t) * state["tracking"]
+        communicates = t % local_steps == 0
+        mixed, tracking = (
+            (mixing @ params, mixing @ state["tracking"])
+            if communicates
+            else (params, state["tracking"])
+        )
+        params = mixed - config.step_size(t) * state["tracking"]
         grads = gradients(params)
-        state["tracking"] = mixing @ state["tracking"] + grads - state["grads"]
-        if injection is not None and injection.every_round:
+        state["tracking"] = tracking + grads - state["grads"]
+        if injection is not None and injection.every_round and communicates:
             state["tracking"] = state["tracking"] + inject(t)
         state["grads"] = grads
         return params

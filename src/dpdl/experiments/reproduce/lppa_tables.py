@@ -70,10 +70,12 @@ TASK_OPTIONS = TaskOptions(partition="iid", l2=0.0)
 #: Fields of the runs kept out of runs.csv (the figures show them).
 CSV_OMITS = ("history", "truth", "reconstruction")
 #: Optional job fields that move a run off Table 1's setting (``lppa-parameters``, Figs. 5-6 and
-#: Tables 3-4): the noise scale, the number of clients and the data partition (its Dirichlet
-#: concentration ``alpha`` or the classes per client ``labels``). Table 1's jobs have none of
-#: them, so their cache keys are those of the runs committed before the fields existed.
-SETTING_FIELDS = ("scale", "clients", "partition", "alpha", "labels")
+#: Tables 3-4): the noise scale, the number of clients, the data partition (its Dirichlet
+#: concentration ``alpha`` or the classes per client ``labels``), the local updates per
+#: communication, and a length in communication ``rounds`` (of ``local_steps`` updates each)
+#: instead of epochs. Table 1's jobs have none of them, so their cache keys are those of the runs
+#: committed before the fields existed.
+SETTING_FIELDS = ("scale", "clients", "partition", "alpha", "labels", "local_steps", "rounds")
 
 
 def _setting(quick: bool) -> dict[str, Any]:
@@ -100,12 +102,15 @@ def _setting(quick: bool) -> dict[str, Any]:
 
 
 def train_job(
-    task: str, method: str, lr: float, seed: int, epochs: int, **setting: Any
+    task: str, method: str, lr: float, seed: int, epochs: int | None, **setting: Any
 ) -> dict[str, Any]:
-    """A training job, off Table 1's setting by the :data:`SETTING_FIELDS` in ``setting``."""
+    """A training job, off Table 1's setting by the :data:`SETTING_FIELDS` in ``setting``; its
+    length is ``epochs`` of local data, or (``epochs`` None) ``rounds`` communication rounds."""
     unknown = set(setting) - set(SETTING_FIELDS)
     if unknown:
         raise ValueError(f"unknown setting fields {sorted(unknown)}")
+    if (epochs is None) == ("rounds" not in setting):
+        raise ValueError("a training job runs for epochs or for rounds, exactly one of them")
     return {
         "kind": "train",
         "task": task,
@@ -221,11 +226,16 @@ def _train(job: dict[str, Any]) -> dict[str, Any]:
     # An epoch of the mean client's data (the smallest's under an i.i.d. split, whose parts
     # differ by one at most): the clients of a skewed split take as many steps as an even one's.
     epoch = -(-(int(task.agent_sizes.sum()) // clients) // BATCH)
-    config = DSGDConfig(
-        job["epochs"] * epoch, StepSize(job["lr"]), batch_size=BATCH, eval_every=epoch
-    )
+    local_steps = job.get("local_steps", 1)
+    steps = job["rounds"] * local_steps if "rounds" in job else job["epochs"] * epoch
+    config = DSGDConfig(steps, StepSize(job["lr"]), batch_size=BATCH, eval_every=epoch)
     result = run_dsgt(
-        task, sinkhorn_knopp(_graph(clients)), config, _injection(job), seed=job["seed"]
+        task,
+        sinkhorn_knopp(_graph(clients)),
+        config,
+        _injection(job),
+        seed=job["seed"],
+        local_steps=local_steps,
     )
     final = result.final_metrics
     return {
