@@ -125,6 +125,41 @@ def test_paper_closed_form_needs_more_noise_and_overshoots_at_large_eps() -> Non
         assert not calibrate(eps, DELTA, steps, AgentLevel(clip), method="paper").overshoots
 
 
+@pytest.mark.parametrize("steps", [200, 5000])
+def test_authors_calibration_is_their_codes_zcdp_bound_and_stays_below_its_label(
+    steps: int,
+) -> None:
+    """The Whisper / CorN-DSGD code's noise (``diff_privacy.py``: variance
+    2 T C^2 / (sqrt(L + eps) - sqrt(L))^2 on the clipped sum, L = log(1/delta)) is the zCDP bound
+    of Bun and Steinke (Prop. 1.3) at sensitivity 2C: rho + 2 sqrt(rho L) = eps exactly; dpdl's
+    exact accountant finds less than the label, at agent level (GDP, a closed form) and at
+    example level (PLD, checked against dp_accounting's)."""
+    clip, batch, rate, log_delta = 0.1, 128, 0.128, math.log(1 / DELTA)
+    for eps in (1.0, 3.0, 10.0, 40.0):
+        variance = 2 * steps * clip**2 / (math.sqrt(log_delta + eps) - math.sqrt(log_delta)) ** 2
+        agent = calibrate(eps, DELTA, steps, AgentLevel(clip), method="authors")
+        assert (clip / agent.mu_step) ** 2 == pytest.approx(variance, rel=1e-12)
+        rho = steps * (2 * agent.mu_step) ** 2 / 2  # sensitivity 2C over sigma = C / mu_step
+        assert rho + 2 * math.sqrt(rho * log_delta) == pytest.approx(eps, rel=1e-12)
+        assert agent.achieved_epsilon == pytest.approx(
+            gdp.epsilon(agent.mu_step * math.sqrt(steps), DELTA), rel=1e-12
+        )
+        assert agent.achieved_epsilon < eps and not agent.overshoots
+        example = calibrate(eps, DELTA, steps, ExampleLevel(clip, batch, rate), method="authors")
+        assert example.mu_step == agent.mu_step  # the same form at either level
+        assert example.achieved_epsilon < agent.achieved_epsilon  # subsampling's credit
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(
+            rate, dp_accounting.GaussianDpEvent(1 / example.mu_step)
+        ),
+        steps,
+    )
+    reference = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
+    assert example.achieved_epsilon == pytest.approx(
+        reference.compose(event).get_epsilon(DELTA), rel=0.02
+    )
+
+
 def test_paper_rdp_bound_is_an_upper_bound_and_consistent_with_its_calibration() -> None:
     for mu_step in (1e-3, 1e-2, 5e-2):
         for steps in (10, 5000):

@@ -53,8 +53,12 @@ def _decor_fig1_paper(quick: bool) -> list[Study]:
 #: Each reproduction with a sweep file: its module, the studies its analysis reads of the part
 #: the file states, and the ``parts`` that run that part.
 FILES: dict[str, tuple[ModuleType, Callable[[bool], list[Study]], dict[str, Any]]] = {
-    "whisper-logreg": (whisper_logreg, lambda q: [whisper_logreg.study(q)], {"parts": ("paper",)}),
-    "corn-mnist": (corn_mnist, lambda q: [corn_mnist.study(q)], {"parts": ("paper",)}),
+    "whisper-logreg": (
+        whisper_logreg,
+        lambda q: [whisper_logreg.study(q), whisper_logreg.authors_study(q)],
+        {},
+    ),
+    "corn-mnist": (corn_mnist, lambda q: [corn_mnist.study(q), corn_mnist.authors_study(q)], {}),
     "whisper-quadratic": (
         whisper_quadratic,
         lambda q: [whisper_quadratic.study(q), *whisper_quadratic._noise_free(q).values()],
@@ -81,9 +85,14 @@ def test_a_reproductions_runs_are_its_sweep_files(name: str, quick: bool) -> Non
     module, studies_of, parts = FILES[name]
     studies = studies_of(quick)
     made = [_made_up(job) for job in module.jobs(quick, **parts)]
-    first = [row for row in made if not row.get("protocol")]  # not the authors' protocol's
+
+    def of_file(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Not the runs of a protocol the file does not state (DECOR's least squares')."""
+        return [row for row in rows if (row.get("protocol") or "") in module.SWEEP.protocols]
+
+    first = of_file(made)
     made += [_made_up(job) for job in module.followup_jobs(quick, made, **parts)]
-    rows = [row for row in made if not row.get("protocol")]
+    rows = of_file(made)
     searched = [_made_up(job) for study in studies for job in tuning_jobs(study)]
     tuned = searched + [_made_up(job) for study in studies for job in final_jobs(study, searched)]
     assert {_key(row) for row in rows} == {_key(row) for row in tuned}
@@ -158,7 +167,8 @@ def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
 
 
 def _as_sweep_rows(rows: list[dict[str, Any]], module: ModuleType) -> list[dict[str, Any]]:
-    """The papers'-protocol rows of a reproduction's runs.csv as ``dpdl sweep`` writes its rows."""
+    """The rows of a reproduction's runs.csv that its file states as ``dpdl sweep`` writes its
+    rows."""
     converted = []
     for row in rows:
         options = to_options(module.SWEEP.config_of(row))
@@ -170,8 +180,8 @@ def _as_sweep_rows(rows: list[dict[str, Any]], module: ModuleType) -> list[dict[
 @pytest.mark.parametrize(
     ("name", "stated"),
     [
-        ("whisper-logreg", " (the part `paper`)"),
-        ("corn-mnist", " (the part `paper`)"),
+        ("whisper-logreg", " (the parts `paper`, `authors`)"),
+        ("corn-mnist", " (the parts `paper`, `authors`)"),
         ("decor-fig1", " (the parts `least-squares`, `logreg-a9a`, `mnist-mlp`)"),
         ("whisper-quadratic", ""),
         ("horizon", ""),
@@ -181,8 +191,10 @@ def test_a_report_from_a_sweeps_runs_is_the_reproductions_report(
     tmp_path, name: str, stated: str
 ) -> None:
     module = FILES[name][0] if name in FILES else horizon_design
-    paper = [
-        row for row in read_rows(ROOT / "results" / name / "runs.csv") if not row.get("protocol")
+    paper = [  # the runs of the protocols the file states
+        row
+        for row in read_rows(ROOT / "results" / name / "runs.csv")
+        if (row.get("protocol") or "") in module.SWEEP.protocols
     ]
     write_rows(_as_sweep_rows(paper, module), tmp_path / "runs.csv")
     report = report_of_sweep(name, tmp_path).read_text()
@@ -195,9 +207,7 @@ def test_a_report_from_a_sweeps_runs_is_the_reproductions_report(
 
 
 def test_a_sweep_folder_that_misses_runs_is_one_error_naming_it(tmp_path) -> None:
-    paper = [
-        r for r in read_rows(ROOT / "results" / "corn-mnist" / "runs.csv") if not r["protocol"]
-    ]
+    paper = read_rows(ROOT / "results" / "corn-mnist" / "runs.csv")  # both protocols: the file's
     write_rows(_as_sweep_rows(paper[:-1], corn_mnist), tmp_path / "runs.csv")
     with pytest.raises(ConfigError, match="lacks runs of corn-mnist's grid"):
         report_of_sweep("corn-mnist", tmp_path)
@@ -213,9 +223,7 @@ def test_a_sweep_folder_that_misses_runs_is_one_error_naming_it(tmp_path) -> Non
 def test_reproduce_from_sweep_on_the_command_line(tmp_path) -> None:
     """The report goes into DIR/report (or --out), beside the sweep's own summary figures, whose
     names its figures share: those stay as the sweep wrote them."""
-    paper = [
-        r for r in read_rows(ROOT / "results" / "corn-mnist" / "runs.csv") if not r["protocol"]
-    ]
+    paper = read_rows(ROOT / "results" / "corn-mnist" / "runs.csv")  # both protocols: the file's
     write_rows(_as_sweep_rows(paper, corn_mnist), tmp_path / "runs.csv")
     (tmp_path / "test_accuracy.png").write_bytes(b"the sweep's own figure")
 
@@ -263,10 +271,12 @@ def test_a_figure_whose_parts_are_tasks_needs_each_grid_to_fix_its_task(
     text = reproduction_file("decor-fig1", quick=True).read_text()
     (tmp_path / "decor-fig1.toml").write_text(text)
     monkeypatch.setattr(spec, "REPRODUCTIONS", tmp_path)
-    parts = SweepJobs("decor-fig1").sweep(False, ("logreg-a9a",))
+    parts = decor_fig1.SWEEP.sweep(False, ("logreg-a9a",))
     assert {dict(grid.fixed)["task"] for grid in parts.grids} == {"logreg-a9a"}
     assert len(parts.grids) == 3  # LDP, DECOR, CDP
     swept = text.replace('task = "least-squares"', 'task = ["least-squares"]', 1)
     (tmp_path / "decor-fig1.toml").write_text(swept)
     with pytest.raises(ConfigError, match="fixes its task"):
+        decor_fig1.SWEEP.sweep(False, ("logreg-a9a",))
+    with pytest.raises(ConfigError, match="states no parts"):
         SweepJobs("decor-fig1").sweep(False, ("logreg-a9a",))

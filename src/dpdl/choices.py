@@ -178,7 +178,7 @@ OBJECTIVES = ("one-step", "horizon")
 DISTRIBUTIONS = ("laplace", "gaussian")
 
 #: How a target epsilon becomes a noise scale (:func:`dpdl.accounting.calibrate`).
-CALIBRATIONS = ("exact", "paper")
+CALIBRATIONS = ("exact", "paper", "authors")
 
 #: The engines a training job can run: D-SGD, and gradient tracking (DSGT).
 ALGORITHMS = ("dsgd", "dsgt")

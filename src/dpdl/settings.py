@@ -380,14 +380,19 @@ class TaskOptions:
     #: ``files`` (the dataset's own test file, as the Whisper / CorN-DSGD authors' code does).
     split: str = setting(
         "random",
-        "test examples: random (test_fraction of all) or files (the dataset's test file)",
-        cli=False,
+        "logreg-a9a, mnist-mlp, mnist-linear: the test examples, random (a test fraction of all) "
+        "or files (the data set's own test file, as the Whisper/CorN-DSGD code) (default random)",
         choices=("random", "files"),
+        group="data",
     )
     #: Share of all examples kept, drawn at random before the split (the same tasks); the
     #: CorN-DSGD authors' MNIST runs keep 0.2.
     data_fraction: float = setting(
-        1.0, "share of the examples kept, before the split", cli=False, interval="(0, 1]"
+        1.0,
+        "logreg-a9a, mnist-mlp, mnist-linear: share of the examples kept, drawn before the split "
+        "(default 1)",
+        group="data",
+        interval="(0, 1]",
     )
     #: Examples each agent keeps, drawn at random from its part (image tasks); None: all of them.
     examples_per_agent: int | None = setting(
@@ -403,6 +408,27 @@ class TaskOptions:
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+    def check_applies(self, task: str) -> None:
+        """Raise :class:`ConfigError` naming an option set away from its default that ``task``
+        does not read (the test file and the share of the data: a9a's and MNIST's one-split
+        tasks only)."""
+        defaults = TaskOptions()
+        for name, users in _TASK_OPTION_USERS.items():
+            if getattr(self, name) != getattr(defaults, name) and task not in users:
+                field = next(f for f in dataclasses.fields(self) if f.name == name)
+                option = _option(field, _declared(field))
+                raise ConfigError(
+                    f"{name} (--{option}) applies only to task {', '.join(users)}, not {task!r}"
+                )
+
+
+#: The tasks that read each field of :class:`TaskOptions` that is checked for its task (those of
+#: :func:`dpdl.tasks.catalog` that split one data set by file or keep a share of it).
+_TASK_OPTION_USERS: dict[str, tuple[str, ...]] = {
+    "split": ("logreg-a9a", "mnist-mlp", "mnist-linear"),
+    "data_fraction": ("logreg-a9a", "mnist-mlp", "mnist-linear"),
+}
 
 
 @dataclass(frozen=True)

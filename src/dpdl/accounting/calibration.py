@@ -16,6 +16,9 @@ Methods:
   their settings. Its exact epsilon is
   reported next to it (:attr:`Calibration.achieved_epsilon`): it is below target for moderate eps
   and above it (an overshoot) at large eps.
+- ``"authors"``: the Whisper / CorN-DSGD authors' released code's zCDP bound
+  (:mod:`~dpdl.accounting.zcdp_bound`), at either level as given (their code: example level). To
+  run what they ran; the exact epsilon reported next to it is far below the label.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from dpdl.accounting.neighbouring import AgentLevel, ExampleLevel, Neighbouring
 from dpdl.accounting.noise import GaussianNoise, ScalableNoise
 from dpdl.accounting.rdp_bound import paper_mu_step
 from dpdl.accounting.search import geometric_bisect
+from dpdl.accounting.zcdp_bound import authors_mu_step
 from dpdl.choices import CALIBRATIONS
 from dpdl.errors import ConfigError, PrivacyParameterError
 from dpdl.threats import ThreatModel
@@ -63,7 +67,8 @@ class Calibration:
 
     @property
     def overshoots(self) -> bool:
-        """Whether the exact accountant gives more than the target eps (only the paper form can)."""
+        """Whether the exact accountant gives more than the target eps (only the papers' form
+        can)."""
         return self.achieved_epsilon > self.eps
 
     def as_dict(self) -> dict[str, float | int | str | bool]:
@@ -127,7 +132,9 @@ def calibrate(
     if method not in CALIBRATIONS:
         raise ConfigError(f"unknown calibration {method!r}; known: {', '.join(CALIBRATIONS)}")
     accountant = default_accountant(neighbouring)
-    if isinstance(neighbouring, ExampleLevel):
+    if method == "authors":
+        mu_step = authors_mu_step(eps, delta, steps)
+    elif isinstance(neighbouring, ExampleLevel):
         mu_step = _subsampled_mu_step(
             eps, delta, steps, neighbouring, "paper-rdp" if method == "paper" else accountant
         )

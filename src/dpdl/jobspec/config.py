@@ -114,7 +114,8 @@ class TrainConfig:
     calibration: str = setting(
         "exact",
         "exact: Gaussian-DP accountant, never above the target; paper: the papers' closed form "
-        "[R^-1]_ii <= eps^2/(16 C^2 T log(1/delta)) (default exact)",
+        "[R^-1]_ii <= eps^2/(16 C^2 T log(1/delta)); authors: the Whisper/CorN-DSGD code's zCDP "
+        "bound (sqrt(log(1/delta)+eps)-sqrt(log(1/delta)))^2/(2 T C^2) (default exact)",
         choices=CALIBRATIONS,
         group="privacy",
     )
@@ -170,6 +171,7 @@ class TrainConfig:
         check_fields(self)
         self.design.check_applies(self.mechanism)
         self.tracking.check_applies(self.algorithm)
+        self.task_options.check_applies(self.task)
 
     def resolved(self) -> TrainConfig:
         """Fill the task's default step size and schedule; check the options fit together."""

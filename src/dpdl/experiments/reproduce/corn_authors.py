@@ -10,8 +10,9 @@ Erdos-Renyi graph, a fresh draw per seed). The noise covariance is solved under
 ``max_i [Sigma^-1]_ii <= (sqrt(log(1/delta) + eps) - sqrt(log(1/delta)))^2 / (2 T C^2)``, the
 zero-concentrated-DP conversion at sensitivity 2C over T rounds: a guarantee for one EXAMPLE
 (replace-one, no credit for the sampling), not for an agent's data, whose batch sum moves by up to
-128 C. dpdl runs the same mechanism at example level (:func:`authors_mu_step`: the same noise,
-relative to the per-example sensitivity C / 128 of the batch mean) and accounts it exactly
+128 C. dpdl runs the same mechanism at example level (calibration ``authors``,
+:func:`dpdl.accounting.zcdp_bound.authors_mu_step`: the same noise, relative to the per-example
+sensitivity C / 128 of the batch mean) and accounts it exactly
 (example-level add/remove-one, Poisson sampling, PLD): every such run reports the eps it really
 has, far below its label.
 """
@@ -25,30 +26,30 @@ from typing import Any
 import torch
 from threadpoolctl import threadpool_limits
 
-from dpdl.accounting import Calibration, ExampleLevel, calibrate, gdp
-from dpdl.accounting.accountant import epsilon_from_mu_step, pld_epsilon
+from dpdl.accounting import ExampleLevel, calibrate, gdp
+from dpdl.accounting.accountant import pld_epsilon
+from dpdl.accounting.zcdp_bound import authors_mu_step
+from dpdl.experiments.reproduce import tradeoff
 from dpdl.experiments.reproduce.report import Claim, Verdict
-from dpdl.experiments.reproduce.tradeoff import Job, config_of
-from dpdl.jobspec.curvature import run_design
-from dpdl.jobspec.job import build_job, privacy_reports
-from dpdl.mechanisms.registry import build_mechanism
+from dpdl.experiments.reproduce.tradeoff import Job
+from dpdl.experiments.train import run_training
+from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import TaskOptions
-from dpdl.simulation import run_dsgd
 
 __all__ = [
     "AUTHORS_CALIBRATION",
     "PROTOCOL",
     "TASK_OPTIONS",
-    "authors_mu_step",
     "budget_claim",
+    "config_of",
     "merge_claims",
     "run_job",
     "scales_table",
 ]
 
 PROTOCOL = "authors"
-#: The calibration of the authors' closed form (:func:`authors_mu_step`); ``exact`` beside it is
-#: dpdl's example-level accountant at the same label.
+#: The calibration of the authors' closed form (:mod:`dpdl.accounting.zcdp_bound`); ``exact``
+#: beside it is dpdl's example-level accountant at the same label.
 AUTHORS_CALIBRATION = "authors"
 #: The authors' data: a9a's own train / test files, no regularisation (``weight_decay`` 0 in every
 #: script); MNIST: 20% of the 70000 images (``generate_data.py --s_frac 0.2``), the kept images of
@@ -59,14 +60,11 @@ TASK_OPTIONS = {
 }
 
 
-def authors_mu_step(eps: float, delta: float, steps: int) -> float:
-    """The authors' noise as dpdl's per-step sensitivity over noise at example level: their LDP
-    variance ``2 T C^2 / (sqrt(log(1/delta) + eps) - sqrt(log(1/delta)))^2`` on the sum of the
-    batch's clipped gradients (``diff_privacy.py: _compute_dp_bound``, ``solve_ldp``), i.e. a
-    noise standard deviation ``C / mu`` on the sum and ``(C / B) / mu`` on the mean, whose
-    per-example sensitivity is ``C / B``."""
-    log_delta = math.log(1.0 / delta)
-    return (math.sqrt(log_delta + eps) - math.sqrt(log_delta)) / math.sqrt(2.0 * steps)
+def config_of(job: Job) -> TrainConfig:
+    """The training configuration of a job of the authors' protocol: the trade-off figures'
+    (:func:`~dpdl.experiments.reproduce.tradeoff.config_of`, its calibration ``authors`` or
+    ``exact``) with the authors' data options."""
+    return replace(tradeoff.config_of(job), task_options=TASK_OPTIONS[job["task"]])
 
 
 def run_job(job: Job) -> dict[str, Any]:
@@ -74,39 +72,14 @@ def run_job(job: Job) -> dict[str, Any]:
     mechanism at their noise (calibration ``authors``) or at dpdl's exact example-level
     calibration (``exact``), trained by dpdl's engine; the row of
     :func:`~dpdl.experiments.reproduce.tradeoff.run_job` (its ``epsilon``: dpdl's exact
-    example-level eps of the run's noise)."""
-    config = replace(
-        config_of({**job, "calibration": "exact"}),
-        mechanism="none",  # the mechanism is built below, at this protocol's calibration
-        task_options=TASK_OPTIONS[job["task"]],
-    ).resolved()
+    example-level eps of the run's noise) and the run's Poisson sampling rate."""
     torch.set_num_threads(1)
     with threadpool_limits(limits=1):
-        built = build_job(config, job["seed"])
-        relation = built.neighbouring
-        if job["calibration"] == AUTHORS_CALIBRATION:
-            mu_step = authors_mu_step(job["eps"], config.delta, config.steps)
-            calibration = Calibration(
-                job["eps"],
-                config.delta,
-                config.steps,
-                relation,
-                AUTHORS_CALIBRATION,
-                mu_step,
-                epsilon_from_mu_step(mu_step, config.steps, config.delta, relation, "pld"),
-            )
-        else:
-            calibration = calibrate(job["eps"], config.delta, config.steps, relation, "exact")
-        design = run_design(config.design, built.task, config.lr, config.steps, config.schedule)
-        mechanism = build_mechanism(job["method"], built.graph, built.weights, calibration, design)
-        result = run_dsgd(built.task, built.weights, mechanism, built.dsgd, seed=job["seed"])
-        privacy = privacy_reports(mechanism, relation, config.steps, config.delta)
+        result = run_training(config_of(job))
+    assert result.calibration is not None  # every method of the protocol adds noise
+    relation = result.calibration.neighbouring
     return {
-        **{key: value for key, value in result.history[-1].items() if key != "step"},
-        "epsilon": privacy[0].epsilon,
-        "threat": privacy[0].threat,
-        "exact_epsilon_of_calibration": calibration.achieved_epsilon,
-        "trace_WRW": mechanism.noise.variance_after_mixing(built.weights),
+        **tradeoff.result_row(result),
         "sampling_rate": relation.sampling_rate if isinstance(relation, ExampleLevel) else 1.0,
     }
 

@@ -42,7 +42,6 @@ cannot be told apart there.
 from __future__ import annotations
 
 from dpdl.experiments.reproduce import corn_authors, corn_tradeoff, tradeoff
-from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.reproduce.tradeoff import Study, Training
 
 __all__ = [
@@ -62,10 +61,10 @@ NAME = "corn-mnist"
 SIGNIFICANCE = tradeoff.SIGNIFICANCE
 PARTS = corn_tradeoff.PARTS
 #: The parts that the sweep file ``dpdl sweep NAME`` runs states (:func:`dpdl.experiments.reproduce.
-#: report_of_sweep`).
-SWEEP_PARTS = ("paper",)
-#: The papers' protocol's runs: its sweep file.
-SWEEP = SweepJobs(NAME)
+#: report_of_sweep`): both protocols.
+SWEEP_PARTS = PARTS
+#: The runs of both protocols: its sweep file.
+SWEEP = corn_tradeoff.sweep_jobs(NAME)
 run_job = corn_tradeoff.run_job
 #: The papers' step-size grid, shared by every method of both protocols.
 LRS = (1e-1, 5e-2, 1e-2, 5e-3, 1e-3)

@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from dpdl.experiments.reproduce import corn_authors
+from dpdl.experiments.reproduce import corn_authors, tradeoff
 from dpdl.experiments.reproduce.report import Claim, Verdict, checked
 from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.reproduce.tradeoff import (
+    Job,
     Panel,
     Point,
     Study,
@@ -28,14 +29,12 @@ from dpdl.experiments.reproduce.tradeoff import (
     average_model_note,
     better,
     budget_claim,
-    final_jobs,
     plot_study,
     significantly_better,
     summarise,
-    tuning_jobs,
-    unique_jobs,
 )
 from dpdl.experiments.reproduce.tradeoff import run_job as tradeoff_run_job
+from dpdl.jobspec.config import TrainConfig
 
 __all__ = [
     "EPS_GRID",
@@ -46,8 +45,11 @@ __all__ = [
     "analyse",
     "analyser",
     "authors_study",
+    "config_of",
+    "job_of",
     "run_job",
     "study",
+    "sweep_jobs",
     "tuned_table",
 ]
 
@@ -486,6 +488,36 @@ def authors_study(
     )
 
 
+def job_of(options: Mapping[str, Any], version: int = tradeoff.VERSION) -> Job:
+    """The job of one run of a sweep file of both protocols: a run on the data set's own test
+    file (``split = "files"``, the authors' data) is one of the authors' protocol
+    (:mod:`corn_authors`), any other one of the papers' (:func:`tradeoff.job_of`). The file's
+    check that every job carries its options (:class:`SweepJobs`) holds the authors' runs to their
+    data options too."""
+    job = tradeoff.job_of(options, version)
+    return {**job, "protocol": corn_authors.PROTOCOL} if options["split"] == "files" else job
+
+
+def config_of(job: Job) -> TrainConfig:
+    """The training configuration of a job of either protocol."""
+    if job.get("protocol") == corn_authors.PROTOCOL:
+        return corn_authors.config_of(job)
+    return tradeoff.config_of(job)
+
+
+def sweep_jobs(name: str) -> SweepJobs:
+    """The runs of reproduction ``name``'s sweep file: its grids of the papers' protocol and of the
+    authors' (the grids on the data set's own test file), the two parts."""
+    return SweepJobs(
+        name,
+        job_of=job_of,
+        config_of=config_of,
+        protocols=frozenset({"", corn_authors.PROTOCOL}),
+        part_option="split",
+        part_names={"random": "paper", "files": "authors"},
+    )
+
+
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """One run: the papers' protocol (:func:`tradeoff.run_job`) or the authors'
     (:func:`corn_authors.run_job`)."""
@@ -524,23 +556,17 @@ class Protocols:
     log_y: bool
     #: What, in the authors' protocol, makes a claim hold that fails in the papers'.
     why: str
-    #: The papers' protocol's runs: the sweep file that ``paper`` describes for the analysis (a
-    #: test checks that the two agree).
+    #: The runs of both protocols: the sweep file (:func:`sweep_jobs`) that ``paper`` and
+    #: ``authors`` describe for the analysis (a test checks that they agree).
     sweep: SweepJobs
 
     def jobs(self, quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
-        found = self.sweep.jobs(self.sweep.sweep(quick)) if "paper" in parts else []
-        if "authors" in parts:
-            found += tuning_jobs(self.authors(quick))
-        return unique_jobs(found)
+        return self.sweep.jobs(self.sweep.sweep(quick, parts))
 
     def followup_jobs(
         self, quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS
     ) -> list[dict[str, Any]]:
-        found = self.sweep.followup_jobs(self.sweep.sweep(quick), rows) if "paper" in parts else []
-        if "authors" in parts:
-            found += final_jobs(self.authors(quick), rows)
-        return unique_jobs(found)
+        return self.sweep.followup_jobs(self.sweep.sweep(quick, parts), rows)
 
     def analyse(
         self, rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str, ...] = PARTS

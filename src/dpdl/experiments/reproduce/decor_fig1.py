@@ -257,8 +257,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     return tradeoff.run_job(job)
 
 
-#: The paper's protocol's runs: its sweep file, the tasks of the parts run.
-SWEEP = SweepJobs(NAME)
+#: The paper's protocol's runs: its sweep file, whose grids' tasks are the parts.
+SWEEP = SweepJobs(NAME, part_option="task")
 
 
 def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:

@@ -35,27 +35,42 @@ class SweepJobs:
     """The jobs of reproduction ``name``'s sweep file, run by a ``run_job`` of ``version``: a run's
     options (its one seed as a number, as in a row of the sweep's ``runs.csv``) become a job by
     ``job_of(options, version)``, and ``config_of(job)`` is the training configuration that
-    ``run_job`` runs for it (the trade-off figures' by default)."""
+    ``run_job`` runs for it (the trade-off figures' by default). The rows of these jobs are
+    those whose ``protocol`` field is among ``protocols`` (``""``: none).
+
+    A figure with parts names each grid's part by the value its grid fixes of option
+    ``part_option`` (decor-fig1: its ``task``), through ``part_names`` (``None``: the value is
+    the part's name)."""
 
     name: str
     version: int = tradeoff.VERSION
     job_of: Callable[[Mapping[str, Any], int], Job] = tradeoff.job_of
     config_of: Callable[[Job], TrainConfig] = tradeoff.config_of
+    protocols: frozenset[str] = frozenset({""})
+    part_option: str | None = None
+    part_names: Mapping[Any, str] | None = None
 
-    def sweep(self, quick: bool, tasks: Sequence[str] | None = None) -> Sweep:
-        """The file of the ``quick`` setting or the full one; with ``tasks``, only its grids of
-        those tasks (a figure whose parts are its tasks)."""
+    def sweep(self, quick: bool, parts: Sequence[str] | None = None) -> Sweep:
+        """The file of the ``quick`` setting or the full one; with ``parts``, only its grids of
+        those parts."""
         sweep = read_sweep(reproduction_file(self.name, quick))
-        if tasks is None:
+        if parts is None:
             return sweep
-        of_grid = [dict(grid.fixed).get("task", sweep.base.get("task")) for grid in sweep.grids]
-        if None in of_grid:
-            raise ConfigError(
-                f"the sweep file of {self.name}: a grid of a figure whose parts are its tasks "
-                "fixes its task (one value, not an axis)"
-            )
+        if self.part_option is None:
+            raise ConfigError(f"the sweep file of {self.name} states no parts")
+        option = self.part_option
+        default = to_options(TrainConfig()).get(option)
+        of_grid = []
+        for grid in sweep.grids:
+            if option in grid.swept:
+                raise ConfigError(
+                    f"the sweep file of {self.name}: a grid of a figure whose parts are named by "
+                    f"its {option} fixes its {option} (one value, not an axis)"
+                )
+            value = dict(grid.fixed).get(option, sweep.base.get(option, default))
+            of_grid.append(value if self.part_names is None else self.part_names[value])
         grids = tuple(
-            grid for grid, task in zip(sweep.grids, of_grid, strict=True) if task in tasks
+            grid for grid, part in zip(sweep.grids, of_grid, strict=True) if part in parts
         )
         return Sweep(sweep.base, grids, sweep.cpus, sweep.gpus)
 
@@ -80,7 +95,7 @@ class SweepJobs:
         and results), on every seed; those ``rows`` hold already are left out."""
         by_run: dict[str, dict[str, Any]] = {}
         for row in rows:  # those of this file's jobs (not another protocol's)
-            if not row.get("protocol") and row.get("version") == self.version:
+            if (row.get("protocol") or "") in self.protocols and row.get("version") == self.version:
                 by_run.setdefault(run_key(to_options(self.config_of(row))), row)
 
         def lookup(options: dict[str, Any]) -> dict[str, Any] | None:
