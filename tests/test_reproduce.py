@@ -414,6 +414,12 @@ def test_quick_lppa_parameters_runs_every_panel(tmp_path) -> None:
         for rounds, steps, seeds in (("", epoch, "01"), ("4", str(4 * k), "0"))
         for seed in seeds
     }
+    # and the check of LPPA's drift: LPPA alone at a tenth of beta at both K, both seeds
+    assert {
+        (row["method"], row["local_steps"], row["seed"])
+        for row in train
+        if row["scale"] == "0.0025"
+    } == {("lppa", k, seed) for k in ("2", "8") for seed in ("0", "1")}
     assert {(row["partition"], row["alpha"], row["labels"]) for row in train} == {
         ("", "", ""),
         ("quantity-skew", "0.5", ""),

@@ -106,9 +106,9 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "52 runs 2785 s with one worker beside other runs (load 5 to 7), its third seed's 26 runs, "
     "added later, 435 s",
     "lppa": "about 41 min, 26 min of it with one worker beside other runs",
-    "lppa-parameters": "269 s for the first 158 runs (146 of them cached by an earlier "
-    "invocation); Fig. 6b's 27 runs at 10 epochs, added later, 3776 s with one worker beside other "
-    "runs",
+    "lppa-parameters": "2760 s for 227 runs in one invocation (Fig. 6a's 60 added; the other "
+    "167 ran again and gave the committed values bit for bit), then 53 s for Fig. 6a's 6 runs at "
+    "a tenth of beta",
     "horizon": "about 5 min",
 }
 
