@@ -20,6 +20,8 @@ from dpdl.experiments.reproduce import whisper_variance
 from dpdl.experiments.reproduce.runner import RUN_SECONDS, run_jobs
 from dpdl.experiments.sweeps.run import run_sweep
 from dpdl.experiments.sweeps.spec import read_sweep
+from dpdl.settings import TaskOptions
+from dpdl.tasks import build_task
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,6 +121,37 @@ def test_the_step_size_search_keeps_the_best_step_size_per_setting(tmp_path) -> 
     assert summary[0].startswith("mechanism,lr,runs,optimality_gap_mean,optimality_gap_low,")
     assert len(summary) == 1 + 2  # one line per mechanism: its best step size
     assert all(",0.01,2," in line for line in summary[1:])  # the larger step learns more
+
+
+def test_a_row_records_the_sampling_rate_of_an_example_level_guarantee(tmp_path) -> None:
+    """Example level: the largest Poisson rate an agent's batch gives (its smallest agent's), the
+    rate the accountant used; agent level: 1. The authors' calibration runs from a file too."""
+    text = """\
+[base]
+task = "logreg-a9a"
+n = 4
+steps = 5
+eval-every = 5
+batch-size = 16
+mechanism = "ldp"
+
+[sweep]
+clip-level = ["agent", "example"]
+calibration = ["exact", "authors"]
+"""
+    result = run_sweep(
+        read_sweep(_file(tmp_path, text)), tmp_path / "out", workers=1, progress=False
+    )
+    smallest = int(build_task("logreg-a9a", 4, 0, TaskOptions()).agent_sizes.min())
+    rates = {(row["clip_level"], row["calibration"]): row["sampling_rate"] for row in result.rows}
+    assert rates == {
+        ("agent", "exact"): 1.0,
+        ("agent", "authors"): 1.0,
+        ("example", "exact"): pytest.approx(16 / smallest),
+        ("example", "authors"): pytest.approx(16 / smallest),
+    }
+    for row in result.rows:  # the authors' form stays far below its label; exact meets it
+        assert row["epsilon"] <= row["eps"]
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,10 @@ runs, then each setting's chosen point on every seed.
 ``DIR/runs.csv`` has one row per run: ``point`` (the hash), a column per option of the run (as
 resolved: the task's step size filled in), a column per final metric, the same metrics at step 0
 (``initial_<metric>``: how far the run moved), the privacy accounted
-(``epsilon`` against the mechanism's own threat model, ``threat``, ``sigma``, ``trace_WRW``, and
-``exact_epsilon_of_calibration``: what the run's calibration achieves by the exact accountant),
-and ``error`` for a run that failed (the same table, byte for byte, from every executor).
+(``epsilon`` against the mechanism's own threat model, ``threat``, ``sigma``, ``trace_WRW``,
+``exact_epsilon_of_calibration``: what the run's calibration achieves by the exact accountant, and
+``sampling_rate``: the Poisson rate of an example-level guarantee, 1 at agent level), and
+``error`` for a run that failed (the same table, byte for byte, from every executor).
 ``DIR/runs.parquet`` too when pyarrow is installed. ``DIR/timing.json`` holds what the last
 invocation cost: its wall time, and the compute time of the runs, summed (what each recorded
 when it ran, :data:`~dpdl.experiments.reproduce.runner.RUN_SECONDS`).
@@ -48,8 +49,9 @@ __all__ = ["KIND", "VERSION", "SweepResult", "run_point", "run_sweep"]
 logger = logging.getLogger(__name__)
 
 KIND = "dpdl-sweep-point"
-#: Part of every point's job: bump it when :func:`run_point`'s output changes.
-VERSION = 3
+#: Part of every point's job: bump it when :func:`run_point`'s output changes (4: the sampling
+#: rate of example-level privacy).
+VERSION = 4
 
 
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
@@ -58,6 +60,7 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     import torch
     from threadpoolctl import threadpool_limits
 
+    from dpdl.accounting import ExampleLevel
     from dpdl.experiments.train import TrainConfig, run_training
     from dpdl.settings import from_options, to_options
 
@@ -65,6 +68,7 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     with threadpool_limits(limits=1):
         result = run_training(from_options(TrainConfig, job["options"]))
     run = result.runs[0]
+    relation = result.calibration.neighbouring if result.calibration else None
     return {
         "config": to_options(result.config),
         "metrics": {key: value for key, value in run.final.items() if key != "step"},
@@ -77,6 +81,8 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
             "exact_epsilon_of_calibration": result.calibration.achieved_epsilon
             if result.calibration
             else 0.0,
+            # Poisson rate of an example-level guarantee (the largest of the agents'); 1 at agent level
+            "sampling_rate": relation.sampling_rate if isinstance(relation, ExampleLevel) else 1.0,
         },
     }
 
