@@ -280,3 +280,17 @@ def test_a_figure_whose_parts_are_tasks_needs_each_grid_to_fix_its_task(
         decor_fig1.SWEEP.sweep(False, ("logreg-a9a",))
     with pytest.raises(ConfigError, match="states no parts"):
         SweepJobs("decor-fig1").sweep(False, ("logreg-a9a",))
+
+
+def test_a_figure_whose_parts_are_protocols_splits_its_file_by_the_data_split() -> None:
+    """corn-mnist's parts: its grids on MNIST's own test file are the authors' protocol's, the
+    others the papers'; a grid whose option names no part is one error."""
+    for quick in (False, True):
+        sweep = corn_mnist.SWEEP
+        paper, authors = (sweep.sweep(quick, (part,)).grids for part in ("paper", "authors"))
+        assert {dict(grid.fixed)["task"] for grid in paper} == {"mnist-mlp"}
+        assert {dict(grid.fixed)["task"] for grid in authors} == {"mnist-linear"}
+        assert len(paper) + len(authors) == len(sweep.sweep(quick).grids) == 4
+    named = SweepJobs("corn-mnist", part_option="task", part_names={"mnist-mlp": "paper"})
+    with pytest.raises(ConfigError, match="task 'mnist-linear' names no part"):
+        named.sweep(False, ("paper",))

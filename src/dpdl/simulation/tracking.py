@@ -16,7 +16,8 @@ Local updates (LPPA Sec. 6.3, "Effect of local epoch": K updates before each tra
 the time-varying mixing by which Koloskova et al. (ICML 2020, "A unified theory of decentralized
 SGD with changing topology and local updates", Sec. 3) write local steps. Eq. (3) with W = I keeps
 the sum of the tracking variables equal to that of the gradients, so local steps follow the
-tracked global direction, as in K-GT (Liu et al., 2023). Noise injected every round enters once
+tracked global direction (the aim of K-GT, Liu et al., 2023, which corrects its local steps by a
+variable of its own instead). Noise injected every round enters once
 per communication, after it (K = 1: every step, as before). Gradients are stochastic on a
 fresh batch each step, clipped as in D-SGD when a clipping threshold is set
 (:func:`dpdl.simulation.dsgd.local_gradients`); ``grad(theta_old)`` is the previous step's

@@ -16,7 +16,8 @@ i.i.d. data, five clients) and shared by the three methods and every panel of th
   communication). Two lengths, since the paper's "50 rounds ... local epoch 1" does not say what a
   round of its default is: the other panels' 3 epochs of local data (3 seeds; 282/K
   communications, K = 1 being Fig. 5's runs), and the paper's 50 communication rounds of K
-  updates each (50K steps, 250 to 4000: one seed, for the budget).
+  updates each (50K steps, 250 to 4000: one seed, for the budget). LPPA runs again at a tenth of
+  beta at the two largest K (3 epochs, 3 seeds): the check of what costs it there.
 - Fig. 6b ("Effect of clients' number"): MNIST with 5, 10 and 20 clients (the paper does not
   state its values), each on its own Erdos-Renyi graph (p = 0.5, seed 0); every client runs the
   same 10 epochs of its (smaller) local data (at 3, the 20 clients' 70 steps of 128 examples left

@@ -68,6 +68,11 @@ class SweepJobs:
                     f"its {option} fixes its {option} (one value, not an axis)"
                 )
             value = dict(grid.fixed).get(option, sweep.base.get(option, default))
+            if self.part_names is not None and value not in self.part_names:
+                raise ConfigError(
+                    f"the sweep file of {self.name}: a grid's {option} {value!r} names no part "
+                    f"(those that do: {', '.join(map(str, self.part_names))})"
+                )
             of_grid.append(value if self.part_names is None else self.part_names[value])
         grids = tuple(
             grid for grid, part in zip(sweep.grids, of_grid, strict=True) if part in parts

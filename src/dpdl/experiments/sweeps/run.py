@@ -81,7 +81,7 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
             "exact_epsilon_of_calibration": result.calibration.achieved_epsilon
             if result.calibration
             else 0.0,
-            # Poisson rate of an example-level guarantee (the largest of the agents'); 1 at agent level
+            # the Poisson rate of an example-level guarantee (the largest agent rate); agent: 1
             "sampling_rate": relation.sampling_rate if isinstance(relation, ExampleLevel) else 1.0,
         },
     }
