@@ -143,3 +143,11 @@ def test_agent_options_check_their_fields() -> None:
         AgentOptions("run", mac="crc32")
     with pytest.raises(ConfigError, match="checkpoint_every"):
         AgentOptions("run", checkpoint_every=0)
+
+
+@pytest.mark.parametrize("command", [["sweep", "grid.toml"], ["reproduce", "lppa"]])
+def test_sweep_and_reproduce_take_both_jobs_and_workers(command: list[str]) -> None:
+    """The points at once: ``dpdl sweep`` names it --jobs and ``dpdl reproduce`` --workers; each
+    takes the other's name too."""
+    for option in ("--jobs", "--workers"):
+        assert build_parser().parse_args([*command, option, "3"]).jobs == 3

@@ -384,10 +384,13 @@ def _factorize_parser(sub: argparse._SubParsersAction) -> None:
 
 def add_executor_arguments(parser: argparse.ArgumentParser, jobs: str) -> None:
     """``--executor``, ``--address`` and the number of points at once (option ``--<jobs>``, dest
-    ``jobs``): where the points of a grid run (:mod:`dpdl.experiments.executors`)."""
+    ``jobs``; the other of ``--jobs`` and ``--workers`` is taken too, so that either command
+    accepts the other's habit): where the points of a grid run
+    (:mod:`dpdl.experiments.executors`)."""
     group = parser.add_argument_group("executor (where the points run)")
     group.add_argument(
         f"--{jobs}",
+        "--workers" if jobs == "jobs" else "--jobs",
         dest="jobs",
         type=positive_int,
         default=None,
