@@ -21,7 +21,7 @@ SLICES = Path(__file__).resolve().parent / "data"
 @pytest.fixture
 def fresh_caches():
     """Loaders cache what they read: clear them around a test that moves the data folders."""
-    caches = (idx.load_idx_dataset, adult._load, housing._load)
+    caches = (idx._read_pair, adult._load, housing._load)
     for cache in caches:
         cache.cache_clear()
     yield

@@ -110,10 +110,10 @@ def _parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @lru_cache(maxsize=1)
-def _load() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _load(paths: tuple[Path, ...]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The splits of :data:`_FILES` read from ``paths`` (in its order)."""
     parts = {}
-    for split, name in _FILES.items():
-        path = data_file("adult", f"adult/{name}", f"adult/{name}.gz")
+    for split, path in zip(_FILES, paths, strict=True):
         parts[split] = _parse(path)
         if len(parts[split][2]) != ROWS[split]:
             logger.warning(
@@ -139,7 +139,10 @@ def _load() -> dict[str, tuple[np.ndarray, np.ndarray]]:
 def load_adult(split: str) -> tuple[np.ndarray, np.ndarray]:
     """``(features (rows, 108), labels (rows,) in {0, 1})`` of the ``train`` or ``test`` rows
     (108 features on the full files: 6 numeric and the training rows' 102 categories); cached and
-    read-only."""
+    read-only (cached for the files the data folders give now)."""
     if split not in ROWS:
         raise DataError(f"unknown Adult split {split!r}; known: {', '.join(ROWS)}")
-    return _load()[split]
+    paths = tuple(
+        data_file("adult", f"adult/{name}", f"adult/{name}.gz") for name in _FILES.values()
+    )
+    return _load(paths)[split]

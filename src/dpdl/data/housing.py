@@ -65,12 +65,7 @@ def _read_text(path: Path) -> str:
 
 
 @lru_cache(maxsize=1)
-def _load() -> tuple[np.ndarray, np.ndarray]:
-    path = data_file(
-        "california_housing",
-        "california_housing/cal_housing.tgz",
-        "california_housing/cal_housing.data.gz",
-    )
+def _load(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         table = np.loadtxt(io.StringIO(_read_text(path)), delimiter=",", ndmin=2)
     except ValueError as error:
@@ -91,5 +86,11 @@ def _load() -> tuple[np.ndarray, np.ndarray]:
 
 def load_california_housing() -> tuple[np.ndarray, np.ndarray]:
     """``(features (rows, 8), median house value (rows,))`` as read (20640 rows in the full data
-    set); cached and read-only."""
-    return _load()
+    set); cached (for the file the data folders give now) and read-only."""
+    return _load(
+        data_file(
+            "california_housing",
+            "california_housing/cal_housing.tgz",
+            "california_housing/cal_housing.data.gz",
+        )
+    )

@@ -52,19 +52,28 @@ def read_idx(path: Path) -> np.ndarray:
     return data.reshape(shape)
 
 
-@lru_cache(maxsize=4)
 def load_idx_dataset(folder: str, split: str) -> tuple[np.ndarray, np.ndarray]:
     """``(images (m, 28, 28) uint8, labels (m,) int64)`` of ``folder`` (``mnist`` or
     ``fashion_mnist``), ``split`` being ``train`` or ``t10k``.
 
-    The arrays are cached (a process that trains many runs decompresses once) and read-only."""
+    The arrays are cached for the files the data folders give now (a process that trains many
+    runs decompresses once) and read-only."""
     if folder not in IDX_FOLDERS or split not in ("train", "t10k"):
         raise DataError(
             f"unknown IDX data {folder}/{split}; known: {', '.join(IDX_FOLDERS)} x train, t10k"
         )
-    images = read_idx(data_file(folder, f"{folder}/{split}-images-idx3-ubyte.gz"))
-    labels = read_idx(data_file(folder, f"{folder}/{split}-labels-idx1-ubyte.gz")).astype(np.int64)
+    return _read_pair(
+        f"{folder}/{split}",
+        data_file(folder, f"{folder}/{split}-images-idx3-ubyte.gz"),
+        data_file(folder, f"{folder}/{split}-labels-idx1-ubyte.gz"),
+    )
+
+
+@lru_cache(maxsize=4)
+def _read_pair(name: str, images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.ndarray]:
+    images = read_idx(images_path)
+    labels = read_idx(labels_path).astype(np.int64)
     if len(images) != len(labels):
-        raise DataError(f"{folder}/{split}: {len(images)} images but {len(labels)} labels")
+        raise DataError(f"{name}: {len(images)} images but {len(labels)} labels")
     labels.setflags(write=False)
     return images, labels
