@@ -143,6 +143,48 @@ def test_the_first_record_holds_every_agents_metrics_at_the_initial_point() -> N
     assert result.history[0]["consensus_distance"] == 0.0
 
 
+@pytest.mark.parametrize("every", [4, 25])
+def test_the_tail_average_is_the_mean_of_the_last_iterates_metrics(every: int) -> None:
+    """``average_last = k``: the last record's ``<metric>_tail`` is the mean of the metrics of
+    the last k iterates, as a run evaluated at every step records them (the same noise draws), and
+    the run's other records and final models are those of a run without it."""
+    task = _small_logistic()
+    weights = metropolis_hastings(ring(task.n_agents))
+    mechanism = LocalDP(task.n_agents, 0.5)
+
+    def run(eval_every: int, average_last: int = 0):
+        config = DSGDConfig(
+            steps=30,
+            step_size=StepSize(0.1),
+            clip=0.1,
+            batch_size=4,
+            eval_every=eval_every,
+            average_last=average_last,
+        )
+        return run_dsgd(task, weights, mechanism, config, seed=3)
+
+    every_step, plain, tailed = run(1), run(every), run(every, average_last=7)
+    last = every_step.history[-7:]
+    assert [record["step"] for record in last] == list(range(24, 31))
+    final = tailed.history[-1]
+    for metric in ("test_loss", "test_accuracy", "consensus_distance"):
+        assert final[f"{metric}_tail"] == pytest.approx(
+            np.mean([record[metric] for record in last]), rel=1e-12
+        )
+    assert [{k: v for k, v in r.items() if not k.endswith("_tail")} for r in tailed.history] == (
+        plain.history
+    )
+    assert not any(key.endswith("_tail") for key in plain.history[-1])
+    np.testing.assert_array_equal(tailed.params, plain.params)
+
+
+def test_the_tail_is_at_most_the_run() -> None:
+    with pytest.raises(ConfigError, match="average_last must be between 0 and the number of steps"):
+        DSGDConfig(steps=5, step_size=StepSize(0.1), average_last=6)
+    with pytest.raises(ConfigError, match="average_last"):
+        DSGDConfig(steps=5, step_size=StepSize(0.1), average_last=-1)
+
+
 def test_noise_free_dsgd_converges_to_the_closed_form_optimum() -> None:
     task = whisper_quadratic(10)
     weights = metropolis_hastings(erdos_renyi(10, 0.6, seed=3))

@@ -44,12 +44,6 @@ from dpdl.settings import to_options
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _decor_fig1_paper(quick: bool) -> list[Study]:
-    """DECOR Fig. 1's panels in the paper's protocol (not least squares in the authors')."""
-    panels = decor_fig1.study(quick).panels
-    return [Study(tuple(panel for panel in panels if not panel.training.protocol))]
-
-
 #: Each reproduction with a sweep file: its module, the studies its analysis reads of the part
 #: the file states, and the ``parts`` that run that part.
 FILES: dict[str, tuple[ModuleType, Callable[[bool], list[Study]], dict[str, Any]]] = {
@@ -64,9 +58,9 @@ FILES: dict[str, tuple[ModuleType, Callable[[bool], list[Study]], dict[str, Any]
         lambda q: [whisper_quadratic.study(q), *whisper_quadratic._noise_free(q).values()],
         {},
     ),
-    "decor-fig1": (decor_fig1, _decor_fig1_paper, {}),
+    "decor-fig1": (decor_fig1, lambda q: [decor_fig1.study(q)], {}),
 }
-METRICS = ("optimality_gap", "test_loss", "test_accuracy", "squared_distance_last200")
+METRICS = ("optimality_gap", "test_loss", "test_accuracy", "squared_distance_tail")
 
 
 def _key(job: dict[str, Any]) -> str:
@@ -84,15 +78,8 @@ def _made_up(job: dict[str, Any]) -> dict[str, Any]:
 def test_a_reproductions_runs_are_its_sweep_files(name: str, quick: bool) -> None:
     module, studies_of, parts = FILES[name]
     studies = studies_of(quick)
-    made = [_made_up(job) for job in module.jobs(quick, **parts)]
-
-    def of_file(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Not the runs of a protocol the file does not state (DECOR's least squares')."""
-        return [row for row in rows if (row.get("protocol") or "") in module.SWEEP.protocols]
-
-    first = of_file(made)
-    made += [_made_up(job) for job in module.followup_jobs(quick, made, **parts)]
-    rows = of_file(made)
+    first = [_made_up(job) for job in module.jobs(quick, **parts)]
+    rows = first + [_made_up(job) for job in module.followup_jobs(quick, first, **parts)]
     searched = [_made_up(job) for study in studies for job in tuning_jobs(study)]
     tuned = searched + [_made_up(job) for study in studies for job in final_jobs(study, searched)]
     assert {_key(row) for row in rows} == {_key(row) for row in tuned}
@@ -151,7 +138,7 @@ def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
     done = sweep("decor-fig1", "--dry-run")
     assert done.returncode == 0, done.stderr
     assert '"trace"/"default", "appendix-d"/0' in done.stdout
-    assert done.stdout.rstrip().endswith("6592 runs, then each setting's choice on every seed")
+    assert done.stdout.rstrip().endswith("7402 runs, then each setting's choice on every seed")
     quick = sweep("whisper-logreg", "--quick", "--dry-run", "--set", "tune.seeds=2")
     assert quick.returncode == 0 and "on the first 2 seed(s)" in quick.stdout, quick.stderr
     unknown = sweep("lppa", "--dry-run")

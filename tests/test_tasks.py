@@ -85,6 +85,37 @@ def test_least_squares_matches_decor_definition() -> None:
         np.testing.assert_allclose(grads[i], a * (a * x[0] - targets[i]), rtol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["least-squares", "quadratic"])
+def test_the_quadratics_start_where_told_and_report_the_distance_to_the_optimum(name) -> None:
+    """``start = ones``: every agent at the all-ones point (DECOR's quadratics.py), the problem
+    unchanged; ``squared_distance`` is the mean over agents of ``||x_i - x*||^2``, and on DECOR's
+    least squares, whose curvatures are multiples of the identity, ``F(x) - F* = q ||x - x*||^2``
+    with ``q`` the mean multiple."""
+    zeros = build_task(name, 6, seed=2)
+    ones = build_task(name, 6, seed=2, options=TaskOptions(start="ones"))
+    np.testing.assert_array_equal(zeros.initial_params().numpy(), np.zeros(zeros.dim))
+    np.testing.assert_array_equal(ones.initial_params().numpy(), np.ones(ones.dim))
+    np.testing.assert_array_equal(ones.optimum, zeros.optimum)
+    params = np.random.default_rng(0).standard_normal((6, zeros.dim))
+    metrics = ones.evaluate(torch.from_numpy(params))
+    assert metrics == zeros.evaluate(torch.from_numpy(params))
+    distances = ((params - ones.optimum) ** 2).sum(axis=1)
+    assert metrics["squared_distance"] == pytest.approx(distances.mean(), rel=1e-12)
+    assert metrics["squared_distance_average_model"] == pytest.approx(
+        ((params.mean(axis=0) - ones.optimum) ** 2).sum(), rel=1e-12
+    )
+    if name == "least-squares":
+        q = np.mean([(i / np.sqrt(6)) ** 2 / 2 for i in range(1, 7)])
+        assert metrics["optimality_gap"] == pytest.approx(q * distances.mean(), rel=1e-10)
+
+
+def test_the_start_is_an_option_of_the_quadratics_only() -> None:
+    with pytest.raises(ConfigError, match=r"start \(--start\) applies only to task quadratic"):
+        TrainConfig(task="logreg-a9a", task_options=TaskOptions(start="ones"))
+    with pytest.raises(ConfigError, match="start"):
+        TaskOptions(start="twos")
+
+
 def test_logreg_task_uses_a_deterministic_split_and_partition() -> None:
     first, again = build_task("logreg-a9a", 10, seed=1), build_task("logreg-a9a", 10, seed=1)
     np.testing.assert_array_equal(first.labels, again.labels)

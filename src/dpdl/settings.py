@@ -394,6 +394,15 @@ class TaskOptions:
         group="data",
         interval="(0, 1]",
     )
+    #: Where every agent's model starts on the quadratic tasks: ``zeros`` (their default) or
+    #: ``ones``, the all-ones point of DECOR's released ``quadratics.py``.
+    start: str = setting(
+        "zeros",
+        "quadratic, least-squares: every agent's starting model, zeros or ones (the all-ones point "
+        "of DECOR's released code) (default zeros)",
+        choices=("zeros", "ones"),
+        group="data",
+    )
     #: Examples each agent keeps, drawn at random from its part (image tasks); None: all of them.
     examples_per_agent: int | None = setting(
         None, "examples each agent keeps (image tasks); None: all", cli=False, positive=True
@@ -412,7 +421,7 @@ class TaskOptions:
     def check_applies(self, task: str) -> None:
         """Raise :class:`ConfigError` naming an option set away from its default that ``task``
         does not read (the test file and the share of the data: a9a's and MNIST's one-split
-        tasks only)."""
+        tasks only; the starting point: the quadratic tasks only)."""
         defaults = TaskOptions()
         for name, users in _TASK_OPTION_USERS.items():
             if getattr(self, name) != getattr(defaults, name) and task not in users:
@@ -424,10 +433,12 @@ class TaskOptions:
 
 
 #: The tasks that read each field of :class:`TaskOptions` that is checked for its task (those of
-#: :func:`dpdl.tasks.catalog` that split one data set by file or keep a share of it).
+#: :func:`dpdl.tasks.catalog` that split one data set by file or keep a share of it, and the
+#: quadratics' starting point).
 _TASK_OPTION_USERS: dict[str, tuple[str, ...]] = {
     "split": ("logreg-a9a", "mnist-mlp", "mnist-linear"),
     "data_fraction": ("logreg-a9a", "mnist-mlp", "mnist-linear"),
+    "start": ("quadratic", "least-squares"),
 }
 
 

@@ -189,6 +189,13 @@ TRAIN_CASES: dict[str, tuple[list[str], str]] = {
         ["--task", "housing-mlp", "--data-fraction", "0.5"],
         "data-fraction",
     ),
+    "start-of-a-task-without-it": (
+        ["--task", "logreg-a9a", "--start", "ones"],
+        "applies only to task quadratic",
+    ),
+    "start-unknown": (["--task", "least-squares", "--start", "twos"], "--start"),
+    "average-last-negative": (["--average-last", "-1"], "average_last"),
+    "average-last-beyond-the-run": (["--steps", "5", "--average-last", "6"], "more than the 5"),
     # output folders
     "out-is-a-file": (["--out", "{a-file}"], "a-file"),
     "out-under-a-file": (["--out", "{under-a-file}"], "a-file"),
@@ -228,6 +235,7 @@ OTHER_CASES: dict[str, tuple[list[str], str]] = {
     "run-local-departed-without-resume": ([*RUN_LOCAL, "--departed", "1"], "departed"),
     "run-local-resume-nothing": ([*RUN_LOCAL, "--resume"], "resume"),
     "run-local-every-round-without-dsgt": ([*RUN_LOCAL, "--every-round"], "every-round"),
+    "run-local-average-last": ([*RUN_LOCAL, "--average-last", "2"], "final models only"),
     "run-local-eps-zero": ([*RUN_LOCAL, "--eps", "0"], "eps"),
     "run-local-binary-graph": ([*RUN_LOCAL, "--graph", "edgelist:{binary}"], "binary"),
     # noise

@@ -134,6 +134,16 @@ class TrainConfig:
     eval_every: int = setting(
         100, "evaluate every k steps (default 100)", positive=True, group="training"
     )
+    #: Report every metric also averaged over the iterates of the last ``average_last`` steps.
+    average_last: int = setting(
+        0,
+        "also report each metric averaged over the iterates of the last N steps, as "
+        "<metric>_tail (DECOR's released least squares averages its last 200); 0: none (default "
+        "0)",
+        group="training",
+        interval="[0, inf)",
+        metavar="N",
+    )
     seeds: tuple[int, ...] = setting(
         (0,),
         "one or more seeds; each is a full replicate (default 0)",
@@ -180,6 +190,11 @@ class TrainConfig:
         if self.algorithm == "dsgt" and self.mechanism not in INJECTIONS:
             raise ConfigError(
                 f"gradient tracking injects {', '.join(INJECTIONS)} noise, not {self.mechanism!r}"
+            )
+        if self.average_last > self.steps:
+            raise ConfigError(
+                f"average_last (--average-last) is {self.average_last}, more than the "
+                f"{self.steps} steps"
             )
         if self.task not in DEFAULT_STEP_SIZES and self.lr is None:  # a registered task
             raise ConfigError(f"task {self.task!r} has no default step size: give one (--lr)")

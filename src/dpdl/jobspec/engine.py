@@ -56,6 +56,9 @@ class DSGDConfig:
     eval_every: int = 100
     #: Batches per pass over the data for ``sampling="cyclic"`` (b of cyclic (k, b)-participation).
     cycle: int | None = None
+    #: Also report every metric averaged over the iterates of the last ``average_last`` steps
+    #: (``<metric>_tail`` in the last record; 0: none).
+    average_last: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.steps, bool) or not isinstance(self.steps, numbers.Integral):
@@ -80,6 +83,11 @@ class DSGDConfig:
             )
         if self.eval_every < 1:
             raise ConfigError(f"eval_every must be >= 1, got {self.eval_every}")
+        if not 0 <= self.average_last <= self.steps:
+            raise ConfigError(
+                f"average_last must be between 0 and the number of steps ({self.steps}), got "
+                f"{self.average_last}"
+            )
 
 
 def require_calibrated_for(calibration: Calibration, config: DSGDConfig) -> None:

@@ -140,5 +140,6 @@ def build_job(config: TrainConfig, seed: int) -> Job:
         batch_size=config.batch_size,
         sampling="poisson" if config.clip_level == "example" else "uniform",
         eval_every=config.eval_every,
+        average_last=config.average_last,
     )
     return Job(graph, weights, task, adjacent, calibration, mechanism, dsgd, injection)

@@ -68,6 +68,7 @@ __all__ = [
     "checkpoint_path",
     "final_model_path",
     "phase_path",
+    "require_runtime_settings",
     "run_agent",
     "run_record_path",
 ]
@@ -192,6 +193,16 @@ def run_agent(
         return _run(config, seed, agent, options, on_round, progress)
 
 
+def require_runtime_settings(config: TrainConfig) -> None:
+    """Refuse, with one error, a setting the agents cannot honour: they report their final
+    models only, so no metric averaged over the last iterates (``average_last``)."""
+    if config.average_last:
+        raise ConfigError(
+            "average_last (--average-last) needs every iterate of the last steps evaluated; the "
+            "agents of run-local and run-agent report their final models only (use dpdl train)"
+        )
+
+
 def _run(
     config: TrainConfig,
     seed: int,
@@ -201,6 +212,7 @@ def _run(
     progress: bool,
 ) -> np.ndarray:
     config = config.resolved()
+    require_runtime_settings(config)
     first = build_job(config, seed)
     n = first.task.n_agents
     remaining = remaining_agents(n, options.departed)

@@ -45,7 +45,12 @@ from dpdl.jobspec.departure import remaining_agents
 from dpdl.jobspec.job import build_job, privacy_reports
 from dpdl.processes import worker_context
 from dpdl.registry import load_plugins
-from dpdl.runtime.agent import AgentOptions, final_model_path, run_agent
+from dpdl.runtime.agent import (
+    AgentOptions,
+    final_model_path,
+    require_runtime_settings,
+    run_agent,
+)
 from dpdl.runtime.backend import agent_device, environment_int, process_group_backend
 
 __all__ = [
@@ -245,6 +250,7 @@ def run_local(
     rerun with ``resume=True`` to continue from the checkpoints.
     """
     config = config.resolved()
+    require_runtime_settings(config)
     require_folder(options.workdir, "--workdir")
     job = build_job(config, seed)  # every setting checked, and the design made, before any agent
     n = job.task.n_agents

@@ -144,9 +144,14 @@ def iterate(
     """Apply ``params <- step(t, params)`` for t = 1..T from the task's initial point on every
     agent, on the task's device, recording metrics at step 0, every ``config.eval_every`` steps and
     at the last step (each record holds ``step`` plus the task's metrics; ``callback(step,
-    metrics)`` sees each one). The final parameters come back to the host once, at the end."""
+    metrics)`` sees each one). The final parameters come back to the host once, at the end.
+
+    With ``config.average_last = k``, the iterates of steps T - k + 1 .. T are evaluated too and
+    the last record also holds each metric's mean over them, as ``<metric>_tail`` (DECOR's
+    released least squares plots its error averaged over the last iterates, not at T)."""
     params = task.initial_params().repeat(task.n_agents, 1)
     history: list[dict[str, float]] = []
+    tail: list[dict[str, float]] = []
 
     def record(t: int) -> None:
         # at step 0 every agent holds the initial point, so one row has every agent's metrics (a
@@ -169,6 +174,17 @@ def iterate(
             bar.set_postfix(
                 {task.primary_metric: f"{history[-1][task.primary_metric]:.4g}"}, refresh=False
             )
+        if t > config.steps - config.average_last:
+            recorded = history[-1]["step"] == t
+            tail.append(history[-1] if recorded else task.evaluate(params))
         bar.update()
     bar.close()
+    if tail:
+        history[-1].update(
+            {
+                f"{key}_tail": float(np.mean([m[key] for m in tail]))
+                for key in tail[0]
+                if key != "step"
+            }
+        )
     return DSGDResult(params.cpu().numpy(), history)

@@ -107,7 +107,8 @@ class Task(ABC):
 
         The built-in tasks: logistic regression reports ``test_loss`` and ``test_accuracy``, each
         with its ``_average_model``, and ``train_objective``; the quadratics ``optimality_gap``
-        and ``optimality_gap_average_model``, and ``train_loss``; torch models
+        and ``optimality_gap_average_model``, ``squared_distance`` (to the optimum) and its
+        ``_average_model``, and ``train_loss``; torch models
         (:class:`~dpdl.tasks.torch_model.TorchModelTask`) ``test_loss`` and, for classification,
         ``test_accuracy``, each with its ``_average_model``."""
 

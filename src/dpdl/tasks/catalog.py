@@ -75,12 +75,21 @@ def build_task(name: str, n_agents: int, seed: int = 0, options: TaskOptions | N
     return factory(name, n_agents, seed, options or TaskOptions())
 
 
+#: The quadratics' starting coordinate of each ``TaskOptions.start``.
+_STARTS = {"zeros": 0.0, "ones": 1.0}
+
+
 def _quadratic(name: str, n_agents: int, seed: int, options: TaskOptions) -> Task:
-    return whisper_quadratic(n_agents)
+    return whisper_quadratic(n_agents, start=_STARTS[options.start])
 
 
 def _least_squares(name: str, n_agents: int, seed: int, options: TaskOptions) -> Task:
-    return decor_least_squares(n_agents, options.dim, purpose_rng(seed, "least-squares targets"))
+    return decor_least_squares(
+        n_agents,
+        options.dim,
+        purpose_rng(seed, "least-squares targets"),
+        start=_STARTS[options.start],
+    )
 
 
 def split_examples(

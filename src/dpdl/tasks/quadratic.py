@@ -10,11 +10,16 @@ semidefinite, so the global objective ``F = (1/n) sum_i f_i`` has the exact mini
 - :func:`decor_least_squares`: DECOR Section 6.1, ``f_i = 1/2 ||A_i x - b_i||^2`` with
   ``A_i^2 = (i^2/n) I_d`` and ``b_i ~ N(0, I_d / i^2)``.
 
+Both start every agent at zero, or at another common point (``start``: DECOR's released
+``quadratics.py`` starts at the all-ones point).
+
 The optimality gap reported is ``(1/n) sum_i F(x_i) - F*`` (each agent's model on the global
 objective; the papers write ``(1/n) sum_i f_i(x_i) - f*``, which can be negative away from
 consensus, so we use the global objective for every agent's model). The papers' own quantity is
 reported beside it as ``paper_optimality_gap`` (Whisper D-SGD and CorN-DSGD, Section 5: each
-agent's own objective at its own model).
+agent's own objective at its own model), and the mean squared distance to the optimum,
+``(1/n) sum_i ||x_i - x*||^2`` as ``squared_distance`` (DECOR's released code plots it for its least
+squares, ``quadratics.py``).
 """
 
 from __future__ import annotations
@@ -38,10 +43,14 @@ class QuadraticObjectives(Task):
 
     primary_metric = "optimality_gap"
 
-    def __init__(self, name: str, curvatures: np.ndarray, centers: np.ndarray) -> None:
+    def __init__(
+        self, name: str, curvatures: np.ndarray, centers: np.ndarray, start: float = 0.0
+    ) -> None:
         n, d = centers.shape
         super().__init__(n, d)
         self.name = name
+        #: Every coordinate of every agent's starting model.
+        self.start = float(start)
         self.curvatures = np.asarray(curvatures, dtype=float)
         self.centers = np.asarray(centers, dtype=float)
         total = self.curvatures.sum(axis=0)
@@ -49,6 +58,11 @@ class QuadraticObjectives(Task):
         self._curvatures = torch.from_numpy(self.curvatures)
         self._centers = torch.from_numpy(self.centers)
         self.optimal_value = float(self.objective(torch.from_numpy(self.optimum)[None, :])[0])
+        self._optimum = torch.from_numpy(self.optimum)
+
+    def initial_params(self) -> torch.Tensor:
+        """Every coordinate at :attr:`start` (zero by default)."""
+        return torch.full((self.dim,), self.start, dtype=self.dtype, device=self.device)
 
     def objective(self, params: torch.Tensor) -> torch.Tensor:
         """Global objective ``F`` at each row of ``params`` (m, d) -> (m,).
@@ -89,6 +103,8 @@ class QuadraticObjectives(Task):
             "paper_optimality_gap": float(self._own(params).mean() - self.optimal_value),
             "train_loss": float(values.mean()),
             "consensus_distance": float(((params - average) ** 2).sum(dim=1).mean()),
+            "squared_distance": float(((params - self._optimum) ** 2).sum(dim=1).mean()),
+            "squared_distance_average_model": float(((average - self._optimum) ** 2).sum()),
         }
 
     def _own(self, params: torch.Tensor) -> torch.Tensor:
@@ -99,8 +115,11 @@ class QuadraticObjectives(Task):
         return torch.einsum("ni,nij,nj->n", diff, self._curvatures, diff)
 
 
-def whisper_quadratic(n: int, angle_degrees: float = 15.0) -> QuadraticObjectives:
-    """Whisper D-SGD eq. (11): 2-d quadratics, the second half rotated by ``angle_degrees``."""
+def whisper_quadratic(
+    n: int, angle_degrees: float = 15.0, start: float = 0.0
+) -> QuadraticObjectives:
+    """Whisper D-SGD eq. (11): 2-d quadratics, the second half rotated by ``angle_degrees``; every
+    model starts with its coordinates at ``start``."""
     index = np.arange(1, n + 1, dtype=float)
     second_half = index > n / 2
     centers = np.stack([np.where(second_half, index, -index), np.zeros(n)], axis=1)
@@ -109,12 +128,14 @@ def whisper_quadratic(n: int, angle_degrees: float = 15.0) -> QuadraticObjective
     base = np.diag([15.0, 1.0])
     rotated = rotation.T @ base @ rotation
     curvatures = np.where(second_half[:, None, None], rotated, base)
-    return QuadraticObjectives("quadratic", curvatures, centers)
+    return QuadraticObjectives("quadratic", curvatures, centers, start)
 
 
-def decor_least_squares(n: int, dim: int, rng: np.random.Generator) -> QuadraticObjectives:
+def decor_least_squares(
+    n: int, dim: int, rng: np.random.Generator, start: float = 0.0
+) -> QuadraticObjectives:
     """DECOR least squares: ``1/2 ||A_i x - b_i||^2``, ``A_i = (i / sqrt(n)) I``,
-    ``b_i ~ N(0, I / i^2)``.
+    ``b_i ~ N(0, I / i^2)``; every model starts with its coordinates at ``start``.
 
     Written as ``a_i^2 / 2 ||x - b_i / a_i||^2`` with ``a_i = i / sqrt(n)``.
     """
@@ -122,4 +143,4 @@ def decor_least_squares(n: int, dim: int, rng: np.random.Generator) -> Quadratic
     scale = index / math.sqrt(n)
     targets = rng.standard_normal((n, dim)) / index[:, None]
     curvatures = (scale**2 / 2.0)[:, None, None] * np.eye(dim)[None, :, :]
-    return QuadraticObjectives("least-squares", curvatures, targets / scale[:, None])
+    return QuadraticObjectives("least-squares", curvatures, targets / scale[:, None], start)

@@ -16,7 +16,7 @@ Appendix D.1 search (sigma_pair low, middle, high between the CDP and LDP levels
 add the couple that minimises Tr(W R W^T) (on the complete graph it is CDP's variance exactly).
 
 Least squares runs twice, as the paper states it and as the authors' released code runs it
-(``quadratics.py``, :mod:`dpdl.experiments.reproduce.decor_authors`):
+(``quadratics.py``, :mod:`dpdl.experiments.reproduce.decor_authors`), both grids of the sweep file:
 
 | least squares | paper (dpdl's default) | authors' code |
 | --- | --- | --- |
@@ -25,7 +25,7 @@ Least squares runs twice, as the paper states it and as the authors' released co
 | clipping threshold C | tuned over {0.1, 1} | 1 |
 | DECOR's noise couple | tuned: Appendix D's three and the trace-optimal one | tuned: Appendix D's three (the code keeps the couple of lowest loss from its search) |
 | initial point | 0 | every model at 1 |
-| metric | optimality gap at T, each agent's model on the global objective | mean over agents of ‖x_i - x*‖^2, averaged over the last 199 iterates (``[-200:-1]``) |
+| metric | optimality gap at T, each agent's model on the global objective | mean over agents of ‖x_i - x*‖^2, averaged over the last 200 iterates (the code's ``[-200:-1]`` takes 199, the last one left out) |
 | seeds | 3 to tune, 20 in all | 5 |
 | topologies | ring, torus, complete (CDP on the complete graph) | ring, torus (CDP on the complete graph) |
 
@@ -199,8 +199,7 @@ PARTS = tuple(TASKS)
 
 
 #: The parts that the sweep file ``dpdl sweep NAME`` runs states (:func:`dpdl.experiments.reproduce.
-#: report_of_sweep`): every task in the paper's protocol (least squares in the authors' protocol is
-#: not a training configuration: this module's run_job runs it).
+#: report_of_sweep`): every task, least squares in both protocols.
 SWEEP_PARTS = PARTS
 
 #: The label of the least squares in the authors' protocol.
@@ -221,6 +220,8 @@ def _authors_study(quick: bool) -> Study:
         tune_seeds=2 if quick else decor_authors.SEEDS,
         seeds=2 if quick else decor_authors.SEEDS,
         protocol=decor_authors.PROTOCOL,
+        start=decor_authors.START,
+        average_last=decor_authors.AVERAGE_LAST,
     )
     return Study(
         tuple(
@@ -241,43 +242,37 @@ def _authors_study(quick: bool) -> Study:
 
 def study(quick: bool, parts: tuple[str, ...] = PARTS) -> Study:
     """The panels of ``parts``: every task on every topology, and least squares in the authors'
-    protocol too (what the analysis reads; the paper's protocol's runs are its sweep file's, a
-    test checks that the two agree)."""
+    protocol too (what the analysis reads; the runs are its sweep file's, a test checks that the
+    two agree)."""
     panels = [panel for task in parts for panel in _task_study(task, quick).panels]
     if "least-squares" in parts:
         panels += _authors_study(quick).panels
     return Study(tuple(panels))
 
 
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One run: the paper's protocol (:func:`tradeoff.run_job`) or the authors'
-    (:func:`decor_authors.run_job`)."""
-    if job.get("protocol") == decor_authors.PROTOCOL:
-        return decor_authors.run_job(job)
-    return tradeoff.run_job(job)
+#: One run, of either protocol: its training configuration says which.
+run_job = tradeoff.run_job
 
-
-#: The paper's protocol's runs: its sweep file, whose grids' tasks are the parts.
-SWEEP = SweepJobs(NAME, part_option="task")
+#: The runs of both protocols: the sweep file, whose grids' tasks are the parts (the authors'
+#: least squares, the grids that start at ones, is part of least squares).
+SWEEP = SweepJobs(
+    NAME,
+    job_of=decor_authors.job_of,
+    protocols=frozenset({"", decor_authors.PROTOCOL}),
+    part_option="task",
+)
 
 
 def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
-    """The search runs of the tasks ``parts`` names, from the sweep file, and least squares'
-    tuning runs in the authors' protocol where it is one of them."""
-    found = SWEEP.jobs(SWEEP.sweep(quick, parts))
-    if "least-squares" in parts:
-        found += tradeoff.tuning_jobs(_authors_study(quick))
-    return tradeoff.unique_jobs(found)
+    """The search runs of the tasks ``parts`` names, from the sweep file."""
+    return SWEEP.jobs(SWEEP.sweep(quick, parts))
 
 
 def followup_jobs(
     quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS
 ) -> list[dict[str, Any]]:
     """Each tuned point of ``parts`` on all its seeds, in both protocols."""
-    found = SWEEP.followup_jobs(SWEEP.sweep(quick, parts), rows)
-    if "least-squares" in parts:
-        found += tradeoff.final_jobs(_authors_study(quick), rows)
-    return tradeoff.unique_jobs(found)
+    return SWEEP.followup_jobs(SWEEP.sweep(quick, parts), rows)
 
 
 def _gap(point: Point, reference: Point, lower: bool) -> float:
@@ -315,12 +310,7 @@ def analyse(
             notes.append(_misses_note(task, task_study, misses, rows))
         if task == "mnist-mlp":
             notes.append(_labels_note(task_study))
-        if task == "least-squares" and not any(row.get("protocol") for row in rows):
-            notes.append(
-                f"{AUTHORS}: not in these runs (`dpdl reproduce {NAME} --parts least-squares` "
-                "runs it; the sweep file does not state it, its runs being the authors' code)."
-            )
-        elif task == "least-squares":
+        if task == "least-squares":
             authors = _authors_study(quick)
             authors_summary = summarise(authors, rows)
             figures.append(
@@ -329,7 +319,7 @@ def analyse(
                     authors_summary,
                     out / "least_squares_authors.png",
                     f"DECOR Fig. 1: {AUTHORS}",
-                    "mean_i ||x_i - x*||^2, last 199 iterates",
+                    f"mean_i ||x_i - x*||^2, last {decor_authors.AVERAGE_LAST} iterates",
                     True,
                 )
             )

@@ -36,6 +36,7 @@ from dpdl.experiments.reproduce.report import AVERAGE_MODEL, Claim, budget_verdi
 from dpdl.experiments.sweeps.tuning import cost
 from dpdl.experiments.train import TrainConfig, TrainResult, run_training
 from dpdl.mechanisms.registry import DesignOptions
+from dpdl.settings import TaskOptions
 
 __all__ = [
     "SIGNIFICANCE",
@@ -110,6 +111,11 @@ class Training:
     #: Which protocol the jobs follow, where a study runs more than the paper's (e.g.
     #: ``"authors"``: the authors' released code); empty: the paper's, and the jobs do not name it.
     protocol: str = ""
+    #: The quadratics' starting point and the iterates the metrics are also averaged over
+    #: (:class:`~dpdl.jobspec.config.TrainConfig`'s ``start`` and ``average_last``); the jobs
+    #: name them only away from their defaults, so that other jobs keep their keys.
+    start: str = "zeros"
+    average_last: int = 0
 
 
 @dataclass(frozen=True)
@@ -177,7 +183,25 @@ def _base(panel: Panel, x: float, method: str, calibration: str) -> Job:
         "clip_level": training.clip_level,
         "version": training.version,
         **({"protocol": training.protocol} if training.protocol else {}),
+        **_unusual(start=training.start, average_last=training.average_last),
     }
+
+
+#: The job fields that a job holds only where they differ from these values (the values of a
+#: default :class:`~dpdl.jobspec.config.TrainConfig`).
+_USUAL = {"start": "zeros", "average_last": 0}
+
+
+def _unusual(**fields: Any) -> dict[str, Any]:
+    """The ``fields`` of :data:`_USUAL` whose value is not the usual one."""
+    return {key: value for key, value in fields.items() if value != _USUAL[key]}
+
+
+def _usual_or(job: Job, key: str) -> Any:
+    """Field ``key`` of :data:`_USUAL` as ``job`` has it: the usual value where the job has none
+    (or a row of ``runs.csv`` an empty cell)."""
+    value = job.get(key)
+    return _USUAL[key] if value is None else value
 
 
 #: The fields a job may have: :func:`_base`'s (``batch_size`` or ``cycle``), then :func:`_grid`'s
@@ -197,6 +221,8 @@ _JOB_KEYS = (
     "clip_level",
     "version",
     "protocol",
+    "start",
+    "average_last",
     "lr",
     "clip",
     "decor_couple",
@@ -273,7 +299,7 @@ def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]]) ->
 
 
 #: Job fields that only some jobs have: an empty cell of ``runs.csv`` (None) means the job has none.
-_OPTIONAL_KEYS = ("batch_size", "cycle", "protocol")
+_OPTIONAL_KEYS = ("batch_size", "cycle", "protocol", *_USUAL)
 
 
 def _rows_by_key(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -336,6 +362,8 @@ def config_of(job: Job, eval_every: int | None = None) -> TrainConfig:
         schedule=job["schedule"],
         eval_every=eval_every or job["steps"],
         seeds=(job["seed"],),
+        average_last=_usual_or(job, "average_last"),
+        task_options=TaskOptions(start=_usual_or(job, "start")),
         design=DesignOptions(
             decor_search="appendix-d" if job["decor_couple"] is not None else "trace",
             decor_couple=job["decor_couple"],
@@ -381,6 +409,7 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
         if options["decor_search"] == "appendix-d"
         else None,
         "seed": int(options["seed"]),
+        **_unusual(start=options["start"], average_last=int(options["average_last"])),
     }
 
 
