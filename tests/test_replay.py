@@ -7,6 +7,7 @@ original and its replay, which must agree bit for bit. Everything else goes thro
 from __future__ import annotations
 
 import argparse
+import json
 import tomllib
 import warnings
 
@@ -15,6 +16,7 @@ import pytest
 from dpdl.cli import build_parser, main
 from dpdl.errors import ConfigError
 from dpdl.experiments.replay import NOT_RECORDED, dump_options, load_options, option_actions
+from dpdl.tasks import whisper_quadratic
 
 RUN = [
     "train",
@@ -87,6 +89,30 @@ def test_set_seed_changes_the_seed_and_nothing_else(runs, capsys):
     assert changed.pop("seed") == [1] and original.pop("seed") == [0]
     assert changed == original
     assert (runs / "c" / "metrics.csv").read_text() != (runs / "a" / "metrics.csv").read_text()
+
+
+def test_the_tail_average_and_the_start_are_replayed_and_printed(runs, capsys):
+    """``--set start=ones --set average-last=4``: the run starts at ones (its first record is the
+    task's metrics there), final.json holds every metric's mean over the last 4 iterates, the
+    command prints the primary one's, and the file written replays to the same numbers."""
+    config = str(runs / "a" / "config.toml")
+    sets = ["--set", "start=ones", "--set", "average-last=4"]
+    code, err = _main(["train", "--config", config, *sets, "--out", str(runs / "t")], capsys)
+    assert code == 0, err
+    final = json.loads((runs / "t" / "final.json").read_text())
+    assert "optimality_gap, mean over the last 4 iterates: " in err
+    assert f"{final['optimality_gap_tail']:.6g}" in err
+    assert set(final) >= {f"{name}_tail" for name in ("optimality_gap", "squared_distance")}
+    task = whisper_quadratic(4, start=1.0)
+    first = (runs / "t" / "metrics.csv").read_text().splitlines()[1].split(",")
+    assert float(first[2]) == pytest.approx(
+        task.evaluate(task.initial_params()[None, :])["optimality_gap"], rel=1e-12
+    )
+    code, err = _main(
+        ["train", "--config", str(runs / "t" / "config.toml"), "--out", str(runs / "u")], capsys
+    )
+    assert code == 0, err
+    assert (runs / "u" / "final.json").read_bytes() == (runs / "t" / "final.json").read_bytes()
 
 
 def test_file_records_every_option_of_the_parser(runs):

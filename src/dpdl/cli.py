@@ -615,6 +615,12 @@ def _train(args: argparse.Namespace) -> int:
     for report in result.runs[0].privacy:
         print(f"privacy: {report}", file=sys.stderr)
     print(f"{metric}: {summary[metric]:.6g} (figure {paths['figure']})", file=sys.stderr)
+    if result.config.average_last:
+        print(
+            f"{metric}, mean over the last {result.config.average_last} iterates: "
+            f"{summary[f'{metric}_tail']:.6g}",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(json_safe(summary)))
     return 0

@@ -56,6 +56,7 @@ from dpdl.experiments.results import read_rows, write_rows
 
 __all__ = [
     "COMMITTED_WALL_TIME",
+    "EARLIER_DRAWS",
     "REPRODUCTIONS",
     "redraw",
     "report_again",
@@ -90,14 +91,15 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "whisper-variance": "105 s",
     "whisper-seeds": "2346 s beside the test suite, the q = 1 CVXPY solves dominating",
     "whisper-quadratic": "602 s over two invocations, 230 s for the first 3192 runs, then 372 s",
-    "whisper-logreg": "3385 s, about half of it beside the test suite and other runs; the "
-    "authors' protocol's 126 runs, added later, 1052 s with one worker beside other runs",
+    "whisper-logreg": "2208 s for the papers' protocol's 1512 runs, run again in one invocation "
+    "with the noise sampler of today; the authors' protocol's 126 runs 1052 s with one worker "
+    "beside other runs",
     "corn-mnist": "about 2.7 h over three invocations, the last 101 runs beside other work; the "
     "authors' protocol's 84 runs, added later, 2140 s with one worker beside other runs (load 5 "
     "to 7)",
-    "decor-fig1": "1026 s for least squares and a9a, about 2.5 h over two invocations for MNIST; "
-    "the 810 runs of least squares in the authors' protocol, run again as grids of the sweep file, "
-    "76 s",
+    "decor-fig1": "987 s for the 9666 runs of least squares (both protocols) and a9a, run again "
+    "in one invocation with the noise sampler of today; about 2.5 h over two invocations for "
+    "MNIST",
     "decor-search": "312 s with one worker",
     "mafalda-pndp": "506 s, beside another reproduction",
     "mafalda-housing": "about 72 min over four invocations for dpdl's protocol; the authors' "
@@ -110,7 +112,18 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "lppa-parameters": "2760 s for 227 runs in one invocation (Fig. 6a's 60 added; the other "
     "167 ran again and gave the committed values bit for bit), then 53 s for Fig. 6a's 6 runs at "
     "a tenth of beta",
-    "horizon": "about 5 min",
+    "horizon": "61 s wall time",
+}
+
+#: The committed full runs that hold runs an earlier version of the code drew: their noise has the
+#: covariance of today's (the designs, Tr(W R W^T) and eps are equal) but other draws, since the
+#: correlated noise N(0, R) is drawn as L z with L L^T = R (0edae52) and the calibrations are exact
+#: to their last digits (b50b3ab). ``dpdl reproduce NAME`` gives other numbers of the same
+#: distribution for those runs; the others it gives bit for bit (tests/test_committed_runs.py
+#: checks the runs that take seconds). A report written again from ``runs.csv`` says which.
+EARLIER_DRAWS: dict[str, str] = {
+    "corn-mnist": "the DECOR and Whisper runs of the papers' protocol",
+    "decor-fig1": "the DECOR runs of its MNIST part",
 }
 
 #: How a report names the setting of a whole run.
@@ -286,9 +299,10 @@ def report_again(name: str, out: Path) -> Path:
     wall time and compute time) is kept, except for runs that recorded no compute time: their
     line quotes the committed run's measured wall time (:data:`COMMITTED_WALL_TIME`), and so does
     the line of runs only some of which recorded it (a part added later), beside their sum, and
-    the line of a table whose runs are no longer those the kept line counts (runs added or
-    replaced since). A reproduction whose figures need fields ``runs.csv`` leaves out keeps the
-    figures its run drew."""
+    the line of a table whose runs are no longer those the kept line counts and sums (runs added
+    or replaced since). A reproduction whose figures need fields ``runs.csv`` leaves out keeps the
+    figures its run drew; one of :data:`EARLIER_DRAWS` says under its run line which of its runs
+    an earlier version drew."""
     module = _module(name)
     again = " Report written again from `runs.csv`."
     rows = read_rows(out / "runs.csv")
@@ -298,14 +312,25 @@ def report_again(name: str, out: Path) -> Path:
         if line.startswith("Run: `")
     )
     counted = re.search(r", (\d+) runs", run)
+    summed = re.search(r"; (\d+) s of compute summed", run)
+    recorded = f"{sum(row[RUN_SECONDS] for row in rows if row.get(RUN_SECONDS) is not None):.0f}"
     if name in COMMITTED_WALL_TIME and (
         any(row.get(RUN_SECONDS) is None for row in rows)
         or counted is None
         or int(counted.group(1)) != len(rows)
+        or summed is None
+        or summed.group(1) != recorded
     ):
         run = _run_line(f"dpdl reproduce {name}", FULL, rows, committed=COMMITTED_WALL_TIME[name])
+    drawn = (
+        f"\n\nOf these runs, {EARLIER_DRAWS[name]} were drawn by an earlier version of dpdl: the "
+        "same noise covariance (design, Tr(W R W^T), eps), other draws; `dpdl reproduce "
+        f"{name}` gives other numbers of the same distribution for them, the others bit for bit."
+        if name in EARLIER_DRAWS
+        else ""
+    )
     figures, claims, notes = module.analyse(rows, out, False)
-    intro = f"{(module.__doc__ or '').strip()}\n\n{run}{again}"
+    intro = f"{(module.__doc__ or '').strip()}\n\n{run}{again}{drawn}"
     return _write(name, module, out, intro, claims, figures, notes)
 
 
