@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -555,30 +556,39 @@ def test_mafalda_images_authors_analysis_judges_each_claim(tmp_path) -> None:
     assert any("no noise ends at 90.0% on node 0" in note for note in notes)
 
 
+def _decor_fig1_analysis(
+    tmp_path: Path, part: str, metrics_of: Callable[[dict], dict]
+) -> tuple[list, list[str]]:
+    """decor-fig1's claims and notes on made-up quick runs of ``part``: each job's row holds
+    ``metrics_of(job)`` and the privacy fields the analysis reads."""
+    from dpdl.experiments.reproduce import decor_fig1
+
+    def row(job: dict) -> dict:
+        privacy = {"epsilon": job["eps"], "exact_epsilon_of_calibration": job["eps"]}
+        return {**job, **metrics_of(job), **privacy, "trace_WRW": 1.0}
+
+    parts = (part,)
+    rows = [row(job) for job in decor_fig1.jobs(True, parts=parts)]
+    rows += [row(job) for job in decor_fig1.followup_jobs(True, rows, parts=parts)]
+    _, claims, notes = decor_fig1.analyse(rows, tmp_path, True, parts=parts)
+    return claims, notes
+
+
 def test_decor_fig1_says_where_decor_stays_far_from_cdp_and_why(tmp_path) -> None:
     """On made-up runs where DECOR closes little of LDP's gap on the ring, the CDP claim fails and
     the report's note names the point, DECOR's consensus distance there and the algebraic
     connectivities (ring 2 - 2 cos(2 pi / 16), torus 2, complete 16)."""
-    from dpdl.experiments.reproduce import decor_fig1
-
     accuracy = {"cdp": 0.9, "ldp": 0.8, "decor": {"ring": 0.82, "torus": 0.89, "complete": 0.9}}
 
-    def row(job: dict) -> dict:
+    def metrics(job: dict) -> dict:
         value = accuracy[job["method"]]
         value = value[job["graph"]] if isinstance(value, dict) else value
         return {
-            **job,
             "test_accuracy": value + 0.001 * job["seed"],
             "consensus_distance": 5.0 if job["graph"] == "ring" else 0.0,
-            "epsilon": job["eps"],
-            "exact_epsilon_of_calibration": job["eps"],
-            "trace_WRW": 1.0,
         }
 
-    parts = ("mnist-mlp",)
-    rows = [row(job) for job in decor_fig1.jobs(True, parts=parts)]
-    rows += [row(job) for job in decor_fig1.followup_jobs(True, rows, parts=parts)]
-    _, claims, notes = decor_fig1.analyse(rows, tmp_path, True, parts=parts)
+    claims, notes = _decor_fig1_analysis(tmp_path, "mnist-mlp", metrics)
     closely = next(claim for claim in claims if "closely matches" in claim.paper)
     assert not closely.holds and "at 2/3 points" in closely.measured
     (note,) = [note for note in notes if "stays further than half" in note]
@@ -590,26 +600,14 @@ def test_decor_fig1_calls_a_miss_within_decors_spread_over_seeds_one(tmp_path) -
     """On made-up least-squares runs where DECOR's mean on the ring misses half of LDP's gap (in
     log ratio: 10.5x against 10x) but its interquartile range over the 4 seeds holds the
     threshold, the claim fails as a near miss, with the range, and no note blames the graph."""
-    from dpdl.experiments.reproduce import decor_fig1
 
-    def row(job: dict) -> dict:
+    def metrics(job: dict) -> dict:
         value = {"cdp": 1.0, "ldp": 100.0}.get(job["method"])
         if value is None:
             value = 10.5 * (1 + 0.1 * (job["seed"] - 1.5)) if job["graph"] == "ring" else 2.0
-        return {
-            **job,
-            "optimality_gap": value,
-            "squared_distance_tail": value,
-            "consensus_distance": 1.0,
-            "epsilon": job["eps"],
-            "exact_epsilon_of_calibration": job["eps"],
-            "trace_WRW": 1.0,
-        }
+        return {"optimality_gap": value, "squared_distance_tail": value, "consensus_distance": 1.0}
 
-    parts = ("least-squares",)
-    rows = [row(job) for job in decor_fig1.jobs(True, parts=parts)]
-    rows += [row(job) for job in decor_fig1.followup_jobs(True, rows, parts=parts)]
-    _, claims, notes = decor_fig1.analyse(rows, tmp_path, True, parts=parts)
+    claims, notes = _decor_fig1_analysis(tmp_path, "least-squares", metrics)
     closely = next(
         claim
         for claim in claims
