@@ -509,6 +509,16 @@ def _spread(decor: Point, cdp: Point, lower: bool) -> tuple[float, float]:
     return 100 * (cdp.mean - decor.high), 100 * (cdp.mean - decor.low)
 
 
+def _connectivities(task_study: Study) -> dict[str, float]:
+    """The algebraic connectivity of each panel's graph, by its name."""
+    return {
+        panel.fixed["graph"]: algebraic_connectivity(
+            build_graph(panel.fixed["graph"], panel.fixed["n"])
+        )
+        for panel in task_study.panels
+    }
+
+
 def _why_missed(
     task_study: Study,
     summary: dict,
@@ -526,12 +536,7 @@ def _why_missed(
     )
     if not far:
         return f": {within}: too few seeds to tell DECOR from the threshold there"
-    connectivity = {
-        panel.fixed["graph"]: algebraic_connectivity(
-            build_graph(panel.fixed["graph"], panel.fixed["n"])
-        )
-        for panel in task_study.panels
-    }
+    connectivity = _connectivities(task_study)
     slowest = min(connectivity, key=connectivity.__getitem__)
     beyond = ", ".join(f"{panel.fixed['graph']} eps={eps:g}" for panel, eps, *_ in far)
     where = f"{'; ' + within if near else ''}; beyond the spread at {beyond}"
@@ -600,12 +605,7 @@ def _misses_note(
         return distances[(panel.label, eps, "decor", "exact")].mean
 
     complete = next(panel for panel in task_study.panels if panel.fixed["graph"] == "complete")
-    connectivity = {
-        panel.fixed["graph"]: algebraic_connectivity(
-            build_graph(panel.fixed["graph"], panel.fixed["n"])
-        )
-        for panel in task_study.panels
-    }
+    connectivity = _connectivities(task_study)
     return (
         f"{TASKS[task][0]}: DECOR stays further than half of LDP's gap from CDP, beyond its "
         "spread over seeds, at "
