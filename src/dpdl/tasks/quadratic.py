@@ -57,8 +57,8 @@ class QuadraticObjectives(Task):
         self.optimum = np.linalg.solve(total, np.einsum("nij,nj->i", self.curvatures, self.centers))
         self._curvatures = torch.from_numpy(self.curvatures)
         self._centers = torch.from_numpy(self.centers)
-        self.optimal_value = float(self.objective(torch.from_numpy(self.optimum)[None, :])[0])
         self._optimum = torch.from_numpy(self.optimum)
+        self.optimal_value = float(self.objective(self._optimum[None, :])[0])
 
     def initial_params(self) -> torch.Tensor:
         """Every coordinate at :attr:`start` (zero by default)."""

@@ -187,9 +187,9 @@ def _base(panel: Panel, x: float, method: str, calibration: str) -> Job:
     }
 
 
-#: The job fields that a job holds only where they differ from these values (the values of a
-#: default :class:`~dpdl.jobspec.config.TrainConfig`).
-_USUAL = {"start": "zeros", "average_last": 0}
+#: The job fields that a job holds only where they differ from these values (those of a default
+#: :class:`~dpdl.jobspec.config.TrainConfig`).
+_USUAL = {"start": TaskOptions().start, "average_last": TrainConfig().average_last}
 
 
 def _unusual(**fields: Any) -> dict[str, Any]:
