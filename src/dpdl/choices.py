@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_TRIALS",
     "DISTRIBUTIONS",
     "EXECUTORS",
+    "FACTORIZED_REGISTRY",
     "GRAPH_FILE_FORMATS",
     "GRAPH_SOURCES",
     "IMAGE_TASKS",
@@ -48,6 +49,7 @@ __all__ = [
     "TASK_REGISTRY",
     "THREAT_NAMES",
     "THREAT_REGISTRY",
+    "mechanism_names",
 ]
 
 #: Graph sources by CLI name: each target is called ``source(spec, n, p, seed)`` and returns a
@@ -143,9 +145,31 @@ for _name, _target, _help in (
 ):
     MECHANISM_REGISTRY.add(_name, f"dpdl.mechanisms.registry:{_target}", _help)
 
+#: Mechanisms of noise correlated over time (MF-D-SGD with a local encoder, MAFALDA-SGD Algorithm
+#: 1) by CLI name: each target is called ``factory(weights, participation)`` (the mixing matrix and
+#: a :class:`dpdl.factorization.Participation`) and returns the local encoder ``C_local``
+#: (``T x T``, or one per agent, ``n x T x T``; :mod:`dpdl.factorization.encoders`). They are
+#: accounted by the encoder's sensitivity under cyclic participation, not by a per-round
+#: covariance, and calibrated in :mod:`dpdl.jobspec.factorized`.
+FACTORIZED_REGISTRY = Registry("time-correlated mechanism")
+for _name, _target, _help in (
+    ("dp-dsgd", "dp_dsgd", "MAFALDA-SGD's DP-D-SGD: independent noise, cyclic participation"),
+    ("antipgd", "antipgd", "anti-correlated noise z_t - z_{t-1} (AntiPGD), cyclic participation"),
+    ("mafalda", "mafalda", "MAFALDA-SGD: noise correlated over time for the gossip"),
+    ("mafalda-l", "mafalda_l", "MAFALDA-L-SGD: every agent's own encoder for its share"),
+):
+    FACTORIZED_REGISTRY.add(_name, f"dpdl.factorization.encoders:{_target}", _help)
+
 #: Calibrated mechanisms, the built-in keys of :data:`MECHANISM_REGISTRY` (and of
 #: :data:`dpdl.mechanisms.registry.MECHANISMS`; "none" takes no budget).
 MECHANISM_NAMES = MECHANISM_REGISTRY.names()
+
+
+def mechanism_names() -> tuple[str, ...]:
+    """Every name ``--mechanism`` takes: none, the calibrated mechanisms and the time-correlated
+    ones, plugins' included."""
+    return ("none", *MECHANISM_REGISTRY.names(), *FACTORIZED_REGISTRY.names())
+
 
 #: Threat models by name: each target is called ``factory()``, or ``factory(text)`` for a
 #: template's parameter, and returns a :class:`dpdl.threats.ThreatModel`

@@ -23,6 +23,8 @@ RUN_LOCAL += ["--no-progress", "--workdir", "{out}/work", "--timeout", "20"]
 NOISE = ["noise", "--graph", "ring", "--n", "4", "--steps", "10"]
 AUDIT = ["audit", "--graph", "ring", "--n", "4", "--steps", "10", "--no-progress"]
 AUDIT += ["--attack-trials", "100", "--out", "{out}/audit"]
+#: Per-example clipping of a task with examples: what the time-correlated mechanisms account.
+EXAMPLES = ["--task", "housing-mlp", "--clip-level", "example"]
 FACTORIZE = ["factorize", "--graph", "ring", "--n", "4", "--participations", "2"]
 FACTORIZE += ["--batches", "2", "--out", "{out}/factorize"]
 
@@ -196,6 +198,34 @@ TRAIN_CASES: dict[str, tuple[list[str], str]] = {
     "start-unknown": (["--task", "least-squares", "--start", "twos"], "--start"),
     "average-last-negative": (["--average-last", "-1"], "average_last"),
     "average-last-beyond-the-run": (["--steps", "5", "--average-last", "6"], "more than the 5"),
+    # noise correlated over time (MAFALDA-SGD): example-level, exactly calibrated, cyclic batches
+    "mafalda-agent-level": (["--task", "housing-mlp", "--mechanism", "mafalda"], "--clip-level"),
+    "antipgd-paper-calibration": (
+        [*EXAMPLES, "--mechanism", "antipgd", "--calibration", "paper"],
+        "--calibration",
+    ),
+    "mafalda-gradient-tracking": (
+        [*EXAMPLES, "--mechanism", "mafalda", "--algorithm", "dsgt"],
+        "gradient tracking injects",
+    ),
+    "mafalda-key-seed": (
+        [*EXAMPLES, "--mechanism", "mafalda", "--key-seed", "1"],
+        "--key-seed",
+    ),
+    "mafalda-task-without-examples": (
+        ["--task", "quadratic", "--mechanism", "mafalda", "--clip-level", "example"],
+        "no examples",
+    ),
+    "cycle-other-mechanism": (["--cycle", "4"], "--cycle"),
+    "cycle-zero": (["--mechanism", "dp-dsgd", "--cycle", "0"], "--cycle"),
+    "cycle-beyond-the-data": (
+        [*EXAMPLES, "--mechanism", "dp-dsgd", "--cycle", "100000"],
+        "more than the",
+    ),
+    "mafalda-batch-beyond-the-data": (
+        [*EXAMPLES, "--mechanism", "dp-dsgd", "--batch-size", "100000"],
+        "--batch-size",
+    ),
     # output folders
     "out-is-a-file": (["--out", "{a-file}"], "a-file"),
     "out-under-a-file": (["--out", "{under-a-file}"], "a-file"),
@@ -236,6 +266,10 @@ OTHER_CASES: dict[str, tuple[list[str], str]] = {
     "run-local-resume-nothing": ([*RUN_LOCAL, "--resume"], "resume"),
     "run-local-every-round-without-dsgt": ([*RUN_LOCAL, "--every-round"], "every-round"),
     "run-local-average-last": ([*RUN_LOCAL, "--average-last", "2"], "final models only"),
+    "run-local-mafalda": (
+        [*RUN_LOCAL, "--task", "housing-mlp", "--mechanism", "mafalda", "--clip-level", "example"],
+        "round by round",
+    ),
     "run-local-eps-zero": ([*RUN_LOCAL, "--eps", "0"], "eps"),
     "run-local-binary-graph": ([*RUN_LOCAL, "--graph", "edgelist:{binary}"], "binary"),
     # noise

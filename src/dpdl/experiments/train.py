@@ -131,14 +131,14 @@ def run_seed(
             agent_seeds=book,
             device=device,
         )
-        privacy = privacy_reports(job.mechanism, job.neighbouring, config.steps, config.delta)
+        privacy = job.privacy(config.steps, config.delta)
     run = SeedRun(
         seed=seed,
         graph=summarize(job.graph, job.weights).as_dict(),
         mechanism=job.injection.describe()
         if job.injection is not None
         else job.mechanism.describe(),
-        trace_wrw=job.noise_seeds.variance_after_mixing(job.weights),
+        trace_wrw=job.variance_after_mixing(),
         calibrated=job.mechanism.calibrated and config.algorithm == "dsgd",
         privacy=privacy,
         history=result.history,

@@ -18,6 +18,7 @@ from dpdl.choices import (
     ALGORITHMS,
     CALIBRATIONS,
     CLIP_LEVELS,
+    FACTORIZED_REGISTRY,
     GRAPH_FILE_FORMATS,
     GRAPH_SOURCES,
     INJECTIONS,
@@ -69,7 +70,11 @@ def _graph_help() -> str:
 
 def _mechanism_help() -> str:
     """The ``--mechanism`` help, with the mechanisms registered when it is read."""
-    return f"noise mechanism: none, {', '.join(MECHANISM_REGISTRY.names())} (default ldp)"
+    return (
+        f"noise mechanism: none, {', '.join(MECHANISM_REGISTRY.names())}; or noise correlated "
+        f"over time under cyclic participation (example-level, see --cycle): "
+        f"{', '.join(FACTORIZED_REGISTRY.names())} (default ldp)"
+    )
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,19 @@ class TrainConfig:
     schedule: str | None = setting(
         None, "step-size schedule (default: the task's)", choices=SCHEDULES, group="training"
     )
+    #: Batches per pass over each agent's data (b of cyclic (k, b)-participation) for the
+    #: mechanisms of :data:`~dpdl.choices.FACTORIZED_REGISTRY`; None: the smallest agent's examples
+    #: // ``batch_size``.
+    cycle: int | None = setting(
+        None,
+        "for the time-correlated mechanisms (dp-dsgd, antipgd, mafalda, mafalda-l): batches per "
+        "pass over each agent's data, which is cut once into that many batches used in turn "
+        "(b of cyclic (k, b)-participation; default: the smallest agent's examples // "
+        "--batch-size)",
+        positive=True,
+        group="training",
+        metavar="B",
+    )
     eval_every: int = setting(
         100, "evaluate every k steps (default 100)", positive=True, group="training"
     )
@@ -191,6 +209,13 @@ class TrainConfig:
             raise ConfigError(
                 f"gradient tracking injects {', '.join(INJECTIONS)} noise, not {self.mechanism!r}"
             )
+        if self.mechanism in FACTORIZED_REGISTRY:
+            self._check_factorized()
+        elif self.cycle is not None:
+            raise ConfigError(
+                f"cycle (--cycle) applies to the time-correlated mechanisms "
+                f"({', '.join(FACTORIZED_REGISTRY.names())}), not to {self.mechanism!r}"
+            )
         if self.average_last > self.steps:
             raise ConfigError(
                 f"average_last (--average-last) is {self.average_last}, more than the "
@@ -202,6 +227,28 @@ class TrainConfig:
         return replace(
             self, lr=self.lr if self.lr is not None else eta, schedule=self.schedule or schedule
         )
+
+    def _check_factorized(self) -> None:
+        """The time-correlated mechanisms are accounted for examples cycled in fixed batches
+        (MAFALDA-SGD Theorem 8 under cyclic participation), by their own calibration, in the
+        simulation's D-SGD."""
+        problems = [
+            f"{name} {value!r}, not {wanted!r}"
+            for name, value, wanted in (
+                ("clip_level (--clip-level)", self.clip_level, "example"),
+                ("calibration (--calibration)", self.calibration, "exact"),
+                ("algorithm (--algorithm)", self.algorithm, "dsgd"),
+            )
+            if value != wanted
+        ]
+        if self.key_seed is not None:
+            problems.append("key_seed (--key-seed) given: its agents draw no shared seeds")
+        if problems:
+            raise ConfigError(
+                f"mechanism {self.mechanism!r} correlates each agent's noise over time and is "
+                "accounted for examples in cyclic batches, with its own exact calibration: "
+                + "; ".join(problems)
+            )
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

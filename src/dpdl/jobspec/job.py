@@ -16,15 +16,18 @@ from scipy import sparse
 
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
 from dpdl.accounting.noise import GaussianNoise
+from dpdl.choices import FACTORIZED_REGISTRY
 from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.curvature import run_design
 from dpdl.jobspec.engine import DSGDConfig, StepSize, poisson_rates
+from dpdl.jobspec.factorized import build_factorized
 from dpdl.jobspec.resources import TaskShape, require_job_fits, task_shape
 from dpdl.mechanisms import NoiseMechanism, NoNoise
 from dpdl.mechanisms.lppa import TrackingNoise, build_injection
 from dpdl.mechanisms.registry import build_mechanism
+from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_seed
 from dpdl.tasks import Task, build_task
 from dpdl.threats import Colluding, Eavesdropper
@@ -71,16 +74,19 @@ def privacy_reports(
 class Job:
     """One replicate of a configuration, built: what every agent of a deployment also computes
     from the public configuration (:mod:`dpdl.runtime`). Under gradient tracking ``mechanism`` is
-    no noise and ``injection`` the noise of the tracking variable."""
+    no noise and ``injection`` the noise of the tracking variable. A time-correlated mechanism
+    (:mod:`dpdl.jobspec.factorized`) has no per-round relation or calibration: its ``reports``
+    are its guarantee."""
 
     graph: nx.Graph
     weights: np.ndarray
     task: Task
-    neighbouring: AgentLevel | ExampleLevel
+    neighbouring: AgentLevel | ExampleLevel | None
     calibration: Calibration | None
-    mechanism: NoiseMechanism
+    mechanism: NoiseMechanism | LocalCorrelatedNoise
     dsgd: DSGDConfig
     injection: TrackingNoise | None = None
+    reports: list[PrivacyReport] | None = None
 
     @property
     def noise_seeds(self) -> GaussianNoise:
@@ -88,7 +94,27 @@ class Job:
         injection's."""
         if self.injection is not None:
             return self.injection.seed_structure()
+        if isinstance(self.mechanism, LocalCorrelatedNoise):
+            raise ConfigError(
+                f"{self.mechanism.name} noise is correlated over time and drawn from each agent's "
+                "own seed: it has no seeds for the agents to agree on"
+            )
         return self.mechanism.noise
+
+    def variance_after_mixing(self) -> float:
+        """``Tr(W R W^T)`` of one round's noise (for noise correlated over time, its mean over
+        the rounds)."""
+        if isinstance(self.mechanism, LocalCorrelatedNoise):
+            return self.mechanism.variance_after_mixing(self.weights)
+        return self.noise_seeds.variance_after_mixing(self.weights)
+
+    def privacy(self, steps: int, delta: float) -> list[PrivacyReport]:
+        """What ``steps`` rounds of the job are accounted to give (:func:`privacy_reports`, or a
+        time-correlated mechanism's own reports)."""
+        if self.reports is not None:
+            return self.reports
+        assert self.neighbouring is not None and isinstance(self.mechanism, NoiseMechanism)
+        return privacy_reports(self.mechanism, self.neighbouring, steps, delta)
 
     def design_digest(self) -> bytes:
         """SHA-256 of the mixing matrix and of the covariance of :attr:`noise_seeds`, as this
@@ -120,6 +146,8 @@ def build_job(config: TrainConfig, seed: int) -> Job:
     if task_shape(config.task, agents[0], config.task_options) is None:
         examples = 0 if task.agent_sizes is None else int(task.agent_sizes.sum())
         require_job_fits(config, agents, TaskShape(task.dim, "other", examples), log=log)
+    if config.mechanism in FACTORIZED_REGISTRY:
+        return _factorized_job(config, graph, weights, task)
     adjacent = neighbouring(config, task)
     calibration, injection = None, None
     if config.algorithm == "dsgt":
@@ -143,3 +171,20 @@ def build_job(config: TrainConfig, seed: int) -> Job:
         average_last=config.average_last,
     )
     return Job(graph, weights, task, adjacent, calibration, mechanism, dsgd, injection)
+
+
+def _factorized_job(config: TrainConfig, graph: nx.Graph, weights: np.ndarray, task: Task) -> Job:
+    """The job of a time-correlated mechanism: cyclic batches of per-example clipped gradients
+    (:mod:`dpdl.jobspec.factorized`)."""
+    built = build_factorized(config, weights, task)
+    dsgd = DSGDConfig(
+        steps=config.steps,
+        step_size=StepSize(config.lr, config.schedule),
+        clip=config.clip,
+        clip_level="example",
+        sampling="cyclic",
+        cycle=built.cycle,
+        eval_every=config.eval_every,
+        average_last=config.average_last,
+    )
+    return Job(graph, weights, task, None, None, built.noise, dsgd, reports=built.reports)

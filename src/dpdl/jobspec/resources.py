@@ -28,6 +28,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from dpdl.choices import FACTORIZED_REGISTRY
 from dpdl.errors import ConfigError, ResourceError
 from dpdl.jobspec.config import TrainConfig
 from dpdl.scale import SPARSE_MIN_AGENTS, format_bytes, memory_limit
@@ -84,6 +85,18 @@ DENSE_DESIGN_MATRICES = {
     "zero-sum": 4,
     "lppa": 4,
 }
+#: T x T float64 matrices an encoder optimisation holds besides the encoder and its inverse
+#: (:func:`dpdl.factorization.mafalda.optimize_local`: X, its Cholesky factor, the gradient, the
+#: utility's Gram matrix, its solves and the L-BFGS memory of 10 pairs).
+OPTIMISER_MATRICES = 28
+#: L-BFGS iterations an encoder optimisation takes per participation of a record (k of cyclic
+#: (k, b)-participation: 79, 171 and 364 iterations at k = 10, 20, 40 on a ring), at most
+#: :func:`~dpdl.factorization.mafalda.optimize_local`'s 2000, and the operations of one iteration
+#: in units of T^3 (Cholesky factorisations and solves of the line search: 16 s at T = 640,
+#: k = 40 on a loaded 2-core machine).
+OPTIMISER_ITERATIONS_PER_PARTICIPATION = 10
+OPTIMISER_MAX_ITERATIONS = 2000
+OPTIMISER_ITERATION_CUBES = 200
 #: Mechanisms that draw one normal per edge and coordinate (a secret per edge).
 EDGE_SECRETS = ("decor", "zero-sum", "lppa")
 #: float64 copies of every agent's ``(n, d)`` parameters live in a step (parameters, gradients,
@@ -201,6 +214,22 @@ class JobSizes:
     steps: int = 0
     seeds: int = 1
     eval_every: int = 1
+    #: Batches per cycle of a time-correlated mechanism's cyclic participation (None: not known,
+    #: taken as 1, every step a participation).
+    cycle: int | None = None
+
+    @property
+    def encoders(self) -> int:
+        """Local encoders a time-correlated mechanism holds (one per agent for ``mafalda-l``;
+        0 for the other mechanisms)."""
+        if self.mechanism not in FACTORIZED_REGISTRY:
+            return 0
+        return self.n if self.mechanism == "mafalda-l" else 1
+
+    @property
+    def optimised(self) -> bool:
+        """Whether the encoders are optimised (MAFALDA-SGD's), not fixed (DP-D-SGD's, AntiPGD's)."""
+        return self.mechanism.startswith("mafalda")
 
 
 @dataclass(frozen=True)
@@ -259,6 +288,13 @@ def _design_terms(sizes: JobSizes) -> dict[str, float]:
         terms[
             f"{sizes.mechanism} design and accounting ({matrices} dense {n:,} x {n:,} float64)"
         ] = 8.0 * matrices * n * n
+    if sizes.encoders and sizes.steps:
+        steps = sizes.steps
+        count = 2 * sizes.encoders + (sizes.encoders + OPTIMISER_MATRICES) * sizes.optimised
+        terms[
+            f"{sizes.mechanism} encoders, their inverses and optimisation ({count:,} x {steps:,} "
+            f"x {steps:,} float64)"
+        ] = 8.0 * count * steps * steps
     return terms
 
 
@@ -279,6 +315,10 @@ def _task_terms(sizes: JobSizes, shape: TaskShape) -> dict[str, float]:
     if sizes.mechanism in EDGE_SECRETS:
         terms[f"noise draws, one per edge ({sizes.edges:,} x {d:,} float64)"] = (
             8.0 * sizes.edges * d
+        )
+    if sizes.encoders:
+        terms[f"noise seeds of every step, kept ({sizes.steps:,} x {n:,} x {d:,} float64)"] = (
+            8.0 * sizes.steps * n * d
         )
     if shape.examples:
         rows = shape.examples + shape.test_examples
@@ -331,6 +371,8 @@ def _step_flops(sizes: JobSizes, shape: TaskShape) -> float:
     mixing = 2.0 * d * (n * n if sizes.dense else 2 * sizes.edges + n)
     draws = n + (sizes.edges if sizes.mechanism in EDGE_SECRETS else 0)
     noise = 0.0 if sizes.mechanism == "none" else NORMAL_COST * draws * d
+    if sizes.encoders:  # step t weighs the seeds of steps 0..t: T / 2 of them on average
+        noise += sizes.steps * n * d
     return gradient + mixing + noise + 10.0 * n * d + evaluation / sizes.eval_every
 
 
@@ -340,6 +382,12 @@ def _setup_seconds(sizes: JobSizes) -> float:
     n = float(sizes.n)
     dense = 10.0 * n**3 if sizes.dense else 0.0
     design = 20.0 * DENSE_DESIGN_MATRICES.get(sizes.mechanism, 0) * n**3
+    if sizes.encoders and sizes.optimised:
+        participations = -(-sizes.steps // (sizes.cycle or 1))
+        iterations = min(
+            OPTIMISER_ITERATIONS_PER_PARTICIPATION * participations, OPTIMISER_MAX_ITERATIONS
+        )
+        design += sizes.encoders * iterations * OPTIMISER_ITERATION_CUBES * float(sizes.steps) ** 3
     return SETUP_SECONDS + 2e-6 * (n + sizes.edges) + (dense + design) / FLOP_RATE
 
 
@@ -417,17 +465,22 @@ def job_sizes(
     if agents is None:
         return None
     n, edges = agents
+    shape = shape or task_shape(config.task, n, config.task_options)
+    cycle = config.cycle
+    if cycle is None and shape is not None and shape.examples:
+        cycle = max(1, shape.examples // n // config.batch_size)  # the default, on a mean agent
     return JobSizes(
         n,
         edges,
         config.mechanism,
         dense=n < SPARSE_MIN_AGENTS,
-        shape=shape or task_shape(config.task, n, config.task_options),
+        shape=shape,
         batch=config.batch_size,
         clip_level=config.clip_level,
         steps=config.steps,
         seeds=len(config.seeds),
         eval_every=config.eval_every,
+        cycle=cycle,
     )
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from dpdl.accounting.accountant import step_sensitivity
 from dpdl.accounting.calibration import Calibration, noise_scale, safe_scale
-from dpdl.choices import DECOR_SEARCHES, MECHANISM_REGISTRY
+from dpdl.choices import DECOR_SEARCHES, FACTORIZED_REGISTRY, MECHANISM_REGISTRY
 from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.mechanisms.decor import appendix_d_couples, best_couple, design_decor
@@ -174,6 +174,11 @@ def build_mechanism(
     """
     if name == NoNoise.name:
         return NoNoise(weights.shape[0])
+    if name in FACTORIZED_REGISTRY:
+        raise ConfigError(
+            f"mechanism {name!r} correlates each agent's noise over time: it has no per-round "
+            "design; train it with dpdl train or TrainConfig(mechanism=..., clip_level='example')"
+        )
     if name not in MECHANISM_REGISTRY:
         raise ConfigError(
             f"unknown mechanism {name!r}; known: none, {', '.join(MECHANISM_REGISTRY.names())}"

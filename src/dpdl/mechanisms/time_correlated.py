@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 from scipy.linalg import solve_triangular
 
 from dpdl.errors import ConfigError
@@ -82,6 +83,17 @@ class LocalCorrelatedNoise:
         raise ConfigError(
             f"the noise was factorized for {self.steps} steps; the run asked for more"
         )
+
+    def variance_after_mixing(self, weights: np.ndarray) -> float:
+        """``Tr(W R_t W^T)`` of step t's noise, averaged over the steps: agent u's noise has
+        variance ``sigma^2 ||row t of its decoder||^2`` per coordinate, independent of the others'.
+        (One step's variance only: what MAFALDA-SGD buys is the cancellation over steps, which
+        no per-step number shows.)"""
+        squared = weights.multiply(weights) if sparse.issparse(weights) else np.square(weights)
+        columns = np.asarray(squared.sum(axis=0)).ravel()  # ||W e_u||^2 for every agent u
+        rows = np.sum(self.decoder**2, axis=-1)  # (T,) or (n, T)
+        per_agent = rows.mean(axis=-1) * np.ones(self.n)
+        return float(self.sigma**2 * np.dot(per_agent, columns))
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -43,6 +43,7 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
+from dpdl.choices import FACTORIZED_REGISTRY
 from dpdl.errors import ConfigError, FileFormatError
 from dpdl.files import atomic_write, folder_lock, json_safe
 from dpdl.jobspec.config import TrainConfig
@@ -195,7 +196,13 @@ def run_agent(
 
 def require_runtime_settings(config: TrainConfig) -> None:
     """Refuse, with one error, a setting the agents cannot honour: they report their final
-    models only, so no metric averaged over the last iterates (``average_last``)."""
+    models only, so no metric averaged over the last iterates (``average_last``); they draw
+    their noise round by round, so no noise correlated over time."""
+    if config.mechanism in FACTORIZED_REGISTRY:
+        raise ConfigError(
+            f"mechanism {config.mechanism!r} correlates each agent's noise over time; the agents "
+            "of run-local and run-agent draw theirs round by round (use dpdl train)"
+        )
     if config.average_last:
         raise ConfigError(
             "average_last (--average-last) needs every iterate of the last steps evaluated; the "

@@ -35,6 +35,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from dpdl.accounting import gdp
+from dpdl.choices import FACTORIZED_REGISTRY
 from dpdl.experiments.plots import plot_panels
 from dpdl.experiments.reproduce.tradeoff import (
     Panel,
@@ -50,9 +51,6 @@ from dpdl.factorization.mafalda import (
     local_loss,
     local_sensitivity,
     noise_multiplier,
-    optimize_agents,
-    optimize_local,
-    utility_gram,
 )
 from dpdl.factorization.participation import Participation
 from dpdl.graphs import NotDoublyStochasticWarning, build_graph, mixing_matrix
@@ -156,20 +154,14 @@ class Protocols:
 def local_encoder(
     method: str, graph: str, steps: int, cycle: int, rule: str = "metropolis-hastings"
 ) -> np.ndarray:
-    """C_local of ``method`` for the gossip on ``graph`` (mixing ``rule``) over ``steps`` steps of
+    """C_local of ``method`` (:data:`dpdl.choices.FACTORIZED_REGISTRY`; ``none`` as DP-D-SGD's,
+    run without noise) for the gossip on ``graph`` (mixing ``rule``) over ``steps`` steps of
     cyclic participation; for ``mafalda-l`` one per agent (``n x T x T``: on the 148-agent Facebook
     ego graph over T = 320 steps, 148 L-BFGS runs, 289 s on one thread beside one other process,
     once per process)."""
-    if method in ("dp-dsgd", "none"):
-        return np.eye(steps)
-    if method == "antipgd":
-        return np.tril(np.ones((steps, steps)))
-    weights = mixing(graph, rule)
     participation = Participation.cyclic(steps, -(-steps // cycle), cycle)
-    if method == "mafalda-l":
-        results = optimize_agents(_agent_grams(graph, steps, rule), participation)
-        return np.stack([result.encoder for result in results])
-    return optimize_local(utility_gram(weights, steps), participation).encoder
+    factory = FACTORIZED_REGISTRY.get("dp-dsgd" if method == "none" else method)
+    return factory(mixing(graph, rule), participation)
 
 
 @lru_cache(maxsize=2)

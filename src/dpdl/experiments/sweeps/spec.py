@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpdl.choices import MECHANISM_REGISTRY
+from dpdl.choices import mechanism_names
 from dpdl.errors import ConfigError
 from dpdl.experiments.replay import (
     key_line,
@@ -229,8 +229,8 @@ def _value(action: argparse.Action, value: Any, where: str) -> Any:
     if value == DEFAULT and action.default is None and DEFAULT not in (action.choices or ()):
         return None
     value = typed_value(action, value, where)
-    if action.dest == "mechanism" and value != "none" and value not in MECHANISM_REGISTRY:
-        known = ", ".join(("none", *MECHANISM_REGISTRY.names()))
+    if action.dest == "mechanism" and value not in mechanism_names():
+        known = ", ".join(mechanism_names())
         raise ConfigError(f"{where}: expected one of {known}, got {value!r}")
     return value
 

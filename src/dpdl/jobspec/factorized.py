@@ -1,0 +1,101 @@
+"""A training job whose noise is correlated over time: MF-D-SGD with a local encoder (MAFALDA-SGD
+Algorithm 1), calibrated and accounted by the encoder's sensitivity (Theorem 8).
+
+Each agent's examples are cut once into ``b`` batches used in turn (cyclic ``(k, b)``-participation,
+``k = ceil(T / b)``; :class:`~dpdl.jobspec.sampling.CyclicSampler`) and each example's gradient is
+clipped at C, so replacing one example moves its batch mean by at most ``Delta = 2 C / m`` (``m``
+the smallest batch, the smallest agent's examples // b) at k steps. Agent u's noise at step t is
+``sum_s (C_local^-1)[t, s] z_s`` with ``z ~ N(0, sigma^2)`` drawn from its own seed, so an attacker
+who sees every message (LDP's) knows nothing more than an honest-but-curious agent does: both get
+``mu = Delta sens(C_local) / sigma``-GDP (Theorem 8, ``B`` square and invertible under LDP). sigma
+is the smallest meeting ``(eps, delta)`` (:func:`~dpdl.factorization.mafalda.noise_multiplier`);
+the reported eps is the GDP's, never above the target.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpdl.accounting import PrivacyReport, gdp
+from dpdl.choices import FACTORIZED_REGISTRY
+from dpdl.errors import ConfigError
+from dpdl.factorization.mafalda import local_sensitivity, noise_multiplier
+from dpdl.factorization.participation import Participation
+from dpdl.jobspec.config import TrainConfig
+from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
+from dpdl.tasks import Task
+from dpdl.threats import Colluding, Eavesdropper
+
+__all__ = ["ACCOUNTANT", "Factorized", "build_factorized", "cycle_of"]
+
+#: The accountant the reports name.
+ACCOUNTANT = "matrix-factorization GDP (MAFALDA-SGD Thm. 8)"
+
+
+@dataclass(frozen=True)
+class Factorized:
+    """A time-correlated mechanism built for one job: its noise, the batches per cycle, and what
+    it is accounted to give (against the eavesdropper, then an honest-but-curious agent)."""
+
+    noise: LocalCorrelatedNoise
+    cycle: int
+    reports: list[PrivacyReport]
+
+
+def cycle_of(config: TrainConfig, task: Task) -> int:
+    """``config``'s batches per cycle (b), given or the smallest agent's examples // batch size,
+    checked against ``task``'s agents."""
+    sizes = task.agent_sizes
+    if sizes is None:
+        raise ConfigError(
+            f"task {task.name!r} has no examples: mechanism {config.mechanism!r} cycles each "
+            "agent's examples in batches"
+        )
+    smallest = int(sizes.min())
+    cycle = config.cycle if config.cycle is not None else smallest // config.batch_size
+    if cycle < 1:
+        raise ConfigError(
+            f"batch_size (--batch-size) is {config.batch_size}, more than the {smallest} examples "
+            "of the smallest agent: no batch fits in a cycle"
+        )
+    if cycle > smallest:
+        raise ConfigError(
+            f"cycle (--cycle) is {cycle} batches, more than the {smallest} examples of the "
+            "smallest agent: some batches would be empty"
+        )
+    return cycle
+
+
+def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Factorized:
+    """``config.mechanism``'s encoder for the gossip ``weights`` under ``config``'s cyclic
+    participation, its noise calibrated to ``(config.eps, config.delta)`` (module doc)."""
+    cycle = cycle_of(config, task)
+    steps = config.steps
+    participations = -(-steps // cycle)
+    participation = Participation.cyclic(steps, participations, cycle)
+    encoder = FACTORIZED_REGISTRY.get(config.mechanism)(weights, participation)
+    batch = int(task.agent_sizes.min()) // cycle
+    row = 2.0 * config.clip / batch
+    sigma = noise_multiplier(encoder, participation, row, config.eps, config.delta)
+    mu = row * local_sensitivity(encoder, participation) / sigma
+    relation = (
+        f"example-level (replace one; clip {config.clip:g} per example, batches of >= {batch} "
+        f"in a cycle of {cycle}: {participation.name})"
+    )
+    reports = [
+        PrivacyReport(
+            gdp.epsilon(mu, config.delta),
+            config.delta,
+            steps,
+            mu / math.sqrt(steps),
+            str(threat),
+            relation,
+            ACCOUNTANT,
+        )
+        for threat in (Eavesdropper(), Colluding(1))
+    ]
+    noise = LocalCorrelatedNoise(weights.shape[0], encoder, sigma, config.mechanism)
+    return Factorized(noise, cycle, reports)

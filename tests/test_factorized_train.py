@@ -1,0 +1,161 @@
+"""Noise correlated over time as a training job (``dpdl train --mechanism dp-dsgd | antipgd |
+mafalda | mafalda-l``): the same run as the MAFALDA reproductions', a guarantee checked against an
+independent computation, a replayable command line, and what a job of this kind costs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+from dpdl.cli import main
+from dpdl.experiments.reproduce import mafalda_tradeoff
+from dpdl.experiments.train import build_job, run_training
+from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.resources import estimate, job_sizes
+from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
+
+METHODS = ("dp-dsgd", "antipgd", "mafalda", "mafalda-l")
+
+
+def _config(mechanism: str, **changes) -> TrainConfig:
+    """A MAFALDA-SGD Housing job of the reproductions' protocol (iid Housing, per-example clipping
+    at 1, cyclic batches), small: the Florentine families, 24 steps in cycles of 8 batches."""
+    settings = {
+        "task": "housing-mlp",
+        "graph": "florentine",
+        "mechanism": mechanism,
+        "clip_level": "example",
+        "steps": 24,
+        "cycle": 8,
+        "lr": 0.1,
+        "clip": 1.0,
+        "eps": 3.0,
+        "delta": 1e-6,
+        "eval_every": 24,
+        "seeds": (3,),
+        "task_options": mafalda_tradeoff.TASK_OPTIONS["housing-mlp"],
+    }
+    return TrainConfig(**{**settings, **changes})
+
+
+def _gdp_epsilon(mu: float, delta: float) -> float:
+    """eps of mu-GDP at delta from the Gaussian mechanism's exact privacy profile (Balle and Wang
+    2018, Theorem 8), solved by scipy: independent of :mod:`dpdl.accounting.gdp`."""
+
+    def excess(eps: float) -> float:
+        profile = norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+        return profile - delta
+
+    return brentq(excess, 0.0, 100.0, xtol=1e-14, rtol=1e-14)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_train_is_the_reproductions_run(method: str) -> None:
+    """``dpdl train`` builds and runs the job the MAFALDA reproductions run (their ``run_job``):
+    the same noise multiplier, guarantee and final metrics, bit for bit."""
+    job = {
+        "task": "housing-mlp",
+        "graph": "florentine",
+        "steps": 24,
+        "cycle": 8,
+        "lr": 0.1,
+        "clip": 1.0,
+        "seed": 3,
+        "method": method,
+        "eps": 3.0,
+    }
+    reference = mafalda_tradeoff.run_job(job)
+    summary = run_training(_config(method)).summary()
+    assert summary["sigma"] == reference["sigma"]
+    assert summary["privacy"][0]["epsilon"] == reference["epsilon"]
+    for key in ("test_loss", "test_loss_average_model", "consensus_distance"):
+        assert summary[key] == reference[key], key
+
+
+@pytest.mark.parametrize("method", ["dp-dsgd", "antipgd", "mafalda"])
+def test_guarantee_against_an_independent_computation(method: str) -> None:
+    """The reported eps is that of ``mu = (2 C / m) sens / sigma``-GDP, computed here without
+    dpdl's accountant: sens in closed form (DP-D-SGD: ``sqrt(k)``; AntiPGD: ``C^T C`` has the
+    positive entries ``T - max(s, s')``, so the worst record takes part at every step of its
+    pattern with one sign; MAFALDA: 1, its constraint), m the smallest batch. It meets the target
+    and spends it (never above, within 1e-9 below), for both threats."""
+    config = _config(method, steps=20, cycle=6).resolved()
+    job = build_job(config, 3)
+    steps, cycle = config.steps, 6
+    patterns = [list(range(offset, steps, cycle)) for offset in range(cycle)]
+    if method == "dp-dsgd":
+        sensitivity = math.sqrt(max(map(len, patterns)))
+    elif method == "antipgd":
+        sensitivity = math.sqrt(
+            max(sum(steps - max(s, r) for s in pattern for r in pattern) for pattern in patterns)
+        )
+    else:
+        sensitivity = 1.0
+    batch = int(job.task.agent_sizes.min()) // cycle
+    assert isinstance(job.mechanism, LocalCorrelatedNoise)
+    mu = 2.0 * config.clip / batch * sensitivity / job.mechanism.sigma
+    expected = _gdp_epsilon(mu, config.delta)
+    assert [report.threat for report in job.reports] == ["eavesdropper", "honest-but-curious"]
+    for report in job.reports:
+        assert report.epsilon == pytest.approx(expected, rel=1e-9)
+        assert config.eps - 1e-9 <= report.epsilon <= config.eps
+        assert report.mu == pytest.approx(mu, rel=1e-12)
+
+
+@pytest.mark.parametrize("per_agent", [False, True])
+def test_variance_after_mixing_is_the_noise_after_one_gossip(per_agent: bool) -> None:
+    """``Tr(W R_t W^T)`` averaged over the steps, against the noise drawn: 20000 coordinates of
+    AntiPGD's noise (agent u's scaled by u + 1 where every agent has its own encoder) over 6
+    steps, mapped by a random non-symmetric 5 x 5 matrix, squared and averaged."""
+    weights = np.random.default_rng(1).random((5, 5))
+    encoder = np.tril(np.ones((6, 6)))
+    if per_agent:
+        encoder = np.stack([encoder * (u + 1) for u in range(5)])
+    noise = LocalCorrelatedNoise(5, encoder, sigma=0.7)
+    stream = noise.noise_stream(np.random.default_rng(0), 20000)
+    draws = np.stack([next(stream) for _ in range(noise.steps)])
+    measured = np.mean([np.sum((weights @ step) ** 2, axis=0).mean() for step in draws])
+    assert noise.variance_after_mixing(weights) == pytest.approx(measured, rel=0.02)
+
+
+def test_command_line_run_is_replayed(tmp_path, capsys) -> None:
+    """``dpdl train --mechanism antipgd``: final.json holds the guarantee of its accountant, the
+    command prints it, and config.toml replays the run to the same bytes."""
+    args = ["train", "--task", "housing-mlp", "--graph", "ring", "--n", "4", "--steps", "12"]
+    args += ["--mechanism", "antipgd", "--clip-level", "example", "--cycle", "4", "--eps", "2"]
+    args += ["--partition", "iid", "--l2", "0", "--eval-every", "6", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    final = json.loads((tmp_path / "a" / "final.json").read_text())
+    privacy = final["privacy"][0]
+    assert privacy["accountant"].startswith("matrix-factorization GDP")
+    assert "cyclic (k=3, b=4)" in privacy["neighbouring"]
+    assert 2 - 1e-9 <= privacy["epsilon"] <= 2
+    assert "matrix-factorization GDP" in err
+    replay = ["train", "--config", str(tmp_path / "a" / "config.toml")]
+    assert main([*replay, "--out", str(tmp_path / "b")]) == 0
+    replayed = (tmp_path / "b" / "final.json").read_bytes()
+    assert replayed == (tmp_path / "a" / "final.json").read_bytes()
+
+
+def test_cost_of_the_encoders_is_estimated() -> None:
+    """MAFALDA's encoder is optimised over T x T matrices: at the default 5000 steps the estimate
+    is beyond the 30-day limit (refused before anything is built), at the reproductions' 320 it is
+    minutes; DP-D-SGD's fixed encoder costs no optimisation, and MAFALDA-L-SGD holds one per
+    agent."""
+    long = job_sizes(_config("mafalda", steps=5000, cycle=None).resolved(), (15, 20))
+    assert estimate(long).seconds > 30 * 86400
+    short = estimate(job_sizes(_config("mafalda", steps=320, cycle=16).resolved(), (15, 20)))
+    assert 1 < short.seconds < 3600
+    fixed = estimate(job_sizes(_config("dp-dsgd", steps=5000, cycle=None).resolved(), (15, 20)))
+    assert fixed.seconds < 3600
+    shared = estimate(job_sizes(_config("mafalda", steps=320, cycle=16).resolved(), (15, 20)))
+    per_agent = estimate(job_sizes(_config("mafalda-l", steps=320, cycle=16).resolved(), (15, 20)))
+    # 15 encoders, inverses and utility Grams against one of each: 42 more T x T float64
+    assert per_agent.memory - shared.memory == pytest.approx(42 * 8 * 320**2, rel=1e-12)
+    assert per_agent.seconds > 10 * shared.seconds
