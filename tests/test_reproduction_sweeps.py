@@ -25,6 +25,9 @@ from dpdl.experiments.reproduce import (
     corn_mnist,
     decor_fig1,
     horizon_design,
+    mafalda_housing,
+    mafalda_images,
+    mafalda_tradeoff,
     report_of_sweep,
     whisper_logreg,
     whisper_quadratic,
@@ -44,6 +47,12 @@ from dpdl.settings import to_options
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _mafalda_studies(study: Study) -> list[Study]:
+    """A MAFALDA figure's studies in dpdl's protocol: the private methods at every eps, no noise at
+    the reference eps."""
+    return [mafalda_tradeoff._private_study(study), mafalda_tradeoff._reference_study(study)]
+
+
 #: Each reproduction with a sweep file: its module, the studies its analysis reads of the part
 #: the file states, and the ``parts`` that run that part.
 FILES: dict[str, tuple[ModuleType, Callable[[bool], list[Study]], dict[str, Any]]] = {
@@ -59,6 +68,16 @@ FILES: dict[str, tuple[ModuleType, Callable[[bool], list[Study]], dict[str, Any]
         {},
     ),
     "decor-fig1": (decor_fig1, lambda q: [decor_fig1.study(q)], {}),
+    "mafalda-housing": (
+        mafalda_housing,
+        lambda q: _mafalda_studies(mafalda_housing.study(q)),
+        {"parts": ("paper",)},
+    ),
+    "mafalda-images": (
+        mafalda_images,
+        lambda q: _mafalda_studies(mafalda_images.study(q)),
+        {"parts": ("paper",)},
+    ),
 }
 METRICS = ("optimality_gap", "test_loss", "test_accuracy", "squared_distance_tail")
 
@@ -170,6 +189,8 @@ def _as_sweep_rows(rows: list[dict[str, Any]], module: ModuleType) -> list[dict[
         ("whisper-logreg", " (the parts `paper`, `authors`)"),
         ("corn-mnist", " (the parts `paper`, `authors`)"),
         ("decor-fig1", " (the parts `least-squares`, `logreg-a9a`, `mnist-mlp`)"),
+        ("mafalda-housing", " (the part `paper`)"),
+        ("mafalda-images", " (the part `paper`)"),
         ("whisper-quadratic", ""),
         ("horizon", ""),
     ],
@@ -246,7 +267,7 @@ def test_every_reproductions_sweep_file_ships_with_the_package() -> None:
     assert files == shipped
     # every reproduction that reads its runs from a file has one, and one for --quick
     stated = {name for name, module in ALL.items() if hasattr(module, "SWEEP")}
-    assert len(stated) == 5
+    assert len(stated) == 7
     assert files == {REPRODUCTIONS / q / f"{name}.toml" for name in stated for q in ("", "quick")}
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_TRIALS",
     "DISTRIBUTIONS",
     "EXECUTORS",
+    "FACTORIZED_NAMES",
     "FACTORIZED_REGISTRY",
     "GRAPH_FILE_FORMATS",
     "GRAPH_SOURCES",
@@ -159,6 +160,9 @@ for _name, _target, _help in (
     ("mafalda-l", "mafalda_l", "MAFALDA-L-SGD: every agent's own encoder for its share"),
 ):
     FACTORIZED_REGISTRY.add(_name, f"dpdl.factorization.encoders:{_target}", _help)
+
+#: Time-correlated mechanisms, the built-in keys of :data:`FACTORIZED_REGISTRY`.
+FACTORIZED_NAMES = FACTORIZED_REGISTRY.names()
 
 #: Calibrated mechanisms, the built-in keys of :data:`MECHANISM_REGISTRY` (and of
 #: :data:`dpdl.mechanisms.registry.MECHANISMS`; "none" takes no budget).

@@ -35,7 +35,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dpdl.choices import DECOR_SEARCHES, DISTRIBUTIONS, MECHANISM_NAMES, OBJECTIVES, PARTITIONS
+from dpdl.choices import (
+    DECOR_SEARCHES,
+    DISTRIBUTIONS,
+    FACTORIZED_NAMES,
+    IMAGE_TASKS,
+    MECHANISM_NAMES,
+    OBJECTIVES,
+    PARTITIONS,
+)
 from dpdl.errors import ConfigError
 
 __all__ = [
@@ -405,14 +413,20 @@ class TaskOptions:
     )
     #: Examples each agent keeps, drawn at random from its part (image tasks); None: all of them.
     examples_per_agent: int | None = setting(
-        None, "examples each agent keeps (image tasks); None: all", cli=False, positive=True
+        None,
+        "image tasks: examples each agent keeps, drawn at random from its part (default: all)",
+        positive=True,
+        group="data",
+        metavar="M",
     )
     #: Test examples evaluated, a fixed random subset (image tasks); None: the whole test split.
     test_examples: int | None = setting(
         None,
-        "test examples evaluated (image tasks); None: the whole test split",
-        cli=False,
+        "image tasks: test examples evaluated, a fixed random subset (default: the whole test "
+        "split)",
         positive=True,
+        group="data",
+        metavar="M",
     )
 
     def __post_init__(self) -> None:
@@ -439,6 +453,8 @@ _TASK_OPTION_USERS: dict[str, tuple[str, ...]] = {
     "split": ("logreg-a9a", "mnist-mlp", "mnist-linear"),
     "data_fraction": ("logreg-a9a", "mnist-mlp", "mnist-linear"),
     "start": ("quadratic", "least-squares"),
+    "examples_per_agent": IMAGE_TASKS,
+    "test_examples": IMAGE_TASKS,
 }
 
 
@@ -523,7 +539,7 @@ class DesignOptions:
         """Raise :class:`ConfigError` naming an option set away from its default that
         ``mechanism`` does not read (``--groups`` for ``ldp``, say): silently ignoring it would
         run another design than the user asked for. A plugin mechanism may read any option."""
-        if mechanism != "none" and mechanism not in MECHANISM_NAMES:
+        if mechanism not in ("none", *MECHANISM_NAMES, *FACTORIZED_NAMES):
             return
         defaults = DesignOptions()
         for field in dataclasses.fields(self):

@@ -217,6 +217,16 @@ TRAIN_CASES: dict[str, tuple[list[str], str]] = {
         "no examples",
     ),
     "cycle-other-mechanism": (["--cycle", "4"], "--cycle"),
+    "groups-of-mafalda": ([*EXAMPLES, "--mechanism", "mafalda", "--groups", "2"], "--groups"),
+    "examples-per-agent-of-a9a": (
+        ["--task", "logreg-a9a", "--examples-per-agent", "8"],
+        "mnist-cnn",
+    ),
+    "test-examples-zero": (["--task", "mnist-cnn", "--test-examples", "0"], "test"),
+    "cycle-of-no-noise-agent-level": (
+        ["--task", "housing-mlp", "--mechanism", "none", "--cycle", "4"],
+        "--clip-level",
+    ),
     "cycle-zero": (["--mechanism", "dp-dsgd", "--cycle", "0"], "--cycle"),
     "cycle-beyond-the-data": (
         [*EXAMPLES, "--mechanism", "dp-dsgd", "--cycle", "100000"],
@@ -269,6 +279,10 @@ OTHER_CASES: dict[str, tuple[list[str], str]] = {
     "run-local-mafalda": (
         [*RUN_LOCAL, "--task", "housing-mlp", "--mechanism", "mafalda", "--clip-level", "example"],
         "round by round",
+    ),
+    "run-local-cycle": (
+        [*RUN_LOCAL, *EXAMPLES, "--mechanism", "none", "--cycle", "4"],
+        "simulation only",
     ),
     "run-local-eps-zero": ([*RUN_LOCAL, "--eps", "0"], "eps"),
     "run-local-binary-graph": ([*RUN_LOCAL, "--graph", "edgelist:{binary}"], "binary"),

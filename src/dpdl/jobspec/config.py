@@ -144,7 +144,8 @@ class TrainConfig:
         "for the time-correlated mechanisms (dp-dsgd, antipgd, mafalda, mafalda-l): batches per "
         "pass over each agent's data, which is cut once into that many batches used in turn "
         "(b of cyclic (k, b)-participation; default: the smallest agent's examples // "
-        "--batch-size)",
+        "--batch-size); with --mechanism none, the same batches without noise (their "
+        "reference)",
         positive=True,
         group="training",
         metavar="B",
@@ -209,12 +210,13 @@ class TrainConfig:
             raise ConfigError(
                 f"gradient tracking injects {', '.join(INJECTIONS)} noise, not {self.mechanism!r}"
             )
-        if self.mechanism in FACTORIZED_REGISTRY:
+        if self.cycled:
             self._check_factorized()
         elif self.cycle is not None:
             raise ConfigError(
                 f"cycle (--cycle) applies to the time-correlated mechanisms "
-                f"({', '.join(FACTORIZED_REGISTRY.names())}), not to {self.mechanism!r}"
+                f"({', '.join(FACTORIZED_REGISTRY.names())}) and to none, not to "
+                f"{self.mechanism!r}"
             )
         if self.average_last > self.steps:
             raise ConfigError(
@@ -226,6 +228,14 @@ class TrainConfig:
         eta, schedule = DEFAULT_STEP_SIZES.get(self.task, (self.lr, "constant"))
         return replace(
             self, lr=self.lr if self.lr is not None else eta, schedule=self.schedule or schedule
+        )
+
+    @property
+    def cycled(self) -> bool:
+        """Whether the run cycles each agent's examples in fixed batches: a time-correlated
+        mechanism, or no noise with ``cycle`` given (their non-private reference)."""
+        return self.mechanism in FACTORIZED_REGISTRY or (
+            self.mechanism == "none" and self.cycle is not None
         )
 
     def _check_factorized(self) -> None:

@@ -25,6 +25,7 @@ from dpdl.errors import ConfigError
 from dpdl.factorization.mafalda import local_sensitivity, noise_multiplier
 from dpdl.factorization.participation import Participation
 from dpdl.jobspec.config import TrainConfig
+from dpdl.mechanisms.independent import NoNoise
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.tasks import Task
 from dpdl.threats import Colluding, Eavesdropper
@@ -71,29 +72,36 @@ def cycle_of(config: TrainConfig, task: Task) -> int:
 
 def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Factorized:
     """``config.mechanism``'s encoder for the gossip ``weights`` under ``config``'s cyclic
-    participation, its noise calibrated to ``(config.eps, config.delta)`` (module doc)."""
+    participation, its noise calibrated to ``(config.eps, config.delta)`` (module doc); for
+    ``none`` (with a cycle) the same batches without noise, which gives no guarantee."""
     cycle = cycle_of(config, task)
     steps = config.steps
     participations = -(-steps // cycle)
     participation = Participation.cyclic(steps, participations, cycle)
-    encoder = FACTORIZED_REGISTRY.get(config.mechanism)(weights, participation)
+    noiseless = config.mechanism == NoNoise.name
+    encoder = FACTORIZED_REGISTRY.get("dp-dsgd" if noiseless else config.mechanism)(
+        weights, participation
+    )
     batch = int(task.agent_sizes.min()) // cycle
     row = 2.0 * config.clip / batch
-    sigma = noise_multiplier(encoder, participation, row, config.eps, config.delta)
-    mu = row * local_sensitivity(encoder, participation) / sigma
+    if noiseless:
+        sigma, mu = 0.0, math.inf
+    else:
+        sigma = noise_multiplier(encoder, participation, row, config.eps, config.delta)
+        mu = row * local_sensitivity(encoder, participation) / sigma
     relation = (
         f"example-level (replace one; clip {config.clip:g} per example, batches of >= {batch} "
         f"in a cycle of {cycle}: {participation.name})"
     )
     reports = [
         PrivacyReport(
-            gdp.epsilon(mu, config.delta),
+            gdp.epsilon(mu, config.delta),  # inf without noise
             config.delta,
             steps,
             mu / math.sqrt(steps),
             str(threat),
             relation,
-            ACCOUNTANT,
+            "none (no noise)" if noiseless else ACCOUNTANT,
         )
         for threat in (Eavesdropper(), Colluding(1))
     ]

@@ -16,7 +16,6 @@ from scipy import sparse
 
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
 from dpdl.accounting.noise import GaussianNoise
-from dpdl.choices import FACTORIZED_REGISTRY
 from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
@@ -146,7 +145,7 @@ def build_job(config: TrainConfig, seed: int) -> Job:
     if task_shape(config.task, agents[0], config.task_options) is None:
         examples = 0 if task.agent_sizes is None else int(task.agent_sizes.sum())
         require_job_fits(config, agents, TaskShape(task.dim, "other", examples), log=log)
-    if config.mechanism in FACTORIZED_REGISTRY:
+    if config.cycled:
         return _factorized_job(config, graph, weights, task)
     adjacent = neighbouring(config, task)
     calibration, injection = None, None

@@ -30,8 +30,6 @@ class LocalCorrelatedNoise:
     """``C_local^-1 Z`` for every agent, drawn step by step (lower-triangular ``C_local``:
     causal)."""
 
-    calibrated = True
-
     def __init__(self, n: int, encoder: np.ndarray, sigma: float, name: str = "mf-dsgd") -> None:
         encoder = np.asarray(encoder, dtype=float)
         if not (
@@ -70,6 +68,11 @@ class LocalCorrelatedNoise:
     @property
     def is_noiseless(self) -> bool:
         return self.sigma == 0.0
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the noise was sized for a budget: any but none (``sigma = 0``)."""
+        return not self.is_noiseless
 
     def noise_stream(self, rng: np.random.Generator, dim: int) -> Iterator[np.ndarray]:
         """Step t's noise ``(n, dim)``; the seeds drawn so far are kept (``T n dim`` floats)."""

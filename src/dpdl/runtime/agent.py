@@ -43,7 +43,6 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from dpdl.choices import FACTORIZED_REGISTRY
 from dpdl.errors import ConfigError, FileFormatError
 from dpdl.files import atomic_write, folder_lock, json_safe
 from dpdl.jobspec.config import TrainConfig
@@ -198,10 +197,11 @@ def require_runtime_settings(config: TrainConfig) -> None:
     """Refuse, with one error, a setting the agents cannot honour: they report their final
     models only, so no metric averaged over the last iterates (``average_last``); they draw
     their noise round by round, so no noise correlated over time."""
-    if config.mechanism in FACTORIZED_REGISTRY:
+    if config.cycled:
         raise ConfigError(
-            f"mechanism {config.mechanism!r} correlates each agent's noise over time; the agents "
-            "of run-local and run-agent draw theirs round by round (use dpdl train)"
+            f"mechanism {config.mechanism!r} with cyclic batches (--cycle) runs in the simulation "
+            "only: noise correlated over time, which the agents of run-local and run-agent cannot "
+            "draw round by round (use dpdl train)"
         )
     if config.average_last:
         raise ConfigError(

@@ -81,7 +81,17 @@ from dpdl.experiments.reproduce.mafalda_tradeoff import METHODS, REFERENCE_EPS, 
 from dpdl.experiments.reproduce.report import Claim, Verdict, checked
 from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training
 
-__all__ = ["NAME", "PARTS", "across_protocols", "analyse", "followup_jobs", "jobs", "run_job"]
+__all__ = [
+    "NAME",
+    "PARTS",
+    "SWEEP",
+    "SWEEP_PARTS",
+    "across_protocols",
+    "analyse",
+    "followup_jobs",
+    "jobs",
+    "run_job",
+]
 
 NAME = "mafalda-housing"
 GRAPH, AGENTS = "facebook-ego-414", 148
@@ -159,7 +169,11 @@ def study(quick: bool) -> Study:
     return Study((panel,), protocol.DELTA, calibrations=("exact",))
 
 
-PROTOCOLS = protocol.Protocols(study, authors.PROTOCOL, authors.run_job)
+#: The parts whose runs the sweep file ``dpdl sweep NAME`` runs states: dpdl's protocol (the
+#: authors' is run by this module alone).
+SWEEP_PARTS = ("paper",)
+PROTOCOLS = protocol.Protocols(study, authors.PROTOCOL, authors.run_job, protocol.sweep_jobs(NAME))
+SWEEP = PROTOCOLS.sweep
 run_job, followup_jobs = PROTOCOLS.run_job, PROTOCOLS.followup_jobs
 
 

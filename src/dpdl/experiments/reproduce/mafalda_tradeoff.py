@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -37,14 +37,15 @@ from threadpoolctl import threadpool_limits
 from dpdl.accounting import gdp
 from dpdl.choices import FACTORIZED_REGISTRY
 from dpdl.experiments.plots import plot_panels
+from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.reproduce.tradeoff import (
+    VERSION,
+    Job,
     Panel,
     Point,
     Study,
     average_model_note,
-    final_jobs,
     summarise,
-    tuning_jobs,
 )
 from dpdl.factorization.mafalda import (
     agent_utility_grams,
@@ -54,6 +55,7 @@ from dpdl.factorization.mafalda import (
 )
 from dpdl.factorization.participation import Participation
 from dpdl.graphs import NotDoublyStochasticWarning, build_graph, mixing_matrix
+from dpdl.jobspec.config import TrainConfig
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.simulation import DSGDConfig, StepSize, run_dsgd
 from dpdl.tasks import Task, TaskOptions, build_task
@@ -67,13 +69,16 @@ __all__ = [
     "Protocols",
     "average_model",
     "budget_met",
+    "config_of",
     "eps_at_loss",
+    "job_of",
     "local_encoder",
     "mixing",
     "per_agent_design",
     "plot_tradeoff",
     "run_job",
     "summaries",
+    "sweep_jobs",
     "train_cyclic",
 ]
 
@@ -118,19 +123,20 @@ def _private_study(study: Study) -> Study:
 
 @dataclass(frozen=True)
 class Protocols:
-    """A MAFALDA figure in dpdl's protocol, the study ``study(quick)`` tuned before it measures
-    (this module's :func:`run_job`), and in the authors' code's (``authors_run`` runs the jobs
-    whose ``protocol`` is ``authors``): the shared part of a reproduction module's ``jobs``, its
-    ``followup_jobs`` and ``run_job``."""
+    """A MAFALDA figure in dpdl's protocol, the study ``study(quick)`` whose runs its sweep file
+    states (``sweep``: the search, then each setting's choice on every seed; :func:`run_job`
+    trains them, as ``dpdl train`` does), and in the authors' code's (``authors_run`` runs the
+    jobs whose ``protocol`` is ``authors``): the shared part of a reproduction module's ``jobs``,
+    its ``followup_jobs`` and ``run_job``."""
 
     study: Callable[[bool], Study]
     authors: str
     authors_run: Callable[[dict[str, Any]], dict[str, Any]]
+    sweep: SweepJobs
 
     def paper_jobs(self, quick: bool) -> list[dict[str, Any]]:
-        """dpdl's protocol's tuning runs."""
-        study = self.study(quick)
-        return tuning_jobs(_private_study(study)) + tuning_jobs(_reference_study(study))
+        """dpdl's protocol's tuning runs (its sweep file's first stage)."""
+        return self.sweep.jobs(self.sweep.sweep(quick))
 
     def paper_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The runs of dpdl's protocol among ``rows``."""
@@ -142,12 +148,67 @@ class Protocols:
         """dpdl's tuned points on every seed (the authors' protocol tunes nothing)."""
         if "paper" not in parts:
             return []
-        study, paper = self.study(quick), self.paper_rows(rows)
-        return final_jobs(_private_study(study), paper) + final_jobs(_reference_study(study), paper)
+        return self.sweep.followup_jobs(self.sweep.sweep(quick), self.paper_rows(rows))
 
     def run_job(self, job: dict[str, Any]) -> dict[str, Any]:
         """One run: dpdl's protocol (:func:`run_job`) or the authors' (``authors_run``)."""
         return self.authors_run(job) if job.get("protocol") == self.authors else run_job(job)
+
+
+def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
+    """The job of one run of a MAFALDA figure's sweep file, stated as its options (those of a
+    :class:`TrainConfig`, its one seed as a number): the trade-off figures' fields
+    (:func:`~dpdl.experiments.reproduce.tradeoff.job_of`) with the batches per cycle in place of
+    the batch size (:class:`~dpdl.experiments.reproduce.sweep_jobs.SweepJobs`)."""
+    return {
+        "task": options["task"],
+        "graph": options["graph"],
+        "n": int(options["n"]),
+        "p": float(options["p"]),
+        "eps": float(options["eps"]),
+        "method": options["mechanism"],
+        "calibration": options["calibration"],
+        "steps": int(options["steps"]),
+        "schedule": options["schedule"],
+        "cycle": int(options["cycle"]),
+        "clip_level": options["clip_level"],
+        "version": version,
+        "lr": float(options["lr"]),
+        "clip": float(options["clip"]),
+        "decor_couple": None,
+        "seed": int(options["seed"]),
+    }
+
+
+def config_of(job: Job) -> TrainConfig:
+    """The training configuration :func:`run_job` runs for ``job`` (``dpdl train`` gives the same
+    run bit for bit; tests/test_factorized_train.py): its task's data spread, delta = 1e-6, the
+    examples of each agent cycled in ``job``'s batches, evaluated at the end."""
+    return TrainConfig(
+        task=job["task"],
+        graph=job["graph"],
+        n=job["n"],
+        p=job["p"],
+        mechanism=job["method"],
+        eps=job["eps"],
+        delta=DELTA,
+        steps=job["steps"],
+        clip=job["clip"],
+        clip_level=job["clip_level"],
+        calibration=job["calibration"],
+        cycle=job["cycle"],
+        lr=job["lr"],
+        schedule=job["schedule"],
+        eval_every=job["steps"],
+        seeds=(job["seed"],),
+        task_options=TASK_OPTIONS[job["task"]],
+    )
+
+
+def sweep_jobs(name: str) -> SweepJobs:
+    """The runs of MAFALDA reproduction ``name``'s sweep file: dpdl's protocol (the authors' is
+    not a training configuration yet: GDP mu instead of eps, another sensitivity)."""
+    return SweepJobs(name, job_of=job_of, config_of=config_of)
 
 
 @lru_cache(maxsize=8)
