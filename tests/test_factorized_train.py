@@ -160,3 +160,16 @@ def test_cost_of_the_encoders_is_estimated() -> None:
     # 15 encoders, inverses and utility Grams against one of each: 42 more T x T float64
     assert per_agent.memory - shared.memory == pytest.approx(42 * 8 * 320**2, rel=1e-12)
     assert per_agent.seconds > 10 * shared.seconds
+
+
+def test_a_sweep_point_records_the_encoders_sensitivity() -> None:
+    """A point of ``dpdl sweep`` with a time-correlated mechanism records the sensitivity its
+    noise is calibrated to (the MAFALDA reports' note reads it): DP-D-SGD's ``sqrt(k)``, k = 3
+    participations in 24 steps of cycles of 8."""
+    from dpdl.experiments.sweeps.run import run_point
+    from dpdl.settings import to_options
+
+    entry = run_point({"options": to_options(_config("dp-dsgd").resolved())})
+    assert entry["privacy"]["sensitivity"] == pytest.approx(math.sqrt(3), rel=1e-12)
+    plain = run_point({"options": to_options(_config("none", cycle=None, clip_level="agent"))})
+    assert "sensitivity" not in plain["privacy"]

@@ -84,11 +84,12 @@ def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Fa
     )
     batch = int(task.agent_sizes.min()) // cycle
     row = 2.0 * config.clip / batch
+    sensitivity = local_sensitivity(encoder, participation)
     if noiseless:
         sigma, mu = 0.0, math.inf
     else:
         sigma = noise_multiplier(encoder, participation, row, config.eps, config.delta)
-        mu = row * local_sensitivity(encoder, participation) / sigma
+        mu = row * sensitivity / sigma
     relation = (
         f"example-level (replace one; clip {config.clip:g} per example, batches of >= {batch} "
         f"in a cycle of {cycle}: {participation.name})"
@@ -105,5 +106,5 @@ def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Fa
         )
         for threat in (Eavesdropper(), Colluding(1))
     ]
-    noise = LocalCorrelatedNoise(weights.shape[0], encoder, sigma, config.mechanism)
+    noise = LocalCorrelatedNoise(weights.shape[0], encoder, sigma, config.mechanism, sensitivity)
     return Factorized(noise, cycle, reports)

@@ -30,7 +30,14 @@ class LocalCorrelatedNoise:
     """``C_local^-1 Z`` for every agent, drawn step by step (lower-triangular ``C_local``:
     causal)."""
 
-    def __init__(self, n: int, encoder: np.ndarray, sigma: float, name: str = "mf-dsgd") -> None:
+    def __init__(
+        self,
+        n: int,
+        encoder: np.ndarray,
+        sigma: float,
+        name: str = "mf-dsgd",
+        sensitivity: float | None = None,
+    ) -> None:
         encoder = np.asarray(encoder, dtype=float)
         if not (
             (encoder.ndim == 2 or (encoder.ndim == 3 and encoder.shape[0] == n))
@@ -52,6 +59,9 @@ class LocalCorrelatedNoise:
         self.encoder = encoder
         self.sigma = float(sigma)
         self.name = name
+        #: The encoder's sensitivity under the run's participation, where the builder computed it
+        #: (:mod:`dpdl.jobspec.factorized`), for the record: the noise was calibrated to it.
+        self.sensitivity = sensitivity
         #: ``C_local^-1`` (one per agent for a stack), lower triangular: row t weighs the seeds of
         #: steps 0..t.
         identity = np.eye(encoder.shape[-1])
@@ -105,4 +115,5 @@ class LocalCorrelatedNoise:
             "steps": self.steps,
             "sigma": self.sigma,
             "shared_secrets": 0,
+            **({} if self.sensitivity is None else {"sensitivity": self.sensitivity}),
         }

@@ -83,6 +83,8 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
             else 0.0,
             # the Poisson rate of an example-level guarantee (the largest agent rate); agent: 1
             "sampling_rate": relation.sampling_rate if isinstance(relation, ExampleLevel) else 1.0,
+            # a time-correlated mechanism's encoder sensitivity, which its noise is calibrated to
+            **{key: run.mechanism[key] for key in ("sensitivity",) if key in run.mechanism},
         },
     }
 
