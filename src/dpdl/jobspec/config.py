@@ -254,10 +254,15 @@ class TrainConfig:
         if self.key_seed is not None:
             problems.append("key_seed (--key-seed) given: its agents draw no shared seeds")
         if problems:
+            what = (
+                "no noise in cyclic batches (--cycle), the reference of the time-correlated "
+                "mechanisms, runs as they do"
+                if self.mechanism == "none"
+                else f"mechanism {self.mechanism!r} correlates each agent's noise over time"
+            )
             raise ConfigError(
-                f"mechanism {self.mechanism!r} correlates each agent's noise over time and is "
-                "accounted for examples in cyclic batches, with its own exact calibration: "
-                + "; ".join(problems)
+                f"{what}: examples clipped one by one and cycled in fixed batches, with its own "
+                "exact calibration, in the simulation's D-SGD: " + "; ".join(problems)
             )
 
     def as_dict(self) -> dict[str, Any]:
