@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+from scipy import sparse
 
 from dpdl.accounting import PrivacyReport, gdp
 from dpdl.choices import FACTORIZED_REGISTRY
@@ -70,6 +72,19 @@ def cycle_of(config: TrainConfig, task: Task) -> int:
     return cycle
 
 
+@lru_cache(maxsize=8)
+def _encoder(name: str, weights: bytes, n: int, steps: int, cycle: int) -> np.ndarray:
+    """The encoder of mechanism ``name`` for the gossip ``weights`` (an ``n x n`` float64 matrix's
+    bytes) under cyclic participation, read-only: kept for the process, since every seed of a
+    job (and every point of a sweep on one graph) needs the same one, and MAFALDA's optimisation
+    takes seconds to minutes (Algorithm 2's L-BFGS over T x T matrices)."""
+    participation = Participation.cyclic(steps, -(-steps // cycle), cycle)
+    matrix = np.frombuffer(weights).reshape(n, n)
+    encoder = np.asarray(FACTORIZED_REGISTRY.get(name)(matrix, participation), dtype=float)
+    encoder.setflags(write=False)
+    return encoder
+
+
 def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Factorized:
     """``config.mechanism``'s encoder for the gossip ``weights`` under ``config``'s cyclic
     participation, its noise calibrated to ``(config.eps, config.delta)`` (module doc); for
@@ -79,8 +94,9 @@ def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Fa
     participations = -(-steps // cycle)
     participation = Participation.cyclic(steps, participations, cycle)
     noiseless = config.mechanism == NoNoise.name
-    encoder = FACTORIZED_REGISTRY.get("dp-dsgd" if noiseless else config.mechanism)(
-        weights, participation
+    dense = weights.toarray() if sparse.issparse(weights) else np.asarray(weights, dtype=float)
+    encoder = _encoder(
+        "dp-dsgd" if noiseless else config.mechanism, dense.tobytes(), dense.shape[0], steps, cycle
     )
     batch = int(task.agent_sizes.min()) // cycle
     row = 2.0 * config.clip / batch

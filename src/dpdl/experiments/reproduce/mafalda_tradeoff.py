@@ -34,7 +34,6 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from dpdl.accounting import gdp
 from dpdl.choices import FACTORIZED_REGISTRY
 from dpdl.experiments.plots import plot_panels
 from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
@@ -47,18 +46,17 @@ from dpdl.experiments.reproduce.tradeoff import (
     average_model_note,
     summarise,
 )
+from dpdl.experiments.train import run_training
 from dpdl.factorization.mafalda import (
     agent_utility_grams,
     local_loss,
-    local_sensitivity,
-    noise_multiplier,
 )
 from dpdl.factorization.participation import Participation
 from dpdl.graphs import NotDoublyStochasticWarning, build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.simulation import DSGDConfig, StepSize, run_dsgd
-from dpdl.tasks import Task, TaskOptions, build_task
+from dpdl.tasks import Task, TaskOptions
 
 __all__ = [
     "DELTA",
@@ -280,28 +278,19 @@ def train_cyclic(
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One seed: calibrate the method's noise multiplier to (eps, delta) under LDP, then train."""
-    graph = build_graph(job["graph"])
-    weights = mixing_matrix(graph)
-    task = build_task(job["task"], graph.number_of_nodes(), job["seed"], TASK_OPTIONS[job["task"]])
-    steps, cycle = job["steps"], job["cycle"]
-    participation = Participation.cyclic(steps, -(-steps // cycle), cycle)
-    encoder = local_encoder(job["method"], job["graph"], steps, cycle)
-    row_sensitivity = 2.0 * job["clip"] / int(task.agent_sizes.min() // cycle)
-    sensitivity = local_sensitivity(encoder, participation)
-    sigma = (
-        0.0
-        if job["method"] == "none"
-        else noise_multiplier(encoder, participation, row_sensitivity, job["eps"], DELTA)
-    )
-    noise = LocalCorrelatedNoise(graph.number_of_nodes(), encoder, sigma, job["method"])
-    final = train_cyclic(task, weights, noise, job, eval_every=steps)
-    epsilon = 0.0 if sigma == 0.0 else gdp.epsilon(row_sensitivity * sensitivity / sigma, DELTA)
+    """One seed of dpdl's protocol: the training configuration of ``job`` (:func:`config_of`), as
+    ``dpdl train`` and ``dpdl sweep`` run it (its noise multiplier calibrated to (eps, delta)
+    under LDP by :mod:`dpdl.jobspec.factorized`), on one thread; its final metrics, its guarantee
+    against the eavesdropper, the noise multiplier and the encoder's sensitivity."""
+    torch.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        result = run_training(config_of(job))
+    run = result.runs[0]
     return {
-        **final,
-        "epsilon": epsilon if sigma else float("inf"),
-        "sigma": sigma,
-        "sensitivity": sensitivity,
+        **{key: value for key, value in run.final.items() if key != "step"},
+        "epsilon": run.privacy[0].epsilon,
+        "sigma": run.mechanism["sigma"],
+        "sensitivity": run.mechanism["sensitivity"],
     }
 
 
