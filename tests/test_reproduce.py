@@ -606,7 +606,7 @@ def test_decor_fig1_says_where_decor_stays_far_from_cdp_and_why(tmp_path) -> Non
     closely = next(claim for claim in claims if "closely matches" in claim.paper)
     assert not closely.holds
     assert closely.reason.endswith(
-        "scored by it (and tuned on it, on the same runs): ring eps=3: DECOR 4 pts below CDP, "
+        "scored by it (at the same tuned hyperparameters): ring eps=3: DECOR 4 pts below CDP, "
         "LDP 10 (closes half of LDP's gap)"
     )
 
@@ -622,7 +622,15 @@ def test_decor_fig1_calls_a_miss_within_decors_spread_over_seeds_one(tmp_path) -
             value = 10.5 * (1 + 0.1 * (job["seed"] - 1.5)) if job["graph"] == "ring" else 2.0
         if job["method"] == "ldp" and job["calibration"] == "paper" and job["graph"] == "torus":
             value = 90.0 + 0.1 * job["seed"]  # the papers' LDP ahead of the exact one there
-        return {"optimality_gap": value, "squared_distance_tail": value, "consensus_distance": 1.0}
+        # the average model prefers another step size than the tuning's choice (the first point
+        # of the grid, every point tying): the report scores it at the points tuned on the mean
+        # over agents, the only ones run on every seed
+        return {
+            "optimality_gap": value,
+            "optimality_gap_average_model": value * (2 if job["lr"] == 0.1 else 1),
+            "squared_distance_tail": value,
+            "consensus_distance": 1.0,
+        }
 
     claims, notes = _decor_fig1_analysis(tmp_path, "least-squares", metrics)
     closely = next(

@@ -41,7 +41,6 @@ search files also keep couples whose own accountant gives slightly more than the
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -400,18 +399,15 @@ def _closes(decor_gap: float, ldp_gap: float, lower: bool) -> bool:
 
 
 def _average_model(task_study: Study, rows: list[dict[str, Any]]) -> dict | None:
-    """The points of ``task_study`` scored and tuned by the agents' average model
-    (``<metric>_average_model``, the metric of DECOR's released MNIST code), or None where its
-    runs did not record it."""
+    """The points of ``task_study`` scored by the agents' average model (``<metric>_average_model``,
+    the metric of DECOR's released MNIST code) at the hyperparameters tuned on the mean over
+    agents (the only ones run on every seed), or None where its runs did not record it."""
     panels = task_study.panels
     column = panels[0].training.metric + AVERAGE_MODEL
     tasks = {panel.training.task for panel in panels}
     if any(row.get(column) is None for row in rows if row.get("task") in tasks):
         return None
-    averaged = tuple(
-        replace(panel, training=replace(panel.training, metric=column)) for panel in panels
-    )
-    return summarise(replace(task_study, panels=averaged), rows)
+    return summarise(task_study, rows, metric=column)
 
 
 def _task_claims(
@@ -598,7 +594,7 @@ def _why_missed(
                 f"{panel.fixed['graph']} eps={eps:g}: DECOR {decor_gap:.3g} pts below CDP, LDP "
                 f"{ldp_gap:.3g} ({closes} half of LDP's gap)"
             )
-        return f"{disagree}; scored by it (and tuned on it, on the same runs): " + "; ".join(scored)
+        return f"{disagree}; scored by it (at the same tuned hyperparameters): " + "; ".join(scored)
     fixed = (
         ", and the fixed step size of this protocol cannot trade it off"
         if len(training.lrs) == 1
