@@ -36,6 +36,7 @@ from threadpoolctl import threadpool_limits
 
 from dpdl.choices import FACTORIZED_REGISTRY
 from dpdl.experiments.plots import plot_panels
+from dpdl.experiments.reproduce import tradeoff
 from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.reproduce.tradeoff import (
     VERSION,
@@ -158,23 +159,10 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
     :class:`TrainConfig`, its one seed as a number): the trade-off figures' fields
     (:func:`~dpdl.experiments.reproduce.tradeoff.job_of`) with the batches per cycle in place of
     the batch size (:class:`~dpdl.experiments.reproduce.sweep_jobs.SweepJobs`)."""
+    job = tradeoff.job_of(options, version)
     return {
-        "task": options["task"],
-        "graph": options["graph"],
-        "n": int(options["n"]),
-        "p": float(options["p"]),
-        "eps": float(options["eps"]),
-        "method": options["mechanism"],
-        "calibration": options["calibration"],
-        "steps": int(options["steps"]),
-        "schedule": options["schedule"],
+        **{key: value for key, value in job.items() if key != "batch_size"},
         "cycle": int(options["cycle"]),
-        "clip_level": options["clip_level"],
-        "version": version,
-        "lr": float(options["lr"]),
-        "clip": float(options["clip"]),
-        "decor_couple": None,
-        "seed": int(options["seed"]),
     }
 
 
