@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -168,27 +168,11 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
 
 def config_of(job: Job) -> TrainConfig:
     """The training configuration :func:`run_job` runs for ``job`` (``dpdl train`` gives the same
-    run bit for bit; tests/test_factorized_train.py): its task's data spread, delta = 1e-6, the
-    examples of each agent cycled in ``job``'s batches, evaluated at the end."""
-    return TrainConfig(
-        task=job["task"],
-        graph=job["graph"],
-        n=job["n"],
-        p=job["p"],
-        mechanism=job["method"],
-        eps=job["eps"],
-        delta=DELTA,
-        steps=job["steps"],
-        clip=job["clip"],
-        clip_level=job["clip_level"],
-        calibration=job["calibration"],
-        cycle=job["cycle"],
-        lr=job["lr"],
-        schedule=job["schedule"],
-        eval_every=job["steps"],
-        seeds=(job["seed"],),
-        task_options=TASK_OPTIONS[job["task"]],
-    )
+    run bit for bit; tests/test_factorized_train.py): the trade-off figures' configuration
+    (:func:`~dpdl.experiments.reproduce.tradeoff.config_of`) with its task's data spread,
+    delta = 1e-6 and the examples of each agent cycled in ``job``'s batches."""
+    plain = tradeoff.config_of({**job, "batch_size": TrainConfig().batch_size})
+    return replace(plain, delta=DELTA, cycle=job["cycle"], task_options=TASK_OPTIONS[job["task"]])
 
 
 def sweep_jobs(name: str) -> SweepJobs:
