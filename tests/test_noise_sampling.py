@@ -426,6 +426,68 @@ def test_vectorized_sampler_is_deterministic_in_its_generator() -> None:
     assert np.all(a != mechanism.sample(np.random.default_rng(4), 100))
 
 
+def _turned_eigh(turn: np.random.Generator):
+    """``np.linalg.eigh`` that returns another orthonormal basis of each repeated eigenvalue's
+    eigenspace, as another BLAS kernel's rounding may: the same decomposition of the matrix."""
+    eigh = np.linalg.eigh
+
+    def turned(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values, vectors = eigh(matrix)
+        vectors = vectors.copy()
+        start = 0
+        while start < len(values):
+            stop = start + 1
+            scale = 1e-9 * max(abs(values).max(), 1e-300)
+            while stop < len(values) and values[stop] - values[start] <= scale:
+                stop += 1
+            if stop - start > 1:
+                rotation, _ = np.linalg.qr(turn.standard_normal((stop - start, stop - start)))
+                vectors[:, start:stop] = vectors[:, start:stop] @ rotation
+            start = stop
+        return values, vectors
+
+    return turned
+
+
+#: Whisper's design on a ring: its covariance has the ring's symmetry, so repeated eigenvalues.
+WHISPER_RING_R = design_whisper(
+    metropolis_hastings(RING8), calibrate(10.0, 1e-5, 100, AgentLevel(0.1))
+).covariance()
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("decor-ring", lambda: Decor(RING8, 0.5, 2.0)),
+        ("whisper-ring", lambda: Whisper.from_covariance(WHISPER_RING_R)),
+        ("multiseed", lambda: MultiSeedWhisper(8, MS_SIGMA_MIX2, MS_GROUPS, MS_BLOCKS, q=1)),
+    ],
+    ids=["decor-ring", "whisper-ring", "multiseed"],
+)
+def test_draws_do_not_depend_on_the_eigenbasis_of_a_repeated_eigenvalue(
+    name: str, make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where R (or a secret's block) has repeated eigenvalues, the noise drawn, both ways, is the
+    same whatever basis of their eigenspaces LAPACK returns: a principal square root, not
+    ``V sqrt(w)``, so another machine's BLAS kernels draw the same numbers."""
+
+    def draws(mechanism: NoiseMechanism) -> tuple[np.ndarray, np.ndarray]:
+        book = SeedBook.for_run(RUN_SEED, mechanism.n, len(mechanism.secrets))
+        own = [
+            mechanism.agent_noise(i, book.for_agent(mechanism, i), 2, 50)
+            for i in range(mechanism.n)
+        ]
+        return mechanism.sample(np.random.default_rng(7), 50), np.stack(own)
+
+    before = draws(make())
+    values = np.linalg.eigvalsh(make().covariance())
+    assert np.any(np.diff(values) < 1e-9 * values.max()), "no repeated eigenvalue to turn"
+    monkeypatch.setattr(np.linalg, "eigh", _turned_eigh(np.random.default_rng(5)))
+    after = draws(make())
+    for one, other in zip(before, after, strict=True):
+        np.testing.assert_allclose(one, other, rtol=0, atol=1e-12 * np.abs(one).max())
+
+
 # -- the covariance a coalition cannot see ---------------------------------------------------------
 
 

@@ -18,4 +18,7 @@ the design rebuilt on the remaining graph, both phases accounted together).
 #: 2: singular designs (zero-sum noise, LPPA's flow) sample with their null directions exactly zero.
 #: 3: the torch engine: the same draws, torch's float64 kernels (matmul, einsum, the logistic loss)
 #: in place of numpy's, so results move by rounding only.
-ENGINE_VERSION = 3
+#: 4: correlated noise drawn through the principal square root of R (and of each secret's block),
+#: the same on every machine, in place of the eigenbasis factor ``V sqrt(w)``: other draws of the
+#: same distribution for every design with shared secrets; independent noise draws as before.
+ENGINE_VERSION = 4

@@ -32,11 +32,37 @@ from dpdl.accounting.noise import GaussianNoise, NoiseSource, SharedSecret, nois
 from dpdl.seeding import purpose_seed
 from dpdl.threats import Eavesdropper, ThreatModel
 
-__all__ = ["NoiseMechanism", "SeedBook", "SharedSecret"]
+__all__ = ["NoiseMechanism", "SeedBook", "SharedSecret", "psd_root"]
 
 #: Multiply-adds of a dense matrix product that cost about as much as one normal draw (one
 #: thread; measured here at 100-300), which decides how :meth:`NoiseMechanism.sample` draws.
 MULTIPLY_ADDS_PER_NORMAL = 100
+
+
+def psd_root(matrix: np.ndarray, tolerance: float = 1e-9, scale: float | None = None) -> np.ndarray:
+    """The principal square root ``R^1/2 = V diag(sqrt w) V^T`` of a symmetric positive
+    semidefinite ``R = V diag(w) V^T``. Eigenvalues within rounding of zero are zero; one below
+    ``-tolerance * scale`` is an error, those above it are zero (``scale``: the size rounding is
+    judged against, by default the largest eigenvalue).
+
+    Noise is drawn as ``R^1/2 z``. Unlike the thin factor ``V diag(sqrt w)``, the principal root is
+    a continuous function of R alone: where R has repeated eigenvalues (DECOR on a ring or torus,
+    whose Laplacians have them) LAPACK may return any basis of their eigenspaces, and another BLAS
+    kernel's rounding returns another; ``V diag(sqrt w)`` then draws other numbers on another
+    machine, ``R^1/2`` the same to rounding. Written here because scipy's ``sqrtm`` (a Schur
+    method for any square matrix) neither uses the symmetry nor sets rounding-negative eigenvalues
+    of a singular R (zero-sum noise) to zero.
+    """
+    values, vectors = np.linalg.eigh((matrix + matrix.T) / 2.0)
+    top = max(float(values.max(initial=0.0)), 0.0) if scale is None else scale
+    if values.size and values.min() < -tolerance * top:
+        raise ValueError(
+            f"the noise covariance is not positive semidefinite (eigenvalue {values.min():.3g})"
+        )
+    # A null direction (zero-sum noise cancels exactly in the sum) must not come back as a 1e-8
+    # component from sqrt(1e-16), whose sign and size depend on LAPACK's threading.
+    values[values <= len(values) * np.finfo(float).eps * top] = 0.0  # and rounding-negative ones
+    return (vectors * np.sqrt(values)) @ vectors.T
 
 
 @dataclass(frozen=True)
@@ -161,13 +187,14 @@ class NoiseMechanism:
     @functools.cached_property
     def _covariance_factor(self) -> np.ndarray | None:
         """``L`` (n, k) with ``L L^T = R``, k the agents whose noise is not zero (the others' rows
-        are zero), when drawing ``L z`` costs less than drawing every secret's ``z`` (None
-        otherwise, and for diagonal R).
+        are zero, theirs the principal root :func:`psd_root`, the same on every machine), when
+        drawing ``L z`` costs less than drawing every secret's ``z`` (None otherwise, and for
+        diagonal R).
 
         A square root of R needs one normal per agent and coordinate where the seed structure
         needs one per agent and one per secret column: DECOR on an Erdos-Renyi graph of 20 agents
-        has 96 secrets, so the factor draws 20 rows instead of 116. The eigendecomposition stands
-        in for a Cholesky factor because R may be singular (zero-sum noise, a coalition's view).
+        has 96 secrets, so the factor draws 20 rows instead of 116. A square root stands in for a
+        Cholesky factor because R may be singular (zero-sum noise, a coalition's view).
         """
         if self.generator.shape[1] == 0:
             return None
@@ -180,18 +207,8 @@ class NoiseMechanism:
             >= self.n + self.generator.shape[1]
         ):
             return None  # decided before R is formed: DECOR on a large sparse graph never forms it
-        covariance = self.covariance()
-        values, vectors = np.linalg.eigh(covariance[np.ix_(agents, agents)])
-        if values.min() < -1e-9 * max(values.max(), 0.0):
-            raise ValueError(
-                f"the noise covariance is not positive semidefinite (eigenvalue {values.min():.3g})"
-            )
-        # Eigenvalues within rounding of zero are zero: a null direction (zero-sum noise cancels
-        # exactly in the sum) must not come back as a 1e-8 component from sqrt(1e-16), whose sign
-        # and size depend on LAPACK's threading.
-        values[values <= len(agents) * np.finfo(float).eps * values.max()] = 0.0
         factor = np.zeros((self.n, len(agents)))
-        factor[agents] = vectors * np.sqrt(values)
+        factor[agents] = psd_root(self.covariance()[np.ix_(agents, agents)])
         return factor
 
     def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:

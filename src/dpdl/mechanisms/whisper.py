@@ -19,27 +19,26 @@ import numpy as np
 from scipy import sparse
 
 from dpdl.accounting.calibration import Calibration, safe_scale
-from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
+from dpdl.mechanisms.base import NoiseMechanism, SharedSecret, psd_root
 from dpdl.scale import require_dense
 from dpdl.solvers.whisper_dual import WhisperSolution, solve_weighted, solve_whisper
 from dpdl.threats import Colluding, Eavesdropper, ThreatModel
 
-__all__ = ["MultiSeedWhisper", "Whisper", "design_whisper", "disjoint_groups", "psd_factor"]
+__all__ = ["MultiSeedWhisper", "Whisper", "design_whisper", "disjoint_groups"]
 
-
-def psd_factor(matrix: np.ndarray) -> np.ndarray:
-    """``F`` with ``F F^T = matrix`` for a symmetric PSD matrix (eigenvalues below zero by rounding
-    are set to zero); columns of zero eigenvalues are dropped."""
-    values, vectors = np.linalg.eigh((matrix + matrix.T) / 2.0)
-    keep = values > 1e-14 * max(values.max(initial=0.0), 1e-300)
-    return vectors[:, keep] * np.sqrt(values[keep])
+#: How far below zero, relative to the largest, an eigenvalue of a covariance block an SDP solver
+#: returned may be and still be taken as zero (CLARABEL's default tolerances are 1e-8).
+SOLVER_TOLERANCE = 1e-6
 
 
 class Whisper(NoiseMechanism):
     """``R = sigma_mix^2 I + R_cor`` with ``R_cor`` generated from one seed held by all agents.
 
     Built from the eigendecomposition ``R = V diag(r) V^T``: ``sigma_mix^2 = min r`` and
-    ``R_cor^1/2 = V diag(sqrt(r - min r))``, so scaling needs no new decomposition.
+    ``R_cor^1/2 = V diag(sqrt(r - min r)) V^T``, so scaling needs no new decomposition. The
+    secret's factor is that principal root, not the thin ``V diag(sqrt(r - min r))``: it is the
+    same whatever basis LAPACK returns for a repeated eigenvalue, so the draws are the same on
+    every machine (:func:`~dpdl.mechanisms.base.psd_root`).
     """
 
     name = "whisper"
@@ -54,9 +53,10 @@ class Whisper(NoiseMechanism):
         n = len(eigenvalues)
         sigma_mix2 = float(eigenvalues.min())
         excess = eigenvalues - sigma_mix2
-        keep = excess > 1e-14 * max(float(excess.max(initial=0.0)), 1e-300)
-        factor = eigenvectors[:, keep] * np.sqrt(excess[keep])
-        super().__init__(n, sigma_mix2, [SharedSecret(tuple(range(n)), factor)])
+        excess[excess <= 1e-14 * float(excess.max(initial=0.0))] = 0.0
+        factor = (eigenvectors * np.sqrt(excess)) @ eigenvectors.T
+        secrets = [SharedSecret(tuple(range(n)), factor)] if excess.any() else []
+        super().__init__(n, sigma_mix2, secrets)
         self.sigma_mix2 = sigma_mix2
         self.eigenvalues, self.eigenvectors = eigenvalues, eigenvectors
         self.solution = solution
@@ -133,11 +133,17 @@ class MultiSeedWhisper(NoiseMechanism):
         blocks: Sequence[np.ndarray],
         q: int,
     ) -> None:
+        # The blocks are an SDP solver's, PSD to its tolerance (a block it left at zero had an
+        # eigenvalue of -2e-11): those are zero; the accountant reads the R of the factors, as
+        # drawn. Rounding is judged against R's largest variance, not the block's own.
+        scale = sigma_mix2 + max((float(np.max(np.diag(b))) for b in blocks), default=0.0)
         secrets = [
-            SharedSecret(tuple(group), psd_factor(block))
+            SharedSecret(
+                tuple(group), psd_root(np.asarray(block, dtype=float), SOLVER_TOLERANCE, scale)
+            )
             for group, block in zip(groups, blocks, strict=True)
         ]
-        super().__init__(n, sigma_mix2, [s for s in secrets if s.factor.shape[1]])
+        super().__init__(n, sigma_mix2, [s for s in secrets if s.factor.any()])
         self.sigma_mix2 = float(sigma_mix2)
         self.groups = [tuple(g) for g in groups]
         self.blocks = [np.asarray(b) for b in blocks]
