@@ -95,8 +95,10 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "square root (engine version 4), 973 s in one invocation beside other work, the LDP and "
     "noise-free rows kept (independent noise, drawn as before)",
     "whisper-logreg": "2208 s for the papers' protocol's 1512 runs, run again in one invocation "
-    "with the noise sampler of today; the authors' protocol's 126 runs 1052 s with one worker "
-    "beside other runs",
+    "with the noise sampler of the time; the authors' protocol's 126 runs 1052 s with one worker "
+    "beside other runs; its 1092 DECOR and Whisper runs (both protocols) drawn again through the "
+    "principal square root (engine version 4), 2852 s in one invocation beside other work, the "
+    "LDP rows kept (independent noise, drawn as before)",
     "corn-mnist": "about 2.7 h over three invocations, the last 101 runs beside other work; the "
     "authors' protocol's 84 runs, added later, 2140 s with one worker beside other runs (load 5 "
     "to 7)",
@@ -124,8 +126,9 @@ COMMITTED_WALL_TIME: dict[str, str] = {
 
 #: The committed full runs that hold runs an earlier version of the code drew: their noise has the
 #: covariance of today's (the designs, Tr(W R W^T) and eps are equal) but other draws, since the
-#: correlated noise N(0, R) is drawn as L z with L L^T = R (0edae52) and the calibrations are exact
-#: to their last digits (b50b3ab). ``dpdl reproduce NAME`` gives other numbers of the same
+#: correlated noise N(0, R) is drawn as L z with L L^T = R (0edae52), L the principal square root
+#: of R since engine version 4, and the calibrations are exact to their last digits (b50b3ab).
+#: ``dpdl reproduce NAME`` gives other numbers of the same
 #: distribution for those runs; the others it gives bit for bit (tests/test_committed_runs.py
 #: checks the runs that take seconds). A report written again from ``runs.csv`` says which.
 EARLIER_DRAWS: dict[str, str] = {
