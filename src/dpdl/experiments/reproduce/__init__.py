@@ -103,10 +103,13 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "authors' protocol's 84 runs, added later, 2140 s with one worker beside other runs (load 5 "
     "to 7)",
     "decor-fig1": "987 s for the 8136 runs of least squares (both protocols) and the 1530 of "
-    "a9a, run again in one invocation with the noise sampler of today; a9a tuned on all four "
+    "a9a, run again in one invocation with the noise sampler of the time; a9a tuned on all four "
     "seeds since, 2220 s for its 4608 runs (the 1530 before among them, bit for bit) beside "
-    "other work; MNIST's 424 runs run again with today's code over three invocations, the last "
-    "6161 s for 312 of them beside other work",
+    "other work; MNIST's 424 runs run again with the code of the time over three invocations, "
+    "the last 6161 s for 312 of them beside other work; the 8802 DECOR runs of least squares and "
+    "a9a drawn again through the principal square root (engine version 4), 2094 s in one "
+    "invocation beside other work, their LDP and CDP rows kept (independent noise, drawn as "
+    "before)",
     "decor-search": "312 s with one worker",
     "mafalda-pndp": "506 s, beside another reproduction",
     "mafalda-housing": "about 72 min over four invocations for dpdl's protocol; the authors' "
@@ -132,7 +135,8 @@ COMMITTED_WALL_TIME: dict[str, str] = {
 #: distribution for those runs; the others it gives bit for bit (tests/test_committed_runs.py
 #: checks the runs that take seconds). A report written again from ``runs.csv`` says which.
 EARLIER_DRAWS: dict[str, str] = {
-    "corn-mnist": "the DECOR and Whisper runs of the papers' protocol",
+    "corn-mnist": "the DECOR and Whisper runs of both protocols",
+    "decor-fig1": "the 264 DECOR runs on MNIST",
 }
 
 #: How a report names the setting of a whole run.
