@@ -131,9 +131,9 @@ COMMITTED_WALL_TIME: dict[str, str] = {
 #: covariance of today's (the designs, Tr(W R W^T) and eps are equal) but other draws, since the
 #: correlated noise N(0, R) is drawn as L z with L L^T = R (0edae52), L the principal square root
 #: of R since engine version 4, and the calibrations are exact to their last digits (b50b3ab).
-#: ``dpdl reproduce NAME`` gives other numbers of the same
-#: distribution for those runs; the others it gives bit for bit (tests/test_committed_runs.py
-#: checks the runs that take seconds). A report written again from ``runs.csv`` says which.
+#: ``dpdl reproduce NAME`` gives other numbers of the same distribution for those runs; the others
+#: it gives bit for bit (tests/test_committed_runs.py checks the runs that take seconds). A report
+#: written again from ``runs.csv`` says which.
 EARLIER_DRAWS: dict[str, str] = {
     "corn-mnist": "the DECOR and Whisper runs of both protocols",
     "decor-fig1": "the 264 DECOR runs on MNIST",
