@@ -275,6 +275,25 @@ def test_cyclic_sampler_uses_every_example_once_per_cycle_in_a_fixed_order() -> 
         CyclicSampler(sizes, 30)
 
 
+def test_a_fixed_divisor_divides_each_batch_sum_by_its_agents_smallest_batch() -> None:
+    """Under add / remove (MAFALDA-SGD's code): each example of agent a weighs ``1 / (m_a // b)``
+    in every batch, whatever the batch's own size, so adding or removing one clipped example moves
+    the weighted sum by at most ``C / (m_a // b)``; the batches themselves are those of the batch
+    means, drawn from the same generator."""
+    sizes = np.array([20, 23, 19])
+    fixed, mean = CyclicSampler(sizes, 4, fixed_divisor=True), CyclicSampler(sizes, 4)
+    for _ in range(4):
+        a, b = fixed.sample(np.random.default_rng(5)), mean.sample(np.random.default_rng(5))
+        np.testing.assert_array_equal(a.indices, b.indices)
+        valid = a.weights > 0
+        np.testing.assert_array_equal(valid, b.weights > 0)
+        divisors = np.broadcast_to((sizes // 4)[:, None], a.weights.shape)
+        np.testing.assert_array_equal(a.weights[valid], 1.0 / divisors[valid])
+        assert (a.weights.sum(axis=1) >= 1.0).all()  # batches of m_a // b examples or one more
+    with pytest.raises(ConfigError, match="cyclic batches only"):
+        DSGDConfig(10, StepSize(0.1), sampling="poisson", fixed_divisor=True)
+
+
 def test_time_correlated_noise_has_the_covariance_of_its_encoder() -> None:
     """``C^-1 Z`` over time: the empirical covariance of one coordinate's T values is
     ``sigma^2 C^-1 C^-T``, agents are independent, and the stream stops at T steps with a clear

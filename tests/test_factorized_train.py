@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -15,10 +16,12 @@ from scipy.stats import norm
 
 from dpdl.accounting import gdp
 from dpdl.cli import main
+from dpdl.errors import ConfigError
 from dpdl.experiments.reproduce import mafalda_tradeoff
 from dpdl.experiments.train import build_job, run_training
 from dpdl.factorization.mafalda import (
     agent_utility_grams,
+    gdp_noise_multiplier,
     local_sensitivity,
     noise_multiplier,
     optimize_agents,
@@ -26,7 +29,7 @@ from dpdl.factorization.mafalda import (
     utility_gram,
 )
 from dpdl.factorization.participation import Participation
-from dpdl.graphs import build_graph, mixing_matrix
+from dpdl.graphs import NotDoublyStochasticWarning, build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.engine import DSGDConfig, StepSize
 from dpdl.jobspec.resources import estimate, job_sizes
@@ -75,7 +78,7 @@ def _assembled(method: str, config: TrainConfig) -> dict:
     sensitivity ``2 C / m``, D-SGD on cyclic batches (the MAFALDA reproductions' run before
     ``dpdl train`` ran it)."""
     graph = build_graph(config.graph)
-    weights = mixing_matrix(graph)
+    weights = mixing_matrix(graph, config.mixing)
     seed = config.seeds[0]
     task = build_task(config.task, graph.number_of_nodes(), seed, config.task_options)
     steps, cycle = config.steps, config.cycle
@@ -88,12 +91,14 @@ def _assembled(method: str, config: TrainConfig) -> dict:
     elif method == "mafalda-l":
         grams = agent_utility_grams(weights, steps)
         local = np.stack([result.encoder for result in optimize_agents(grams, participation)])
-    row = 2.0 * config.clip / int(task.agent_sizes.min() // cycle)
-    sigma = (
-        0.0
-        if method == "none"
-        else noise_multiplier(local, participation, row, config.eps, config.delta)
-    )
+    add_remove = config.neighbouring == "add-remove"
+    row = (1.0 if add_remove else 2.0) * config.clip / int(task.agent_sizes.min() // cycle)
+    if method == "none":
+        sigma = 0.0
+    elif config.gdp_mu is not None:  # the MAFALDA-SGD code's noise: (C / m) sens / mu
+        sigma = gdp_noise_multiplier(local, participation, row, config.gdp_mu)
+    else:
+        sigma = noise_multiplier(local, participation, row, config.eps, config.delta)
     noise = LocalCorrelatedNoise(graph.number_of_nodes(), local, sigma, method)
     dsgd = DSGDConfig(
         steps,
@@ -103,24 +108,41 @@ def _assembled(method: str, config: TrainConfig) -> dict:
         sampling="cyclic",
         cycle=cycle,
         eval_every=steps,
+        fixed_divisor=add_remove,
     )
     final = run_dsgd(task, weights, noise, dsgd, seed=seed).final_metrics
     mu = math.inf if sigma == 0 else row * local_sensitivity(local, participation) / sigma
     return {**final, "sigma": sigma, "mu": mu}
 
 
+#: The MAFALDA-SGD code's protocol as options: a mu-GDP budget, add / remove, its gossip.
+AUTHORS = {"gdp_mu": 0.7, "neighbouring": "add-remove", "mixing": "local-degree"}
+
+
+@pytest.mark.parametrize("authors", [False, True], ids=["dpdl", "authors"])
 @pytest.mark.parametrize("method", [*METHODS, "none"])
-def test_train_is_the_run_assembled_by_hand(method: str) -> None:
+def test_train_is_the_run_assembled_by_hand(method: str, authors: bool) -> None:
     """``dpdl train`` (the job spec) runs what the engine's parts give put together by hand: the
     same noise multiplier, guarantee and final metrics, bit for bit; ``none`` with a cycle is the
-    MAFALDA figures' non-private reference, the same batches without noise (eps infinite)."""
-    config = _config(method)
-    reference = _assembled(method, config.resolved())
-    summary = run_training(config).summary()
+    MAFALDA figures' non-private reference, the same batches without noise (eps infinite). The
+    same for the authors' protocol (a mu budget, add / remove with each batch's sum divided by its
+    agent's smallest batch, their gossip)."""
+    changes = {**AUTHORS, "eps": TrainConfig.eps} if authors else {}
+    if authors and method == "none":
+        changes["gdp_mu"] = None
+    config = _config(method, **changes)
+    with warnings.catch_warnings():  # their gossip is row-stochastic only: the warning's test is
+        warnings.simplefilter("ignore", NotDoublyStochasticWarning)  # in tests/test_graphs.py
+        reference = _assembled(method, config.resolved())
+        result = run_training(config)
+    summary = result.summary()
     assert summary["sigma"] == reference["sigma"]
     assert summary["privacy"][0]["epsilon"] == gdp.epsilon(reference["mu"], config.delta)
     for key in ("test_loss", "test_loss_average_model", "consensus_distance"):
         assert summary[key] == reference[key], key
+    if authors:  # every agent's own final loss is kept beside the mean (node 0's: their figures')
+        agents = result.runs[0].agent_metrics["test_loss"]
+        assert len(agents) == 15 and np.mean(agents) == pytest.approx(reference["test_loss"])
 
 
 @pytest.mark.parametrize("method", ["dp-dsgd", "antipgd", "mafalda"])
@@ -151,6 +173,51 @@ def test_guarantee_against_an_independent_computation(method: str) -> None:
         assert report.epsilon == pytest.approx(expected, rel=1e-9)
         assert config.eps - 1e-9 <= report.epsilon <= config.eps
         assert report.mu == pytest.approx(mu, rel=1e-12)
+
+
+@pytest.mark.parametrize("method", ["dp-dsgd", "mafalda"])
+def test_a_gdp_budget_under_add_remove_is_met_exactly(method: str) -> None:
+    """``--gdp-mu`` with ``--neighbouring add-remove`` (the MAFALDA-SGD code's budget): sigma is
+    ``(C / m) sens / mu`` (sens in closed form: sqrt(k) for DP-D-SGD, 1 for MAFALDA), the mu it
+    gives never above the target and within 1e-12 of it, eps that of mu at delta by the
+    independent profile, and the configuration states that eps. At one eps, add / remove needs
+    half the noise of replace-one."""
+    config = _config(
+        method, steps=20, cycle=6, eps=TrainConfig.eps, gdp_mu=0.5, neighbouring="add-remove"
+    ).resolved()
+    job = build_job(config, 3)
+    assert isinstance(job.mechanism, LocalCorrelatedNoise)
+    batch = int(job.task.agent_sizes.min()) // 6
+    sensitivity = math.sqrt(4) if method == "dp-dsgd" else 1.0  # k = ceil(20 / 6) = 4 takes
+    sigma = job.mechanism.sigma
+    assert sigma == pytest.approx(config.clip / batch * sensitivity / 0.5, rel=1e-12)
+    mu = config.clip / batch * sensitivity / sigma
+    assert 0.5 - 1e-12 <= mu <= 0.5
+    assert config.eps == pytest.approx(_gdp_epsilon(0.5, config.delta), rel=1e-9)
+    for report in job.reports:
+        assert report.epsilon == pytest.approx(_gdp_epsilon(mu, config.delta), rel=1e-9)
+        assert report.epsilon <= config.eps
+        assert "add or remove one" in report.neighbouring
+    replace_one = build_job(_config(method, steps=20, cycle=6, eps=config.eps).resolved(), 3)
+    halved = build_job(
+        _config(method, steps=20, cycle=6, eps=config.eps, neighbouring="add-remove").resolved(), 3
+    )
+    assert halved.mechanism.sigma == pytest.approx(replace_one.mechanism.sigma / 2, rel=1e-12)
+
+
+def test_the_authors_options_are_refused_where_they_do_not_apply() -> None:
+    """A mu budget and add / remove belong to the time-correlated mechanisms (and their noiseless
+    reference); two budgets at once are one error naming both."""
+    with pytest.raises(ConfigError, match=r"gdp_mu \(--gdp-mu\) applies to the time-correlated"):
+        TrainConfig(mechanism="ldp", gdp_mu=1.0).resolved()
+    with pytest.raises(ConfigError, match=r"neighbouring \(--neighbouring\) applies"):
+        TrainConfig(mechanism="decor", neighbouring="add-remove").resolved()
+    with pytest.raises(ConfigError, match="give one budget"):
+        _config("mafalda", eps=3.0, gdp_mu=1.0).resolved()
+    with pytest.raises(ConfigError, match="neighbouring"):
+        _config("mafalda", neighbouring="swap")
+    resolved = _config("mafalda", eps=TrainConfig.eps, gdp_mu=1.0).resolved()
+    assert resolved.resolved() == resolved  # a saved configuration replays
 
 
 @pytest.mark.parametrize("per_agent", [False, True])

@@ -186,6 +186,31 @@ def test_housing_task_standardises_on_the_training_split() -> None:
     )  # the test split's variance, in training units
 
 
+def test_housing_prepared_as_the_mafalda_code_does() -> None:
+    """``housing_features = "sklearn"``: scikit-learn's eight features (median income, age, rooms,
+    bedrooms and occupants per household, population, latitude, longitude), computed here from
+    the census table's columns, standardised over all rows (train and test together), the target
+    in $100,000; the same split and partition as the default preparation. Other tasks refuse the
+    option."""
+    table, values = load_california_housing()
+    per_household = table / table[:, [6]]
+    columns = [table[:, 7], table[:, 2], per_household[:, 3], per_household[:, 4], table[:, 5]]
+    features = np.column_stack([*columns, per_household[:, 5], table[:, 1], table[:, 0]])
+    features = (features - features.mean(axis=0)) / features.std(axis=0)
+    train, test = train_test_split(len(values), 0.2, purpose_rng(3, "train/test split"))
+    options = TaskOptions(partition="iid", housing_features="sklearn")
+    task = build_task("housing-mlp", 10, seed=3, options=options)
+    np.testing.assert_allclose(task.test_inputs.numpy(), features[test], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(task.test_targets.numpy(), values[test] / 1e5, rtol=1e-7)
+    sort = lambda a: np.sort(a, axis=0)  # noqa: E731 - the training rows are grouped by agent
+    np.testing.assert_allclose(sort(task.inputs.numpy()), sort(features[train]), atol=1e-6)
+    np.testing.assert_allclose(sort(task.targets.numpy()), sort(values[train] / 1e5), rtol=1e-7)
+    plain = build_task("housing-mlp", 10, seed=3, options=TaskOptions(partition="iid"))
+    np.testing.assert_array_equal(task.agent_sizes, plain.agent_sizes)
+    with pytest.raises(ConfigError, match="housing_features"):
+        TrainConfig(task="logreg-a9a", task_options=TaskOptions(housing_features="sklearn"))
+
+
 def test_unknown_task_and_bad_split_are_rejected() -> None:
     with pytest.raises(ConfigError):
         build_task("mnist-resnet", 4)

@@ -41,6 +41,7 @@ __all__ = [
     "MIXING_RULE_NAMES",
     "MIXING_RULE_REGISTRY",
     "MULTISEED_MAX_N",
+    "NEIGHBOURING",
     "PARTITIONS",
     "REAL_GRAPHS",
     "SAMPLERS",
@@ -218,6 +219,10 @@ CLIP_LEVELS = ("agent", "example")
 #: How a training step draws its batches (:class:`dpdl.jobspec.sampling.UniformSampler`,
 #: ``PoissonSampler``, ``CyclicSampler``).
 SAMPLERS = ("uniform", "poisson", "cyclic")
+
+#: What two neighbouring datasets of an example-level guarantee of the time-correlated mechanisms
+#: differ in: one example replaced, or one added or removed (:mod:`dpdl.jobspec.factorized`).
+NEIGHBOURING = ("replace", "add-remove")
 
 #: Noise gradient tracking can inject into its tracking variable
 #: (:func:`dpdl.mechanisms.lppa.build_injection`).

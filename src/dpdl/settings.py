@@ -411,6 +411,18 @@ class TaskOptions:
         choices=("zeros", "ones"),
         group="data",
     )
+    #: How housing-mlp prepares the census table: ``census`` (its eight columns and the target,
+    #: standardised on the training split) or ``sklearn`` (the features scikit-learn's
+    #: ``fetch_california_housing`` derives, standardised over all rows, the target in $100,000:
+    #: the MAFALDA-SGD authors' ``housing.py``).
+    housing_features: str = setting(
+        "census",
+        "housing-mlp: census (the table's eight columns and the target, standardised on the "
+        "training split) or sklearn (scikit-learn's per-household features standardised over all "
+        "rows, the target in $100,000, as the MAFALDA-SGD code) (default census)",
+        choices=("census", "sklearn"),
+        group="data",
+    )
     #: Examples each agent keeps, drawn at random from its part (image tasks); None: all of them.
     examples_per_agent: int | None = setting(
         None,
@@ -453,6 +465,7 @@ _TASK_OPTION_USERS: dict[str, tuple[str, ...]] = {
     "split": ("logreg-a9a", "mnist-mlp", "mnist-linear"),
     "data_fraction": ("logreg-a9a", "mnist-mlp", "mnist-linear"),
     "start": ("quadratic", "least-squares"),
+    "housing_features": ("housing-mlp",),
     "examples_per_agent": IMAGE_TASKS,
     "test_examples": IMAGE_TASKS,
 }

@@ -48,6 +48,9 @@ class SeedRun:
     history: list[dict[str, float]]
     #: Every agent's final model, ``(n, d)``.
     models: np.ndarray = field(repr=False, default_factory=lambda: np.zeros((0, 0)))
+    #: Every agent's own final metrics, in agent order, where the task keeps them (the model
+    #: tasks' test loss and accuracy: the papers' code often plots one agent's model).
+    agent_metrics: dict[str, tuple[float, ...]] = field(repr=False, default_factory=dict)
 
     @property
     def final(self) -> dict[str, float]:
@@ -143,6 +146,7 @@ def run_seed(
         privacy=privacy,
         history=result.history,
         models=result.params,
+        agent_metrics=dict(getattr(job.task, "agent_metrics", {})),
     )
     return job.task, job.calibration, run
 

@@ -55,6 +55,7 @@ __all__ = [
     "Factorization",
     "agent_utility_grams",
     "factor_gram",
+    "gdp_noise_multiplier",
     "local_loss",
     "local_sensitivity",
     "noise_multiplier",
@@ -311,6 +312,19 @@ def noise_multiplier(
     sensitivity = row_sensitivity * local_sensitivity(encoder, participation)
     sigma = sensitivity / gdp.mu_for_budget(eps, delta)
     while gdp.epsilon(sensitivity / sigma, delta) > eps:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
+
+
+def gdp_noise_multiplier(
+    encoder: np.ndarray, participation: Participation, row_sensitivity: float, mu: float
+) -> float:
+    """sigma such that MF-D-SGD with noise ``C_local^-1 Z``, ``Z ~ N(0, sigma^2)``, is mu-GDP
+    against LDP's attacker (Theorem 8): ``Delta sens(C_local) / mu``, as the MAFALDA-SGD code sets
+    it, raised by an ulp where the division rounds the mu it gives above ``mu``."""
+    sensitivity = row_sensitivity * local_sensitivity(encoder, participation)
+    sigma = sensitivity / mu
+    while sensitivity / sigma > mu:
         sigma = math.nextafter(sigma, math.inf)
     return sigma
 

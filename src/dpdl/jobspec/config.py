@@ -24,6 +24,7 @@ from dpdl.choices import (
     INJECTIONS,
     MECHANISM_REGISTRY,
     MIXING_RULE_REGISTRY,
+    NEIGHBOURING,
     REAL_GRAPHS,
     SCHEDULES,
     SYNTHETIC_GRAPHS,
@@ -103,6 +104,28 @@ class TrainConfig:
     mechanism: str = setting("ldp", _mechanism_help)
     eps: float = setting(10.0, "target epsilon (default 10)", group="privacy", interval="(0, inf)")
     delta: float = setting(1e-5, "target delta (default 1e-5)", group="privacy", interval="(0, 1)")
+    #: A budget in Gaussian DP (mu-GDP) in place of ``eps`` for the time-correlated mechanisms,
+    #: whose accountant is Gaussian DP (MAFALDA-SGD Thm. 8); :meth:`resolved` sets ``eps`` to what
+    #: mu gives at ``delta``.
+    gdp_mu: float | None = setting(
+        None,
+        "for the time-correlated mechanisms: a budget of mu-Gaussian DP in place of --eps (the "
+        "MAFALDA-SGD code's trade-off grid): the noise meets mu exactly, never above it, and eps "
+        "is what mu gives at --delta (default: none, --eps is the budget)",
+        group="privacy",
+        interval="(0, inf)",
+        metavar="MU",
+    )
+    #: What neighbouring datasets differ in at example level, for the time-correlated mechanisms.
+    neighbouring: str = setting(
+        "replace",
+        "for the time-correlated mechanisms: replace (one example replaced: a batch mean moves by "
+        "at most 2C / smallest batch) or add-remove (one example added or removed: each clipped "
+        "batch sum is divided by its agent's smallest batch, fixed, and moves by at most C / "
+        "smallest batch, as the MAFALDA-SGD code) (default replace)",
+        choices=NEIGHBOURING,
+        group="privacy",
+    )
     steps: int = setting(
         5000, "number of D-SGD steps T (default 5000)", positive=True, group="privacy"
     )
@@ -212,12 +235,22 @@ class TrainConfig:
             )
         if self.cycled:
             self._check_factorized()
-        elif self.cycle is not None:
-            raise ConfigError(
-                f"cycle (--cycle) applies to the time-correlated mechanisms "
-                f"({', '.join(FACTORIZED_REGISTRY.names())}) and to none, not to "
-                f"{self.mechanism!r}"
-            )
+        else:
+            given = [
+                f"{name} (--{option})"
+                for name, option, value, default in (
+                    ("cycle", "cycle", self.cycle, None),
+                    ("gdp_mu", "gdp-mu", self.gdp_mu, None),
+                    ("neighbouring", "neighbouring", self.neighbouring, "replace"),
+                )
+                if value != default
+            ]
+            if given:
+                raise ConfigError(
+                    f"{', '.join(given)} applies to the time-correlated mechanisms "
+                    f"({', '.join(FACTORIZED_REGISTRY.names())}) and to none in cyclic batches, "
+                    f"not to {self.mechanism!r}"
+                )
         if self.average_last > self.steps:
             raise ConfigError(
                 f"average_last (--average-last) is {self.average_last}, more than the "
@@ -227,8 +260,31 @@ class TrainConfig:
             raise ConfigError(f"task {self.task!r} has no default step size: give one (--lr)")
         eta, schedule = DEFAULT_STEP_SIZES.get(self.task, (self.lr, "constant"))
         return replace(
-            self, lr=self.lr if self.lr is not None else eta, schedule=self.schedule or schedule
+            self,
+            lr=self.lr if self.lr is not None else eta,
+            schedule=self.schedule or schedule,
+            eps=self._budget_eps(),
         )
+
+    def _budget_eps(self) -> float:
+        """``eps``, or with ``gdp_mu`` what mu-GDP gives at ``delta`` (one budget, not two: an
+        ``eps`` given beside ``gdp_mu`` other than the default or that value is an error)."""
+        if self.gdp_mu is None:
+            return self.eps
+        from dpdl.accounting import gdp  # scipy: kept out of the light import of this module
+
+        eps = gdp.epsilon(self.gdp_mu, self.delta)
+        if not 0.0 < eps < float("inf"):
+            raise ConfigError(
+                f"gdp_mu (--gdp-mu) {self.gdp_mu:g} gives eps {eps:g} at delta {self.delta:g}: "
+                "no budget eps in (0, inf) to report"
+            )
+        if self.eps not in (TrainConfig.eps, eps):
+            raise ConfigError(
+                f"give one budget: eps (--eps) {self.eps:g} or gdp_mu (--gdp-mu) {self.gdp_mu:g} "
+                f"(eps {eps:.6g} at delta {self.delta:g}), not both"
+            )
+        return eps
 
     @property
     def cycled(self) -> bool:

@@ -59,6 +59,10 @@ class DSGDConfig:
     #: Also report every metric averaged over the iterates of the last ``average_last`` steps
     #: (``<metric>_tail`` in the last record; 0: none).
     average_last: int = 0
+    #: Cyclic batches: divide each agent's clipped sum by the size of its smallest batch, fixed
+    #: over the run, instead of by each batch's own size (:class:`~dpdl.jobspec.sampling.
+    #: CyclicSampler`), so that adding or removing one example moves it by at most C / that size.
+    fixed_divisor: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.steps, bool) or not isinstance(self.steps, numbers.Integral):
@@ -80,6 +84,11 @@ class DSGDConfig:
         if (self.sampling == "cyclic") != (self.cycle is not None):
             raise ConfigError(
                 "cyclic sampling needs the number of batches per cycle, and only it takes one"
+            )
+        if self.fixed_divisor and self.sampling != "cyclic":
+            raise ConfigError(
+                "a fixed divisor of the batch sum applies to cyclic batches only, not to "
+                f"{self.sampling!r} sampling"
             )
         if self.eval_every < 1:
             raise ConfigError(f"eval_every must be >= 1, got {self.eval_every}")

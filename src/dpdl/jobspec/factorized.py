@@ -4,12 +4,16 @@ Algorithm 1), calibrated and accounted by the encoder's sensitivity (Theorem 8).
 Each agent's examples are cut once into ``b`` batches used in turn (cyclic ``(k, b)``-participation,
 ``k = ceil(T / b)``; :class:`~dpdl.jobspec.sampling.CyclicSampler`) and each example's gradient is
 clipped at C, so replacing one example moves its batch mean by at most ``Delta = 2 C / m`` (``m``
-the smallest batch, the smallest agent's examples // b) at k steps. Agent u's noise at step t is
+the smallest batch, the smallest agent's examples // b) at k steps; under add / remove
+(``neighbouring="add-remove"``, the MAFALDA-SGD code's relation) each batch's clipped sum is
+divided by its agent's smallest batch, fixed, so that one example more or less moves it by at most
+``Delta = C / m``. Agent u's noise at step t is
 ``sum_s (C_local^-1)[t, s] z_s`` with ``z ~ N(0, sigma^2)`` drawn from its own seed, so an attacker
 who sees every message (LDP's) knows nothing more than an honest-but-curious agent does: both get
 ``mu = Delta sens(C_local) / sigma``-GDP (Theorem 8, ``B`` square and invertible under LDP). sigma
-is the smallest meeting ``(eps, delta)`` (:func:`~dpdl.factorization.mafalda.noise_multiplier`);
-the reported eps is the GDP's, never above the target.
+is the smallest meeting ``(eps, delta)`` (:func:`~dpdl.factorization.mafalda.noise_multiplier`),
+or, given a budget ``gdp_mu``, ``Delta sens(C_local) / mu`` (the code's); the reported eps is the
+GDP's, never above the target.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from scipy import sparse
 from dpdl.accounting import PrivacyReport, gdp
 from dpdl.choices import FACTORIZED_REGISTRY
 from dpdl.errors import ConfigError
-from dpdl.factorization.mafalda import local_sensitivity, noise_multiplier
+from dpdl.factorization.mafalda import gdp_noise_multiplier, local_sensitivity, noise_multiplier
 from dpdl.factorization.participation import Participation
 from dpdl.jobspec.config import TrainConfig
 from dpdl.mechanisms.independent import NoNoise
@@ -99,16 +103,23 @@ def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Fa
         "dp-dsgd" if noiseless else config.mechanism, dense.tobytes(), dense.shape[0], steps, cycle
     )
     batch = int(task.agent_sizes.min()) // cycle
-    row = 2.0 * config.clip / batch
+    replace = config.neighbouring == "replace"
+    row = (2.0 if replace else 1.0) * config.clip / batch
     sensitivity = local_sensitivity(encoder, participation)
     if noiseless:
         sigma, mu = 0.0, math.inf
     else:
-        sigma = noise_multiplier(encoder, participation, row, config.eps, config.delta)
+        sigma = (
+            gdp_noise_multiplier(encoder, participation, row, config.gdp_mu)
+            if config.gdp_mu is not None
+            else noise_multiplier(encoder, participation, row, config.eps, config.delta)
+        )
         mu = row * sensitivity / sigma
+    divisor = "" if replace else ", each sum divided by its agent's smallest batch"
     relation = (
-        f"example-level (replace one; clip {config.clip:g} per example, batches of >= {batch} "
-        f"in a cycle of {cycle}: {participation.name})"
+        f"example-level ({'replace' if replace else 'add or remove'} one; clip {config.clip:g} "
+        f"per example, batches of >= {batch} in a cycle of {cycle}{divisor}: "
+        f"{participation.name})"
     )
     reports = [
         PrivacyReport(

@@ -183,6 +183,7 @@ def _factorized_job(config: TrainConfig, graph: nx.Graph, weights: np.ndarray, t
         clip_level="example",
         sampling="cyclic",
         cycle=built.cycle,
+        fixed_divisor=config.neighbouring == "add-remove",
         eval_every=config.eval_every,
         average_last=config.average_last,
     )

@@ -118,9 +118,14 @@ class CyclicSampler:
     """Fixed batches in a fixed order: agent i's examples, shuffled once by the first call's
     generator, are cut into ``cycle`` batches of sizes differing by at most one; step t uses batch
     ``t mod cycle``. The batch mean gradient changes by at most ``2C / smallest batch`` when one
-    example is replaced (per-example clipping at C)."""
+    example is replaced (per-example clipping at C).
 
-    def __init__(self, sizes: np.ndarray, cycle: int) -> None:
+    With ``fixed_divisor`` each batch's clipped sum is divided by its agent's smallest batch
+    (``size // cycle``) instead of by its own size, as MAFALDA-SGD's released code does: a sum over
+    a fixed divisor moves by at most ``C / smallest batch`` when one example is added or removed,
+    where a mean over the batch's own size moves by up to twice that."""
+
+    def __init__(self, sizes: np.ndarray, cycle: int, fixed_divisor: bool = False) -> None:
         self.sizes = np.asarray(sizes)
         if cycle < 1:
             raise ConfigError(f"a cycle has at least one batch, got {cycle}")
@@ -130,6 +135,7 @@ class CyclicSampler:
                 f"the smallest holds {self.sizes.min()}"
             )
         self.cycle = cycle
+        self.fixed_divisor = fixed_divisor
         self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]])
         self._shape = (self.cycle, len(self.sizes), -(-int(self.sizes.max()) // self.cycle))
         self._indices: np.ndarray | None = (
@@ -150,7 +156,8 @@ class CyclicSampler:
         ):  # once per run, not per step
             for batch, rows in enumerate(np.array_split(start + rng.permutation(size), self.cycle)):
                 indices[batch, agent, : len(rows)] = rows
-                weights[batch, agent, : len(rows)] = 1.0 / len(rows)
+                divisor = size // self.cycle if self.fixed_divisor else len(rows)
+                weights[batch, agent, : len(rows)] = 1.0 / divisor
         return indices, weights
 
     def sample(self, rng: np.random.Generator) -> Batch:

@@ -41,7 +41,7 @@ def _sizes(task: Task, config: DSGDConfig) -> np.ndarray | None:
 
 def _sampler(sizes: np.ndarray, config: DSGDConfig) -> Sampler:
     if config.sampling == "cyclic":
-        return CyclicSampler(sizes, int(config.cycle))
+        return CyclicSampler(sizes, int(config.cycle), config.fixed_divisor)
     cls = PoissonSampler if config.sampling == "poisson" else UniformSampler
     return cls(sizes, config.batch_size)
 

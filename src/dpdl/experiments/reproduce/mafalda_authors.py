@@ -16,41 +16,38 @@ gap of the seed-mean test losses of DP-D-SGD and MAFALDA-SGD, averaged over the 
 :func:`tail_gain` averages it over the last 50 steps, as the paper states it (the code's slice
 takes the last 50 (evaluation, seed) entries of its table, the last three evaluations).
 
-The engine is dpdl's: its cyclic batches are weighted by their own size (the code divides by the
-agent's smallest batch, 6 or 7 examples), and one noise multiplier serves every agent (the code's
-is per agent, from its own smallest batch); the MAFALDA encoder is dpdl's (Lemma 12, Algorithm 2)
-for this gossip.
+Each run is a training configuration (:func:`config_of`; ``dpdl train`` runs it the same):
+``--gdp-mu`` for the budget, ``--neighbouring add-remove`` for the sensitivity (each clipped
+batch sum divided by its agent's smallest batch, 6 or 7 examples, as the code divides it),
+``--housing-features sklearn`` for the data and ``--mixing local-degree`` for the gossip. One noise
+multiplier serves every agent, that of the smallest batch of all (the code's is per agent, from its
+own smallest batch: an agent of 7-example batches gets the noise of 6 here), so every agent meets
+mu; the MAFALDA encoder is dpdl's (Lemma 12, Algorithm 2) for this gossip.
 """
 
 from __future__ import annotations
 
 import json
-import math
+import warnings
 from typing import Any
 
 import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
-from torch import nn
-from torch.nn import functional
 
-from dpdl.accounting import gdp
-from dpdl.data.housing import load_california_housing
 from dpdl.experiments.reproduce.mafalda_tradeoff import (
     DELTA,
     METHODS,
     local_encoder,
-    mixing,
     per_agent_design,
-    train_cyclic,
 )
+from dpdl.experiments.train import run_training
 from dpdl.factorization.mafalda import local_sensitivity
 from dpdl.factorization.participation import Participation
+from dpdl.graphs import NotDoublyStochasticWarning
+from dpdl.jobspec.config import TrainConfig
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
-from dpdl.seeding import purpose_rng
-from dpdl.tasks import partition
-from dpdl.tasks.catalog import train_test_split
-from dpdl.tasks.torch_model import TorchModelTask
+from dpdl.tasks import TaskOptions
 
 __all__ = [
     "CURVE",
@@ -60,7 +57,7 @@ __all__ = [
     "PROTOCOL",
     "RULE",
     "authors_noise",
-    "authors_task",
+    "config_of",
     "curves",
     "jobs",
     "node_finals",
@@ -87,8 +84,9 @@ CURVE = "test_loss_curve"
 PLOTTED_NODE, NODE_LOSS = 0, "test_loss_node0"
 #: The gossip of the code: ``w_ij = 1 / (|N_i| + 1)`` on the agent's neighbours and itself.
 RULE = "local-degree"
-#: The job fields beside the seed; bump ``version`` when run_job's output changes.
-VERSION = 2
+#: The job fields beside the seed; bump ``version`` when run_job's output changes (3: each batch's
+#: clipped sum divided by its agent's smallest batch, as the code, not by its own size).
+VERSION = 3
 
 
 def jobs(
@@ -125,47 +123,31 @@ def jobs(
     return private + [{**base, "method": "none", "mu": 0.0, "seed": s} for s in range(seeds)]
 
 
-def _squared_error(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return functional.mse_loss(outputs.squeeze(-1), targets, reduction="none")
-
-
-def authors_task(n_agents: int, seed: int) -> TorchModelTask:
-    """The code's Housing task (``housing.py``): scikit-learn's eight features (median income,
-    house age, rooms, bedrooms and occupants per household, population, latitude, longitude)
-    standardised over all rows, the median house value in $100,000, a random 80/20 split, the
-    training rows dealt to agents uniformly at random, and the MLP of width 64 (MAFALDA-SGD Section
-    7.2)."""
-    raw, values = load_california_housing()
-    households = raw[:, 6]
-    features = np.column_stack(
-        [
-            raw[:, 7],
-            raw[:, 2],
-            raw[:, 3] / households,
-            raw[:, 4] / households,
-            raw[:, 5],
-            raw[:, 5] / households,
-            raw[:, 1],
-            raw[:, 0],
-        ]
-    )
-    features = ((features - features.mean(axis=0)) / features.std(axis=0)).astype(np.float32)
-    targets = (values / 1e5).astype(np.float32)
-    train, test = train_test_split(len(values), 0.2, purpose_rng(seed, "train/test split"))
-    parts = partition.iid(len(train), n_agents, purpose_rng(seed, "partition"))
-    torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
-    model = nn.Sequential(nn.Linear(features.shape[1], 64), nn.ReLU(), nn.Linear(64, 1))
-    return TorchModelTask(
-        "housing-mlp",
-        model,
-        _squared_error,
-        features[train],
-        targets[train],
-        parts,
-        features[test],
-        targets[test],
-        0.0,
-        classification=False,
+def config_of(job: dict[str, Any]) -> TrainConfig:
+    """The training configuration of one seed of the code's protocol (``dpdl train`` runs it as
+    :func:`run_job` does): the housing task prepared as ``housing.py`` (scikit-learn's features,
+    standardised over all rows, the target in $100,000, a random 80/20 split, rows dealt to agents
+    uniformly at random, no regularisation), the gossip :data:`RULE`, and the noise of
+    ``mfdl_optimizer.py``: mu-GDP for the job's mu under add / remove (each clipped batch sum
+    divided by its agent's smallest batch), no noise for method ``none``."""
+    return TrainConfig(
+        task=job["task"],
+        graph=job["graph"],
+        n=job["n"],
+        mixing=RULE,
+        mechanism=job["method"],
+        gdp_mu=job["mu"] if job["method"] != "none" else None,
+        neighbouring="add-remove",
+        delta=DELTA,
+        steps=job["steps"],
+        clip=job["clip"],
+        clip_level="example",
+        lr=job["lr"],
+        schedule="constant",
+        cycle=job["cycle"],
+        eval_every=job["eval_every"],
+        seeds=(job["seed"],),
+        task_options=TaskOptions(partition="iid", l2=0.0, housing_features="sklearn"),
     )
 
 
@@ -186,39 +168,28 @@ def authors_noise(
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One seed of the code's protocol: noise ``C_local^-1 Z`` with ``Z ~ N(0, sigma^2)``,
-    ``sigma = sens(C_local) (C / smallest batch) / mu`` (Theorem 8: mu-GDP against LDP's attacker),
-    the test loss at every evaluation, and node :data:`PLOTTED_NODE`'s final test loss. All of it
-    on one thread, the encoders' factorization too: MAFALDA-L-SGD's 148 L-BFGS runs on the
-    Facebook ego graph take about 5 minutes so, and did not finish in 30 with the BLAS threads of
-    two processes competing for two cores."""
-    with threadpool_limits(limits=1):
-        weights = mixing(job["graph"], RULE)
-        task = authors_task(weights.shape[0], job["seed"])
-        steps, cycle = job["steps"], job["cycle"]
-        noise, sensitivity = authors_noise(job, weights.shape[0], int(task.agent_sizes.min()))
-        private, sigma = not noise.is_noiseless, noise.sigma
-        curve: list[float] = []
-        final = train_cyclic(
-            task,
-            weights,
-            noise,
-            job,
-            job["eval_every"],
-            callback=lambda step, metrics: curve.append(metrics["test_loss"]),
-        )
+    """One seed of the code's protocol: its training configuration (:func:`config_of`) as ``dpdl
+    train`` runs it, the test loss at every evaluation, and node :data:`PLOTTED_NODE`'s final test
+    loss. All of it on one thread, the encoders' factorization too: MAFALDA-L-SGD's 148 L-BFGS
+    runs on the Facebook ego graph take about 5 minutes so, and did not finish in 30 with the BLAS
+    threads of two processes competing for two cores."""
+    torch.set_num_threads(1)
+    with threadpool_limits(limits=1), warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotDoublyStochasticWarning)  # the report states it
+        result = run_training(config_of(job))
+        run = result.runs[0]
         design = (
-            per_agent_design(job["graph"], steps, cycle, RULE)
+            per_agent_design(job["graph"], job["steps"], job["cycle"], RULE)
             if job["method"] == "mafalda-l"
             else {}
         )
     return {
-        **final,
-        CURVE: json.dumps(curve),
-        NODE_LOSS: task.agent_metrics["test_loss"][PLOTTED_NODE],
-        "eps": gdp.epsilon(job["mu"], DELTA) if private else math.inf,
-        "sigma": sigma,
-        "sensitivity": sensitivity,
+        **{key: value for key, value in run.final.items() if key != "step"},
+        CURVE: json.dumps([record["test_loss"] for record in run.history]),
+        NODE_LOSS: run.agent_metrics["test_loss"][PLOTTED_NODE],
+        "eps": run.privacy[0].epsilon,
+        "sigma": run.mechanism["sigma"],
+        "sensitivity": run.mechanism["sensitivity"],
         **design,
     }
 

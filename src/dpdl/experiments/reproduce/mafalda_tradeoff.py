@@ -48,16 +48,11 @@ from dpdl.experiments.reproduce.tradeoff import (
     summarise,
 )
 from dpdl.experiments.train import run_training
-from dpdl.factorization.mafalda import (
-    agent_utility_grams,
-    local_loss,
-)
+from dpdl.factorization.mafalda import agent_utility_grams, local_loss
 from dpdl.factorization.participation import Participation
 from dpdl.graphs import NotDoublyStochasticWarning, build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
-from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
-from dpdl.simulation import DSGDConfig, StepSize, run_dsgd
-from dpdl.tasks import Task, TaskOptions
+from dpdl.tasks import TaskOptions
 
 __all__ = [
     "DELTA",
@@ -78,7 +73,6 @@ __all__ = [
     "run_job",
     "summaries",
     "sweep_jobs",
-    "train_cyclic",
 ]
 
 METHODS = ("dp-dsgd", "antipgd", "mafalda")
@@ -222,31 +216,6 @@ def mixing(graph: str, rule: str = "metropolis-hastings") -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotDoublyStochasticWarning)
         return mixing_matrix(build_graph(graph), rule)
-
-
-def train_cyclic(
-    task: Task,
-    weights: np.ndarray,
-    noise: LocalCorrelatedNoise,
-    job: dict[str, Any],
-    eval_every: int,
-    callback: Callable[[int, dict[str, float]], None] | None = None,
-) -> dict[str, float]:
-    """Run ``job``'s D-SGD under cyclic participation (``job``'s steps, cycle, step size and
-    per-example clipping threshold) with ``noise``, on one thread; its final metrics."""
-    config = DSGDConfig(
-        job["steps"],
-        StepSize(job["lr"]),
-        clip=job["clip"],
-        clip_level="example",
-        sampling="cyclic",
-        cycle=job["cycle"],
-        eval_every=eval_every,
-    )
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
-        result = run_dsgd(task, weights, noise, config, seed=job["seed"], callback=callback)
-    return {key: value for key, value in result.final_metrics.items() if key != "step"}
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
