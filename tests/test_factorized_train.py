@@ -32,6 +32,7 @@ from dpdl.factorization.participation import Participation
 from dpdl.graphs import NotDoublyStochasticWarning, build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.engine import DSGDConfig, StepSize
+from dpdl.jobspec.factorized import with_gdp_budget
 from dpdl.jobspec.resources import estimate, job_sizes
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.simulation import run_dsgd
@@ -182,9 +183,11 @@ def test_a_gdp_budget_under_add_remove_is_met_exactly(method: str) -> None:
     gives never above the target and within 1e-12 of it, eps that of mu at delta by the
     independent profile, and the configuration states that eps. At one eps, add / remove needs
     half the noise of replace-one."""
-    config = _config(
-        method, steps=20, cycle=6, eps=TrainConfig.eps, gdp_mu=0.5, neighbouring="add-remove"
-    ).resolved()
+    config = with_gdp_budget(
+        _config(
+            method, steps=20, cycle=6, eps=TrainConfig.eps, gdp_mu=0.5, neighbouring="add-remove"
+        ).resolved()
+    )
     job = build_job(config, 3)
     assert isinstance(job.mechanism, LocalCorrelatedNoise)
     batch = int(job.task.agent_sizes.min()) // 6
@@ -213,11 +216,11 @@ def test_the_authors_options_are_refused_where_they_do_not_apply() -> None:
     with pytest.raises(ConfigError, match=r"neighbouring \(--neighbouring\) applies"):
         TrainConfig(mechanism="decor", neighbouring="add-remove").resolved()
     with pytest.raises(ConfigError, match="give one budget"):
-        _config("mafalda", eps=3.0, gdp_mu=1.0).resolved()
+        run_training(_config("mafalda", eps=3.0, gdp_mu=1.0))
     with pytest.raises(ConfigError, match="neighbouring"):
         _config("mafalda", neighbouring="swap")
-    resolved = _config("mafalda", eps=TrainConfig.eps, gdp_mu=1.0).resolved()
-    assert resolved.resolved() == resolved  # a saved configuration replays
+    resolved = with_gdp_budget(_config("mafalda", eps=TrainConfig.eps, gdp_mu=1.0).resolved())
+    assert with_gdp_budget(resolved.resolved()) == resolved  # a saved configuration replays
 
 
 @pytest.mark.parametrize("per_agent", [False, True])

@@ -121,7 +121,15 @@ def test_file_records_every_option_of_the_parser(runs):
     text = (runs / "a" / "config.toml").read_text()
     written = set(tomllib.loads(text))
     # default None: named in a comment, not written
-    unset = {"decor-couple", "key-seed", "cycle", "gdp-mu", "examples-per-agent", "test-examples"}
+    unset = {
+        "decor-couple",
+        "key-seed",
+        "cycle",
+        "gdp-mu",
+        "graph-seed",
+        "examples-per-agent",
+        "test-examples",
+    }
     options = {
         s.removeprefix("--")
         for a in _train_parser()._actions

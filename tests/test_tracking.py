@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import networkx as nx
 import numpy as np
@@ -12,13 +13,15 @@ import torch
 
 from dpdl.accounting import AgentLevel, account, calibrate
 from dpdl.errors import ConfigError, MixingMatrixError
+from dpdl.experiments.reproduce import lppa_tables
+from dpdl.experiments.train import TrainConfig, build_job, run_training
 from dpdl.graphs import erdos_renyi, metropolis_hastings, sinkhorn_knopp
 from dpdl.mechanisms.lppa import design_noise_flow, dp_noise, flow_arcs, lppa_noise
 from dpdl.mechanisms.registry import build_mechanism
 from dpdl.seeding import purpose_rng
 from dpdl.simulation import DSGDConfig, StepSize
 from dpdl.simulation.tracking import run_dsgt
-from dpdl.tasks import decor_least_squares
+from dpdl.tasks import build_task, decor_least_squares
 from dpdl.threats import Colluding, Eavesdropper
 
 
@@ -178,3 +181,66 @@ def test_gaussian_noise_flow_gives_no_privacy_against_the_eavesdropper_or_a_neig
     np.testing.assert_allclose(
         flow.covariance(), lppa_noise(graph, flow.sigma, "gaussian").covariance(), atol=1e-12
     )
+
+
+def test_one_directed_graph_for_every_seed_with_a_graph_seed() -> None:
+    """``--graph er-directed --graph-seed 0`` (LPPA's topology): every replicate trains on the
+    strongly connected directed G(n, p) of seed 0; without it each seed draws its own."""
+    config = TrainConfig(
+        task="least-squares", graph="er-directed", n=8, p=0.3, graph_seed=0, mixing="sinkhorn",
+        algorithm="dsgt", mechanism="lppa", seeds=(0, 1, 2),
+    ).resolved()  # fmt: skip
+    expected = sorted(erdos_renyi(8, 0.3, 0, directed=True).edges())
+    for seed in config.seeds:
+        graph = build_job(config, seed).graph
+        assert graph.is_directed() and sorted(graph.edges()) == expected
+    drawn = replace(config, graph_seed=None)
+    assert len({tuple(sorted(build_job(drawn, s).graph.edges())) for s in range(3)}) > 1
+
+
+def test_no_clipping_is_for_gradient_tracking_alone() -> None:
+    """``--clip inf`` runs DSGT without clipping (its injection is not calibrated); D-SGD's
+    mechanisms are accounted for a threshold, so it is refused there, and NaN everywhere."""
+    tracking = TrainConfig(algorithm="dsgt", mechanism="dp", clip=math.inf, n=5, steps=3)
+    assert build_job(tracking.resolved(), 0).dsgd.clip is None
+    with pytest.raises(ConfigError, match=r"clip \(--clip\) inf"):
+        TrainConfig(mechanism="none", clip=math.inf).resolved()
+    with pytest.raises(ConfigError, match="clip"):
+        TrainConfig(algorithm="dsgt", mechanism="dp", clip=math.nan)
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        lppa_tables.train_job("adult-mlp", "lppa", 0.5, 1, 1),
+        lppa_tables.train_job("adult-mlp", "dp", 0.5, 2, None, rounds=4, local_steps=3, scale=0.1),
+    ],
+    ids=["lppa", "dp-local-steps"],
+)
+def test_lppa_training_configuration_is_the_run_assembled_by_hand(job: dict) -> None:
+    """The LPPA reproductions' training runs are configurations (``dpdl train`` runs them): DSGT
+    without clipping on the directed Erdos-Renyi graph of seed 0, Sinkhorn-Knopp's W, batches of
+    128, the method's Laplace injection; bit for bit the run put together by hand from the
+    engine's parts (the reproductions' run before ``dpdl train`` ran it)."""
+    config = lppa_tables.config_of(job)
+    task = build_task(job["task"], 5, job["seed"], lppa_tables.TASK_OPTIONS)
+    graph = erdos_renyi(5, 0.5, 0, directed=True)
+    scale = job.get("scale", 0.025)
+    injection = (
+        lppa_noise(graph, scale, "laplace", every_round=False)
+        if job["method"] == "lppa"
+        else dp_noise(5, scale, "laplace", every_round=True)
+    )
+    epoch = -(-(int(task.agent_sizes.sum()) // 5) // 128)
+    local = job.get("local_steps", 1)
+    steps = job["rounds"] * local if "rounds" in job else job["epochs"] * epoch
+    by_hand = run_dsgt(
+        task,
+        sinkhorn_knopp(graph),
+        DSGDConfig(steps, StepSize(job["lr"]), batch_size=128, eval_every=epoch),
+        injection,
+        seed=job["seed"],
+        local_steps=local,
+    )
+    run = run_training(config).runs[0]
+    assert config.steps == steps and run.history == by_hand.history

@@ -59,13 +59,14 @@ __all__ = [
 GRAPH_SOURCES = Registry("graph", GraphError)
 for _name, _help in {
     "er": "Erdos-Renyi G(n, p) (with --n, --p, --seed)",
+    "er-directed": "strongly connected directed Erdos-Renyi G(n, p), LPPA's (mix with sinkhorn)",
     "ring": "cycle of n agents",
     "torus": "2-d torus grid with n = rows * cols agents",
     "complete": "complete graph of n agents",
     "star": "star with centre 0 and n - 1 leaves",
     "exponential": "static exponential graph: agent i linked to i +/- 2^k mod n",
 }.items():
-    GRAPH_SOURCES.add(_name, f"dpdl.graphs.sources:{_name}", _help)
+    GRAPH_SOURCES.add(_name, f"dpdl.graphs.sources:{_name.replace('-', '_')}", _help)
 
 #: Synthetic topologies by CLI name (``er`` also takes ``p`` and ``seed``;
 #: :func:`dpdl.graphs.build_graph`): the built-in synthetic :data:`GRAPH_SOURCES`.

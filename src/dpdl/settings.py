@@ -235,7 +235,8 @@ def _check(name: str, hint: Any, meta: Setting | None, value: Any) -> Any:
     elif base is float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise _type_error(name, "a number", value)
-        if not math.isfinite(value):
+        infinite_allowed = meta is not None and (meta.interval or "").endswith("inf]")
+        if math.isnan(value) or (math.isinf(value) and not infinite_allowed):
             what = f" ({meta.help.split(' (default')[0]})" if meta is not None else ""
             raise _type_error(f"{name}{what}", "a finite number", value)
     elif base is str and not isinstance(value, str):

@@ -9,7 +9,7 @@ import numpy as np
 from dpdl.errors import GraphError
 from dpdl.graphs import topologies
 
-__all__ = ["complete", "er", "exponential", "real", "ring", "star", "torus"]
+__all__ = ["complete", "er", "er_directed", "exponential", "real", "ring", "star", "torus"]
 
 Seed = int | np.random.SeedSequence
 
@@ -25,6 +25,15 @@ def er(spec: str, n: int | None, p: float | None, seed: Seed) -> nx.Graph:
     if p is None:
         raise GraphError("an Erdos-Renyi graph needs an edge probability p")
     return topologies.erdos_renyi(agents, p, seed)
+
+
+def er_directed(spec: str, n: int | None, p: float | None, seed: Seed) -> nx.Graph:
+    """A strongly connected directed G(n, p): every ordered pair an arc with probability p (LPPA's
+    topologies, mixed by Sinkhorn-Knopp)."""
+    agents = _agents(spec, n)
+    if p is None:
+        raise GraphError("an Erdos-Renyi graph needs an edge probability p")
+    return topologies.erdos_renyi(agents, p, seed, directed=True)
 
 
 def ring(spec: str, n: int | None, p: float | None, seed: Seed) -> nx.Graph:

@@ -11,6 +11,7 @@ fast.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -95,6 +96,14 @@ class TrainConfig:
     p: float = setting(
         0.5, "Erdos-Renyi edge probability (default 0.5)", group="graph", interval="[0, 1]"
     )
+    #: Draw random topologies from this seed instead of each replicate's: one graph for every seed.
+    graph_seed: int | None = setting(
+        None,
+        "draw a random topology (er, er-directed) from this seed, the same graph for every --seed "
+        "(LPPA's experiments fix one graph); default: each seed draws its own",
+        group="graph",
+        interval="[0, inf)",
+    )
     mixing: str = setting(
         "metropolis-hastings",
         "mixing rule (default metropolis-hastings)",
@@ -105,8 +114,8 @@ class TrainConfig:
     eps: float = setting(10.0, "target epsilon (default 10)", group="privacy", interval="(0, inf)")
     delta: float = setting(1e-5, "target delta (default 1e-5)", group="privacy", interval="(0, 1)")
     #: A budget in Gaussian DP (mu-GDP) in place of ``eps`` for the time-correlated mechanisms,
-    #: whose accountant is Gaussian DP (MAFALDA-SGD Thm. 8); :meth:`resolved` sets ``eps`` to what
-    #: mu gives at ``delta``.
+    #: whose accountant is Gaussian DP (MAFALDA-SGD Thm. 8); the run states ``eps`` as what mu
+    #: gives at ``delta`` (:func:`dpdl.jobspec.factorized.with_gdp_budget`).
     gdp_mu: float | None = setting(
         None,
         "for the time-correlated mechanisms: a budget of mu-Gaussian DP in place of --eps (the "
@@ -129,8 +138,13 @@ class TrainConfig:
     steps: int = setting(
         5000, "number of D-SGD steps T (default 5000)", positive=True, group="privacy"
     )
+    #: ``inf``: no clipping, for gradient tracking, whose injected noise is not calibrated.
     clip: float = setting(
-        0.1, "clipping threshold C (default 0.1)", group="privacy", interval="(0, inf)"
+        0.1,
+        "clipping threshold C; inf: no clipping, for --algorithm dsgt, whose injected noise is "
+        "not calibrated (default 0.1)",
+        group="privacy",
+        interval="(0, inf]",
     )
     clip_level: str = setting(
         "agent",
@@ -229,6 +243,12 @@ class TrainConfig:
         """Fill the task's default step size and schedule; check the options fit together."""
         if not self.seeds:
             raise ConfigError("give at least one seed")
+        if math.isinf(self.clip) and self.algorithm != "dsgt":
+            raise ConfigError(
+                f"clip (--clip) inf: D-SGD's mechanism {self.mechanism!r} is accounted for a "
+                "clipping threshold; give a finite one (no clipping is for --algorithm dsgt, whose "
+                "injected noise is not calibrated)"
+            )
         if self.algorithm == "dsgt" and self.mechanism not in INJECTIONS:
             raise ConfigError(
                 f"gradient tracking injects {', '.join(INJECTIONS)} noise, not {self.mechanism!r}"
@@ -263,28 +283,7 @@ class TrainConfig:
             self,
             lr=self.lr if self.lr is not None else eta,
             schedule=self.schedule or schedule,
-            eps=self._budget_eps(),
         )
-
-    def _budget_eps(self) -> float:
-        """``eps``, or with ``gdp_mu`` what mu-GDP gives at ``delta`` (one budget, not two: an
-        ``eps`` given beside ``gdp_mu`` other than the default or that value is an error)."""
-        if self.gdp_mu is None:
-            return self.eps
-        from dpdl.accounting import gdp  # scipy: kept out of the light import of this module
-
-        eps = gdp.epsilon(self.gdp_mu, self.delta)
-        if not 0.0 < eps < float("inf"):
-            raise ConfigError(
-                f"gdp_mu (--gdp-mu) {self.gdp_mu:g} gives eps {eps:g} at delta {self.delta:g}: "
-                "no budget eps in (0, inf) to report"
-            )
-        if self.eps not in (TrainConfig.eps, eps):
-            raise ConfigError(
-                f"give one budget: eps (--eps) {self.eps:g} or gdp_mu (--gdp-mu) {self.gdp_mu:g} "
-                f"(eps {eps:.6g} at delta {self.delta:g}), not both"
-            )
-        return eps
 
     @property
     def cycled(self) -> bool:

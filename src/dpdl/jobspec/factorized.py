@@ -19,7 +19,7 @@ GDP's, never above the target.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -36,7 +36,7 @@ from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.tasks import Task
 from dpdl.threats import Colluding, Eavesdropper
 
-__all__ = ["ACCOUNTANT", "Factorized", "build_factorized", "cycle_of"]
+__all__ = ["ACCOUNTANT", "Factorized", "build_factorized", "cycle_of", "with_gdp_budget"]
 
 #: The accountant the reports name.
 ACCOUNTANT = "matrix-factorization GDP (MAFALDA-SGD Thm. 8)"
@@ -89,6 +89,26 @@ def _encoder(name: str, weights: bytes, n: int, steps: int, cycle: int) -> np.nd
     return encoder
 
 
+def with_gdp_budget(config: TrainConfig) -> TrainConfig:
+    """``config``, its ``eps`` set to what ``gdp_mu`` gives at ``delta`` where a mu-GDP budget is
+    given: one budget, stated in both units (an ``eps`` other than the default or that value beside
+    ``gdp_mu`` is an error asking for one)."""
+    if config.gdp_mu is None:
+        return config
+    eps = gdp.epsilon(config.gdp_mu, config.delta)
+    if not 0.0 < eps < math.inf:
+        raise ConfigError(
+            f"gdp_mu (--gdp-mu) {config.gdp_mu:g} gives eps {eps:g} at delta {config.delta:g}: "
+            "no budget eps in (0, inf) to report"
+        )
+    if config.eps not in (TrainConfig.eps, eps):
+        raise ConfigError(
+            f"give one budget: eps (--eps) {config.eps:g} or gdp_mu (--gdp-mu) "
+            f"{config.gdp_mu:g} (eps {eps:.6g} at delta {config.delta:g}), not both"
+        )
+    return replace(config, eps=eps)
+
+
 def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Factorized:
     """``config.mechanism``'s encoder for the gossip ``weights`` under ``config``'s cyclic
     participation, its noise calibrated to ``(config.eps, config.delta)`` (module doc); for
@@ -103,8 +123,8 @@ def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Fa
         "dp-dsgd" if noiseless else config.mechanism, dense.tobytes(), dense.shape[0], steps, cycle
     )
     batch = int(task.agent_sizes.min()) // cycle
-    replace = config.neighbouring == "replace"
-    row = (2.0 if replace else 1.0) * config.clip / batch
+    replace_one = config.neighbouring == "replace"
+    row = (2.0 if replace_one else 1.0) * config.clip / batch
     sensitivity = local_sensitivity(encoder, participation)
     if noiseless:
         sigma, mu = 0.0, math.inf
@@ -115,9 +135,9 @@ def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Fa
             else noise_multiplier(encoder, participation, row, config.eps, config.delta)
         )
         mu = row * sensitivity / sigma
-    divisor = "" if replace else ", each sum divided by its agent's smallest batch"
+    divisor = "" if replace_one else ", each sum divided by its agent's smallest batch"
     relation = (
-        f"example-level ({'replace' if replace else 'add or remove'} one; clip {config.clip:g} "
+        f"example-level ({'replace' if replace_one else 'add or remove'} one; clip {config.clip:g} "
         f"per example, batches of >= {batch} in a cycle of {cycle}{divisor}: "
         f"{participation.name})"
     )

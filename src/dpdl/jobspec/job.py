@@ -8,6 +8,7 @@ What every agent of a deployment also computes from the public configuration
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 
 import networkx as nx
@@ -136,7 +137,8 @@ def build_job(config: TrainConfig, seed: int) -> Job:
     once it is built."""
     log = seed == config.seeds[0]
     known = require_job_fits(config, log=log)
-    graph = build_graph(config.graph, config.n, config.p, seed=purpose_seed(seed, "graph"))
+    graph_seed = purpose_seed(seed, "graph") if config.graph_seed is None else config.graph_seed
+    graph = build_graph(config.graph, config.n, config.p, seed=graph_seed)
     agents = (graph.number_of_nodes(), graph.number_of_edges())
     if not known:
         require_job_fits(config, agents, log=log)
@@ -147,12 +149,13 @@ def build_job(config: TrainConfig, seed: int) -> Job:
         require_job_fits(config, agents, TaskShape(task.dim, "other", examples), log=log)
     if config.cycled:
         return _factorized_job(config, graph, weights, task)
-    adjacent = neighbouring(config, task)
     calibration, injection = None, None
-    if config.algorithm == "dsgt":
+    if config.algorithm == "dsgt":  # no relation: the injection is sized for attacks, unaccounted
+        adjacent = None
         mechanism: NoiseMechanism = NoNoise(graph.number_of_nodes())
         injection = build_injection(config.mechanism, graph, config.tracking)
     else:
+        adjacent = neighbouring(config, task)
         if config.mechanism != "none":
             calibration = calibrate(
                 config.eps, config.delta, config.steps, adjacent, config.calibration
@@ -162,7 +165,7 @@ def build_job(config: TrainConfig, seed: int) -> Job:
     dsgd = DSGDConfig(
         steps=config.steps,
         step_size=StepSize(config.lr, config.schedule),
-        clip=config.clip,
+        clip=None if math.isinf(config.clip) else config.clip,
         clip_level=config.clip_level,
         batch_size=config.batch_size,
         sampling="poisson" if config.clip_level == "example" else "uniform",

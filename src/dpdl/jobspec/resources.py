@@ -182,13 +182,15 @@ def task_shape(task: str, n: int, options: TaskOptions) -> TaskShape | None:
 
 
 def graph_size(spec: str, n: int | None, p: float | None) -> tuple[int, int] | None:
-    """``(agents, edges)`` of a built-in synthetic topology (the expected edges of ``er``), without
-    building it; None for a real graph, a graph file or a registered source."""
+    """``(agents, edges)`` of a built-in synthetic topology (the expected edges of ``er``, arcs of
+    ``er-directed``), without building it; None for a real graph, a graph file or a registered
+    source."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         return None  # the graph's own checks name a bad size
     p = p if isinstance(p, (int, float)) and 0 <= p <= 1 else 1.0
     edges = {
         "er": p * n * (n - 1) / 2,
+        "er-directed": p * n * (n - 1),
         "ring": n,
         "torus": 2 * n,
         "complete": n * (n - 1) / 2,

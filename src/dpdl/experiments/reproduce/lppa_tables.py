@@ -20,6 +20,7 @@ the model's input units (standardised pixels or features).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -32,11 +33,11 @@ from threadpoolctl import threadpool_limits
 from dpdl.attacks.inversion import invert_gradient
 from dpdl.experiments.plots import plot_curves, plot_images
 from dpdl.experiments.reproduce.report import AVERAGE_MODEL, Claim, checked, no_average_model
-from dpdl.graphs import erdos_renyi, sinkhorn_knopp
+from dpdl.experiments.train import TrainConfig, run_training
+from dpdl.graphs import erdos_renyi
 from dpdl.mechanisms.lppa import TrackingNoise, dp_noise, lppa_noise
 from dpdl.seeding import purpose_rng
-from dpdl.simulation import DSGDConfig, StepSize
-from dpdl.simulation.tracking import run_dsgt
+from dpdl.settings import TrackingOptions
 from dpdl.tasks import TaskOptions, build_task
 from dpdl.tasks.base import Batch
 from dpdl.tasks.torch_model import TorchModelTask
@@ -48,6 +49,7 @@ __all__ = [
     "NAME",
     "SETTING_FIELDS",
     "analyse",
+    "config_of",
     "followup_jobs",
     "hidden_arcs",
     "jobs",
@@ -220,24 +222,59 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         return _train(job) if job["kind"] == "train" else _attack(job)
 
 
-def _train(job: dict[str, Any]) -> dict[str, Any]:
+def _epoch(job: dict[str, Any]) -> int:
+    """Steps in an epoch of the mean client's data (the smallest's under an i.i.d. split, whose
+    parts differ by one at most): the clients of a skewed split take as many steps as an even
+    one's."""
     clients = job.get("clients", CLIENTS)
     task = build_task(job["task"], clients, job["seed"], _task_options(job))
-    # An epoch of the mean client's data (the smallest's under an i.i.d. split, whose parts
-    # differ by one at most): the clients of a skewed split take as many steps as an even one's.
-    epoch = -(-(int(task.agent_sizes.sum()) // clients) // BATCH)
+    return -(-(int(task.agent_sizes.sum()) // clients) // BATCH)
+
+
+#: The injection of each method: none, DP's every round, LPPA's once.
+_INJECTIONS = {"dsgt": ("none", False), "dp": ("dp", True), "lppa": ("lppa", False)}
+
+
+def config_of(job: dict[str, Any]) -> TrainConfig:
+    """The training configuration of a training job (``dpdl train`` runs it as :func:`run_job`
+    does): DSGT without clipping on the directed Erdos-Renyi graph of seed 0 with Sinkhorn-Knopp's
+    W, batches of 128, the method's Laplace injection (:data:`_INJECTIONS`) of the job's scale,
+    its length in epochs of local data (or rounds of ``local_steps`` updates) as steps, and an
+    evaluation every epoch."""
+    epoch = _epoch(job)
     local_steps = job.get("local_steps", 1)
     steps = job["rounds"] * local_steps if "rounds" in job else job["epochs"] * epoch
-    config = DSGDConfig(steps, StepSize(job["lr"]), batch_size=BATCH, eval_every=epoch)
-    result = run_dsgt(
-        task,
-        sinkhorn_knopp(_graph(clients)),
-        config,
-        _injection(job),
-        seed=job["seed"],
-        local_steps=local_steps,
+    mechanism, every_round = _INJECTIONS[job["method"]]
+    return TrainConfig(
+        task=job["task"],
+        graph="er-directed",
+        n=job.get("clients", CLIENTS),
+        p=EDGE_PROBABILITY,
+        graph_seed=GRAPH_SEED,
+        mixing="sinkhorn",
+        algorithm="dsgt",
+        mechanism=mechanism,
+        tracking=TrackingOptions(
+            scale=job.get("scale", SCALE),
+            distribution="laplace",
+            every_round=every_round,
+            local_steps=local_steps,
+        ),
+        clip=math.inf,
+        batch_size=BATCH,
+        lr=job["lr"],
+        schedule="constant",
+        steps=steps,
+        eval_every=epoch,
+        seeds=(job["seed"],),
+        task_options=_task_options(job),
     )
-    final = result.final_metrics
+
+
+def _train(job: dict[str, Any]) -> dict[str, Any]:
+    config = config_of(job)
+    run = run_training(config).runs[0]
+    final = run.final
     return {
         "test_accuracy": final["test_accuracy"],
         "test_loss": final["test_loss"],
@@ -246,7 +283,8 @@ def _train(job: dict[str, Any]) -> dict[str, Any]:
         "consensus_distance": final["consensus_distance"],
         "steps": config.steps,
         "history": [
-            {"step": r["step"] / epoch, "test_accuracy": r["test_accuracy"]} for r in result.history
+            {"step": r["step"] / config.eval_every, "test_accuracy": r["test_accuracy"]}
+            for r in run.history
         ],
     }
 
