@@ -171,7 +171,9 @@ def config_of(job: Job) -> TrainConfig:
 
 def sweep_jobs(name: str) -> SweepJobs:
     """The runs of MAFALDA reproduction ``name``'s sweep file: dpdl's protocol (the authors' is
-    not a training configuration yet: GDP mu instead of eps, another sensitivity)."""
+    run by the reproduction: Housing's as training configurations whose reports read every
+    evaluation, which a sweep's table does not keep; the images' with the code's own network and
+    step decay, which are not options)."""
     return SweepJobs(name, job_of=job_of, config_of=config_of)
 
 
