@@ -317,14 +317,21 @@ def noise_multiplier(
 
 
 def gdp_noise_multiplier(
-    encoder: np.ndarray, participation: Participation, row_sensitivity: float, mu: float
+    encoder: np.ndarray,
+    participation: Participation,
+    row_sensitivity: float,
+    mu: float,
+    delta: float,
 ) -> float:
     """sigma such that MF-D-SGD with noise ``C_local^-1 Z``, ``Z ~ N(0, sigma^2)``, is mu-GDP
     against LDP's attacker (Theorem 8): ``Delta sens(C_local) / mu``, as the MAFALDA-SGD code sets
-    it, raised by an ulp where the division rounds the mu it gives above ``mu``."""
+    it, raised ulp by ulp while the mu it gives rounds above ``mu`` or the eps of that mu at
+    ``delta`` above the eps of ``mu`` (the float eps of :func:`gdp.epsilon` is not monotone in mu
+    to the last ulps: one ulp less of mu gave 16 ulps more of eps)."""
     sensitivity = row_sensitivity * local_sensitivity(encoder, participation)
+    target = gdp.epsilon(mu, delta)
     sigma = sensitivity / mu
-    while sensitivity / sigma > mu:
+    while sensitivity / sigma > mu or gdp.epsilon(sensitivity / sigma, delta) > target:
         sigma = math.nextafter(sigma, math.inf)
     return sigma
 

@@ -130,7 +130,7 @@ def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Fa
         sigma, mu = 0.0, math.inf
     else:
         sigma = (
-            gdp_noise_multiplier(encoder, participation, row, config.gdp_mu)
+            gdp_noise_multiplier(encoder, participation, row, config.gdp_mu, config.delta)
             if config.gdp_mu is not None
             else noise_multiplier(encoder, participation, row, config.eps, config.delta)
         )
