@@ -46,6 +46,10 @@ CASES: list[tuple[str, dict[str, Any]]] = [
         for task in ("least-squares", "quadratic")
         for method in ("whisper", "decor")
     ],
+    *[
+        ("mafalda-housing", {"graph": "florentine", "method": method, "protocol": "authors"})
+        for method in ("dp-dsgd", "mafalda", "none")
+    ],
     ("whisper-variance", {}),
     ("decor-search", {}),
 ]

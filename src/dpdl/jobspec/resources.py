@@ -92,11 +92,13 @@ OPTIMISER_MATRICES = 28
 #: L-BFGS iterations an encoder optimisation takes per participation of a record (k of cyclic
 #: (k, b)-participation: 79, 171 and 364 iterations at k = 10, 20, 40 on a ring), at most
 #: :func:`~dpdl.factorization.mafalda.optimize_local`'s 2000, and the operations of one iteration
-#: in units of T^3 (Cholesky factorisations and solves of the line search: 16 s at T = 640,
-#: k = 40 on a loaded 2-core machine).
+#: in units of T^3 at :data:`FLOP_RATE` (Cholesky factorisations and solves of the line search:
+#: 0.45 to 0.63 measured, 1.29 s for 175 iterations at T = 320, k = 20, and 0.10 s for 79 at
+#: T = 160, k = 10, on one thread of a loaded 2-core machine; taken higher). It was 200 until the
+#: 148 encoders of MAFALDA-L-SGD on the Facebook ego graph (289 s) were estimated at 1.1 days.
 OPTIMISER_ITERATIONS_PER_PARTICIPATION = 10
 OPTIMISER_MAX_ITERATIONS = 2000
-OPTIMISER_ITERATION_CUBES = 200
+OPTIMISER_ITERATION_CUBES = 1
 #: Mechanisms that draw one normal per edge and coordinate (a secret per edge).
 EDGE_SECRETS = ("decor", "zero-sum", "lppa")
 #: float64 copies of every agent's ``(n, d)`` parameters live in a step (parameters, gradients,
