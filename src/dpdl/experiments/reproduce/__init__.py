@@ -109,7 +109,8 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "the last 6161 s for 312 of them beside other work; the 8802 DECOR runs of least squares and "
     "a9a drawn again through the principal square root (engine version 4), 2094 s in one "
     "invocation beside other work, their LDP and CDP rows kept (independent noise, drawn as "
-    "before)",
+    "before); MNIST's 264 DECOR runs drawn again likewise, about 2 h over three invocations "
+    "beside other work",
     "decor-search": "312 s with one worker",
     "mafalda-pndp": "506 s, beside another reproduction",
     "mafalda-housing": "about 72 min over four invocations for dpdl's protocol; the authors' "
@@ -138,7 +139,6 @@ COMMITTED_WALL_TIME: dict[str, str] = {
 #: written again from ``runs.csv`` says which.
 EARLIER_DRAWS: dict[str, str] = {
     "corn-mnist": "the DECOR and Whisper runs of both protocols",
-    "decor-fig1": "the 264 DECOR runs on MNIST",
 }
 
 #: How a report names the setting of a whole run.
