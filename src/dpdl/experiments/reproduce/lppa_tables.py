@@ -35,7 +35,7 @@ from dpdl.experiments.plots import plot_curves, plot_images
 from dpdl.experiments.reproduce.report import AVERAGE_MODEL, Claim, checked, no_average_model
 from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.graphs import erdos_renyi
-from dpdl.mechanisms.lppa import TrackingNoise, dp_noise, lppa_noise
+from dpdl.mechanisms.lppa import TrackingNoise, build_injection, lppa_noise
 from dpdl.seeding import purpose_rng
 from dpdl.settings import TrackingOptions
 from dpdl.tasks import TaskOptions, build_task
@@ -184,14 +184,27 @@ def _graph(clients: int = CLIENTS):
     return erdos_renyi(clients, EDGE_PROBABILITY, GRAPH_SEED, directed=True)
 
 
+#: The injection of each method: none, DP's every round, LPPA's once.
+_INJECTIONS = {"dsgt": ("none", False), "dp": ("dp", True), "lppa": ("lppa", False)}
+
+
+def _tracking(job: dict[str, Any]) -> tuple[str, TrackingOptions]:
+    """The job's injection and its options: DP's every round, LPPA's once, none for plain DSGT;
+    Laplace noise of the job's scale (default 0.025)."""
+    mechanism, every_round = _INJECTIONS[job["method"]]
+    options = TrackingOptions(
+        scale=job.get("scale", SCALE),
+        distribution="laplace",
+        every_round=every_round,
+        local_steps=job.get("local_steps", 1),
+    )
+    return mechanism, options
+
+
 def _injection(job: dict[str, Any]) -> TrackingNoise | None:
-    """The job's noise: DP's every round, LPPA's once, of the job's scale (default 0.025)."""
-    scale, clients = job.get("scale", SCALE), job.get("clients", CLIENTS)
-    if job["method"] == "dp":
-        return dp_noise(clients, scale, "laplace", every_round=True)
-    if job["method"] == "lppa":
-        return lppa_noise(_graph(clients), scale, "laplace", every_round=False)
-    return None
+    """The job's noise (:func:`_tracking`) on its graph, as the training run injects it."""
+    mechanism, options = _tracking(job)
+    return build_injection(mechanism, _graph(job.get("clients", CLIENTS)), options)
 
 
 def hidden_arcs() -> int:
@@ -231,10 +244,6 @@ def _epoch(job: dict[str, Any]) -> int:
     return -(-(int(task.agent_sizes.sum()) // clients) // BATCH)
 
 
-#: The injection of each method: none, DP's every round, LPPA's once.
-_INJECTIONS = {"dsgt": ("none", False), "dp": ("dp", True), "lppa": ("lppa", False)}
-
-
 def config_of(job: dict[str, Any]) -> TrainConfig:
     """The training configuration of a training job (``dpdl train`` runs it as :func:`run_job`
     does): DSGT without clipping on the directed Erdos-Renyi graph of seed 0 with Sinkhorn-Knopp's
@@ -242,9 +251,8 @@ def config_of(job: dict[str, Any]) -> TrainConfig:
     its length in epochs of local data (or rounds of ``local_steps`` updates) as steps, and an
     evaluation every epoch."""
     epoch = _epoch(job)
-    local_steps = job.get("local_steps", 1)
-    steps = job["rounds"] * local_steps if "rounds" in job else job["epochs"] * epoch
-    mechanism, every_round = _INJECTIONS[job["method"]]
+    mechanism, tracking = _tracking(job)
+    steps = job["rounds"] * tracking.local_steps if "rounds" in job else job["epochs"] * epoch
     return TrainConfig(
         task=job["task"],
         graph="er-directed",
@@ -254,12 +262,7 @@ def config_of(job: dict[str, Any]) -> TrainConfig:
         mixing="sinkhorn",
         algorithm="dsgt",
         mechanism=mechanism,
-        tracking=TrackingOptions(
-            scale=job.get("scale", SCALE),
-            distribution="laplace",
-            every_round=every_round,
-            local_steps=local_steps,
-        ),
+        tracking=tracking,
         clip=math.inf,
         batch_size=BATCH,
         lr=job["lr"],
