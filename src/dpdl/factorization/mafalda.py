@@ -310,7 +310,12 @@ def noise_multiplier(
     checked in the tests), with the largest mu the budget allows (never above it: the epsilon of
     ``sensitivity / sigma`` is checked, since dividing twice can round mu up by one ulp)."""
     sensitivity = row_sensitivity * local_sensitivity(encoder, participation)
-    sigma = sensitivity / gdp.mu_for_budget(eps, delta)
+    return _within_eps(sensitivity, sensitivity / gdp.mu_for_budget(eps, delta), eps, delta)
+
+
+def _within_eps(sensitivity: float, sigma: float, eps: float, delta: float) -> float:
+    """``sigma``, raised ulp by ulp until the eps of ``sensitivity / sigma``-GDP at ``delta`` is at
+    most ``eps``."""
     while gdp.epsilon(sensitivity / sigma, delta) > eps:
         sigma = math.nextafter(sigma, math.inf)
     return sigma
@@ -329,11 +334,10 @@ def gdp_noise_multiplier(
     ``delta`` above the eps of ``mu`` (the float eps of :func:`gdp.epsilon` is not monotone in mu
     to the last ulps: one ulp less of mu gave 16 ulps more of eps)."""
     sensitivity = row_sensitivity * local_sensitivity(encoder, participation)
-    target = gdp.epsilon(mu, delta)
     sigma = sensitivity / mu
-    while sensitivity / sigma > mu or gdp.epsilon(sensitivity / sigma, delta) > target:
+    while sensitivity / sigma > mu:  # raising sigma lowers the mu it gives: this stays true after
         sigma = math.nextafter(sigma, math.inf)
-    return sigma
+    return _within_eps(sensitivity, sigma, gdp.epsilon(mu, delta), delta)
 
 
 @dataclass(frozen=True)

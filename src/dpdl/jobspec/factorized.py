@@ -36,7 +36,14 @@ from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.tasks import Task
 from dpdl.threats import Colluding, Eavesdropper
 
-__all__ = ["ACCOUNTANT", "Factorized", "build_factorized", "cycle_of", "with_gdp_budget"]
+__all__ = [
+    "ACCOUNTANT",
+    "Factorized",
+    "build_factorized",
+    "cycle_of",
+    "encoder_for",
+    "with_gdp_budget",
+]
 
 #: The accountant the reports name.
 ACCOUNTANT = "matrix-factorization GDP (MAFALDA-SGD Thm. 8)"
@@ -89,6 +96,14 @@ def _encoder(name: str, weights: bytes, n: int, steps: int, cycle: int) -> np.nd
     return encoder
 
 
+def encoder_for(name: str, weights: np.ndarray, steps: int, cycle: int) -> np.ndarray:
+    """The encoder of mechanism ``name`` (:data:`~dpdl.choices.FACTORIZED_REGISTRY`) for the
+    gossip ``weights`` (dense or sparse) over ``steps`` steps of cyclic participation in ``cycle``
+    batches, read-only, from the process's cache: what a job of that mechanism runs with."""
+    dense = weights.toarray() if sparse.issparse(weights) else np.asarray(weights, dtype=float)
+    return _encoder(name, dense.tobytes(), dense.shape[0], steps, cycle)
+
+
 def with_gdp_budget(config: TrainConfig) -> TrainConfig:
     """``config``, its ``eps`` set to what ``gdp_mu`` gives at ``delta`` where a mu-GDP budget is
     given: one budget, stated in both units (an ``eps`` other than the default or that value beside
@@ -118,10 +133,7 @@ def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Fa
     participations = -(-steps // cycle)
     participation = Participation.cyclic(steps, participations, cycle)
     noiseless = config.mechanism == NoNoise.name
-    dense = weights.toarray() if sparse.issparse(weights) else np.asarray(weights, dtype=float)
-    encoder = _encoder(
-        "dp-dsgd" if noiseless else config.mechanism, dense.tobytes(), dense.shape[0], steps, cycle
-    )
+    encoder = encoder_for("dp-dsgd" if noiseless else config.mechanism, weights, steps, cycle)
     batch = int(task.agent_sizes.min()) // cycle
     replace_one = config.neighbouring == "replace"
     row = (2.0 if replace_one else 1.0) * config.clip / batch

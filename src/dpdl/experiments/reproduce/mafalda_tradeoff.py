@@ -34,7 +34,6 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from dpdl.choices import FACTORIZED_REGISTRY
 from dpdl.experiments.plots import plot_panels
 from dpdl.experiments.reproduce import tradeoff
 from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
@@ -52,6 +51,7 @@ from dpdl.factorization.mafalda import agent_utility_grams, local_loss
 from dpdl.factorization.participation import Participation
 from dpdl.graphs import NotDoublyStochasticWarning, build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.factorized import encoder_for
 from dpdl.tasks import TaskOptions
 
 __all__ = [
@@ -177,18 +177,17 @@ def sweep_jobs(name: str) -> SweepJobs:
     return SweepJobs(name, job_of=job_of, config_of=config_of)
 
 
-@lru_cache(maxsize=8)
 def local_encoder(
     method: str, graph: str, steps: int, cycle: int, rule: str = "metropolis-hastings"
 ) -> np.ndarray:
     """C_local of ``method`` (:data:`dpdl.choices.FACTORIZED_REGISTRY`; ``none`` as DP-D-SGD's,
     run without noise) for the gossip on ``graph`` (mixing ``rule``) over ``steps`` steps of
     cyclic participation; for ``mafalda-l`` one per agent (``n x T x T``: on the 148-agent Facebook
-    ego graph over T = 320 steps, 148 L-BFGS runs, 289 s on one thread beside one other process,
-    once per process)."""
-    participation = Participation.cyclic(steps, -(-steps // cycle), cycle)
-    factory = FACTORIZED_REGISTRY.get("dp-dsgd" if method == "none" else method)
-    return factory(mixing(graph, rule), participation)
+    ego graph over T = 320 steps, 148 L-BFGS runs, 289 s on one thread beside one other process).
+    The job spec's cache holds it, so a training run of the same gossip and the design figures
+    read one optimisation per process (:func:`dpdl.jobspec.factorized.encoder_for`)."""
+    name = "dp-dsgd" if method == "none" else method
+    return encoder_for(name, mixing(graph, rule), steps, cycle)
 
 
 @lru_cache(maxsize=2)
