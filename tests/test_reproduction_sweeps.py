@@ -8,6 +8,7 @@ runs)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -25,6 +26,7 @@ from dpdl.experiments.reproduce import (
     corn_mnist,
     decor_fig1,
     horizon_design,
+    mafalda_authors,
     mafalda_housing,
     mafalda_images,
     mafalda_tradeoff,
@@ -41,6 +43,7 @@ from dpdl.experiments.reproduce.tradeoff import (
     tuning_jobs,
 )
 from dpdl.experiments.results import read_rows, write_rows
+from dpdl.experiments.sweeps.run import run_sweep
 from dpdl.experiments.sweeps.spec import read_sweep, reproduction_file, run_key
 from dpdl.settings import to_options
 
@@ -149,6 +152,75 @@ def test_a_sweep_file_that_sets_what_the_jobs_do_not_carry_is_refused(tmp_path) 
         SweepJobs("whisper-logreg").jobs(read_sweep(tmp_path / "delta.toml"))
 
 
+def _mafalda_authors_jobs(quick: bool, part: str) -> list[dict[str, Any]]:
+    """The jobs of mafalda-housing's ``part`` of the authors' protocol as the module listed them
+    before its sweep file stated them (the cache's keys)."""
+    h = mafalda_housing
+    graphs = list(h.FIG5_GRAPHS.items())[: 1 if quick else None]
+    if part == "authors":
+        return mafalda_authors.jobs(h.GRAPH, h.AGENTS, quick)
+    if part == "graphs":
+        return [job for g, (n, _) in graphs for job in mafalda_authors.jobs(g, n, quick, 3)]
+    per_agent = ([] if quick else [(h.GRAPH, (h.AGENTS, ""))]) + graphs
+    return [
+        job
+        for g, (n, _) in per_agent
+        if g in h.PER_AGENT_GRAPHS
+        for job in mafalda_authors.jobs(g, n, quick, 3, methods=("mafalda-l",))
+    ]
+
+
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_mafalda_housings_authors_runs_are_its_sweep_files(quick: bool) -> None:
+    """The authors' protocol's parts of mafalda-housing (every method at every mu, no noise, Fig.
+    5's graphs, MAFALDA-L-SGD) are grids of its sweep file: the same jobs as the authors' list
+    them (so the committed cache stands), each job's configuration the file's run, and no second
+    stage for them (they tune nothing)."""
+    sweep = mafalda_housing.SWEEP
+    for part in ("authors", "graphs", "mafalda-l"):
+        jobs = mafalda_housing.jobs(quick, (part,))
+        expected = _mafalda_authors_jobs(quick, part)
+        assert sorted(map(_key, jobs)) == sorted(map(_key, expected))
+        for job in jobs[:3]:
+            options = to_options(sweep.config_of(job))
+            assert sweep.job_of({**options, "seed": job["seed"]}) == job
+        rows = [_made_up(job) for job in jobs]
+        assert mafalda_housing.followup_jobs(quick, rows, (part,)) == []
+    committed = read_rows(ROOT / "results" / "mafalda-housing" / "runs.csv")
+    if not quick:  # every committed run of the authors' protocol is a run of the file
+        theirs = {
+            _key({k: row[k] for k in _JOB_FIELDS}) for row in committed if row.get("protocol")
+        }
+        authors_parts = mafalda_housing.jobs(False, ("authors", "graphs", "mafalda-l"))
+        stated = {_key({k: job[k] for k in _JOB_FIELDS}) for job in authors_parts}
+        assert len(theirs) == 95 + 114 + 36 and theirs == stated
+
+
+_JOB_FIELDS = ("graph", "n", "steps", "method", "mu", "seed", "lr", "clip", "version")
+
+
+def test_a_sweep_of_mafalda_housings_authors_runs_is_their_runs(tmp_path) -> None:
+    """``dpdl sweep mafalda-housing --quick``'s Florentine grids (the part ``graphs``) run: read
+    back as the reproduction's rows (:meth:`SweepJobs.rows`), each run's test loss at every
+    evaluation, node 0's final test loss and sigma are those the reproduction's own run of the job
+    gives, bit for bit; a grid whose label names no part is one error."""
+    sweep = mafalda_housing.SWEEP
+    result = run_sweep(sweep.sweep(True, ("graphs",)), tmp_path / "out", progress=False)
+    assert result.failed == 0 and len(result.rows) == 7
+    rows = sweep.rows(read_rows(tmp_path / "out" / "runs.csv"))
+    expected = mafalda_housing.jobs(True, ("graphs",))
+    fields = list(expected[0])
+    assert sorted(_key({k: row[k] for k in fields}) for row in rows) == sorted(map(_key, expected))
+    for row in rows:
+        if (row["method"], row["mu"]) in (("mafalda", 0.2), ("none", 0.0)):
+            own = mafalda_authors.run_job({key: row[key] for key in fields})
+            for key in (mafalda_authors.CURVE, mafalda_authors.NODE_LOSS, "sigma", "test_loss"):
+                assert row[key] == own[key], key
+    unnamed = dataclasses.replace(sweep, part_labels={"Housing, Facebook ego": "paper"})
+    with pytest.raises(ConfigError, match="the grid labelled 'Housing, Facebook ego, no noise'"):
+        unnamed.sweep(True, ("paper",))
+
+
 def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
     def sweep(*args: str) -> subprocess.CompletedProcess:
         command = [sys.executable, "-m", "dpdl.cli", "sweep", *args]
@@ -189,7 +261,7 @@ def _as_sweep_rows(rows: list[dict[str, Any]], module: ModuleType) -> list[dict[
         ("whisper-logreg", " (the parts `paper`, `authors`)"),
         ("corn-mnist", " (the parts `paper`, `authors`)"),
         ("decor-fig1", " (the parts `least-squares`, `logreg-a9a`, `mnist-mlp`)"),
-        ("mafalda-housing", " (the part `paper`)"),
+        ("mafalda-housing", " (the parts `paper`, `authors`, `graphs`, `mafalda-l`)"),
         ("mafalda-images", " (the part `paper`)"),
         ("whisper-quadratic", ""),
         ("horizon", ""),

@@ -4,6 +4,7 @@ does not end the sweep. Small settings (the quadratic, n = 5) keep the file unde
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,8 +19,10 @@ from dpdl.errors import ConfigError, MissingDependencyError
 from dpdl.experiments.executors import DIED, ExecutorOptions, LocalExecutor, RayExecutor
 from dpdl.experiments.reproduce import whisper_variance
 from dpdl.experiments.reproduce.runner import RUN_SECONDS, run_jobs
+from dpdl.experiments.results import read_rows
 from dpdl.experiments.sweeps.run import run_sweep
 from dpdl.experiments.sweeps.spec import read_sweep
+from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.settings import TaskOptions
 from dpdl.tasks import build_task
 
@@ -104,6 +107,10 @@ schedule = ["default", "constant"]
         ("[sweep]\nlr = [0.1]\ntune = {metric = 'x', goal = 'up'}\n", "sweep.toml:3: tune: goal"),
         ("[grid]\neps = [1]\n", "sweep.toml:1: grid: a sweep file has the tables"),
         ("[resources]\ngpus = -1\n", "sweep.toml:2: gpus: expected a number >= 0"),
+        ("[record]\ncurves = 'test_loss'\n", "sweep.toml:2: curves: expected a list of metric"),
+        ("[record]\nnodes = [0, -1]\n", "sweep.toml:2: nodes: expected a list of agent indices"),
+        ("[record]\nnodes = [1, 1]\n", "sweep.toml:2: nodes: [1, 1] names one entry twice"),
+        ("[record]\nagents = [0]\n", "sweep.toml:2: agents: unknown key; known: curves, nodes"),
     ],
 )
 def test_a_bad_file_names_its_line_and_key(tmp_path, text: str, message: str) -> None:
@@ -152,6 +159,65 @@ calibration = ["exact", "authors"]
     }
     for row in result.rows:  # the authors' form stays far below its label; exact meets it
         assert row["epsilon"] <= row["eps"]
+
+
+def test_record_adds_a_metrics_curve_and_one_agents_final_metrics(tmp_path) -> None:
+    """``[record]``: each run's row holds the test loss at every evaluation (a JSON list, the same
+    numbers ``dpdl train`` records) and agents 0 and 2's final test loss and accuracy, which
+    average, with the other agents', to the run's (the mean over agents); a curve that is no
+    metric, an agent beyond n, and agents' metrics a task does not keep are errors naming them."""
+    text = """\
+[base]
+task = "mnist-cnn"
+n = 3
+steps = 4
+eval-every = 2
+batch-size = 8
+examples-per-agent = 16
+test-examples = 64
+partition = "iid"
+mechanism = "ldp"
+
+[sweep]
+seed = [0, 1]
+
+[record]
+curves = ["test_loss"]
+nodes = [0, 2]
+"""
+    result = run_sweep(
+        read_sweep(_file(tmp_path, text)), tmp_path / "out", workers=1, progress=False
+    )
+    config = TrainConfig(
+        task="mnist-cnn",
+        n=3,
+        steps=4,
+        eval_every=2,
+        batch_size=8,
+        mechanism="ldp",
+        seeds=(1,),
+        task_options=TaskOptions(partition="iid", examples_per_agent=16, test_examples=64),
+    )
+    run = run_training(config).runs[0]
+    (row,) = (row for row in read_rows(tmp_path / "out" / "runs.csv") if row["seed"] == 1)
+    assert json.loads(row["test_loss_curve"]) == [record["test_loss"] for record in run.history]
+    assert len(json.loads(row["test_loss_curve"])) == 3  # steps 0, 2, 4
+    for metric in ("test_loss", "test_accuracy"):
+        values = run.agent_metrics[metric]
+        assert (row[f"{metric}_node0"], row[f"{metric}_node2"]) == (values[0], values[2])
+        assert sum(values) / 3 == pytest.approx(row[metric], rel=1e-6)
+    assert "test_loss_node1" not in row and "test_accuracy_curve" not in row
+    assert len(result.rows) == 2
+    for wrong, message in [
+        ('curves = ["test_los"]', r"\[record\] curves: 'test_los' is not a metric of every run"),
+        ("nodes = [3]", r"\[record\] nodes: agent 3 is not an agent of the run"),
+    ]:
+        bad = text.replace('curves = ["test_loss"]\nnodes = [0, 2]', wrong)
+        with pytest.raises(ConfigError, match=message):
+            run_sweep(read_sweep(_file(tmp_path, bad)), tmp_path / "out", progress=False)
+    quadratic = SMALL + "\n[record]\nnodes = [0]\n"
+    with pytest.raises(ConfigError, match=r"nodes: a run of this sweep keeps no agent's own"):
+        run_sweep(read_sweep(_file(tmp_path, quadratic)), tmp_path / "quad", progress=False)
 
 
 @pytest.fixture(scope="module")

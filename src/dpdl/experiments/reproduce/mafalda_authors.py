@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
+from dpdl.errors import ConfigError
 from dpdl.experiments.reproduce.mafalda_tradeoff import (
     DELTA,
     METHODS,
@@ -59,6 +61,7 @@ __all__ = [
     "authors_noise",
     "config_of",
     "curves",
+    "job_of",
     "jobs",
     "node_finals",
     "run_job",
@@ -121,6 +124,28 @@ def jobs(
     if methods != METHODS:
         return private
     return private + [{**base, "method": "none", "mu": 0.0, "seed": s} for s in range(seeds)]
+
+
+def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The job of one run of the code's protocol stated as a sweep file's run (the options of a
+    :class:`TrainConfig`, its one seed as a number): the fields of :func:`jobs`, from which
+    :func:`config_of` gives those options back. A private method's budget is a GDP mu
+    (``gdp-mu``), as the code states it."""
+    method = options["mechanism"]
+    if method != "none" and options["gdp_mu"] is None:
+        raise ConfigError(
+            f"a run of MAFALDA-SGD's code's protocol states its budget as gdp-mu, as the code "
+            f"does; {method} has none (a run of {dict(options)})"
+        )
+    return {
+        **{key: options[key] for key in ("task", "graph", "n", "steps", "cycle", "lr", "clip")},
+        "eval_every": options["eval_every"],
+        "protocol": PROTOCOL,
+        "version": VERSION,
+        "method": method,
+        "mu": 0.0 if method == "none" else options["gdp_mu"],
+        "seed": options["seed"],
+    }
 
 
 def config_of(job: dict[str, Any]) -> TrainConfig:

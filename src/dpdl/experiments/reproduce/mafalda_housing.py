@@ -68,6 +68,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +78,12 @@ from dpdl.accounting import gdp
 from dpdl.experiments.plots import plot_panels
 from dpdl.experiments.reproduce import mafalda_authors as authors
 from dpdl.experiments.reproduce import mafalda_tradeoff as protocol
+from dpdl.experiments.reproduce import tradeoff
 from dpdl.experiments.reproduce.mafalda_tradeoff import METHODS, REFERENCE_EPS, Crossing
 from dpdl.experiments.reproduce.report import Claim, Verdict, checked
-from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training
+from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
+from dpdl.experiments.reproduce.tradeoff import Job, Panel, Study, Training
+from dpdl.jobspec.config import TrainConfig
 
 __all__ = [
     "NAME",
@@ -88,7 +92,9 @@ __all__ = [
     "SWEEP_PARTS",
     "across_protocols",
     "analyse",
+    "config_of",
     "followup_jobs",
+    "job_of",
     "jobs",
     "run_job",
 ]
@@ -169,36 +175,59 @@ def study(quick: bool) -> Study:
     return Study((panel,), protocol.DELTA, calibrations=("exact",))
 
 
-#: The parts whose runs the sweep file ``dpdl sweep NAME`` runs states: dpdl's protocol (the
-#: authors' is run by this module alone).
-SWEEP_PARTS = ("paper",)
-PROTOCOLS = protocol.Protocols(study, authors.PROTOCOL, authors.run_job, protocol.sweep_jobs(NAME))
-SWEEP = PROTOCOLS.sweep
-run_job, followup_jobs = PROTOCOLS.run_job, PROTOCOLS.followup_jobs
+#: Every part's runs are the sweep file's (``dpdl sweep NAME``): its grids' labels name their
+#: parts.
+SWEEP_PARTS = PARTS
+#: The part of each grid of the sweep files, by its label (the quick file's are the full one's).
+PART_LABELS = {
+    "Housing, Facebook ego": "paper",
+    "Housing, Facebook ego, no noise": "paper",
+    AUTHORS_LABEL: "authors",
+    f"{AUTHORS_LABEL}, no noise": "authors",
+    **{label: "graphs" for _, label in FIG5_GRAPHS.values()},
+    **{f"{label}, no noise": "graphs" for _, label in FIG5_GRAPHS.values()},
+    f"Housing, {PER_AGENT_LABEL}, authors' protocol": PER_AGENT,
+}
+
+
+def job_of(options: Mapping[str, Any], version: int = tradeoff.VERSION) -> Job:
+    """The job of one run of the sweep file: a run under add / remove is one of the authors'
+    protocol (:func:`mafalda_authors.job_of`), any other one of dpdl's
+    (:func:`mafalda_tradeoff.job_of`, of ``version``)."""
+    if options["neighbouring"] == "add-remove":
+        return authors.job_of(options)
+    return protocol.job_of(options, version)
+
+
+def config_of(job: Job) -> TrainConfig:
+    """The training configuration of a job of either protocol."""
+    if job.get("protocol") == authors.PROTOCOL:
+        return authors.config_of(job)
+    return protocol.config_of(job)
+
+
+SWEEP = SweepJobs(
+    NAME,
+    job_of=job_of,
+    config_of=config_of,
+    protocols=frozenset({"", authors.PROTOCOL}),
+    part_labels=PART_LABELS,
+)
+PROTOCOLS = protocol.Protocols(study, authors.PROTOCOL, authors.run_job, SWEEP)
+run_job = PROTOCOLS.run_job
 
 
 def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
-    """dpdl's tuning runs, the authors' runs (they tune nothing) and theirs on Fig. 5's graphs."""
-    graphs = list(FIG5_GRAPHS.items())[: 1 if quick else None]
-    return (
-        (PROTOCOLS.paper_jobs(quick) if "paper" in parts else [])
-        + (authors.jobs(GRAPH, AGENTS, quick) if "authors" in parts else [])
-        + (
-            [job for g, (n, _) in graphs for job in authors.jobs(g, n, quick, GRAPH_SEEDS)]
-            if "graphs" in parts
-            else []
-        )
-        + (
-            [
-                job
-                for g, (n, _) in ([] if quick else [(GRAPH, (AGENTS, AUTHORS_LABEL))]) + graphs
-                if g in PER_AGENT_GRAPHS
-                for job in authors.jobs(g, n, quick, GRAPH_SEEDS, methods=(PER_AGENT,))
-            ]
-            if PER_AGENT in parts
-            else []
-        )
-    )
+    """The first stage of the sweep file's grids of ``parts``: dpdl's tuning runs, the authors'
+    runs (they tune nothing), theirs on Fig. 5's graphs and MAFALDA-L-SGD's."""
+    return SWEEP.jobs(SWEEP.sweep(quick, parts))
+
+
+def followup_jobs(
+    quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS
+) -> list[dict[str, Any]]:
+    """dpdl's tuned points on every seed (the authors' protocol tunes nothing)."""
+    return SWEEP.followup_jobs(SWEEP.sweep(quick, parts), rows)
 
 
 def _authors_rows(rows: list[dict[str, Any]], graph: str) -> list[dict[str, Any]]:
@@ -840,7 +869,10 @@ def _per_agent_analysis(rows: list[dict[str, Any]], out: Path) -> dict[str, Any]
         }
         mus = sorted({float(r["mu"]) for r in ours})
         seeds = sorted({r["seed"] for r in ours})
-        design = float(ours[0]["design_loss"]) / float(ours[0]["design_loss_shared"])
+        first = ours[0]
+        if "design_loss" not in first:  # a sweep's run: its row keeps the training run alone
+            first = protocol.per_agent_design(graph, first["steps"], first["cycle"], authors.RULE)
+        design = float(first["design_loss"]) / float(first["design_loss_shared"])
         paired = [
             [finals[(PER_AGENT, mu, s)] - finals[("mafalda", mu, s)] for s in seeds]
             for mu in mus

@@ -170,10 +170,9 @@ def config_of(job: Job) -> TrainConfig:
 
 
 def sweep_jobs(name: str) -> SweepJobs:
-    """The runs of MAFALDA reproduction ``name``'s sweep file: dpdl's protocol (the authors' is
-    run by the reproduction: Housing's as training configurations whose reports read every
-    evaluation, which a sweep's table does not keep; the images' with the code's own network and
-    step decay, which are not options)."""
+    """The runs of MAFALDA reproduction ``name``'s sweep file in dpdl's protocol alone
+    (mafalda-images: its authors' part runs the code's own network and step decay, which are not
+    options; mafalda-housing's file states both protocols, :data:`mafalda_housing.SWEEP`)."""
     return SweepJobs(name, job_of=job_of, config_of=config_of)
 
 

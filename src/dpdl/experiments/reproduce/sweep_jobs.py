@@ -16,13 +16,13 @@ for the reproduction's analysis (``dpdl reproduce NAME --from-sweep DIR``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.reproduce import tradeoff
 from dpdl.experiments.reproduce.tradeoff import Job, unique_jobs
-from dpdl.experiments.sweeps.spec import Sweep, read_sweep, reproduction_file, run_key
+from dpdl.experiments.sweeps.spec import Grid, Sweep, read_sweep, reproduction_file, run_key
 from dpdl.experiments.sweeps.tuning import final_runs, search_runs, settings
 from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import to_options
@@ -40,7 +40,8 @@ class SweepJobs:
 
     A figure with parts names each grid's part by the value its grid fixes of option
     ``part_option`` (decor-fig1: its ``task``), through ``part_names`` (``None``: the value is
-    the part's name)."""
+    the part's name), or, where no one option tells its parts apart, by the grid's ``label``
+    through ``part_labels`` (mafalda-housing)."""
 
     name: str
     version: int = tradeoff.VERSION
@@ -49,6 +50,7 @@ class SweepJobs:
     protocols: frozenset[str] = frozenset({""})
     part_option: str | None = None
     part_names: Mapping[Any, str] | None = None
+    part_labels: Mapping[str, str] | None = None
 
     def sweep(self, quick: bool, parts: Sequence[str] | None = None) -> Sweep:
         """The file of the ``quick`` setting or the full one; with ``parts``, only its grids of
@@ -56,6 +58,8 @@ class SweepJobs:
         sweep = read_sweep(reproduction_file(self.name, quick))
         if parts is None:
             return sweep
+        if self.part_labels is not None:
+            return replace(sweep, grids=self._grids_of_labels(sweep, parts))
         if self.part_option is None:
             raise ConfigError(f"the sweep file of {self.name} states no parts")
         option = self.part_option
@@ -77,7 +81,18 @@ class SweepJobs:
         grids = tuple(
             grid for grid, part in zip(sweep.grids, of_grid, strict=True) if part in parts
         )
-        return Sweep(sweep.base, grids, sweep.cpus, sweep.gpus)
+        return replace(sweep, grids=grids)
+
+    def _grids_of_labels(self, sweep: Sweep, parts: Sequence[str]) -> tuple[Grid, ...]:
+        """The grids of ``sweep`` whose labels name one of ``parts`` (:attr:`part_labels`)."""
+        assert self.part_labels is not None
+        unnamed = [grid.label for grid in sweep.grids if grid.label not in self.part_labels]
+        if unnamed:
+            raise ConfigError(
+                f"the sweep file of {self.name}: the grid labelled {unnamed[0]!r} names no part "
+                f"(the labels that do: {', '.join(map(repr, self.part_labels))})"
+            )
+        return tuple(grid for grid in sweep.grids if self.part_labels[grid.label] in parts)
 
     def _job(self, options: dict[str, Any]) -> Job:
         (seed,) = options["seed"]
@@ -99,9 +114,11 @@ class SweepJobs:
         """The second stage: each setting's choice, by the first stage's ``rows`` (the jobs' fields
         and results), on every seed; those ``rows`` hold already are left out."""
         by_run: dict[str, dict[str, Any]] = {}
-        for row in rows:  # those of this file's jobs (not another protocol's)
-            if (row.get("protocol") or "") in self.protocols and row.get("version") == self.version:
-                by_run.setdefault(run_key(to_options(self.config_of(row))), row)
+        for row in rows:  # those of this file's jobs (not another protocol's, nor version's)
+            if (row.get("protocol") or "") in self.protocols:
+                options = to_options(self.config_of(row))
+                if row.get("version") == self._job(options).get("version"):
+                    by_run.setdefault(run_key(options), row)
 
         def lookup(options: dict[str, Any]) -> dict[str, Any] | None:
             return by_run.get(run_key(options))

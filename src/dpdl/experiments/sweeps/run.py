@@ -16,8 +16,10 @@ resolved: the task's step size filled in), a column per final metric, the same m
 (``initial_<metric>``: how far the run moved), the privacy accounted
 (``epsilon`` against the mechanism's own threat model, ``threat``, ``sigma``, ``trace_WRW``,
 ``exact_epsilon_of_calibration``: what the run's calibration achieves by the exact accountant, and
-``sampling_rate``: the Poisson rate of an example-level guarantee, 1 at agent level), and
-``error`` for a run that failed (the same table, byte for byte, from every executor).
+``sampling_rate``: the Poisson rate of an example-level guarantee, 1 at agent level), what the
+file's ``[record]`` asks for (``<metric>_curve``: the metric at every evaluation, a JSON list;
+``<metric>_node<i>``: agent i's final metrics), and ``error`` for a run that failed (the same
+table, byte for byte, from every executor).
 ``DIR/runs.parquet`` too when pyarrow is installed. ``DIR/timing.json`` holds what the last
 invocation cost: its wall time, and the compute time of the runs, summed (what each recorded
 when it ran, :data:`~dpdl.experiments.reproduce.runner.RUN_SECONDS`).
@@ -50,12 +52,14 @@ logger = logging.getLogger(__name__)
 
 KIND = "dpdl-sweep-point"
 #: Part of every point's job: bump it when :func:`run_point`'s output changes (4: the sampling
-#: rate of example-level privacy).
-VERSION = 4
+#: rate of example-level privacy; 5: every metric at every evaluation and every agent's final
+#: metrics, which ``[record]`` picks columns of).
+VERSION = 5
 
 
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
-    """Train one point (one seed); its resolved options, final metrics and privacy. One BLAS /
+    """Train one point (one seed); its resolved options, final metrics, every metric at every
+    evaluation (``curves``), every agent's final metrics (``agents``) and privacy. One BLAS /
     torch thread: the points themselves fill the cores."""
     import torch
     from threadpoolctl import threadpool_limits
@@ -73,6 +77,11 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
         "config": to_options(result.config),
         "metrics": {key: value for key, value in run.final.items() if key != "step"},
         "initial": {key: value for key, value in run.history[0].items() if key != "step"},
+        "curves": {
+            key: [record.get(key, math.nan) for record in run.history]
+            for key in dict.fromkeys(key for record in run.history for key in record)
+        },
+        "agents": {key: list(values) for key, values in run.agent_metrics.items()},
         "privacy": {
             "epsilon": run.privacy[0].epsilon if run.privacy else math.nan,
             "threat": run.privacy[0].threat if run.privacy else "",
@@ -89,6 +98,36 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _check_nodes(sweep: Sweep) -> None:
+    """Every agent ``[record]`` names is an agent of every run (a :class:`ConfigError` naming
+    the first run it is not), before anything runs."""
+    if not sweep.nodes:
+        return
+    for options in search_runs(sweep):
+        if max(sweep.nodes) >= options["n"]:
+            raise ConfigError(
+                f"[record] nodes: agent {max(sweep.nodes)} is not an agent of the run {options} "
+                f"(n = {options['n']}: agents 0 to {options['n'] - 1})"
+            )
+
+
+def _check_record(sweep: Sweep, entries: list[dict[str, Any]]) -> None:
+    """Every run that ran has the curves and agents' metrics ``[record]`` asks for."""
+    histories = [entry.get("curves", {}) for entry in entries]
+    unknown = [key for key in sweep.curves if any(key not in curves for curves in histories)]
+    if unknown:
+        known = sorted({key for curves in histories for key in curves})
+        raise ConfigError(
+            f"[record] curves: {', '.join(map(repr, unknown))} is not a metric of every run; "
+            f"they have: {', '.join(known)}"
+        )
+    if sweep.nodes and any(not entry.get("agents") for entry in entries):
+        raise ConfigError(
+            "[record] nodes: a run of this sweep keeps no agent's own metrics (its task evaluates "
+            "the agents' mean only)"
+        )
+
+
 @dataclass
 class SweepResult:
     """The table of a sweep (one row per run: the search's, then the final stage's, each in grid
@@ -100,13 +139,20 @@ class SweepResult:
     failed: int
 
 
-def _row(job: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
-    """One tidy row: the point's hash, its options (one seed), metrics, privacy, error."""
+def _row(job: dict[str, Any], entry: dict[str, Any], sweep: Sweep) -> dict[str, Any]:
+    """One tidy row: the point's hash, its options (one seed), metrics, privacy, what the
+    sweep's ``[record]`` asks for, error."""
     options = entry.get("config", job["options"])
     row = {"point": job_key(job), **options, "seed": options["seed"][0]}
     row.update(entry.get("metrics", {}))
     row.update({f"initial_{key}": value for key, value in entry.get("initial", {}).items()})
     row.update(entry.get("privacy", {}))
+    if "error" not in entry:
+        curves, agents = entry.get("curves", {}), entry.get("agents", {})
+        row.update({f"{key}_curve": json.dumps(curves[key]) for key in sweep.curves})
+        row.update(
+            {f"{key}_node{i}": agents[key][i] for i in sweep.nodes for key in sorted(agents)}
+        )
     if "error" in entry:
         row["error"] = entry["error"]
     return row
@@ -126,6 +172,7 @@ def run_sweep(
     summary over seeds and its figures (:func:`dpdl.experiments.sweeps.summary.write_summary`). A
     point that fails is logged and kept as a row with its ``error``; the others go on."""
     start = time.perf_counter()
+    _check_nodes(sweep)
     jobs: list[dict[str, Any]] = []
     entries: list[dict[str, Any]] = []
     done: dict[str, dict[str, Any]] = {}
@@ -157,7 +204,8 @@ def run_sweep(
             )
     chosen = settings(sweep, lookup)  # the searches' choices: their runs are all made by now
     stage(final_runs(chosen), f"{label} (final)")
-    rows = [_row(job, entry) for job, entry in zip(jobs, entries, strict=True)]
+    _check_record(sweep, [entry for entry in entries if "error" not in entry])
+    rows = [_row(job, entry, sweep) for job, entry in zip(jobs, entries, strict=True)]
     paths = {"runs": write_rows(rows, out / "runs.csv")}
     if importlib.util.find_spec("pyarrow") is not None:
         import pyarrow as pa

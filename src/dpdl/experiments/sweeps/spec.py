@@ -15,6 +15,10 @@
     cpus = 1
     gpus = 0
 
+    [record]                    # optional: more columns of runs.csv than the final metrics
+    curves = ["test_loss"]      # each at every evaluation: test_loss_curve, a JSON list
+    nodes = [0]                 # agent 0's final metrics: test_loss_node0, ...
+
 A figure of several panels is several grids: ``[[sweep]]`` tables, each a grid of its own (its
 axes, ``zip``, ``tune``, a ``label`` naming the panel, and single values that fix an option for
 that grid alone, e.g. ``eps = 10`` in the panel that sweeps p); the sweep runs their union, a run
@@ -66,7 +70,7 @@ __all__ = [
 #: ``dpdl reproduce NAME`` (its parts in the papers' protocol), ``quick/NAME.toml`` those of its
 #: ``--quick`` setting; ``dpdl sweep NAME`` runs them.
 REPRODUCTIONS = Path(__file__).resolve().parent / "reproductions"
-TABLES = ("base", "sweep", "resources")
+TABLES = ("base", "sweep", "resources", "record")
 GOALS = ("min", "max")
 #: The keys of a grid's table that are not options.
 SPECIAL = ("zip", "tune", "label")
@@ -157,12 +161,17 @@ def runs_of(options: dict[str, Any], seeds: Sequence[int] | None = None) -> list
 
 @dataclass(frozen=True)
 class Sweep:
-    """A sweep file read and checked: the fixed options, the grids, the resources."""
+    """A sweep file read and checked: the fixed options, the grids, the resources, and what each
+    run's row records besides its final metrics: the metrics ``curves`` at every evaluation, and
+    the final metrics of the agents ``nodes`` (``[record]``; a paper's figure that plots a metric
+    over training, or one agent's model)."""
 
     base: dict[str, Any]
     grids: tuple[Grid, ...]
     cpus: float = 1.0
     gpus: float = 0.0
+    curves: tuple[str, ...] = ()
+    nodes: tuple[int, ...] = ()
 
     def points(self) -> list[dict[str, Any]]:
         """Every run of every grid in full (each seed a run of its own; a run two grids share
@@ -347,6 +356,31 @@ def _resources(table: Any, file: _File) -> tuple[float, float]:
     return amounts["cpus"], amounts["gpus"]
 
 
+def _record(table: Any, file: _File) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The ``[record]`` table: ``curves``, metric names; ``nodes``, agent indices (>= 0)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{file.where('record')}: [record] must be a table")
+    recorded: dict[str, tuple[Any, ...]] = {"curves": (), "nodes": ()}
+    for key, value in table.items():
+        where = f"{file.where(key, 'record')}: {key}"
+        if key not in recorded:
+            raise ConfigError(f"{where}: unknown key; known: curves, nodes")
+        if key == "curves":
+            valid = isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+            expected = 'a list of metric names, e.g. ["test_loss"]'
+        else:
+            valid = isinstance(value, list) and all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+            )
+            expected = "a list of agent indices >= 0, e.g. [0]"
+        if not valid:
+            raise ConfigError(f"{where}: expected {expected}, got {value!r}")
+        if len(set(value)) < len(value):
+            raise ConfigError(f"{where}: {value!r} names one entry twice")
+        recorded[key] = tuple(value)
+    return recorded["curves"], recorded["nodes"]
+
+
 def _grid(
     table: dict[str, Any],
     index: int | None,
@@ -469,4 +503,5 @@ def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
         else:
             base[action.dest] = _value(action, value, f"--set {key}")
     cpus, gpus = _resources(data.get("resources", {}), file)
-    return Sweep(base, tuple(grids), cpus, gpus)
+    curves, nodes = _record(data.get("record", {}), file)
+    return Sweep(base, tuple(grids), cpus, gpus, curves, nodes)
