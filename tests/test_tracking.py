@@ -196,6 +196,11 @@ def test_one_directed_graph_for_every_seed_with_a_graph_seed() -> None:
         assert graph.is_directed() and sorted(graph.edges()) == expected
     drawn = replace(config, graph_seed=None)
     assert len({tuple(sorted(build_job(drawn, s).graph.edges())) for s in range(3)}) > 1
+    for fixed in ("ring", "florentine", "facebook-ego-414", "edgelist:graph.txt"):
+        # a topology no seed draws: the seed would change nothing, so it is refused by name
+        with pytest.raises(ConfigError, match=rf"--graph-seed\) 0: graph '{fixed}' is not drawn"):
+            replace(config, graph=fixed, mixing="metropolis-hastings").resolved()
+    assert replace(config, graph="er", mixing="metropolis-hastings").resolved().graph_seed == 0
 
 
 def test_no_clipping_is_for_gradient_tracking_alone() -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "MULTISEED_MAX_N",
     "NEIGHBOURING",
     "PARTITIONS",
+    "RANDOM_GRAPHS",
     "REAL_GRAPHS",
     "SAMPLERS",
     "SCHEDULES",
@@ -67,6 +68,9 @@ for _name, _help in {
     "exponential": "static exponential graph: agent i linked to i +/- 2^k mod n",
 }.items():
     GRAPH_SOURCES.add(_name, f"dpdl.graphs.sources:{_name.replace('-', '_')}", _help)
+
+#: The built-in graph sources that draw the graph from the seed (``--graph-seed`` fixes it).
+RANDOM_GRAPHS = ("er", "er-directed")
 
 #: Synthetic topologies by CLI name (``er`` also takes ``p`` and ``seed``;
 #: :func:`dpdl.graphs.build_graph`): the built-in synthetic :data:`GRAPH_SOURCES`.

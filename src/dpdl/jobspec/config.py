@@ -26,6 +26,7 @@ from dpdl.choices import (
     MECHANISM_REGISTRY,
     MIXING_RULE_REGISTRY,
     NEIGHBOURING,
+    RANDOM_GRAPHS,
     REAL_GRAPHS,
     SCHEDULES,
     SYNTHETIC_GRAPHS,
@@ -77,6 +78,17 @@ def _mechanism_help() -> str:
         f"over time under cyclic participation (example-level, see --cycle): "
         f"{', '.join(FACTORIZED_REGISTRY.names())} (default ldp)"
     )
+
+
+def _drawn_at_random(graph: str) -> bool:
+    """Whether ``graph`` names a graph drawn from a seed: a built-in random source, or a source a
+    plugin registered (its own code takes the seed); not another built-in topology, a real graph
+    or a graph file."""
+    if graph not in GRAPH_SOURCES:
+        return False  # a graph file
+    target = GRAPH_SOURCES.entry(graph).target
+    module = target.partition(":")[0] if isinstance(target, str) else target.__module__
+    return graph in RANDOM_GRAPHS or module != "dpdl.graphs.sources"
 
 
 @dataclass(frozen=True)
@@ -271,6 +283,12 @@ class TrainConfig:
                     f"({', '.join(FACTORIZED_REGISTRY.names())}) and to none in cyclic batches, "
                     f"not to {self.mechanism!r}"
                 )
+        if self.graph_seed is not None and not _drawn_at_random(self.graph):
+            raise ConfigError(
+                f"graph_seed (--graph-seed) {self.graph_seed}: graph {self.graph!r} is not drawn "
+                f"from a seed (the built-in random graphs are {', '.join(RANDOM_GRAPHS)}); leave "
+                "it unset"
+            )
         if self.average_last > self.steps:
             raise ConfigError(
                 f"average_last (--average-last) is {self.average_last}, more than the "
