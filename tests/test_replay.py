@@ -127,6 +127,7 @@ def test_file_records_every_option_of_the_parser(runs):
         "cycle",
         "gdp-mu",
         "graph-seed",
+        "epochs",
         "examples-per-agent",
         "test-examples",
     }

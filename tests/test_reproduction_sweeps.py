@@ -26,6 +26,7 @@ from dpdl.experiments.reproduce import (
     corn_mnist,
     decor_fig1,
     horizon_design,
+    lppa_tables,
     mafalda_authors,
     mafalda_housing,
     mafalda_images,
@@ -221,6 +222,60 @@ def test_a_sweep_of_mafalda_housings_authors_runs_is_their_runs(tmp_path) -> Non
         unnamed.sweep(True, ("paper",))
 
 
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_lppas_training_runs_are_its_sweep_files(quick: bool) -> None:
+    """lppa's training runs, as the module listed them before its sweep file stated them: DSGT at
+    every step size on seed 0, then every method at DSGT's best on every seed (chosen on made-up
+    accuracies, ties none); the same jobs (cache keys), the DLG attacks beside them as before."""
+    setting = lppa_tables._setting(quick)
+    tuning = [
+        lppa_tables.train_job(task, "dsgt", lr, 0, setting["epochs"])
+        for task in setting["datasets"]
+        for lr in setting["step_sizes"]
+    ]
+    first = [_made_up(job) for job in lppa_tables.jobs(quick)]
+    train = [row for row in first if row["kind"] == "train"]
+    assert sorted(map(_key, lppa_tables.jobs(quick, ("training",)))) == sorted(map(_key, tuning))
+    assert len(first) - len(train) == len(lppa_tables.jobs(quick, ("dlg",))) > 0
+
+    def best(task: str) -> float:  # the module's own choice: DSGT's highest accuracy on seed 0
+        return max((r for r in train if r["task"] == task), key=lambda r: r["optimality_gap"])["lr"]
+
+    rows = [row | {"test_accuracy": row["optimality_gap"]} for row in first]
+    final = [
+        lppa_tables.train_job(task, method, best(task), seed, setting["epochs"])
+        for task in setting["datasets"]
+        for method in lppa_tables.METHODS
+        for seed in range(setting["seeds"])
+    ]
+    expected = [job for job in final if job not in tuning]
+    followup = lppa_tables.followup_jobs(quick, rows)
+    assert sorted(map(_key, followup)) == sorted(map(_key, expected))
+    assert lppa_tables.followup_jobs(quick, rows, ("dlg",)) == []
+
+
+def test_a_sweep_of_lppas_training_runs_is_their_runs(tmp_path) -> None:
+    """``dpdl sweep lppa --quick`` on Adult (``--set task=adult-mlp``): read back as the
+    reproduction's rows, each run's accuracy after every epoch and its final metrics are those of
+    the reproduction's own run of the job, bit for bit; a run that is none of its methods (here
+    LPPA's injection every round) is one error naming it."""
+    sweep = read_sweep(reproduction_file("lppa", quick=True), ["task=adult-mlp"])
+    result = run_sweep(sweep, tmp_path / "out", progress=False)
+    assert result.failed == 0 and len(result.rows) == 3
+    rows = lppa_tables.SWEEP.rows(read_rows(tmp_path / "out" / "runs.csv"))
+    for row in rows:
+        job = {key: row[key] for key in ("kind", "task", "method", "lr", "seed", "epochs")}
+        own = lppa_tables.run_job(job)
+        history = lppa_tables._history(row)
+        assert history == own["history"] and len(history) == 3  # epochs 0, 1, 2
+        for key in ("test_accuracy", "test_loss", "consensus_distance"):
+            assert row[key] == own[key], key
+    options = to_options(lppa_tables.config_of(job)) | {"seed": job["seed"]}
+    assert lppa_tables.job_of(options) == job
+    with pytest.raises(ConfigError, match="is gradient tracking"):
+        lppa_tables.job_of(options | {"mechanism": "lppa", "every_round": True})
+
+
 def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
     def sweep(*args: str) -> subprocess.CompletedProcess:
         command = [sys.executable, "-m", "dpdl.cli", "sweep", *args]
@@ -232,7 +287,7 @@ def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
     assert done.stdout.rstrip().endswith("10858 runs, then each setting's choice on every seed")
     quick = sweep("whisper-logreg", "--quick", "--dry-run", "--set", "tune.seeds=2")
     assert quick.returncode == 0 and "on the first 2 seed(s)" in quick.stdout, quick.stderr
-    unknown = sweep("lppa", "--dry-run")
+    unknown = sweep("lppa-parameters", "--dry-run")
     assert unknown.returncode == 2 and "has no sweep file; those that have one: corn-mnist" in (
         unknown.stderr
     )
@@ -265,16 +320,18 @@ def _as_sweep_rows(rows: list[dict[str, Any]], module: ModuleType) -> list[dict[
         ("mafalda-images", " (the part `paper`)"),
         ("whisper-quadratic", ""),
         ("horizon", ""),
+        ("lppa", " (the part `training`)"),
     ],
 )
 def test_a_report_from_a_sweeps_runs_is_the_reproductions_report(
     tmp_path, name: str, stated: str
 ) -> None:
-    module = FILES[name][0] if name in FILES else horizon_design
-    paper = [  # the runs of the protocols the file states
+    module = ALL[name]
+    paper = [  # the training runs of the protocols the file states (not lppa's attacks)
         row
         for row in read_rows(ROOT / "results" / name / "runs.csv")
         if (row.get("protocol") or "") in module.SWEEP.protocols
+        and row.get("kind", "train") == "train"
     ]
     write_rows(_as_sweep_rows(paper, module), tmp_path / "runs.csv")
     report = report_of_sweep(name, tmp_path).read_text()
@@ -292,7 +349,7 @@ def test_a_sweep_folder_that_misses_runs_is_one_error_naming_it(tmp_path) -> Non
     with pytest.raises(ConfigError, match="lacks runs of corn-mnist's grid"):
         report_of_sweep("corn-mnist", tmp_path)
     with pytest.raises(ConfigError, match="has no sweep file to report on"):
-        report_of_sweep("lppa", tmp_path)
+        report_of_sweep("lppa-parameters", tmp_path)
     with pytest.raises(ConfigError, match=r"no runs\.csv here"):
         report_of_sweep("corn-mnist", tmp_path / "empty")
     write_rows(paper, tmp_path / "runs.csv")  # the reproduction's own table, not a sweep's
@@ -339,7 +396,7 @@ def test_every_reproductions_sweep_file_ships_with_the_package() -> None:
     assert files == shipped
     # every reproduction that reads its runs from a file has one, and one for --quick
     stated = {name for name, module in ALL.items() if hasattr(module, "SWEEP")}
-    assert len(stated) == 7
+    assert len(stated) == 8
     assert files == {REPRODUCTIONS / q / f"{name}.toml" for name in stated for q in ("", "quick")}
 
 

@@ -203,6 +203,19 @@ def test_gradient_tracking_processes_reach_the_models_of_dpdl_train(
     )  # LPPA once: a small trace
 
 
+def test_a_length_in_epochs_runs_the_same_steps_in_the_processes(tmp_path: Path) -> None:
+    """``--epochs``: the agents resolve the run's length from the same task, and reach the
+    models of ``dpdl train``."""
+    config = TrainConfig(
+        task="logreg-a9a", graph="ring", n=4, batch_size=2048, epochs=2, key_seed=KEY_SEED
+    )
+    simulated = run_training(config)
+    outcome = run_local(config, 0, AgentOptions(tmp_path, key_seed=KEY_SEED))
+    assert outcome.errors == {} and simulated.config.steps > 2
+    np.testing.assert_allclose(outcome.models, simulated.runs[0].models, rtol=1e-9, atol=1e-11)
+    assert outcome.privacy[0]["steps"] == simulated.config.steps
+
+
 def test_fresh_keys_draw_other_noise_than_the_key_seed(tmp_path: Path) -> None:
     config = TrainConfig(
         task="least-squares",

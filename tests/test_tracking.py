@@ -214,6 +214,34 @@ def test_no_clipping_is_for_gradient_tracking_alone() -> None:
         TrainConfig(algorithm="dsgt", mechanism="dp", clip=math.nan)
 
 
+def test_a_length_in_epochs_is_the_run_of_its_steps_evaluated_every_epoch() -> None:
+    """``--epochs E``: E epochs of the mean agent's data, ceil(mean examples / batch) steps each,
+    an evaluation after each; the run is the one of those steps given as steps, bit for bit, and
+    states them (epochs unset: it replays as it ran). Given beside steps or eval_every, with
+    cyclic batches, or for a full-gradient task, it is one error naming the conflict."""
+    config = TrainConfig(task="logreg-a9a", n=4, mechanism="ldp", batch_size=512, epochs=2)
+    task = build_task("logreg-a9a", 4, 0, config.task_options)
+    epoch = -(-(int(task.agent_sizes.sum()) // 4) // 512)
+    result = run_training(config)
+    assert (result.config.steps, result.config.eval_every) == (2 * epoch, epoch)
+    assert result.config.epochs is None and epoch > 1
+    assert [record["step"] for record in result.runs[0].history] == [0, epoch, 2 * epoch]
+    in_steps = replace(config, epochs=None, steps=2 * epoch, eval_every=epoch)
+    assert run_training(in_steps).runs[0].history == result.runs[0].history
+    assert result.runs[0].privacy[0].steps == 2 * epoch  # accounted over the steps it ran
+    for wrong, message in [
+        ({"steps": 100}, r"give it or steps \(--steps\), not both"),
+        ({"eval_every": 5}, r"give it or eval_every \(--eval-every\), not both"),
+        ({"mechanism": "mafalda", "clip_level": "example"}, "its length is passes x cycle"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            replace(config, **wrong).resolved()
+    with pytest.raises(ConfigError, match="takes full gradients, it has no examples"):
+        run_training(TrainConfig(task="quadratic", n=4, epochs=1))
+    with pytest.raises(ConfigError, match="resolve the length first"):
+        build_job(config.resolved(), 0)
+
+
 @pytest.mark.parametrize(
     "job",
     [
@@ -247,5 +275,7 @@ def test_lppa_training_configuration_is_the_run_assembled_by_hand(job: dict) -> 
         seed=job["seed"],
         local_steps=local,
     )
-    run = run_training(config).runs[0]
-    assert config.steps == steps and run.history == by_hand.history
+    result = run_training(config)
+    assert result.config.steps == steps and result.config.eval_every == epoch
+    assert result.runs[0].history == by_hand.history
+    assert (config.epochs, result.config.epochs) == (job["epochs"], None)  # resolved: in steps

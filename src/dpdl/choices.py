@@ -177,8 +177,9 @@ MECHANISM_NAMES = MECHANISM_REGISTRY.names()
 
 def mechanism_names() -> tuple[str, ...]:
     """Every name ``--mechanism`` takes: none, the calibrated mechanisms and the time-correlated
-    ones, plugins' included."""
-    return ("none", *MECHANISM_REGISTRY.names(), *FACTORIZED_REGISTRY.names())
+    ones, plugins' included, and the noise gradient tracking injects (:data:`INJECTIONS`)."""
+    names = ("none", *MECHANISM_REGISTRY.names(), *FACTORIZED_REGISTRY.names(), *INJECTIONS)
+    return tuple(dict.fromkeys(names))
 
 
 #: Threat models by name: each target is called ``factory()``, or ``factory(text)`` for a

@@ -19,7 +19,7 @@ from dpdl.accounting import Calibration, PrivacyReport
 from dpdl.graphs import summarize
 from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
 from dpdl.jobspec.factorized import with_gdp_budget
-from dpdl.jobspec.job import Job, build_job, privacy_reports
+from dpdl.jobspec.job import Job, build_job, privacy_reports, with_epochs
 from dpdl.simulation import run_dsgd, run_dsgt
 from dpdl.tasks import Task
 
@@ -158,7 +158,7 @@ def run_training(config: TrainConfig, progress: bool = False, device: str = "cpu
 
     The result's configuration holds the graph's real number of agents as ``n``: a real graph or
     a graph file has its own size, not the ``n`` given for synthetic graphs (20 by default)."""
-    config = with_gdp_budget(config.resolved())
+    config = with_epochs(with_gdp_budget(config.resolved()))
     outcomes = [run_seed(config, seed, progress, device) for seed in config.seeds]
     task, calibration, _ = outcomes[0]
     runs = [run for _, _, run in outcomes]

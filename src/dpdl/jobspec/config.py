@@ -150,6 +150,17 @@ class TrainConfig:
     steps: int = setting(
         5000, "number of D-SGD steps T (default 5000)", positive=True, group="privacy"
     )
+    #: A length in epochs of the mean agent's data in place of ``steps``, resolved against the
+    #: built task (:func:`dpdl.jobspec.job.with_epochs`): LPPA's protocol counts epochs.
+    epochs: int | None = setting(
+        None,
+        "the run's length in epochs of the mean agent's data, in place of --steps: T = epochs x "
+        "ceil(mean agent's examples / --batch-size), with an evaluation every epoch (LPPA's "
+        "protocol; default: none, --steps is the length)",
+        positive=True,
+        group="training",
+        metavar="E",
+    )
     #: ``inf``: no clipping, for gradient tracking, whose injected noise is not calibrated.
     clip: float = setting(
         0.1,
@@ -283,6 +294,8 @@ class TrainConfig:
                     f"({', '.join(FACTORIZED_REGISTRY.names())}) and to none in cyclic batches, "
                     f"not to {self.mechanism!r}"
                 )
+        if self.epochs is not None:
+            self._check_epochs()
         if self.graph_seed is not None and not _drawn_at_random(self.graph):
             raise ConfigError(
                 f"graph_seed (--graph-seed) {self.graph_seed}: graph {self.graph!r} is not drawn "
@@ -302,6 +315,24 @@ class TrainConfig:
             lr=self.lr if self.lr is not None else eta,
             schedule=self.schedule or schedule,
         )
+
+    def _check_epochs(self) -> None:
+        """A length in epochs replaces the steps and the evaluation's period, which it sets."""
+        given = [
+            f"{name} (--{name.replace('_', '-')})"
+            for name in ("steps", "eval_every")
+            if getattr(self, name) != getattr(TrainConfig, name)
+        ]
+        if given:
+            raise ConfigError(
+                f"epochs (--epochs) {self.epochs} sets the run's steps and evaluates every epoch; "
+                f"give it or {' and '.join(given)}, not both"
+            )
+        if self.cycled:
+            raise ConfigError(
+                f"epochs (--epochs) {self.epochs}: mechanism {self.mechanism!r} cycles each "
+                "agent's examples in --cycle batches; its length is passes x cycle (--steps)"
+            )
 
     @property
     def cycled(self) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 import numpy as np
@@ -32,7 +32,14 @@ from dpdl.seeding import purpose_seed
 from dpdl.tasks import Task, build_task
 from dpdl.threats import Colluding, Eavesdropper
 
-__all__ = ["Job", "build_job", "neighbouring", "neighbouring_relation", "privacy_reports"]
+__all__ = [
+    "Job",
+    "build_job",
+    "neighbouring",
+    "neighbouring_relation",
+    "privacy_reports",
+    "with_epochs",
+]
 
 
 def neighbouring(config: TrainConfig, task: Task) -> AgentLevel | ExampleLevel:
@@ -127,18 +134,52 @@ class Job:
         ).digest()
 
 
+def _graph(config: TrainConfig, seed: int) -> nx.Graph:
+    """The graph of replicate ``seed``: a random topology drawn from the replicate's seed, or from
+    ``graph_seed`` for every replicate."""
+    graph_seed = purpose_seed(seed, "graph") if config.graph_seed is None else config.graph_seed
+    return build_graph(config.graph, config.n, config.p, seed=graph_seed)
+
+
+def with_epochs(config: TrainConfig) -> TrainConfig:
+    """``config`` (resolved) with a length in ``epochs`` turned into steps: an epoch is
+    ``ceil(mean agent's examples / batch_size)`` steps (the examples of the first replicate's
+    task over its agents, rounded down), the run ``epochs`` of them, evaluated after each
+    (LPPA's protocol: a round of local data, as many batches as the mean client holds). The result
+    states the steps and leaves ``epochs`` unset, so that it replays as it ran; ``config``
+    itself where it has no ``epochs``."""
+    if config.epochs is None:
+        return config
+    seed = config.seeds[0]
+    graph = _graph(config, seed)
+    task = build_task(config.task, graph.number_of_nodes(), seed, config.task_options)
+    if task.agent_sizes is None:
+        raise ConfigError(
+            f"epochs (--epochs): task {config.task!r} takes full gradients, it has no examples "
+            "to count epochs of; give --steps"
+        )
+    mean = int(task.agent_sizes.sum()) // graph.number_of_nodes()
+    epoch = max(1, -(-mean // config.batch_size))
+    resolved = replace(config, steps=config.epochs * epoch, eval_every=epoch, epochs=None)
+    return resolved.resolved()
+
+
 def build_job(config: TrainConfig, seed: int) -> Job:
     """Graph, mixing matrix, task, calibration and mechanism of replicate ``seed`` of ``config``
-    (which must be resolved).
+    (which must be resolved, its length in steps: :func:`with_epochs`).
 
     Its memory and time are estimated from its sizes first (:mod:`dpdl.jobspec.resources`) and a
     job that cannot fit is refused before anything large is allocated: a synthetic topology's
     before the graph is built, a graph file's once it is read, a task the catalogue does not know
     once it is built."""
+    if config.epochs is not None:
+        raise ConfigError(
+            f"epochs {config.epochs}: a job is built from steps; resolve the length first "
+            "(dpdl.jobspec.job.with_epochs)"
+        )
     log = seed == config.seeds[0]
     known = require_job_fits(config, log=log)
-    graph_seed = purpose_seed(seed, "graph") if config.graph_seed is None else config.graph_seed
-    graph = build_graph(config.graph, config.n, config.p, seed=graph_seed)
+    graph = _graph(config, seed)
     agents = (graph.number_of_nodes(), graph.number_of_edges())
     if not known:
         require_job_fits(config, agents, log=log)

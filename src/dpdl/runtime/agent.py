@@ -47,7 +47,7 @@ from dpdl.errors import ConfigError, FileFormatError
 from dpdl.files import atomic_write, folder_lock, json_safe
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.departure import remaining_agents, second_phase, two_phase_reports
-from dpdl.jobspec.job import build_job
+from dpdl.jobspec.job import build_job, with_epochs
 from dpdl.jobspec.sampling import AgentBatches
 from dpdl.jobspec.step import agent_batches, local_gradients
 from dpdl.keys import AgentKey
@@ -218,7 +218,7 @@ def _run(
     on_round: Callable[[int], None] | None,
     progress: bool,
 ) -> np.ndarray:
-    config = config.resolved()
+    config = with_epochs(config.resolved())
     require_runtime_settings(config)
     first = build_job(config, seed)
     n = first.task.n_agents

@@ -42,7 +42,7 @@ from dpdl.errors import ConfigError, DpdlError
 from dpdl.files import folder_lock, require_folder
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.departure import remaining_agents
-from dpdl.jobspec.job import build_job, privacy_reports
+from dpdl.jobspec.job import build_job, privacy_reports, with_epochs
 from dpdl.processes import worker_context
 from dpdl.registry import load_plugins
 from dpdl.runtime.agent import (
@@ -249,7 +249,7 @@ def run_local(
     When any agent fails, ``models`` is None and ``errors`` says, per agent, why it stopped;
     rerun with ``resume=True`` to continue from the checkpoints.
     """
-    config = config.resolved()
+    config = with_epochs(config.resolved())
     require_runtime_settings(config)
     require_folder(options.workdir, "--workdir")
     job = build_job(config, seed)  # every setting checked, and the design made, before any agent

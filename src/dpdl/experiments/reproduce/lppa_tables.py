@@ -20,8 +20,9 @@ the model's input units (standardised pixels or features).
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,10 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from dpdl.attacks.inversion import invert_gradient
+from dpdl.errors import ConfigError
 from dpdl.experiments.plots import plot_curves, plot_images
 from dpdl.experiments.reproduce.report import AVERAGE_MODEL, Claim, checked, no_average_model
+from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.graphs import erdos_renyi
 from dpdl.mechanisms.lppa import TrackingNoise, build_injection, lppa_noise
@@ -47,11 +50,15 @@ __all__ = [
     "LABELS",
     "METHODS",
     "NAME",
+    "PARTS",
     "SETTING_FIELDS",
+    "SWEEP",
+    "SWEEP_PARTS",
     "analyse",
     "config_of",
     "followup_jobs",
     "hidden_arcs",
+    "job_of",
     "jobs",
     "mean_std",
     "run_job",
@@ -124,14 +131,56 @@ def train_job(
     }
 
 
-def jobs(quick: bool) -> list[dict[str, Any]]:
-    """Tuning (plain DSGT at every step size on seed 0) and the DLG attacks."""
+#: Each method's (mechanism, injected every round), as a training configuration states it.
+_METHODS = {("none", False): "dsgt", ("dp", True): "dp", ("lppa", False): "lppa"}
+
+
+def job_of(options: Mapping[str, Any], version: int | None = None) -> dict[str, Any]:
+    """The training job of one run of a sweep file (the options of a :class:`TrainConfig`, its one
+    seed as a number): the method its injection names (:data:`_INJECTIONS`), and the
+    :data:`SETTING_FIELDS` where they leave Table 1's setting, so that :func:`config_of` gives the
+    options back (``version``: the sweep's, unused: these jobs have none). Its length is in epochs
+    (``--epochs``), as the paper's."""
+    method = _METHODS.get((options["mechanism"], options["every_round"]))
+    if options["algorithm"] != "dsgt" or method is None:
+        raise ConfigError(
+            "a training run of the LPPA reproductions is gradient tracking (algorithm dsgt) with "
+            f"{', '.join(f'mechanism {m} every-round {e}' for m, e in _METHODS)}; got algorithm "
+            f"{options['algorithm']}, mechanism {options['mechanism']}, every-round "
+            f"{options['every_round']}"
+        )
+    epochs = options["epochs"]
+    if epochs is None and options["steps"] % options["eval_every"] == 0:
+        # a sweep's row: the run's options as resolved, its epochs as steps evaluated every epoch
+        epochs = options["steps"] // options["eval_every"]
+    if epochs is None:
+        raise ConfigError(
+            "a training run of the LPPA reproductions states its length in epochs (--epochs)"
+        )
+    partition = options["partition"]
+    setting = {
+        "scale": options["tracking_noise"] if options["tracking_noise"] != SCALE else None,
+        "clients": options["n"] if options["n"] != CLIENTS else None,
+        "partition": partition if partition != TASK_OPTIONS.partition else None,
+        "alpha": options["alpha"] if partition in ("dirichlet", "quantity-skew") else None,
+        "labels": options["labels_per_agent"] if partition == "labels-per-agent" else None,
+        "local_steps": options["local_steps"] if options["local_steps"] != 1 else None,
+    }
+    fields = {key: value for key, value in setting.items() if value is not None}
+    return train_job(options["task"], method, options["lr"], options["seed"], epochs, **fields)
+
+
+#: The part of the reproduction the sweep file states: the training runs (Table 1, Fig. 3); the
+#: DLG attacks (Table 2, Fig. 4) are not training configurations and run here alone.
+PARTS = ("training", "dlg")
+SWEEP_PARTS = ("training",)
+
+
+def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
+    """Tuning (plain DSGT at every step size on seed 0: the sweep file's first stage) and the DLG
+    attacks."""
     setting = _setting(quick)
-    tuning = [
-        train_job(task, "dsgt", lr, 0, setting["epochs"])
-        for task in setting["datasets"]
-        for lr in setting["step_sizes"]
-    ]
+    tuning = SWEEP.jobs(SWEEP.sweep(quick)) if "training" in parts else []
     attacks = [
         {
             "kind": "dlg",
@@ -143,6 +192,7 @@ def jobs(quick: bool) -> list[dict[str, Any]]:
         for task in setting["datasets"]
         for method in METHODS
         for example in range(setting["examples"])
+        if "dlg" in parts
     ]
     return tuning + attacks
 
@@ -166,18 +216,16 @@ def tuned(
     return max(tuning, key=lambda row: row["test_accuracy"])["lr"]
 
 
-def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def followup_jobs(
+    quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS
+) -> list[dict[str, Any]]:
     """Every method on every seed at DSGT's tuned step size (LPPA is lossless against DSGT at the
-    same hyperparameters, so all three share them); the tuning run it reuses is not repeated."""
-    setting = _setting(quick)
-    first = jobs(quick)
-    final = [
-        train_job(task, method, tuned(rows, task), seed, setting["epochs"])
-        for task in setting["datasets"]
-        for method in METHODS
-        for seed in range(setting["seeds"])
-    ]
-    return [job for job in final if job not in first]
+    same hyperparameters, so all three share them): the sweep file's second stage; the tuning run
+    it reuses is not repeated."""
+    if "training" not in parts:
+        return []
+    train = [row for row in rows if row["kind"] == "train"]
+    return SWEEP.followup_jobs(SWEEP.sweep(quick), train)
 
 
 def _graph(clients: int = CLIENTS):
@@ -238,7 +286,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 def _epoch(job: dict[str, Any]) -> int:
     """Steps in an epoch of the mean client's data (the smallest's under an i.i.d. split, whose
     parts differ by one at most): the clients of a skewed split take as many steps as an even
-    one's."""
+    one's. What ``--epochs`` counts (:func:`dpdl.jobspec.job.with_epochs`), for a run whose
+    length is in rounds but whose evaluations come every epoch."""
     clients = job.get("clients", CLIENTS)
     task = build_task(job["task"], clients, job["seed"], _task_options(job))
     return -(-(int(task.agent_sizes.sum()) // clients) // BATCH)
@@ -248,11 +297,14 @@ def config_of(job: dict[str, Any]) -> TrainConfig:
     """The training configuration of a training job (``dpdl train`` runs it as :func:`run_job`
     does): DSGT without clipping on the directed Erdos-Renyi graph of seed 0 with Sinkhorn-Knopp's
     W, batches of 128, the method's Laplace injection (:data:`_INJECTIONS`) of the job's scale,
-    its length in epochs of local data (or rounds of ``local_steps`` updates) as steps, and an
-    evaluation every epoch."""
-    epoch = _epoch(job)
+    its length in epochs of local data (``--epochs``: an evaluation every epoch), or in rounds of
+    ``local_steps`` updates as steps, evaluated every epoch all the same."""
     mechanism, tracking = _tracking(job)
-    steps = job["rounds"] * tracking.local_steps if "rounds" in job else job["epochs"] * epoch
+    if "rounds" in job:
+        epoch = _epoch(job)
+        length = {"steps": job["rounds"] * tracking.local_steps, "eval_every": epoch}
+    else:
+        length = {"epochs": job["epochs"]}
     return TrainConfig(
         task=job["task"],
         graph="er-directed",
@@ -267,16 +319,20 @@ def config_of(job: dict[str, Any]) -> TrainConfig:
         batch_size=BATCH,
         lr=job["lr"],
         schedule="constant",
-        steps=steps,
-        eval_every=epoch,
+        **length,
         seeds=(job["seed"],),
         task_options=_task_options(job),
     )
 
 
+#: The training runs, the sweep file ``dpdl sweep lppa``: DSGT's step size searched on one seed,
+#: its choice shared by the three methods on every seed.
+SWEEP = SweepJobs(NAME, job_of=job_of, config_of=config_of)
+
+
 def _train(job: dict[str, Any]) -> dict[str, Any]:
-    config = config_of(job)
-    run = run_training(config).runs[0]
+    result = run_training(config_of(job))
+    config, run = result.config, result.runs[0]
     final = run.final
     return {
         "test_accuracy": final["test_accuracy"],
@@ -366,72 +422,8 @@ def _average_model(
     )
 
 
-def analyse(
-    rows: list[dict[str, Any]], out: Path, quick: bool
-) -> tuple[list[Path], list[Claim], list[str]]:
-    """Tables 1-2 as claims, accuracy curves per data set, and DLG's reconstructions.
-
-    From ``runs.csv`` alone (its rows carry no curves or images, ``CSV_OMITS``) the figures are not
-    drawn again: those an earlier run drew into ``out`` are listed."""
-    datasets = _setting(quick)["datasets"]
-    train = [
-        row for row in rows if row["kind"] == "train" and row["lr"] == tuned(rows, row["task"])
-    ]
-    attacks = [row for row in rows if row["kind"] == "dlg"]
-
-    def accuracy(task: str, method: str, metric: str = "test_accuracy") -> list[float]:
-        return [
-            100.0 * row[metric] for row in train if row["task"] == task and row["method"] == method
-        ]
-
-    def mse(task: str, method: str) -> list[float]:
-        return [row["mse"] for row in attacks if row["task"] == task and row["method"] == method]
-
-    curves = all("history" in row for row in train)
-    figures = [
-        plot_curves(
-            {
-                LABELS[m]: [
-                    row["history"] for row in train if row["task"] == task and row["method"] == m
-                ]
-                for m in METHODS
-            },
-            "test_accuracy",
-            out / f"accuracy_{DATASETS[task].lower()}.png",
-            f"LPPA Fig. 3a: {DATASETS[task]}, DSGT vs DP vs LPPA",
-            xlabel="epochs of local data",
-        )
-        if curves
-        else out / f"accuracy_{DATASETS[task].lower()}.png"
-        for task in datasets
-    ]
-    for task in datasets:
-        shown = [row for row in attacks if row["task"] == task and "truth" in row]
-        if shown:
-            examples = sorted({row["example"] for row in shown})
-            grid = {
-                "original": [next(r["truth"] for r in shown if r["example"] == e) for e in examples]
-            }
-            for method in METHODS:
-                grid[LABELS[method]] = [
-                    next(
-                        r["reconstruction"]
-                        for r in shown
-                        if r["example"] == e and r["method"] == method
-                    )
-                    for e in examples
-                ]
-            figures.append(
-                plot_images(
-                    grid,
-                    out / f"dlg_{DATASETS[task].lower()}.png",
-                    f"LPPA Fig. 4: DLG reconstructions, {DATASETS[task]}",
-                )
-            )
-        elif (out / f"dlg_{DATASETS[task].lower()}.png").exists():
-            figures.append(out / f"dlg_{DATASETS[task].lower()}.png")
-    figures = [figure for figure in figures if figure.exists()]
-
+def _training_claims(datasets: Sequence[str], accuracy: Callable[..., list[float]]) -> list[Claim]:
+    """Table 1's claims: LPPA as accurate as DSGT, the DP baseline several points below."""
     gaps = {
         task: abs(np.mean(accuracy(task, "lppa")) - np.mean(accuracy(task, "dsgt")))
         for task in datasets
@@ -443,12 +435,7 @@ def analyse(
         f"{DATASETS[t]}: " + ", ".join(f"{LABELS[m]} {mean_std(accuracy(t, m))}" for m in METHODS)
         for t in datasets
     )
-    mse_table = "; ".join(
-        f"{DATASETS[t]}: " + ", ".join(f"{LABELS[m]} {np.mean(mse(t, m)):.3g}" for m in METHODS)
-        for t in datasets
-    )
-    leak = {t: np.mean(mse(t, "lppa")) >= 10 * np.mean(mse(t, "dsgt")) for t in datasets}
-    claims = [
+    return [
         checked(
             "Table 1",
             "LPPA's accuracy equals noise-free DSGT's (within 0.1 points on Adult and MNIST)",
@@ -465,6 +452,17 @@ def analyse(
             all(losses[t] >= 2.0 for t in datasets),
             f"the DP baseline loses as little as {min(losses.values()):.1f} points",
         ),
+    ]
+
+
+def _dlg_claims(datasets: Sequence[str], mse: Callable[[str, str], list[float]]) -> list[Claim]:
+    """Table 2's claims: DLG against DSGT, LPPA and the DP baseline."""
+    mse_table = "; ".join(
+        f"{DATASETS[t]}: " + ", ".join(f"{LABELS[m]} {np.mean(mse(t, m)):.3g}" for m in METHODS)
+        for t in datasets
+    )
+    leak = {t: np.mean(mse(t, "lppa")) >= 10 * np.mean(mse(t, "dsgt")) for t in datasets}
+    return [
         checked(
             "Table 2 / Fig. 4",
             "DLG reconstructs the sender's data from plain DSGT (low MSE) and fails against LPPA",
@@ -495,6 +493,96 @@ def analyse(
             ),
         ),
     ]
+
+
+def _history(row: dict[str, Any]) -> list[dict[str, float]] | None:
+    """A training run's test accuracy after every epoch: its own record, or a sweep's
+    ``test_accuracy_curve`` (``[record]``; an evaluation every epoch from step 0); None from
+    ``runs.csv`` alone."""
+    if "history" in row:
+        return row["history"]
+    if row.get("test_accuracy_curve") is None:
+        return None
+    curve = json.loads(row["test_accuracy_curve"])
+    return [{"step": epoch, "test_accuracy": value} for epoch, value in enumerate(curve)]
+
+
+def analyse(
+    rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str, ...] = PARTS
+) -> tuple[list[Path], list[Claim], list[str]]:
+    """Tables 1-2 as claims, accuracy curves per data set, and DLG's reconstructions; the claims
+    of ``parts`` alone (a sweep's runs are the training part's).
+
+    From ``runs.csv`` alone (its rows carry no curves or images, ``CSV_OMITS``) the figures are not
+    drawn again: those an earlier run drew into ``out`` are listed."""
+    datasets = _setting(quick)["datasets"]
+    training, dlg = "training" in parts, "dlg" in parts
+    train = [
+        row
+        for row in rows
+        if training and row["kind"] == "train" and row["lr"] == tuned(rows, row["task"])
+    ]
+    attacks = [row for row in rows if dlg and row["kind"] == "dlg"]
+
+    def accuracy(task: str, method: str, metric: str = "test_accuracy") -> list[float]:
+        return [
+            100.0 * row[metric] for row in train if row["task"] == task and row["method"] == method
+        ]
+
+    def mse(task: str, method: str) -> list[float]:
+        return [row["mse"] for row in attacks if row["task"] == task and row["method"] == method]
+
+    histories = [_history(row) for row in train]
+    curves = all(history is not None for history in histories)
+    figures = [
+        plot_curves(
+            {
+                LABELS[m]: [
+                    history
+                    for row, history in zip(train, histories, strict=True)
+                    if row["task"] == task and row["method"] == m
+                ]
+                for m in METHODS
+            },
+            "test_accuracy",
+            out / f"accuracy_{DATASETS[task].lower()}.png",
+            f"LPPA Fig. 3a: {DATASETS[task]}, DSGT vs DP vs LPPA",
+            xlabel="epochs of local data",
+        )
+        if curves
+        else out / f"accuracy_{DATASETS[task].lower()}.png"
+        for task in (datasets if training else ())
+    ]
+    for task in datasets if dlg else ():
+        shown = [row for row in attacks if row["task"] == task and "truth" in row]
+        if shown:
+            examples = sorted({row["example"] for row in shown})
+            grid = {
+                "original": [next(r["truth"] for r in shown if r["example"] == e) for e in examples]
+            }
+            for method in METHODS:
+                grid[LABELS[method]] = [
+                    next(
+                        r["reconstruction"]
+                        for r in shown
+                        if r["example"] == e and r["method"] == method
+                    )
+                    for e in examples
+                ]
+            figures.append(
+                plot_images(
+                    grid,
+                    out / f"dlg_{DATASETS[task].lower()}.png",
+                    f"LPPA Fig. 4: DLG reconstructions, {DATASETS[task]}",
+                )
+            )
+        elif (out / f"dlg_{DATASETS[task].lower()}.png").exists():
+            figures.append(out / f"dlg_{DATASETS[task].lower()}.png")
+    figures = [figure for figure in figures if figure.exists()]
+
+    claims = (_training_claims(datasets, accuracy) if training else []) + (
+        _dlg_claims(datasets, mse) if dlg else []
+    )
     labels = {
         t: np.mean(
             [
@@ -503,26 +591,37 @@ def analyse(
                 if row["task"] == t and row["method"] == "dsgt"
             ]
         )
-        for t in datasets
+        for t in (datasets if dlg else ())
     }
-    notes = [
-        "Step size (tuned on DSGT): "
-        + ", ".join(f"{DATASETS[t]} {tuned(rows, t):g}" for t in datasets)
-        + ".",
+    guarantee = (
         "The guarantee behind these numbers: none. LPPA's noise differences sum to zero, so an "
         "eavesdropper that adds up the first round's messages learns the sum of the clients' "
         "gradients exactly, and the accountant gives eps = inf; `dpdl audit` shows it beside the "
         "paper's sqrt(2) claim (results/audit/REPORT.md). DLG's failure against one message is "
-        "not differential privacy.",
-        "A round here is one DSGT step on a batch of 128 (Algorithm 1: one gradient per "
-        "exchange); the paper's round is one local epoch, so we run as many steps as its epochs "
-        "would take batches, for "
-        f"{_setting(quick)['epochs']} epochs instead of 50 rounds (the computing budget here).",
-        "Accuracy is measured on the test split, averaged over the clients' models (the paper: on "
-        "the union of the training sets, for the consensus model).",
-        _average_model(train, datasets, accuracy),
-        "DLG's label was recovered from plain DSGT's gradient in "
-        + ", ".join(f"{DATASETS[t]} {100 * labels[t]:.0f}%" for t in datasets)
-        + " of attacks.",
-    ]
+        "not differential privacy."
+    )
+    notes = (
+        [
+            "Step size (tuned on DSGT): "
+            + ", ".join(f"{DATASETS[t]} {tuned(rows, t):g}" for t in datasets)
+            + ".",
+            guarantee,
+            "A round here is one DSGT step on a batch of 128 (Algorithm 1: one gradient per "
+            "exchange); the paper's round is one local epoch, so we run as many steps as its "
+            "epochs would take batches, for "
+            f"{_setting(quick)['epochs']} epochs instead of 50 rounds (the computing budget "
+            "here).",
+            "Accuracy is measured on the test split, averaged over the clients' models (the "
+            "paper: on the union of the training sets, for the consensus model).",
+            _average_model(train, datasets, accuracy),
+        ]
+        if training
+        else [guarantee]
+    )
+    if dlg:
+        notes.append(
+            "DLG's label was recovered from plain DSGT's gradient in "
+            + ", ".join(f"{DATASETS[t]} {100 * labels[t]:.0f}%" for t in datasets)
+            + " of attacks."
+        )
     return figures, claims, notes
