@@ -127,6 +127,25 @@ def test_bad_reproduction_requests_give_one_error_line(run_main, tmp_path, args,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["audit", "--n", "4", "--gdp-mu", "0.5"],
+        ["noise", "--method", "ldp", "--n", "4", "--neighbouring", "add-remove"],
+        ["noise", "--method", "ldp", "--graph-seed", "1"],
+        ["factorize", "--graph", "er", "--n", "4", "--graph-seed", "1"],
+    ],
+    ids=["audit-gdp-mu", "noise-neighbouring", "noise-graph-seed", "factorize-graph-seed"],
+)
+def test_a_training_option_another_command_would_ignore_is_refused(run_main, tmp_path, args):
+    """noise, audit and factorize draw a random graph from their --seed and calibrate per-step
+    designs: --graph-seed, --gdp-mu and --neighbouring are dpdl train's alone, refused here by
+    name, not accepted and ignored."""
+    result = run_main([*args, "--out", str(tmp_path / "out")])
+    assert_one_line_error(result, f"unrecognized arguments: {args[-2]}")
+    assert not (tmp_path / "out").exists()
+
+
 def test_no_command_is_a_usage_error(run_main):
     result = run_main([])
     assert_one_line_error(result, "command")

@@ -73,14 +73,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options that choose the communication graph and its mixing matrix
-    (:class:`TrainConfig`'s)."""
-    add_arguments(parser, TrainConfig, groups=("graph",))
+    """Options that choose the communication graph and its mixing matrix (:class:`TrainConfig`'s;
+    not ``--graph-seed``: these commands draw a random graph from their ``--seed``)."""
+    add_arguments(parser, TrainConfig, groups=("graph",), skip=("graph_seed",))
 
 
 def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options that set the privacy budget and how it is calibrated (:class:`TrainConfig`'s)."""
-    add_arguments(parser, TrainConfig, groups=("privacy",))
+    """Options that set the privacy budget and how it is calibrated (:class:`TrainConfig`'s; not
+    the time-correlated mechanisms' ``--gdp-mu`` and ``--neighbouring``: these commands calibrate
+    the per-step designs)."""
+    add_arguments(parser, TrainConfig, groups=("privacy",), skip=("gdp_mu", "neighbouring"))
 
 
 def add_output_arguments(

@@ -274,15 +274,19 @@ def positive_int(text: str) -> int:
 
 
 def add_arguments(
-    parser: argparse.ArgumentParser, cls: type, groups: tuple[str | None, ...] | None = None
+    parser: argparse.ArgumentParser,
+    cls: type,
+    groups: tuple[str | None, ...] | None = None,
+    skip: tuple[str, ...] = (),
 ) -> dict[str, argparse._ArgumentGroup]:
-    """One option of ``parser`` per command-line setting of ``cls`` (or of those in ``groups``),
-    with the field's default, help, type, choices and range; each option's group is a help section.
+    """One option of ``parser`` per command-line setting of ``cls`` (or of those in ``groups``,
+    but those whose ``dest`` is in ``skip``: settings a command would not honour), with the
+    field's default, help, type, choices and range; each option's group is a help section.
     Returns the sections by title, for a command to add its own options to."""
     sections: dict[str, argparse._ArgumentGroup] = {}
     for leaf in leaves(cls):
         meta = leaf.setting
-        if groups is not None and meta.group not in groups:
+        if (groups is not None and meta.group not in groups) or leaf.dest in skip:
             continue
         target: Any = parser
         if meta.group is not None:
