@@ -215,6 +215,13 @@ nodes = [0, 2]
         bad = text.replace('curves = ["test_loss"]\nnodes = [0, 2]', wrong)
         with pytest.raises(ConfigError, match=message):
             run_sweep(read_sweep(_file(tmp_path, bad)), tmp_path / "out", progress=False)
+    florentine = text.replace("n = 3\n", 'graph = "florentine"\n')  # 15 agents, n unused
+    with pytest.raises(ConfigError, match=r"nodes: agent 15 is not an agent of the run .*\(15 "):
+        run_sweep(
+            read_sweep(_file(tmp_path, florentine.replace("nodes = [0, 2]", "nodes = [15]"))),
+            tmp_path / "florentine",
+            progress=False,
+        )
     quadratic = SMALL + "\n[record]\nnodes = [0]\n"
     with pytest.raises(ConfigError, match=r"nodes: a run of this sweep keeps no agent's own"):
         run_sweep(read_sweep(_file(tmp_path, quadratic)), tmp_path / "quad", progress=False)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpdl.choices import SYNTHETIC_GRAPHS
 from dpdl.errors import ConfigError
 from dpdl.experiments.executors import Executor
 from dpdl.experiments.reproduce.runner import RUN_SECONDS, job_key, run_jobs
@@ -99,12 +100,13 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_nodes(sweep: Sweep) -> None:
-    """Every agent ``[record]`` names is an agent of every run (a :class:`ConfigError` naming
-    the first run it is not), before anything runs."""
+    """Every agent ``[record]`` names is an agent of every run on a synthetic topology, whose
+    ``n`` is its number of agents (a :class:`ConfigError` naming the first run it is not),
+    before anything runs; a real graph's or a file's runs are checked once they ran."""
     if not sweep.nodes:
         return
     for options in search_runs(sweep):
-        if max(sweep.nodes) >= options["n"]:
+        if options["graph"] in SYNTHETIC_GRAPHS and max(sweep.nodes) >= options["n"]:
             raise ConfigError(
                 f"[record] nodes: agent {max(sweep.nodes)} is not an agent of the run {options} "
                 f"(n = {options['n']}: agents 0 to {options['n'] - 1})"
@@ -121,11 +123,20 @@ def _check_record(sweep: Sweep, entries: list[dict[str, Any]]) -> None:
             f"[record] curves: {', '.join(map(repr, unknown))} is not a metric of every run; "
             f"they have: {', '.join(known)}"
         )
-    if sweep.nodes and any(not entry.get("agents") for entry in entries):
+    if not sweep.nodes:
+        return
+    if any(not entry.get("agents") for entry in entries):
         raise ConfigError(
             "[record] nodes: a run of this sweep keeps no agent's own metrics (its task evaluates "
             "the agents' mean only)"
         )
+    for entry in entries:
+        agents = len(next(iter(entry["agents"].values())))
+        if max(sweep.nodes) >= agents:
+            raise ConfigError(
+                f"[record] nodes: agent {max(sweep.nodes)} is not an agent of the run "
+                f"{entry.get('config')} ({agents} agents: 0 to {agents - 1})"
+            )
 
 
 @dataclass
@@ -147,14 +158,14 @@ def _row(job: dict[str, Any], entry: dict[str, Any], sweep: Sweep) -> dict[str, 
     row.update(entry.get("metrics", {}))
     row.update({f"initial_{key}": value for key, value in entry.get("initial", {}).items()})
     row.update(entry.get("privacy", {}))
-    if "error" not in entry:
+    if "error" in entry:
+        row["error"] = entry["error"]
+    else:
         curves, agents = entry.get("curves", {}), entry.get("agents", {})
         row.update({f"{key}_curve": json.dumps(curves[key]) for key in sweep.curves})
         row.update(
             {f"{key}_node{i}": agents[key][i] for i in sweep.nodes for key in sorted(agents)}
         )
-    if "error" in entry:
-        row["error"] = entry["error"]
     return row
 
 
