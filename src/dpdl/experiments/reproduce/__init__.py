@@ -56,7 +56,6 @@ from dpdl.experiments.results import read_rows, write_rows
 
 __all__ = [
     "COMMITTED_WALL_TIME",
-    "EARLIER_DRAWS",
     "REPRODUCTIONS",
     "redraw",
     "report_again",
@@ -101,7 +100,9 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "LDP rows kept (independent noise, drawn as before)",
     "corn-mnist": "about 2.7 h over three invocations, the last 101 runs beside other work; the "
     "authors' protocol's 84 runs, added later, 2140 s with one worker beside other runs (load 5 "
-    "to 7)",
+    "to 7); its 240 DECOR and Whisper runs (both protocols) drawn again through the principal "
+    "square root (engine version 4) over two invocations beside other work, the last 4304 s for "
+    "198 of them, the LDP rows kept (independent noise, drawn as before)",
     "decor-fig1": "987 s for the 8136 runs of least squares (both protocols) and the 1530 of "
     "a9a, run again in one invocation with the noise sampler of the time; a9a tuned on all four "
     "seeds since, 2220 s for its 4608 runs (the 1530 before among them, bit for bit) beside "
@@ -128,17 +129,6 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "horizon": "61 s for the first draw; its 720 Whisper and DECOR runs drawn again through the "
     "principal square root (engine version 4), 45 s, the LDP and CDP rows kept (independent "
     "noise, drawn as before)",
-}
-
-#: The committed full runs that hold runs an earlier version of the code drew: their noise has the
-#: covariance of today's (the designs, Tr(W R W^T) and eps are equal) but other draws, since the
-#: correlated noise N(0, R) is drawn as L z with L L^T = R (0edae52), L the principal square root
-#: of R since engine version 4, and the calibrations are exact to their last digits (b50b3ab).
-#: ``dpdl reproduce NAME`` gives other numbers of the same distribution for those runs; the others
-#: it gives bit for bit (tests/test_committed_runs.py checks the runs that take seconds). A report
-#: written again from ``runs.csv`` says which.
-EARLIER_DRAWS: dict[str, str] = {
-    "corn-mnist": "the DECOR and Whisper runs of both protocols",
 }
 
 #: How a report names the setting of a whole run.
@@ -316,8 +306,7 @@ def report_again(name: str, out: Path) -> Path:
     the line of runs only some of which recorded it (a part added later), beside their sum, and
     the line of a table whose runs are no longer those the kept line counts and sums (runs added
     or replaced since). A reproduction whose figures need fields ``runs.csv`` leaves out keeps the
-    figures its run drew; one of :data:`EARLIER_DRAWS` says under its run line which of its runs
-    an earlier version drew."""
+    figures its run drew."""
     module = _module(name)
     again = " Report written again from `runs.csv`."
     rows = read_rows(out / "runs.csv")
@@ -337,15 +326,8 @@ def report_again(name: str, out: Path) -> Path:
         or summed.group(1) != recorded
     ):
         run = _run_line(f"dpdl reproduce {name}", FULL, rows, committed=COMMITTED_WALL_TIME[name])
-    drawn = (
-        f"\n\nOf these runs, {EARLIER_DRAWS[name]} were drawn by an earlier version of dpdl: the "
-        "same noise covariance (design, Tr(W R W^T), eps), other draws; `dpdl reproduce "
-        f"{name}` gives other numbers of the same distribution for them, the others bit for bit."
-        if name in EARLIER_DRAWS
-        else ""
-    )
     figures, claims, notes = module.analyse(rows, out, False)
-    intro = f"{(module.__doc__ or '').strip()}\n\n{run}{again}{drawn}"
+    intro = f"{(module.__doc__ or '').strip()}\n\n{run}{again}"
     return _write(name, module, out, intro, claims, figures, notes)
 
 
