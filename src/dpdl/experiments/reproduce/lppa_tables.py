@@ -150,9 +150,6 @@ def job_of(options: Mapping[str, Any], version: int | None = None) -> dict[str, 
             f"{options['every_round']}"
         )
     epochs = options["epochs"]
-    if epochs is None and options["steps"] % options["eval_every"] == 0:
-        # a sweep's row: the run's options as resolved, its epochs as steps evaluated every epoch
-        epochs = options["steps"] // options["eval_every"]
     if epochs is None:
         raise ConfigError(
             "a training run of the LPPA reproductions states its length in epochs (--epochs)"

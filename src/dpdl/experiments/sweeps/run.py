@@ -12,7 +12,8 @@ A grid with a search runs in two stages (:mod:`dpdl.experiments.sweeps.tuning`):
 runs, then each setting's chosen point on every seed.
 
 ``DIR/runs.csv`` has one row per run: ``point`` (the hash), a column per option of the run (as
-resolved: the task's step size filled in), a column per final metric, the same metrics at step 0
+resolved: the task's step size filled in, a length in ``epochs`` as given beside the ``steps`` and
+``eval_every`` it resolved to), a column per final metric, the same metrics at step 0
 (``initial_<metric>``: how far the run moved), the privacy accounted
 (``epsilon`` against the mechanism's own threat model, ``threat``, ``sigma``, ``trace_WRW``,
 ``exact_epsilon_of_calibration``: what the run's calibration achieves by the exact accountant, and
@@ -155,6 +156,8 @@ def _row(job: dict[str, Any], entry: dict[str, Any], sweep: Sweep) -> dict[str, 
     sweep's ``[record]`` asks for, error."""
     options = entry.get("config", job["options"])
     row = {"point": job_key(job), **options, "seed": options["seed"][0]}
+    if job["options"].get("epochs") is not None:  # the length as the file states it, beside the
+        row["epochs"] = job["options"]["epochs"]  # steps and evaluation period it resolved to
     row.update(entry.get("metrics", {}))
     row.update({f"initial_{key}": value for key, value in entry.get("initial", {}).items()})
     row.update(entry.get("privacy", {}))
