@@ -214,6 +214,25 @@ def test_no_clipping_is_for_gradient_tracking_alone() -> None:
         TrainConfig(algorithm="dsgt", mechanism="dp", clip=math.nan)
 
 
+def test_a_run_without_calibrated_noise_states_no_privacy_target() -> None:
+    """A run's summary names the budget its noise was calibrated to, and none where nothing was
+    calibrated: no noise (its reports say eps = inf), or gradient tracking's injection (no
+    report); the --eps it was given is not a promise there."""
+    base = TrainConfig(task="quadratic", n=4, steps=10, eval_every=10, eps=3.0)
+    cases = {
+        "ldp": (base, 3.0),
+        "none": (replace(base, mechanism="none"), None),
+        "lppa": (replace(base, mechanism="lppa", algorithm="dsgt"), None),
+    }
+    for name, (config, target) in cases.items():
+        result = run_training(config)
+        summary = result.summary()
+        assert (summary["eps_target"], summary["delta"]) == (
+            (target, None if target is None else 1e-5)
+        ), name
+    assert all(r.epsilon == math.inf for r in run_training(cases["none"][0]).runs[0].privacy)
+
+
 def test_a_length_in_epochs_is_the_run_of_its_steps_evaluated_every_epoch() -> None:
     """``--epochs E``: E epochs of the mean agent's data, ceil(mean examples / batch) steps each,
     an evaluation after each; the run is the one of those steps given as steps, bit for bit, and

@@ -616,6 +616,12 @@ def _train(args: argparse.Namespace) -> int:
     print(f"results: {folder}", file=sys.stderr)
     for report in result.runs[0].privacy:
         print(f"privacy: {report}", file=sys.stderr)
+    if not result.runs[0].privacy:
+        print(
+            "privacy: none accounted (gradient tracking's injection is not calibrated to a "
+            "budget; 'dpdl audit' attacks it)",
+            file=sys.stderr,
+        )
     print(f"{metric}: {summary[metric]:.6g} (figure {paths['figure']})", file=sys.stderr)
     if result.config.average_last:
         print(

@@ -82,15 +82,16 @@ class TrainResult:
         return summary
 
     def summary(self) -> dict[str, Any]:
-        """The job's headline: configuration, privacy promised, metrics reached."""
+        """The job's headline: configuration, privacy promised (no target where the noise is not
+        calibrated to one: no noise, or gradient tracking's injection), metrics reached."""
         first = self.runs[0]
         return {
             "task": self.config.task,
             "mechanism": self.config.mechanism,
             "graph": self.config.graph,
             "n": self.config.n,
-            "eps_target": self.config.eps,
-            "delta": self.config.delta,
+            "eps_target": self.config.eps if first.calibrated else None,
+            "delta": self.config.delta if first.calibrated else None,
             "steps": self.config.steps,
             "seeds": list(self.config.seeds),
             "lr": self.config.lr,
