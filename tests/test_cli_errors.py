@@ -146,6 +146,33 @@ def test_a_training_option_another_command_would_ignore_is_refused(run_main, tmp
     assert not (tmp_path / "out").exists()
 
 
+def test_a_runs_default_folder_names_the_budget_its_noise_is_calibrated_to(
+    run_main, tmp_path, monkeypatch
+):
+    """``results/train/<job>``: eps for a calibrated mechanism, mu for a budget in Gaussian DP,
+    nothing for a run whose noise is calibrated to no budget (no noise, gradient tracking); the
+    gradient-tracking run says in its output that nothing was accounted."""
+    monkeypatch.chdir(tmp_path)
+    common = ["train", "--task", "quadratic", "--n", "4", "--steps", "5", "--eval-every", "5"]
+    cases = {
+        "quadratic-ldp-er-eps3-seed0": ["--mechanism", "ldp", "--eps", "3"],
+        "quadratic-none-er-seed0": ["--mechanism", "none"],
+        "quadratic-lppa-ring-seed0": [
+            "--graph",
+            "ring",
+            "--algorithm",
+            "dsgt",
+            "--mechanism",
+            "lppa",
+        ],
+    }
+    for name, args in cases.items():
+        result = run_main([*common, *args])
+        assert result.returncode == 0, result.stderr
+        assert (tmp_path / "results" / "train" / name / "final.json").is_file()
+    assert "privacy: none accounted" in result.stderr
+
+
 def test_no_command_is_a_usage_error(run_main):
     result = run_main([])
     assert_one_line_error(result, "command")

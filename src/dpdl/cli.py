@@ -598,9 +598,15 @@ def _train(args: argparse.Namespace) -> int:
     from dpdl.experiments.results import json_safe, write_results
     from dpdl.experiments.train import run_training
 
+    # the budget the noise is calibrated to: none without noise or under gradient tracking
+    budget = f"-eps{args.eps:g}"
+    if args.mechanism == "none" or args.algorithm == "dsgt":
+        budget = ""
+    elif args.gdp_mu is not None:
+        budget = f"-mu{args.gdp_mu:g}"
     name = (
         f"{args.task}-{args.mechanism}-{args.graph.replace(':', '_').replace('/', '_')}"
-        f"-eps{args.eps:g}-seed{'_'.join(map(str, args.seed))}"
+        f"{budget}-seed{'_'.join(map(str, args.seed))}"
     )
     folder = _output_folder(args.out or Path("results") / "train" / name)
     result = run_training(
