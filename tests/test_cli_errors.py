@@ -157,6 +157,10 @@ def test_a_runs_default_folder_names_the_budget_its_noise_is_calibrated_to(
     cases = {
         "quadratic-ldp-er-eps3-seed0": ["--mechanism", "ldp", "--eps", "3"],
         "quadratic-none-er-seed0": ["--mechanism", "none"],
+        "logreg-a9a-dp-dsgd-er-mu0.5-seed0": [
+            *("--task", "logreg-a9a", "--mechanism", "dp-dsgd", "--clip-level", "example"),
+            *("--cycle", "4", "--steps", "8", "--eval-every", "8", "--gdp-mu", "0.5"),
+        ],
         "quadratic-lppa-ring-seed0": [
             "--graph",
             "ring",
