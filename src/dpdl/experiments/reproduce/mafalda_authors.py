@@ -138,8 +138,10 @@ def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
             f"does; {method} has none (a run of {dict(options)})"
         )
     return {
-        **{key: options[key] for key in ("task", "graph", "n", "steps", "cycle", "lr", "clip")},
-        "eval_every": options["eval_every"],
+        **{
+            key: options[key]
+            for key in ("task", "graph", "n", "steps", "cycle", "lr", "clip", "eval_every")
+        },
         "protocol": PROTOCOL,
         "version": VERSION,
         "method": method,

@@ -117,7 +117,8 @@ class SweepJobs:
         for row in rows:  # those of this file's jobs (not another protocol's, nor version's)
             if (row.get("protocol") or "") in self.protocols:
                 options = to_options(self.config_of(row))
-                if row.get("version") == self._job(options).get("version"):
+                one_seed = {**options, "seed": options["seed"][0]}
+                if row.get("version") == self.job_of(one_seed, self.version).get("version"):
                     by_run.setdefault(run_key(options), row)
 
         def lookup(options: dict[str, Any]) -> dict[str, Any] | None:

@@ -100,13 +100,13 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _check_nodes(sweep: Sweep) -> None:
-    """Every agent ``[record]`` names is an agent of every run on a synthetic topology, whose
-    ``n`` is its number of agents (a :class:`ConfigError` naming the first run it is not),
-    before anything runs; a real graph's or a file's runs are checked once they ran."""
+def _check_nodes(sweep: Sweep, runs: list[dict[str, Any]]) -> None:
+    """Every agent ``[record]`` names is an agent of every one of ``runs`` on a synthetic
+    topology, whose ``n`` is its number of agents (a :class:`ConfigError` naming the first run it
+    is not), before anything runs; a real graph's or a file's runs are checked once they ran."""
     if not sweep.nodes:
         return
-    for options in search_runs(sweep):
+    for options in runs:
         if options["graph"] in SYNTHETIC_GRAPHS and max(sweep.nodes) >= options["n"]:
             raise ConfigError(
                 f"[record] nodes: agent {max(sweep.nodes)} is not an agent of the run {options} "
@@ -186,7 +186,8 @@ def run_sweep(
     summary over seeds and its figures (:func:`dpdl.experiments.sweeps.summary.write_summary`). A
     point that fails is logged and kept as a row with its ``error``; the others go on."""
     start = time.perf_counter()
-    _check_nodes(sweep)
+    first = search_runs(sweep)
+    _check_nodes(sweep, first)
     jobs: list[dict[str, Any]] = []
     entries: list[dict[str, Any]] = []
     done: dict[str, dict[str, Any]] = {}
@@ -208,7 +209,7 @@ def run_sweep(
         entry = done.get(run_key(options))
         return None if entry is None or "error" in entry else entry.get("metrics")
 
-    stage(search_runs(sweep), label)
+    stage(first, label)
     metrics = list(dict.fromkeys(key for entry in entries for key in entry.get("metrics", {})))
     for grid in sweep.grids:
         if grid.tune is not None and metrics and grid.tune.metric not in metrics:
