@@ -26,6 +26,7 @@ from dpdl.experiments.reproduce import (
     corn_mnist,
     decor_fig1,
     horizon_design,
+    lppa_parameters,
     lppa_tables,
     mafalda_authors,
     mafalda_housing,
@@ -46,6 +47,7 @@ from dpdl.experiments.reproduce.tradeoff import (
 from dpdl.experiments.results import read_rows, write_rows
 from dpdl.experiments.sweeps.run import run_sweep
 from dpdl.experiments.sweeps.spec import read_sweep, reproduction_file, run_key
+from dpdl.experiments.train import run_training
 from dpdl.settings import to_options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -276,6 +278,97 @@ def test_a_sweep_of_lppas_training_runs_is_their_runs(tmp_path) -> None:
         lppa_tables.job_of(options | {"mechanism": "lppa", "every_round": True})
 
 
+def _lppa_parameters_settings(quick: bool) -> list[dict[str, Any]]:
+    """lppa-parameters' settings as the module listed them before its sweep file stated them:
+    Fig. 5's scales (DSGT once), Fig. 6a's local updates (at the setting's epochs, then for its
+    rounds on one seed; LPPA at a tenth of beta at the two largest), Fig. 6b's clients at their
+    own epochs (five clients without a ``clients`` field: their epochs tell them apart), Tables
+    3-4's partitions."""
+    setting = lppa_parameters._setting(quick)
+    fig5 = lppa_parameters.FIG5
+    settings: list[dict[str, Any]] = [{"task": fig5}]
+    settings += [{"task": fig5, "scale": scale} for scale in setting["scales"][1:]]
+    settings += [{"task": fig5, "local_steps": k} for k in setting["local_steps"]]
+    settings += [
+        {"task": fig5, "local_steps": k, "rounds": setting["rounds"], "epochs": None, "seeds": 1}
+        for k in setting["local_steps"]
+    ]
+    settings += [
+        {"task": fig5, "local_steps": k, "scale": 0.0025, "methods": ("lppa",)}
+        for k in setting["local_steps"][-2:]
+    ]
+    settings += [
+        {"task": fig5, "epochs": setting["client_epochs"]} | ({"clients": n} if n != 5 else {})
+        for n in setting["clients"]
+    ]
+    for task in setting["datasets"]:
+        settings += [{"task": task, **fields} for _, _, fields in lppa_parameters._partitions(task)]
+    return settings
+
+
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_lppa_parameters_training_runs_are_its_sweep_files(quick: bool) -> None:
+    """lppa-parameters' training runs, as the module listed them before its sweep file stated
+    them: DSGT at every step size on seed 0 per data set (i.i.d., five clients), then every
+    method of every setting at the data set's choice on every seed (on made-up accuracies); the
+    same jobs, the DLG attacks beside them as before."""
+    setting = lppa_parameters._setting(quick)
+    tuning = [
+        lppa_tables.train_job(task, "dsgt", lr, 0, setting["epochs"])
+        for task in setting["datasets"]
+        for lr in setting["step_sizes"]
+    ]
+    first = [_made_up(job) for job in lppa_parameters.jobs(quick)]
+    assert sorted(map(_key, lppa_parameters.jobs(quick, ("training",)))) == sorted(
+        map(_key, tuning)
+    )
+    assert len(first) - len(tuning) == len(lppa_parameters.jobs(quick, ("dlg",))) > 0
+    rows = [row | {"test_accuracy": row["optimality_gap"]} for row in first]
+
+    def best(task: str) -> float:
+        searched = [r for r in rows if r["kind"] == "train" and r["task"] == task]
+        return max(searched, key=lambda r: r["test_accuracy"])["lr"]
+
+    final = [
+        lppa_tables.train_job(
+            point["task"],
+            method,
+            best(point["task"]),
+            seed,
+            point.get("epochs", setting["epochs"]),
+            **{k: v for k, v in point.items() if k not in ("task", "epochs", "seeds", "methods")},
+        )
+        for point in _lppa_parameters_settings(quick)
+        for method in point.get("methods", lppa_tables.METHODS)
+        if method != "dsgt" or "scale" not in point
+        for seed in range(point.get("seeds", setting["seeds"]))
+    ]
+    expected = [job for job in final if job not in tuning]
+    followup = lppa_parameters.followup_jobs(quick, rows)
+    assert sorted(map(_key, followup)) == sorted(map(_key, expected))
+    assert lppa_parameters.followup_jobs(quick, rows, ("dlg",)) == []
+
+
+def test_a_run_in_rounds_is_evaluated_at_its_end_with_the_final_metrics_of_every_epoch() -> None:
+    """Fig. 6a's runs in communication rounds are evaluated at their end only (the sweep file's
+    ``eval-every`` equals their steps): their final metrics, which the analysis reads, are those
+    of the same run evaluated after every epoch, as the committed runs were, bit for bit; the
+    job of the run's options is the job; a length in steps that is no whole number of rounds is
+    one error."""
+    job = lppa_tables.train_job("adult-mlp", "lppa", 0.5, 0, None, local_steps=4, rounds=5)
+    config = lppa_tables.config_of(job)
+    assert (config.steps, config.eval_every, config.epochs) == (20, 20, None)
+    every_epoch = dataclasses.replace(config, eval_every=6)
+    end, epochs = run_training(config).runs[0], run_training(every_epoch).runs[0]
+    assert [r["step"] for r in end.history] == [0, 20]
+    assert [r["step"] for r in epochs.history] == [0, 6, 12, 18, 20]
+    assert end.final == epochs.final
+    options = to_options(config) | {"seed": 0}
+    assert lppa_tables.job_of(options) == job
+    with pytest.raises(ConfigError, match=r"steps \(--steps\) 22 is no multiple of local-steps"):
+        lppa_tables.job_of(options | {"steps": 22})
+
+
 def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
     def sweep(*args: str) -> subprocess.CompletedProcess:
         command = [sys.executable, "-m", "dpdl.cli", "sweep", *args]
@@ -287,7 +380,7 @@ def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
     assert done.stdout.rstrip().endswith("10858 runs, then each setting's choice on every seed")
     quick = sweep("whisper-logreg", "--quick", "--dry-run", "--set", "tune.seeds=2")
     assert quick.returncode == 0 and "on the first 2 seed(s)" in quick.stdout, quick.stderr
-    unknown = sweep("lppa-parameters", "--dry-run")
+    unknown = sweep("decor-search", "--dry-run")
     assert unknown.returncode == 2 and "has no sweep file; those that have one: corn-mnist" in (
         unknown.stderr
     )
@@ -301,10 +394,12 @@ def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
 
 def _as_sweep_rows(rows: list[dict[str, Any]], module: ModuleType) -> list[dict[str, Any]]:
     """The rows of a reproduction's runs.csv that its file states as ``dpdl sweep`` writes its
-    rows."""
+    rows: a length in epochs beside the steps and evaluation period it resolved to."""
     converted = []
     for row in rows:
         options = to_options(module.SWEEP.config_of(row))
+        if options["epochs"] is not None:
+            options |= {"steps": row["steps"], "eval_every": row["steps"] // options["epochs"]}
         results = {k: v for k, v in row.items() if k not in _JOB_KEYS and k not in options}
         converted.append({"point": run_key(options), **options, "seed": row["seed"], **results})
     return converted
@@ -321,6 +416,7 @@ def _as_sweep_rows(rows: list[dict[str, Any]], module: ModuleType) -> list[dict[
         ("whisper-quadratic", ""),
         ("horizon", ""),
         ("lppa", " (the part `training`)"),
+        ("lppa-parameters", " (the part `training`)"),
     ],
 )
 def test_a_report_from_a_sweeps_runs_is_the_reproductions_report(
@@ -349,7 +445,7 @@ def test_a_sweep_folder_that_misses_runs_is_one_error_naming_it(tmp_path) -> Non
     with pytest.raises(ConfigError, match="lacks runs of corn-mnist's grid"):
         report_of_sweep("corn-mnist", tmp_path)
     with pytest.raises(ConfigError, match="has no sweep file to report on"):
-        report_of_sweep("lppa-parameters", tmp_path)
+        report_of_sweep("decor-search", tmp_path)
     with pytest.raises(ConfigError, match=r"no runs\.csv here"):
         report_of_sweep("corn-mnist", tmp_path / "empty")
     write_rows(paper, tmp_path / "runs.csv")  # the reproduction's own table, not a sweep's
@@ -396,7 +492,7 @@ def test_every_reproductions_sweep_file_ships_with_the_package() -> None:
     assert files == shipped
     # every reproduction that reads its runs from a file has one, and one for --quick
     stated = {name for name, module in ALL.items() if hasattr(module, "SWEEP")}
-    assert len(stated) == 8
+    assert len(stated) == 9
     assert files == {REPRODUCTIONS / q / f"{name}.toml" for name in stated for q in ("", "quick")}
 
 

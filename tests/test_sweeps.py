@@ -22,6 +22,7 @@ from dpdl.experiments.reproduce.runner import RUN_SECONDS, run_jobs
 from dpdl.experiments.results import read_rows
 from dpdl.experiments.sweeps.run import run_sweep
 from dpdl.experiments.sweeps.spec import read_sweep
+from dpdl.experiments.sweeps.tuning import search_runs
 from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.settings import TaskOptions
 from dpdl.tasks import build_task
@@ -90,9 +91,36 @@ schedule = ["default", "constant"]
         ("appendix-d", 2),
     }
     assert {p["schedule"] for p in points} == {None, "constant"}
-    for text in ("[sweep]\neps = ['default']\n", "[sweep]\nmechanism = ['default']\n"):
+    for text in ("[sweep]\neps = ['defualt']\n", "[sweep]\nmechanism = ['defualt']\n"):
         with pytest.raises(ConfigError, match=r"sweep\.toml:2: (eps|mechanism): expected"):
             read_sweep(_file(tmp_path, text))
+
+
+def test_default_gives_back_an_options_default(tmp_path) -> None:
+    """A search's ``at`` gives back the default of what its grid sets: a grid of lengths in steps
+    searches once, at a length in epochs."""
+    text = """\
+[base]
+task = "logreg-a9a"
+eps = 3
+
+[sweep]
+steps = [40, 80]
+eval-every = [40, 80]
+zip = [["steps", "eval-every"]]
+lr = [0.1, 0.2]
+tune = { metric = "test_loss", at = { epochs = 3, steps = "default", eval-every = "default" } }
+"""
+    sweep = read_sweep(_file(tmp_path, text))
+    assert {(p["epochs"], p["steps"], p["eval_every"]) for p in sweep.points()} == {
+        (None, 40, 40),
+        (None, 80, 80),
+    }
+    searched = search_runs(sweep)
+    assert {(r["epochs"], r["steps"], r["eval_every"]) for r in searched} == {
+        (3, TrainConfig.steps, TrainConfig.eval_every)
+    }
+    assert len(searched) == 2  # one search at the setting, for both lengths
 
 
 @pytest.mark.parametrize(

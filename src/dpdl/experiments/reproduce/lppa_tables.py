@@ -140,7 +140,8 @@ def job_of(options: Mapping[str, Any], version: int | None = None) -> dict[str, 
     seed as a number): the method its injection names (:data:`_INJECTIONS`), and the
     :data:`SETTING_FIELDS` where they leave Table 1's setting, so that :func:`config_of` gives the
     options back (``version``: the sweep's, unused: these jobs have none). Its length is in epochs
-    (``--epochs``), as the paper's."""
+    (``--epochs``), as the paper's, or in steps: ``rounds`` communication rounds of
+    ``local_steps`` updates each (Fig. 6a)."""
     method = _METHODS.get((options["mechanism"], options["every_round"]))
     if options["algorithm"] != "dsgt" or method is None:
         raise ConfigError(
@@ -149,11 +150,16 @@ def job_of(options: Mapping[str, Any], version: int | None = None) -> dict[str, 
             f"{options['algorithm']}, mechanism {options['mechanism']}, every-round "
             f"{options['every_round']}"
         )
-    epochs = options["epochs"]
+    epochs, local_steps = options["epochs"], options["local_steps"]
+    rounds = None
     if epochs is None:
-        raise ConfigError(
-            "a training run of the LPPA reproductions states its length in epochs (--epochs)"
-        )
+        rounds, left = divmod(options["steps"], local_steps)
+        if left:
+            raise ConfigError(
+                "a training run of the LPPA reproductions in steps runs whole communication "
+                f"rounds: steps (--steps) {options['steps']} is no multiple of local-steps "
+                f"(--local-steps) {local_steps}"
+            )
     partition = options["partition"]
     setting = {
         "scale": options["tracking_noise"] if options["tracking_noise"] != SCALE else None,
@@ -161,7 +167,8 @@ def job_of(options: Mapping[str, Any], version: int | None = None) -> dict[str, 
         "partition": partition if partition != TASK_OPTIONS.partition else None,
         "alpha": options["alpha"] if partition in ("dirichlet", "quantity-skew") else None,
         "labels": options["labels_per_agent"] if partition == "labels-per-agent" else None,
-        "local_steps": options["local_steps"] if options["local_steps"] != 1 else None,
+        "local_steps": local_steps if local_steps != 1 else None,
+        "rounds": rounds,
     }
     fields = {key: value for key, value in setting.items() if value is not None}
     return train_job(options["task"], method, options["lr"], options["seed"], epochs, **fields)
@@ -229,6 +236,13 @@ def _graph(clients: int = CLIENTS):
     return erdos_renyi(clients, EDGE_PROBABILITY, GRAPH_SEED, directed=True)
 
 
+def _field(job: Mapping[str, Any], key: str, default: Any) -> Any:
+    """Setting field ``key`` of a job (:data:`SETTING_FIELDS`), ``default`` where it has none: a
+    job leaves it out, a row of ``runs.csv`` gives None."""
+    value = job.get(key)
+    return default if value is None else value
+
+
 #: The injection of each method: none, DP's every round, LPPA's once.
 _INJECTIONS = {"dsgt": ("none", False), "dp": ("dp", True), "lppa": ("lppa", False)}
 
@@ -238,10 +252,10 @@ def _tracking(job: dict[str, Any]) -> tuple[str, TrackingOptions]:
     Laplace noise of the job's scale (default 0.025)."""
     mechanism, every_round = _INJECTIONS[job["method"]]
     options = TrackingOptions(
-        scale=job.get("scale", SCALE),
+        scale=_field(job, "scale", SCALE),
         distribution="laplace",
         every_round=every_round,
-        local_steps=job.get("local_steps", 1),
+        local_steps=_field(job, "local_steps", 1),
     )
     return mechanism, options
 
@@ -249,7 +263,7 @@ def _tracking(job: dict[str, Any]) -> tuple[str, TrackingOptions]:
 def _injection(job: dict[str, Any]) -> TrackingNoise | None:
     """The job's noise (:func:`_tracking`) on its graph, as the training run injects it."""
     mechanism, options = _tracking(job)
-    return build_injection(mechanism, _graph(job.get("clients", CLIENTS)), options)
+    return build_injection(mechanism, _graph(_field(job, "clients", CLIENTS)), options)
 
 
 def hidden_arcs() -> int:
@@ -262,13 +276,13 @@ def hidden_arcs() -> int:
 
 def _task_options(job: dict[str, Any]) -> TaskOptions:
     """Table 1's i.i.d. split, or the job's partition (Tables 3-4)."""
-    if "partition" not in job:
+    if job.get("partition") is None:
         return TASK_OPTIONS
     return replace(
         TASK_OPTIONS,
         partition=job["partition"],
-        alpha=job.get("alpha", TASK_OPTIONS.alpha),
-        labels_per_agent=job.get("labels", TASK_OPTIONS.labels_per_agent),
+        alpha=_field(job, "alpha", TASK_OPTIONS.alpha),
+        labels_per_agent=_field(job, "labels", TASK_OPTIONS.labels_per_agent),
     )
 
 
@@ -280,32 +294,22 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         return _train(job) if job["kind"] == "train" else _attack(job)
 
 
-def _epoch(job: dict[str, Any]) -> int:
-    """Steps in an epoch of the mean client's data (the smallest's under an i.i.d. split, whose
-    parts differ by one at most): the clients of a skewed split take as many steps as an even
-    one's. What ``--epochs`` counts (:func:`dpdl.jobspec.job.with_epochs`), for a run whose
-    length is in rounds but whose evaluations come every epoch."""
-    clients = job.get("clients", CLIENTS)
-    task = build_task(job["task"], clients, job["seed"], _task_options(job))
-    return -(-(int(task.agent_sizes.sum()) // clients) // BATCH)
-
-
 def config_of(job: dict[str, Any]) -> TrainConfig:
     """The training configuration of a training job (``dpdl train`` runs it as :func:`run_job`
     does): DSGT without clipping on the directed Erdos-Renyi graph of seed 0 with Sinkhorn-Knopp's
     W, batches of 128, the method's Laplace injection (:data:`_INJECTIONS`) of the job's scale,
     its length in epochs of local data (``--epochs``: an evaluation every epoch), or in rounds of
-    ``local_steps`` updates as steps, evaluated every epoch all the same."""
+    ``local_steps`` updates as steps, evaluated at the end only (Fig. 6a reads final metrics)."""
     mechanism, tracking = _tracking(job)
-    if "rounds" in job:
-        epoch = _epoch(job)
-        length = {"steps": job["rounds"] * tracking.local_steps, "eval_every": epoch}
+    if job.get("rounds") is not None:
+        steps = job["rounds"] * tracking.local_steps
+        length = {"steps": steps, "eval_every": steps}
     else:
         length = {"epochs": job["epochs"]}
     return TrainConfig(
         task=job["task"],
         graph="er-directed",
-        n=job.get("clients", CLIENTS),
+        n=_field(job, "clients", CLIENTS),
         p=EDGE_PROBABILITY,
         graph_seed=GRAPH_SEED,
         mixing="sinkhorn",

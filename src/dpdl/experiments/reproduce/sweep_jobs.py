@@ -129,16 +129,19 @@ class SweepJobs:
 
     def rows(self, sweep_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A sweep's runs (the rows of ``dpdl sweep``'s ``runs.csv``) as the rows of these jobs:
-        each run's job fields and its results, so that the reproduction's own analysis reads
-        them. Failed runs are left out."""
+        each run's job fields and its results, and the steps it ran where its job does not state
+        them (a length in epochs resolves to them; the reproduction's rows record them), so that
+        the reproduction's own analysis reads them. Failed runs are left out."""
         options = set(to_options(TrainConfig()))
-        return [
-            self.job_of(row, self.version)
-            | {
+        rows = []
+        for row in sweep_rows:
+            if row.get("error"):
+                continue
+            job = self.job_of(row, self.version)
+            results = {
                 key: value
                 for key, value in row.items()
                 if key not in options and key not in ("point", "error")
             }
-            for row in sweep_rows
-            if not row.get("error")
-        ]
+            rows.append({"steps": row["steps"]} | job | results)
+        return rows

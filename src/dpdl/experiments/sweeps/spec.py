@@ -224,9 +224,11 @@ class _File:
         return f"{self.path}:{headers[index] + 1 + line}" if line else str(self.path)
 
 
-#: The value that leaves an option unset (its default applies, e.g. the task's own step size):
-#: TOML has no null, and an axis may need the unset value beside set ones (DECOR's trace-optimal
-#: couple, ``decor-couple = "default"``, beside Appendix D's couples 0, 1, 2).
+#: The value that stands for an option's default, unset where that is none (e.g. the task's own
+#: step size): TOML has no null, and an axis may need the unset value beside set ones (DECOR's
+#: trace-optimal couple, ``decor-couple = "default"``, beside Appendix D's couples 0, 1, 2), and a
+#: search's ``at`` may give back the default of what its grid sets (lppa-parameters' runs in
+#: rounds search at a length in epochs: ``steps = "default"``).
 DEFAULT = "default"
 
 
@@ -234,9 +236,9 @@ def _value(action: argparse.Action, value: Any, where: str) -> Any:
     """``value`` of option ``action`` checked as ``dpdl train --config`` checks it; a mechanism
     against the registry too (its option is open, so argparse has no choices to check it by),
     so that a misspelt one fails here, not in every point that names it. ``"default"`` is the
-    unset value (None) of an option that has one."""
-    if value == DEFAULT and action.default is None and DEFAULT not in (action.choices or ()):
-        return None
+    option's default (:data:`DEFAULT`), where it is no choice of the option's own."""
+    if value == DEFAULT and DEFAULT not in (action.choices or ()):
+        return action.default
     value = typed_value(action, value, where)
     if action.dest == "mechanism" and value not in mechanism_names():
         known = ", ".join(mechanism_names())
