@@ -54,6 +54,23 @@ ERROR_CASES: dict[str, tuple[list[str], str]] = {
         "scale",
     ),
     "negative-key-seed": (["--key-seed", "-2"], "key seed"),
+    "step-schedule-without-decay": (["--schedule", "step"], "--decay-after"),
+    "decay-without-step-schedule": (["--decay-after", "5"], "--schedule"),
+    "decay-factor-without-step-schedule": (["--decay-factor", "0.5"], "--decay-factor"),
+    "decay-after-zero": (["--schedule", "step", "--decay-after", "0"], "--decay-after"),
+    "horizon-of-a-step-decay": (
+        [
+            "--mechanism",
+            "whisper",
+            "--objective",
+            "horizon",
+            "--schedule",
+            "step",
+            "--decay-after",
+            "5",
+        ],
+        "unweighed step-size schedule 'step'",
+    ),
 }
 
 

@@ -339,6 +339,31 @@ def test_per_agent_encoders_give_each_agent_its_own_covariance() -> None:
         LocalCorrelatedNoise(4, encoders, 0.5)
 
 
+def test_the_step_decay_runs_at_eta_up_to_its_step_then_at_a_fraction_of_it() -> None:
+    """``step``: eta for t <= decay_after, then decay_factor x eta; a run with it is the constant
+    run up to that step (its records there equal, bit for bit) and moves apart after it."""
+    step = StepSize(0.5, "step", 3, 0.2)
+    assert [step(t) for t in range(1, 6)] == [0.5, 0.5, 0.5, 0.1, 0.1]
+    task, weights = _small_logistic(), metropolis_hastings(ring(4))
+
+    def run(step_size: StepSize) -> list[dict]:
+        config = DSGDConfig(steps=6, step_size=step_size, clip=0.1, batch_size=4, eval_every=1)
+        return run_dsgd(task, weights, NoNoise(task.n_agents), config, seed=0).history
+
+    decayed, constant = run(StepSize(0.5, "step", 3, 0.2)), run(StepSize(0.5))
+    assert decayed[:4] == constant[:4] and decayed[4]["test_loss"] != constant[4]["test_loss"]
+    for bad in (
+        {"schedule": "step"},
+        {"schedule": "constant", "decay_after": 3},
+        {"schedule": "step", "decay_after": 0},
+        {"schedule": "step", "decay_after": 2.5},
+        {"schedule": "step", "decay_after": 3, "decay_factor": 0.0},
+        {"schedule": "step", "decay_after": 3, "decay_factor": float("inf")},
+    ):
+        with pytest.raises(ConfigError):
+            StepSize(0.5, **bad)
+
+
 def test_engine_rejects_inconsistent_inputs() -> None:
     task = _small_logistic()
     config = DSGDConfig(steps=1, step_size=StepSize(0.1))

@@ -128,6 +128,7 @@ def test_file_records_every_option_of_the_parser(runs):
         "gdp-mu",
         "graph-seed",
         "epochs",
+        "decay-after",
         "examples-per-agent",
         "test-examples",
     }

@@ -481,31 +481,46 @@ def test_quick_mafalda_images_trains_every_method_within_budget(tmp_path) -> Non
 
 def test_mafalda_images_authors_jobs_follow_the_code() -> None:
     """The authors' part of mafalda-images: every method at every mu of its grid and no noise once a
-    seed, at step size 5 (a tenth of it after step 81), C = 1 and T = 320, seed by seed with
-    MAFALDA's runs first; dpdl's part keeps its jobs; the code's network and step-size decay."""
+    seed, at step size 5 (a tenth of it after step 81), C = 1 and T = 320, MAFALDA's runs first;
+    dpdl's part keeps its jobs; each run is the configuration of the code's network (on [0, 1]
+    pixels) and its step-size decay."""
     from dpdl.experiments.reproduce import mafalda_images
     from dpdl.experiments.reproduce import mafalda_images_authors as authors
+    from dpdl.jobspec.engine import StepSize
+    from dpdl.tasks.catalog import tiny_cnn
 
     jobs = mafalda_images.jobs(False, parts=("authors",))
-    mus = mafalda_images.AUTHORS_MUS
-    assert len(jobs) == 2 * mafalda_images.AUTHORS_SEEDS * (3 * len(mus) + 1)
+    mus = (1.0, 2.0, 5.0, 10.0)
+    assert len(jobs) == 2 * 3 * (3 * len(mus) + 1)
     assert all(
         (job["protocol"], job["lr"], job["clip"], job["steps"], job["cycle"], job["decay_after"])
         == ("authors", 5.0, 1.0, 320, 16, 81)
         for job in jobs
     )
-    assert {(job["task"], job["method"], job["mu"]) for job in jobs} == {
-        (task, method, mu)
+    assert {(job["task"], job["method"], job["mu"], job["seed"]) for job in jobs} == {
+        (task, method, mu, seed)
         for task in ("mnist-cnn", "fashion-cnn")
         for method in ("dp-dsgd", "antipgd", "mafalda")
         for mu in mus
-    } | {(task, "none", 0.0) for task in ("mnist-cnn", "fashion-cnn")}
-    seeds = [job["seed"] for job in jobs]
-    assert seeds == sorted(seeds) and jobs[0]["method"] == "mafalda"
+        for seed in range(3)
+    } | {(task, "none", 0.0, seed) for task in ("mnist-cnn", "fashion-cnn") for seed in range(3)}
+    assert jobs[0]["method"] == "mafalda"
     assert all("protocol" not in job for job in mafalda_images.jobs(False, parts=("paper",)))
-    step = authors.DecayedStepSize(5.0)
+    config = authors.config_of(jobs[0])
+    assert (config.task, config.schedule, config.decay_after, config.decay_factor) == (
+        "mnist-tiny-cnn",
+        "step",
+        81,
+        0.1,
+    )
+    assert (config.mixing, config.neighbouring, config.gdp_mu) == (
+        "local-degree",
+        "add-remove",
+        1.0,
+    )
+    step = StepSize(5.0, "step", 81)
     assert step(1) == step(81) == 5.0 and step(82) == step(320) == 0.5
-    assert sum(p.numel() for p in authors.authors_cnn().parameters()) == 20_554
+    assert sum(p.numel() for p in tiny_cnn().parameters()) == 20_554
 
 
 def test_mafalda_images_authors_analysis_judges_each_claim(tmp_path) -> None:

@@ -199,6 +199,72 @@ def test_mafalda_housings_authors_runs_are_its_sweep_files(quick: bool) -> None:
         assert len(theirs) == 95 + 114 + 36 and theirs == stated
 
 
+def _mafalda_images_authors_jobs(quick: bool) -> list[dict[str, Any]]:
+    """The jobs of mafalda-images' authors' part as the module listed them before its sweep file
+    stated them (the cache's keys): every method at every mu on 3 seeds per data set (quick:
+    MNIST, 2 passes, mu 0.5 and 10, one seed, 32 images an agent, 500 tested), no noise once a
+    seed."""
+    passes, mus, seeds = (2, (0.5, 10.0), 1) if quick else (20, (1.0, 2.0, 5.0, 10.0), 3)
+    base = {
+        "graph": "florentine",
+        "n": 15,
+        "steps": passes * 16,
+        "cycle": 16,
+        "lr": 5.0,
+        "decay_after": 81,
+        "clip": 1.0,
+        "examples": 32 if quick else 128,
+        "test_examples": 500 if quick else 2000,
+        "protocol": "authors",
+        "version": 1,
+    }
+    return [
+        {**base, "task": task, "method": method, "mu": mu, "seed": seed}
+        for seed in range(seeds)
+        for method in ("mafalda", "dp-dsgd", "antipgd", "none")
+        for task in (("mnist-cnn",) if quick else ("mnist-cnn", "fashion-cnn"))
+        for mu in (mus if method != "none" else (0.0,))
+    ]
+
+
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_mafalda_images_authors_runs_are_its_sweep_files(quick: bool) -> None:
+    """The authors' part of mafalda-images is two grids of its sweep file: the same jobs as the
+    module listed (so the committed cache stands; every committed run of the part is one), each
+    job's configuration the file's run, no second stage (they tune nothing)."""
+    sweep = mafalda_images.SWEEP
+    jobs = mafalda_images.jobs(quick, ("authors",))
+    assert sorted(map(_key, jobs)) == sorted(map(_key, _mafalda_images_authors_jobs(quick)))
+    for job in jobs[:3] + jobs[-1:]:
+        options = to_options(sweep.config_of(job))
+        assert sweep.job_of({**options, "seed": job["seed"]}) == job
+    assert mafalda_images.followup_jobs(quick, [_made_up(job) for job in jobs], ("authors",)) == []
+    if not quick:
+        committed = read_rows(ROOT / "results" / "mafalda-images" / "runs.csv")
+        fields = list(jobs[0])
+        theirs = {_key({k: r[k] for k in fields}) for r in committed if r.get("protocol")}
+        assert len(theirs) == 78 and theirs == set(map(_key, jobs))
+
+
+def test_a_sweep_of_mafalda_images_authors_runs_is_their_runs(tmp_path) -> None:
+    """``dpdl sweep mafalda-images --quick``'s authors' grids (7 runs) run: read back as the
+    reproduction's rows, the jobs the module lists; node 0's and the agents' mean final accuracy and
+    the noise's sigma of MAFALDA-SGD at mu = 10 and of the run without noise are those of the
+    reproduction's own run, bit for bit."""
+    sweep = mafalda_images.SWEEP
+    result = run_sweep(sweep.sweep(True, ("authors",)), tmp_path / "out", progress=False)
+    assert result.failed == 0 and len(result.rows) == 7
+    rows = sweep.rows(read_rows(tmp_path / "out" / "runs.csv"))
+    expected = _mafalda_images_authors_jobs(True)
+    fields = list(expected[0])
+    assert sorted(_key({k: row[k] for k in fields}) for row in rows) == sorted(map(_key, expected))
+    for row in rows:
+        if (row["method"], row["mu"]) in (("mafalda", 10.0), ("none", 0.0)):
+            own = mafalda_images.run_job({key: row[key] for key in fields})
+            for key in ("test_accuracy_node0", "test_accuracy", "sigma"):
+                assert row[key] == own[key], key
+
+
 _JOB_FIELDS = ("graph", "n", "steps", "method", "mu", "seed", "lr", "clip", "version")
 
 
@@ -412,7 +478,7 @@ def _as_sweep_rows(rows: list[dict[str, Any]], module: ModuleType) -> list[dict[
         ("corn-mnist", " (the parts `paper`, `authors`)"),
         ("decor-fig1", " (the parts `least-squares`, `logreg-a9a`, `mnist-mlp`)"),
         ("mafalda-housing", " (the parts `paper`, `authors`, `graphs`, `mafalda-l`)"),
-        ("mafalda-images", " (the part `paper`)"),
+        ("mafalda-images", " (the parts `paper`, `authors`)"),
         ("whisper-quadratic", ""),
         ("horizon", ""),
         ("lppa", " (the part `training`)"),

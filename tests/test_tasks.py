@@ -234,6 +234,19 @@ def test_every_task_has_a_default_step_size() -> None:
     assert set(TASKS) == set(DEFAULT_STEP_SIZES)
 
 
+def test_the_tiny_cnn_is_mafaldas_code_network_on_its_unstandardised_pixels() -> None:
+    """``mnist-tiny-cnn``: the split, agents' examples and test images of ``mnist-cnn`` (the same
+    seed and options), fed the [0, 1] pixels as MAFALDA-SGD's code feeds them (``mnist-cnn``
+    standardises them), to the code's network (20,554 parameters)."""
+    options = TaskOptions(partition="iid", examples_per_agent=20, test_examples=50)
+    tiny, cnn = (build_task(name, 3, 0, options) for name in ("mnist-tiny-cnn", "mnist-cnn"))
+    assert (tiny.offsets == cnn.offsets).all() and bool((tiny.targets == cnn.targets).all())
+    assert bool((tiny.test_targets == cnn.test_targets).all())
+    assert float(tiny.inputs.min()) == 0.0 and float(tiny.inputs.max()) == 1.0
+    assert abs(float(cnn.inputs.std()) - 1.0) < 0.05 and float(tiny.inputs.std()) < 0.5
+    assert tiny.dim == 20_554 and cnn.dim == 20_586
+
+
 def test_chunked_evaluation_equals_one_pass() -> None:
     task = build_task("mnist-lenet", 3, 0, TaskOptions(partition="iid"))
     params = task.initial_params() + 0.05 * torch.from_numpy(

@@ -235,10 +235,17 @@ NEIGHBOURING = ("replace", "add-remove")
 INJECTIONS = ("none", "lppa", "dp")
 
 #: Step-size schedules (:class:`dpdl.jobspec.engine.StepSize`).
-SCHEDULES = ("constant", "inv-sqrt")
+SCHEDULES = ("constant", "inv-sqrt", "step")
 
 #: The convolutional image tasks among :data:`TASKS`.
-IMAGE_TASKS = ("mnist-cnn", "fashion-cnn", "mnist-lenet", "fashion-lenet")
+IMAGE_TASKS = (
+    "mnist-cnn",
+    "fashion-cnn",
+    "mnist-lenet",
+    "fashion-lenet",
+    "mnist-tiny-cnn",
+    "fashion-tiny-cnn",
+)
 
 #: Learning tasks by CLI name: each target is called ``factory(name, n_agents, seed, options)``
 #: (options a :class:`dpdl.settings.TaskOptions`) and returns a :class:`dpdl.tasks.base.Task`
@@ -256,6 +263,12 @@ for _name, _target, _help in (
     ("fashion-cnn", "_image_task", "Fashion-MNIST, MAFALDA-SGD's convolutional network"),
     ("mnist-lenet", "_image_task", "MNIST, DLG's LeNet"),
     ("fashion-lenet", "_image_task", "Fashion-MNIST, DLG's LeNet"),
+    ("mnist-tiny-cnn", "_image_task", "MNIST, MAFALDA-SGD's code's network on [0, 1] pixels"),
+    (
+        "fashion-tiny-cnn",
+        "_image_task",
+        "Fashion-MNIST, MAFALDA-SGD's code's network on [0, 1] pixels",
+    ),
 ):
     TASK_REGISTRY.add(_name, f"dpdl.tasks.catalog:{_target}", _help)
 

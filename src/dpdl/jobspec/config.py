@@ -51,6 +51,9 @@ DEFAULT_STEP_SIZES: dict[str, tuple[float, str]] = {
     "fashion-cnn": (0.05, "constant"),
     "mnist-lenet": (0.1, "constant"),
     "fashion-lenet": (0.1, "constant"),
+    # MAFALDA-SGD's code's step size on the Florentine families (its decay is --schedule step)
+    "mnist-tiny-cnn": (5.0, "constant"),
+    "fashion-tiny-cnn": (5.0, "constant"),
 }
 
 
@@ -194,7 +197,26 @@ class TrainConfig:
         interval="(0, inf)",
     )
     schedule: str | None = setting(
-        None, "step-size schedule (default: the task's)", choices=SCHEDULES, group="training"
+        None,
+        "step-size schedule: constant, inv-sqrt (eta / sqrt(t)) or step (eta up to --decay-after, "
+        "then --decay-factor x eta) (default: the task's)",
+        choices=SCHEDULES,
+        group="training",
+    )
+    #: The ``step`` schedule's decay (:class:`~dpdl.jobspec.engine.StepSize`): MAFALDA-SGD's
+    #: released image code multiplies its step size by 0.1 once, after step 81 of 320.
+    decay_after: int | None = setting(
+        None,
+        "for --schedule step: the last step at the full step size (default: none)",
+        positive=True,
+        group="training",
+        metavar="T",
+    )
+    decay_factor: float = setting(
+        0.1,
+        "for --schedule step: the step size after --decay-after, times eta (default 0.1)",
+        group="training",
+        interval="(0, inf)",
     )
     #: Batches per pass over each agent's data (b of cyclic (k, b)-participation) for the
     #: mechanisms of :data:`~dpdl.choices.FACTORIZED_REGISTRY`; None: the smallest agent's examples
@@ -310,11 +332,16 @@ class TrainConfig:
         if self.task not in DEFAULT_STEP_SIZES and self.lr is None:  # a registered task
             raise ConfigError(f"task {self.task!r} has no default step size: give one (--lr)")
         eta, schedule = DEFAULT_STEP_SIZES.get(self.task, (self.lr, "constant"))
-        return replace(
-            self,
-            lr=self.lr if self.lr is not None else eta,
-            schedule=self.schedule or schedule,
-        )
+        schedule = self.schedule or schedule
+        if (schedule == "step") != (self.decay_after is not None) or (
+            schedule != "step" and self.decay_factor != TrainConfig.decay_factor
+        ):
+            raise ConfigError(
+                "schedule (--schedule) step decays the step size after --decay-after steps by "
+                "--decay-factor, and no other schedule does; got schedule "
+                f"{schedule!r}, decay after {self.decay_after}, decay factor {self.decay_factor}"
+            )
+        return replace(self, lr=self.lr if self.lr is not None else eta, schedule=schedule)
 
     def _check_epochs(self) -> None:
         """A length in epochs replaces the steps and the evaluation's period, which it sets."""

@@ -25,10 +25,14 @@ __all__ = ["DSGDConfig", "StepSize", "poisson_rates", "require_calibrated_for"]
 @dataclass(frozen=True)
 class StepSize:
     """``constant``: ``eta_t = eta``; ``inv-sqrt``: ``eta_t = eta / sqrt(t)`` (Whisper's quadratic
-    task)."""
+    task); ``step``: ``eta`` for ``t <= decay_after``, then ``decay_factor * eta`` (one decay:
+    MAFALDA-SGD's released image code multiplies its step size by 0.1 once, ``decentralized_
+    simulation.py``)."""
 
     eta: float
     schedule: str = "constant"
+    decay_after: int | None = None
+    decay_factor: float = 0.1
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.eta) and self.eta > 0):
@@ -37,10 +41,30 @@ class StepSize:
             raise ConfigError(
                 f"unknown step-size schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}"
             )
+        if (self.schedule == "step") != (self.decay_after is not None):
+            raise ConfigError(
+                "the step-size schedule 'step' decays after a step (--decay-after), and only it "
+                f"does; got schedule {self.schedule!r}, decay after {self.decay_after}"
+            )
+        if self.decay_after is not None and (
+            isinstance(self.decay_after, bool)
+            or not isinstance(self.decay_after, numbers.Integral)
+            or self.decay_after < 1
+        ):
+            raise ConfigError(f"decay after must be a step >= 1, got {self.decay_after!r}")
+        if not (math.isfinite(self.decay_factor) and self.decay_factor > 0):
+            raise ConfigError(
+                f"the decay factor must be a finite number > 0, got {self.decay_factor}"
+            )
 
     def __call__(self, t: int) -> float:
         """Step size at step ``t >= 1``."""
-        return self.eta if self.schedule == "constant" else self.eta / math.sqrt(t)
+        if self.schedule == "constant":
+            return self.eta
+        if self.schedule == "inv-sqrt":
+            return self.eta / math.sqrt(t)
+        assert self.decay_after is not None
+        return self.eta if t <= self.decay_after else self.decay_factor * self.eta
 
 
 @dataclass(frozen=True)

@@ -205,7 +205,7 @@ def build_job(config: TrainConfig, seed: int) -> Job:
         mechanism = build_mechanism(config.mechanism, graph, weights, calibration, design)
     dsgd = DSGDConfig(
         steps=config.steps,
-        step_size=StepSize(config.lr, config.schedule),
+        step_size=_step_size(config),
         clip=None if math.isinf(config.clip) else config.clip,
         clip_level=config.clip_level,
         batch_size=config.batch_size,
@@ -216,13 +216,19 @@ def build_job(config: TrainConfig, seed: int) -> Job:
     return Job(graph, weights, task, adjacent, calibration, mechanism, dsgd, injection)
 
 
+def _step_size(config: TrainConfig) -> StepSize:
+    """The run's step sizes: its schedule, and the ``step`` schedule's decay."""
+    assert config.lr is not None and config.schedule is not None  # resolved
+    return StepSize(config.lr, config.schedule, config.decay_after, config.decay_factor)
+
+
 def _factorized_job(config: TrainConfig, graph: nx.Graph, weights: np.ndarray, task: Task) -> Job:
     """The job of a time-correlated mechanism: cyclic batches of per-example clipped gradients
     (:mod:`dpdl.jobspec.factorized`)."""
     built = build_factorized(config, weights, task)
     dsgd = DSGDConfig(
         steps=config.steps,
-        step_size=StepSize(config.lr, config.schedule),
+        step_size=_step_size(config),
         clip=config.clip,
         clip_level="example",
         sampling="cyclic",

@@ -88,6 +88,11 @@ class Curvature:
         }
 
 
+#: The schedules whose step sizes the objective weighs (:meth:`Horizon.step_sizes`); the step
+#: decay (``step``) is not among them: its decay step does not reach a design.
+WEIGHED_SCHEDULES = ("constant", "inv-sqrt")
+
+
 @dataclass(frozen=True, eq=False)
 class Horizon:
     """What the horizon objective needs of the run: its step size and schedule, its number of
@@ -103,10 +108,11 @@ class Horizon:
             raise ConfigError(f"horizon: the step size must be a finite number > 0, got {self.lr}")
         if int(self.steps) != self.steps or self.steps < 1:
             raise ConfigError(f"horizon: the steps must be an integer >= 1, got {self.steps}")
-        if self.schedule not in SCHEDULES:
+        if self.schedule not in WEIGHED_SCHEDULES:
+            known = "unknown" if self.schedule not in SCHEDULES else "unweighed"
             raise ConfigError(
-                f"horizon: unknown step-size schedule {self.schedule!r}; known: "
-                f"{', '.join(SCHEDULES)}"
+                f"horizon: {known} step-size schedule {self.schedule!r}; the horizon objective "
+                f"weighs {', '.join(WEIGHED_SCHEDULES)}"
             )
         if not isinstance(self.curvature, Curvature):
             raise ConfigError(

@@ -40,15 +40,11 @@ from dpdl.errors import ConfigError
 from dpdl.experiments.reproduce.mafalda_tradeoff import (
     DELTA,
     METHODS,
-    local_encoder,
     per_agent_design,
 )
 from dpdl.experiments.train import run_training
-from dpdl.factorization.mafalda import local_sensitivity
-from dpdl.factorization.participation import Participation
 from dpdl.graphs import NotDoublyStochasticWarning
 from dpdl.jobspec.config import TrainConfig
-from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.tasks import TaskOptions
 
 __all__ = [
@@ -58,7 +54,6 @@ __all__ = [
     "PLOTTED_NODE",
     "PROTOCOL",
     "RULE",
-    "authors_noise",
     "config_of",
     "curves",
     "job_of",
@@ -176,22 +171,6 @@ def config_of(job: dict[str, Any]) -> TrainConfig:
         seeds=(job["seed"],),
         task_options=TaskOptions(partition="iid", l2=0.0, housing_features="sklearn"),
     )
-
-
-def authors_noise(
-    job: dict[str, Any], agents: int, smallest: int
-) -> tuple[LocalCorrelatedNoise, float]:
-    """The code's noise for ``job`` and the encoder's sensitivity: ``C_local^-1 Z`` with
-    ``Z ~ N(0, sigma^2)``, ``sigma = sens(C_local) (C / smallest batch) / mu`` (the agents'
-    smallest share ``smallest`` cut into the job's cycle of batches; Theorem 8: mu-GDP against
-    LDP's attacker); no noise for method ``none``."""
-    steps, cycle = job["steps"], job["cycle"]
-    participation = Participation.cyclic(steps, steps // cycle, cycle)
-    encoder = local_encoder(job["method"], job["graph"], steps, cycle, RULE)
-    sensitivity = local_sensitivity(encoder, participation)
-    row_sensitivity = job["clip"] / int(smallest // cycle)
-    sigma = row_sensitivity * sensitivity / job["mu"] if job["method"] != "none" else 0.0
-    return LocalCorrelatedNoise(agents, encoder, sigma, job["method"]), sensitivity
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:

@@ -40,15 +40,16 @@ coordinate at a given mu is 14 times the code's relative to the clipped gradient
 at chance where the code's still learn: a first run at mu = 0.1 (MAFALDA-SGD, MNIST, seed 0) ended
 at 10.9% over agents, and the grid here starts at mu = 1. The budget of this part (about an hour
 with one worker on a machine shared with other runs for two seeds, then a third) allowed 3 seeds.
-The rest is the code's, run by dpdl's engine: every agent starts from the same model; the batches
-are weighted by their own size (the code divides each clipped sum by the smallest batch: the same
-here, all batches hold 8 examples); MAFALDA's encoder is dpdl's (Lemma 12, Algorithm 2) for this
-gossip; the test set is evaluated at the end only (the code: every pass; the figure reads the
-last).
+The rest is the code's, each run a training configuration (`dpdl train` runs it; the sweep file
+states them): every agent starts from the same model; each batch's clipped sum is divided by the
+agent's smallest batch, as the code's (all batches hold 8 examples here); MAFALDA's encoder is
+dpdl's (Lemma 12, Algorithm 2) for this gossip; the test set is evaluated at the end only (the
+code: every pass; the figure reads the last).
 """  # noqa: E501 - verbatim in REPORT.md; its first line is the `reproduce --list` summary
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,12 @@ from dpdl.accounting import gdp
 from dpdl.experiments.plots import plot_panels
 from dpdl.experiments.reproduce import mafalda_images_authors as authors
 from dpdl.experiments.reproduce import mafalda_tradeoff as protocol
+from dpdl.experiments.reproduce import tradeoff
 from dpdl.experiments.reproduce.mafalda_tradeoff import METHODS, REFERENCE_EPS
 from dpdl.experiments.reproduce.report import Claim, Verdict, checked
-from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training
+from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
+from dpdl.experiments.reproduce.tradeoff import Job, Panel, Study, Training
+from dpdl.experiments.train import TrainConfig
 
 __all__ = [
     "NAME",
@@ -81,12 +85,12 @@ DATASETS = {"mnist-cnn": "MNIST", "fashion-cnn": "Fashion-MNIST"}
 #: The parts, each worth running alone (``dpdl reproduce mafalda-images --parts``): dpdl's protocol
 #: (the paper's text, step size and clipping tuned) and the authors' released code's.
 PARTS = ("paper", "authors")
-#: The authors' protocol here: the code's mu grid from mu = 1 up (at 8-example batches every method
-#: is at chance from mu = 1 down: MAFALDA-SGD 10.9% at mu = 0.1 on MNIST), 3 seeds (each run took
-#: about 70 s here on a loaded machine), 128 training images per agent (as dpdl's part; a FEMNIST
-#: node of the code holds about 1800) and 2000 test images.
-AUTHORS_MUS, AUTHORS_SEEDS = (1.0, 2.0, 5.0, 10.0), 3
-AUTHORS_EXAMPLES, AUTHORS_TEST = 128, 2000
+#: The authors' protocol's grids of the sweep file are labelled ``<data>, authors' protocol``: the
+#: code's mu grid from mu = 1 up (at 8-example batches every method is at chance from mu = 1 down:
+#: MAFALDA-SGD 10.9% at mu = 0.1 on MNIST), 3 seeds (each run took about 70 s here on a loaded
+#: machine), 128 training images per agent (as dpdl's part; a FEMNIST node of the code holds about
+#: 1800) and 2000 test images.
+AUTHORS_LABEL = "authors' protocol"
 
 
 def study(quick: bool) -> Study:
@@ -139,30 +143,58 @@ def study(quick: bool) -> Study:
     return Study(panels, protocol.DELTA, calibrations=("exact",))
 
 
-#: The parts whose runs the sweep file ``dpdl sweep NAME`` runs states: dpdl's protocol (the
-#: authors' is run by this module alone).
-SWEEP_PARTS = ("paper",)
-PROTOCOLS = protocol.Protocols(study, authors.PROTOCOL, authors.run_job, protocol.sweep_jobs(NAME))
-SWEEP = PROTOCOLS.sweep
-run_job, followup_jobs = PROTOCOLS.run_job, PROTOCOLS.followup_jobs
+#: Every part's runs are the sweep file's (``dpdl sweep NAME``): its grids' labels name their
+#: parts (the authors' grids' runs are training configurations, :func:`authors.config_of`).
+SWEEP_PARTS = PARTS
+#: The part of each grid of the sweep files, by its label.
+PART_LABELS = {
+    **{label: "paper" for name in DATASETS.values() for label in (name, f"{name}, no noise")},
+    **{
+        f"{data}, {AUTHORS_LABEL}{suffix}": "authors"
+        for data in ("MNIST", "MNIST and Fashion-MNIST")
+        for suffix in ("", ", no noise")
+    },
+}
+
+
+def job_of(options: Mapping[str, Any], version: int = tradeoff.VERSION) -> Job:
+    """The job of one run of the sweep file: a run under add / remove is one of the authors'
+    protocol (:func:`authors.job_of`), any other one of dpdl's (:func:`protocol.job_of`, of
+    ``version``)."""
+    if options["neighbouring"] == "add-remove":
+        return authors.job_of(options)
+    return protocol.job_of(options, version)
+
+
+def config_of(job: Job) -> TrainConfig:
+    """The training configuration of a job of either protocol."""
+    if job.get("protocol") == authors.PROTOCOL:
+        return authors.config_of(job)
+    return protocol.config_of(job)
+
+
+SWEEP = SweepJobs(
+    NAME,
+    job_of=job_of,
+    config_of=config_of,
+    protocols=frozenset({"", authors.PROTOCOL}),
+    part_labels=PART_LABELS,
+)
+PROTOCOLS = protocol.Protocols(study, authors.PROTOCOL, authors.run_job, SWEEP)
+run_job = PROTOCOLS.run_job
 
 
 def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
-    """dpdl's tuning runs and the authors' runs (they tune nothing)."""
-    return (PROTOCOLS.paper_jobs(quick) if "paper" in parts else []) + (
-        authors.jobs(
-            ("mnist-cnn",) if quick else tuple(DATASETS),
-            GRAPH,
-            AGENTS,
-            quick,
-            32 if quick else AUTHORS_EXAMPLES,
-            500 if quick else AUTHORS_TEST,
-            AUTHORS_MUS,
-            AUTHORS_SEEDS,
-        )
-        if "authors" in parts
-        else []
-    )
+    """The first stage of the sweep file's grids of ``parts``: dpdl's tuning runs and the authors'
+    runs (they tune nothing)."""
+    return SWEEP.jobs(SWEEP.sweep(quick, parts))
+
+
+def followup_jobs(
+    quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS
+) -> list[dict[str, Any]]:
+    """dpdl's tuned points on every seed (the authors' protocol tunes nothing)."""
+    return SWEEP.followup_jobs(SWEEP.sweep(quick, parts), rows)
 
 
 def _authors_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
