@@ -54,6 +54,8 @@ __all__ = [
     "PLOTTED_NODE",
     "PROTOCOL",
     "RULE",
+    "budget_of",
+    "code_options",
     "config_of",
     "curves",
     "job_of",
@@ -125,13 +127,7 @@ def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
     """The job of one run of the code's protocol stated as a sweep file's run (the options of a
     :class:`TrainConfig`, its one seed as a number): the fields of :func:`jobs`, from which
     :func:`config_of` gives those options back. A private method's budget is a GDP mu
-    (``gdp-mu``), as the code states it."""
-    method = options["mechanism"]
-    if method != "none" and options["gdp_mu"] is None:
-        raise ConfigError(
-            f"a run of MAFALDA-SGD's code's protocol states its budget as gdp-mu, as the code "
-            f"does; {method} has none (a run of {dict(options)})"
-        )
+    (``gdp-mu``), as the code states it (:func:`budget_of`)."""
     return {
         **{
             key: options[key]
@@ -139,10 +135,47 @@ def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
         },
         "protocol": PROTOCOL,
         "version": VERSION,
-        "method": method,
-        "mu": 0.0 if method == "none" else options["gdp_mu"],
+        "method": options["mechanism"],
+        "mu": budget_of(options),
         "seed": options["seed"],
     }
+
+
+def code_options(job: Mapping[str, Any]) -> dict[str, Any]:
+    """What every training configuration of the code's protocol (housing and images) sets alike:
+    the job's graph, steps of cyclic batches, step size and C; the gossip :data:`RULE`; each
+    example's gradient clipped; and the noise of ``mfdl_optimizer.py``, mu-GDP for the job's mu
+    under add / remove (each clipped batch sum divided by its agent's smallest batch), none for
+    method ``none``."""
+    return {
+        "graph": job["graph"],
+        "n": job["n"],
+        "mixing": RULE,
+        "mechanism": job["method"],
+        "gdp_mu": job["mu"] if job["method"] != "none" else None,
+        "neighbouring": "add-remove",
+        "delta": DELTA,
+        "steps": job["steps"],
+        "cycle": job["cycle"],
+        "clip": job["clip"],
+        "clip_level": "example",
+        "lr": job["lr"],
+        "seeds": (job["seed"],),
+    }
+
+
+def budget_of(options: Mapping[str, Any]) -> float:
+    """The GDP mu of a run of the code's protocol (0 without noise): a private method's budget is
+    ``gdp-mu``, as the code states it, or the run is none of the code's."""
+    method = options["mechanism"]
+    if method == "none":
+        return 0.0
+    if options["gdp_mu"] is None:
+        raise ConfigError(
+            f"a run of MAFALDA-SGD's code's protocol states its budget as gdp-mu, as the code "
+            f"does; {method} has none (a run of {dict(options)})"
+        )
+    return options["gdp_mu"]
 
 
 def config_of(job: dict[str, Any]) -> TrainConfig:
@@ -153,22 +186,10 @@ def config_of(job: dict[str, Any]) -> TrainConfig:
     ``mfdl_optimizer.py``: mu-GDP for the job's mu under add / remove (each clipped batch sum
     divided by its agent's smallest batch), no noise for method ``none``."""
     return TrainConfig(
+        **code_options(job),
         task=job["task"],
-        graph=job["graph"],
-        n=job["n"],
-        mixing=RULE,
-        mechanism=job["method"],
-        gdp_mu=job["mu"] if job["method"] != "none" else None,
-        neighbouring="add-remove",
-        delta=DELTA,
-        steps=job["steps"],
-        clip=job["clip"],
-        clip_level="example",
-        lr=job["lr"],
         schedule="constant",
-        cycle=job["cycle"],
         eval_every=job["eval_every"],
-        seeds=(job["seed"],),
         task_options=TaskOptions(partition="iid", l2=0.0, housing_features="sklearn"),
     )
 

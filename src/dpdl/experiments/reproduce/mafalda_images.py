@@ -49,7 +49,6 @@ code: every pass; the figure reads the last).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +58,9 @@ from dpdl.accounting import gdp
 from dpdl.experiments.plots import plot_panels
 from dpdl.experiments.reproduce import mafalda_images_authors as authors
 from dpdl.experiments.reproduce import mafalda_tradeoff as protocol
-from dpdl.experiments.reproduce import tradeoff
 from dpdl.experiments.reproduce.mafalda_tradeoff import METHODS, REFERENCE_EPS
 from dpdl.experiments.reproduce.report import Claim, Verdict, checked
-from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
-from dpdl.experiments.reproduce.tradeoff import Job, Panel, Study, Training
-from dpdl.experiments.train import TrainConfig
+from dpdl.experiments.reproduce.tradeoff import Panel, Study, Training
 
 __all__ = [
     "NAME",
@@ -157,44 +153,29 @@ PART_LABELS = {
 }
 
 
-def job_of(options: Mapping[str, Any], version: int = tradeoff.VERSION) -> Job:
-    """The job of one run of the sweep file: a run under add / remove is one of the authors'
-    protocol (:func:`authors.job_of`), any other one of dpdl's (:func:`protocol.job_of`, of
-    ``version``)."""
-    if options["neighbouring"] == "add-remove":
-        return authors.job_of(options)
-    return protocol.job_of(options, version)
-
-
-def config_of(job: Job) -> TrainConfig:
-    """The training configuration of a job of either protocol."""
-    if job.get("protocol") == authors.PROTOCOL:
-        return authors.config_of(job)
-    return protocol.config_of(job)
-
-
-SWEEP = SweepJobs(
+PROTOCOLS = protocol.Protocols(
     NAME,
-    job_of=job_of,
-    config_of=config_of,
-    protocols=frozenset({"", authors.PROTOCOL}),
-    part_labels=PART_LABELS,
+    study,
+    authors.PROTOCOL,
+    authors.job_of,
+    authors.config_of,
+    authors.run_job,
+    PART_LABELS,
 )
-PROTOCOLS = protocol.Protocols(study, authors.PROTOCOL, authors.run_job, SWEEP)
+SWEEP = PROTOCOLS.sweep
 run_job = PROTOCOLS.run_job
 
 
 def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
-    """The first stage of the sweep file's grids of ``parts``: dpdl's tuning runs and the authors'
-    runs (they tune nothing)."""
-    return SWEEP.jobs(SWEEP.sweep(quick, parts))
+    """The first stage of the sweep file's grids of ``parts`` (:meth:`protocol.Protocols.jobs`)."""
+    return PROTOCOLS.jobs(quick, parts)
 
 
 def followup_jobs(
     quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS
 ) -> list[dict[str, Any]]:
     """dpdl's tuned points on every seed (the authors' protocol tunes nothing)."""
-    return SWEEP.followup_jobs(SWEEP.sweep(quick, parts), rows)
+    return PROTOCOLS.followup_jobs(quick, rows, parts)
 
 
 def _authors_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -38,8 +38,12 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from dpdl.errors import ConfigError
-from dpdl.experiments.reproduce.mafalda_authors import PLOTTED_NODE, PROTOCOL, RULE
-from dpdl.experiments.reproduce.mafalda_tradeoff import DELTA
+from dpdl.experiments.reproduce.mafalda_authors import (
+    PLOTTED_NODE,
+    PROTOCOL,
+    budget_of,
+    code_options,
+)
 from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.settings import TaskOptions
 
@@ -71,29 +75,18 @@ def config_of(job: Mapping[str, Any]) -> TrainConfig:
     :func:`run_job` does): the code's network on its pixels (:data:`TASKS`), ``examples`` training
     images per agent dealt uniformly at random (a FEMNIST node's ten writers each write every
     character, so its labels are not skewed; MNIST's files name no writers), a fixed random
-    ``test_examples`` of the test split, no regularisation; the gossip :data:`RULE`; the step size
-    times :data:`DECAY` after step ``decay_after``; and the noise of ``mfdl_optimizer.py``: mu-GDP
-    for the job's mu under add / remove, no noise for method ``none``."""
+    ``test_examples`` of the test split, no regularisation; the step size times :data:`DECAY`
+    after step ``decay_after``; and the gossip and noise of the code's housing runs
+    (``mafalda_authors.code_options``: mu-GDP for the job's mu under add / remove, no noise for
+    method ``none``)."""
     return TrainConfig(
+        **code_options(job),
         task=TASKS[job["task"]],
-        graph=job["graph"],
-        n=job["n"],
         p=0.0,
-        mixing=RULE,
-        mechanism=job["method"],
-        gdp_mu=job["mu"] if job["method"] != "none" else None,
-        neighbouring="add-remove",
-        delta=DELTA,
-        steps=job["steps"],
-        clip=job["clip"],
-        clip_level="example",
-        lr=job["lr"],
         schedule="step",
         decay_after=job["decay_after"],
         decay_factor=DECAY,
-        cycle=job["cycle"],
         eval_every=job["steps"],
-        seeds=(job["seed"],),
         task_options=TaskOptions(
             partition="iid",
             l2=0.0,
@@ -105,15 +98,10 @@ def config_of(job: Mapping[str, Any]) -> TrainConfig:
 
 def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
     """The job of one run of the code's protocol stated as a sweep file's run (the options of a
-    :class:`TrainConfig`, its one seed as a number): the fields of :func:`jobs`, from which
+    :class:`TrainConfig`, its one seed as a number): the fields of its cache key, from which
     :func:`config_of` gives those options back. A private method's budget is a GDP mu
-    (``gdp-mu``), as the code states it."""
-    method = options["mechanism"]
-    if method != "none" and options["gdp_mu"] is None:
-        raise ConfigError(
-            f"a run of MAFALDA-SGD's code's protocol states its budget as gdp-mu, as the code "
-            f"does; {method} has none (a run of {dict(options)})"
-        )
+    (``gdp-mu``), as the code states it (``mafalda_authors.budget_of``)."""
+    mu = budget_of(options)
     figure = {task: name for name, task in TASKS.items()}
     if options["task"] not in figure:
         raise ConfigError(
@@ -133,8 +121,8 @@ def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
         "protocol": PROTOCOL,
         "version": VERSION,
         "task": figure[options["task"]],
-        "method": method,
-        "mu": 0.0 if method == "none" else options["gdp_mu"],
+        "method": options["mechanism"],
+        "mu": mu,
         "seed": options["seed"],
     }
 

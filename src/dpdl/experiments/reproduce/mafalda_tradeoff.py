@@ -26,7 +26,7 @@ import math
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,6 @@ __all__ = [
     "plot_tradeoff",
     "run_job",
     "summaries",
-    "sweep_jobs",
 ]
 
 METHODS = ("dp-dsgd", "antipgd", "mafalda")
@@ -116,32 +115,60 @@ def _private_study(study: Study) -> Study:
 
 @dataclass(frozen=True)
 class Protocols:
-    """A MAFALDA figure in dpdl's protocol, the study ``study(quick)`` whose runs its sweep file
-    states (``sweep``: the search, then each setting's choice on every seed; :func:`run_job`
-    trains them, as ``dpdl train`` does), and in the authors' code's (``authors_run`` runs the
-    jobs whose ``protocol`` is ``authors``): the shared part of a reproduction module's ``jobs``,
-    its ``followup_jobs`` and ``run_job``."""
+    """A MAFALDA figure whose sweep file (of reproduction ``name``) states its runs in both
+    protocols: dpdl's, the study ``study(quick)`` (the search, then each setting's choice on every
+    seed; :func:`run_job` trains them, as ``dpdl train`` does), and the authors' code's, a run
+    under add / remove (its job ``authors_job_of(options)``, whose ``protocol`` is ``authors``,
+    its configuration ``authors_config_of(job)``, run by ``authors_run``); each grid's label names
+    its part (``part_labels``). The shared part of a reproduction module's ``jobs``, its
+    ``followup_jobs`` and ``run_job``."""
 
+    name: str
     study: Callable[[bool], Study]
     authors: str
+    authors_job_of: Callable[[Mapping[str, Any]], Job]
+    authors_config_of: Callable[[Job], TrainConfig]
     authors_run: Callable[[dict[str, Any]], dict[str, Any]]
-    sweep: SweepJobs
+    part_labels: Mapping[str, str]
 
-    def paper_jobs(self, quick: bool) -> list[dict[str, Any]]:
-        """dpdl's protocol's tuning runs (its sweep file's first stage)."""
-        return self.sweep.jobs(self.sweep.sweep(quick))
+    def job_of(self, options: Mapping[str, Any], version: int = VERSION) -> Job:
+        """The job of one run of the sweep file: a run under add / remove is one of the authors'
+        protocol, any other one of dpdl's (:func:`job_of`, of ``version``)."""
+        if options["neighbouring"] == "add-remove":
+            return self.authors_job_of(options)
+        return job_of(options, version)
+
+    def config_of(self, job: Job) -> TrainConfig:
+        """The training configuration of a job of either protocol."""
+        if job.get("protocol") == self.authors:
+            return self.authors_config_of(job)
+        return config_of(job)
+
+    @cached_property
+    def sweep(self) -> SweepJobs:
+        """The runs of the sweep file, both protocols'."""
+        return SweepJobs(
+            self.name,
+            job_of=self.job_of,
+            config_of=self.config_of,
+            protocols=frozenset({"", self.authors}),
+            part_labels=self.part_labels,
+        )
+
+    def jobs(self, quick: bool, parts: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The first stage of the sweep file's grids of ``parts``: dpdl's tuning runs and the
+        authors' runs (they tune nothing)."""
+        return self.sweep.jobs(self.sweep.sweep(quick, parts))
+
+    def followup_jobs(
+        self, quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...]
+    ) -> list[dict[str, Any]]:
+        """dpdl's tuned points on every seed (the authors' protocol tunes nothing)."""
+        return self.sweep.followup_jobs(self.sweep.sweep(quick, parts), rows)
 
     def paper_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The runs of dpdl's protocol among ``rows``."""
         return [row for row in rows if row.get("protocol") != self.authors]
-
-    def followup_jobs(
-        self, quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = ("paper",)
-    ) -> list[dict[str, Any]]:
-        """dpdl's tuned points on every seed (the authors' protocol tunes nothing)."""
-        if "paper" not in parts:
-            return []
-        return self.sweep.followup_jobs(self.sweep.sweep(quick), self.paper_rows(rows))
 
     def run_job(self, job: dict[str, Any]) -> dict[str, Any]:
         """One run: dpdl's protocol (:func:`run_job`) or the authors' (``authors_run``)."""
@@ -167,13 +194,6 @@ def config_of(job: Job) -> TrainConfig:
     delta = 1e-6 and the examples of each agent cycled in ``job``'s batches."""
     plain = tradeoff.config_of({**job, "batch_size": TrainConfig().batch_size})
     return replace(plain, delta=DELTA, cycle=job["cycle"], task_options=TASK_OPTIONS[job["task"]])
-
-
-def sweep_jobs(name: str) -> SweepJobs:
-    """The runs of MAFALDA reproduction ``name``'s sweep file in dpdl's protocol alone
-    (mafalda-images: its authors' part runs the code's own network and step decay, which are not
-    options; mafalda-housing's file states both protocols, :data:`mafalda_housing.SWEEP`)."""
-    return SweepJobs(name, job_of=job_of, config_of=config_of)
 
 
 def local_encoder(
