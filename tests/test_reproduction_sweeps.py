@@ -86,6 +86,7 @@ FILES: dict[str, tuple[ModuleType, Callable[[bool], list[Study]], dict[str, Any]
     ),
 }
 METRICS = ("optimality_gap", "test_loss", "test_accuracy", "squared_distance_tail")
+_MAFALDA = ("dp-dsgd", "antipgd", "mafalda")
 
 
 def _key(job: dict[str, Any]) -> str:
@@ -155,21 +156,53 @@ def test_a_sweep_file_that_sets_what_the_jobs_do_not_carry_is_refused(tmp_path) 
         SweepJobs("whisper-logreg").jobs(read_sweep(tmp_path / "delta.toml"))
 
 
+def _housing_authors_jobs(
+    graph: str, agents: int, quick: bool, seeds: int = 5, methods: tuple[str, ...] = _MAFALDA
+) -> list[dict[str, Any]]:
+    """The authors' housing jobs on ``graph`` as mafalda_authors listed them: every one of
+    ``methods`` at every mu of the code's grid (quick: 2 passes, mu 0.2 and 2, one seed) on each
+    seed, no noise once a seed where the methods are the figure's three."""
+    passes, mus, seeds = (
+        (2, (0.2, 2.0), 1) if quick else (20, (0.1, 0.2, 0.5, 1.0, 2.0, 5.0), seeds)
+    )
+    base = {
+        "task": "housing-mlp",
+        "graph": graph,
+        "n": agents,
+        "steps": passes * 16,
+        "cycle": 16,
+        "lr": 0.1,
+        "clip": 1.0,
+        "eval_every": 8,
+        "protocol": "authors",
+        "version": 3,
+    }
+    private = [
+        {**base, "method": method, "mu": mu, "seed": seed}
+        for mu in mus
+        for method in methods
+        for seed in range(seeds)
+    ]
+    if methods != _MAFALDA:
+        return private
+    return private + [{**base, "method": "none", "mu": 0.0, "seed": s} for s in range(seeds)]
+
+
 def _mafalda_authors_jobs(quick: bool, part: str) -> list[dict[str, Any]]:
     """The jobs of mafalda-housing's ``part`` of the authors' protocol as the module listed them
     before its sweep file stated them (the cache's keys)."""
     h = mafalda_housing
     graphs = list(h.FIG5_GRAPHS.items())[: 1 if quick else None]
     if part == "authors":
-        return mafalda_authors.jobs(h.GRAPH, h.AGENTS, quick)
+        return _housing_authors_jobs(h.GRAPH, h.AGENTS, quick)
     if part == "graphs":
-        return [job for g, (n, _) in graphs for job in mafalda_authors.jobs(g, n, quick, 3)]
+        return [job for g, (n, _) in graphs for job in _housing_authors_jobs(g, n, quick, 3)]
     per_agent = ([] if quick else [(h.GRAPH, (h.AGENTS, ""))]) + graphs
     return [
         job
         for g, (n, _) in per_agent
         if g in h.PER_AGENT_GRAPHS
-        for job in mafalda_authors.jobs(g, n, quick, 3, methods=("mafalda-l",))
+        for job in _housing_authors_jobs(g, n, quick, 3, methods=("mafalda-l",))
     ]
 
 

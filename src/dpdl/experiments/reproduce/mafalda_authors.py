@@ -39,7 +39,6 @@ from threadpoolctl import threadpool_limits
 from dpdl.errors import ConfigError
 from dpdl.experiments.reproduce.mafalda_tradeoff import (
     DELTA,
-    METHODS,
     per_agent_design,
 )
 from dpdl.experiments.train import run_training
@@ -49,7 +48,6 @@ from dpdl.tasks import TaskOptions
 
 __all__ = [
     "CURVE",
-    "MUS",
     "NODE_LOSS",
     "PLOTTED_NODE",
     "PROTOCOL",
@@ -59,19 +57,12 @@ __all__ = [
     "config_of",
     "curves",
     "job_of",
-    "jobs",
     "node_finals",
     "run_job",
     "tail_gain",
 ]
 
 PROTOCOL = "authors"
-PASSES, CYCLE = 20, 16
-STEP_SIZE, CLIP = 0.1, 1.0
-#: The GDP parameters of the code's Housing trade-off figure (``tradeoff_plotter.py``).
-MUS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
-QUICK_MUS = (0.2, 2.0)
-SEEDS = 5
 #: Steps between two test evaluations (the code: one a pass, every 16 steps; here every 8 for the
 #: curve of Fig. 3 left, which holds the code's points).
 EVAL_EVERY = 8
@@ -89,43 +80,9 @@ RULE = "local-degree"
 VERSION = 3
 
 
-def jobs(
-    graph: str,
-    agents: int,
-    quick: bool,
-    seeds: int = SEEDS,
-    methods: tuple[str, ...] = METHODS,
-) -> list[dict[str, Any]]:
-    """Every one of ``methods`` at every mu on each of ``seeds`` seeds, no noise once a seed (it
-    has no budget) unless ``methods`` leaves it out (``none`` not among them where they are not
-    the figure's)."""
-    passes, mus, seeds = (2, QUICK_MUS, 1) if quick else (PASSES, MUS, seeds)
-    base = {
-        "task": "housing-mlp",
-        "graph": graph,
-        "n": agents,
-        "steps": passes * CYCLE,
-        "cycle": CYCLE,
-        "lr": STEP_SIZE,
-        "clip": CLIP,
-        "eval_every": EVAL_EVERY,
-        "protocol": PROTOCOL,
-        "version": VERSION,
-    }
-    private = [
-        {**base, "method": method, "mu": mu, "seed": seed}
-        for mu in mus
-        for method in methods
-        for seed in range(seeds)
-    ]
-    if methods != METHODS:
-        return private
-    return private + [{**base, "method": "none", "mu": 0.0, "seed": s} for s in range(seeds)]
-
-
 def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
     """The job of one run of the code's protocol stated as a sweep file's run (the options of a
-    :class:`TrainConfig`, its one seed as a number): the fields of :func:`jobs`, from which
+    :class:`TrainConfig`, its one seed as a number): the fields of its cache key, from which
     :func:`config_of` gives those options back. A private method's budget is a GDP mu
     (``gdp-mu``), as the code states it (:func:`budget_of`)."""
     return {
