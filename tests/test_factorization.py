@@ -423,6 +423,25 @@ def test_mafalda_factorization_matches_a_convex_solver_and_beats_the_baselines()
     assert result.loss < local_loss(utility, np.tril(np.ones((steps, steps))), participation)
 
 
+def test_the_optimised_encoders_are_the_same_on_any_number_of_threads() -> None:
+    """MAFALDA-SGD's and MAFALDA-L-SGD's encoders are computed on one BLAS thread whatever the
+    caller allows, so a run with them is the same on every machine: the Florentine families over
+    T = 160 (both encoders' last digits differ between one and two threads without the limit)."""
+    from threadpoolctl import threadpool_limits
+
+    from dpdl.factorization.encoders import mafalda, mafalda_l
+    from dpdl.graphs import build_graph, mixing_matrix
+
+    weights = mixing_matrix(build_graph("florentine"), "local-degree")
+    participation = Participation.cyclic(160, 10, 16)
+    for encoder in (mafalda, mafalda_l):
+        with threadpool_limits(limits=2):
+            two = encoder(weights, participation)
+        with threadpool_limits(limits=1):
+            one = encoder(weights, participation)
+        assert np.array_equal(one, two)
+
+
 @pytest.mark.parametrize(
     "encoder", [np.eye(40), np.tril(np.ones((40, 40)))], ids=["dp-dsgd", "antipgd"]
 )

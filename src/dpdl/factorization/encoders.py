@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import sparse
+from threadpoolctl import threadpool_limits
 
 from dpdl.factorization.mafalda import (
     agent_utility_grams,
@@ -28,7 +29,13 @@ from dpdl.factorization.mafalda import (
 )
 from dpdl.factorization.participation import Participation
 
-__all__ = ["antipgd", "dp_dsgd", "mafalda", "mafalda_l"]
+__all__ = ["ONE_THREAD", "antipgd", "dp_dsgd", "mafalda", "mafalda_l"]
+
+#: The BLAS threads the optimised encoders are computed on: L-BFGS's iterates depend on the
+#: rounding of its matrix products, which depends on how many threads share them (the encoder of
+#: the Florentine families over T = 320 differs in its last digits between one and two threads),
+#: so one thread makes the encoder, and every run with it, the same on every machine.
+ONE_THREAD = 1
 
 
 def dp_dsgd(weights: np.ndarray, participation: Participation) -> np.ndarray:
@@ -42,15 +49,19 @@ def antipgd(weights: np.ndarray, participation: Participation) -> np.ndarray:
 
 
 def mafalda(weights: np.ndarray, participation: Participation) -> np.ndarray:
-    """MAFALDA-SGD's encoder for the gossip ``weights`` (:func:`optimize_local`)."""
-    gram = utility_gram(_dense(weights), participation.steps)
-    return optimize_local(gram, participation).encoder
+    """MAFALDA-SGD's encoder for the gossip ``weights`` (:func:`optimize_local`), on one BLAS
+    thread (:data:`ONE_THREAD`)."""
+    with threadpool_limits(limits=ONE_THREAD):
+        gram = utility_gram(_dense(weights), participation.steps)
+        return optimize_local(gram, participation).encoder
 
 
 def mafalda_l(weights: np.ndarray, participation: Participation) -> np.ndarray:
-    """MAFALDA-L-SGD's encoders, one per agent (``n x T x T``; :func:`optimize_agents`)."""
-    grams = agent_utility_grams(_dense(weights), participation.steps)
-    return np.stack([result.encoder for result in optimize_agents(grams, participation)])
+    """MAFALDA-L-SGD's encoders, one per agent (``n x T x T``; :func:`optimize_agents`), on one
+    BLAS thread (:data:`ONE_THREAD`)."""
+    with threadpool_limits(limits=ONE_THREAD):
+        grams = agent_utility_grams(_dense(weights), participation.steps)
+        return np.stack([result.encoder for result in optimize_agents(grams, participation)])
 
 
 def _dense(weights: np.ndarray) -> np.ndarray:
