@@ -323,17 +323,23 @@ def test_a_sweep_of_mafalda_housings_authors_runs_is_their_runs(tmp_path) -> Non
         unnamed.sweep(True, ("paper",))
 
 
+def _lppa_search(setting: dict[str, Any]) -> list[dict[str, Any]]:
+    """An LPPA reproduction's search as its module listed it: DSGT at every step size on seed 0,
+    per data set, for the setting's epochs."""
+    return [
+        lppa_tables.train_job(task, "dsgt", lr, 0, setting["epochs"])
+        for task in setting["datasets"]
+        for lr in setting["step_sizes"]
+    ]
+
+
 @pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
 def test_lppas_training_runs_are_its_sweep_files(quick: bool) -> None:
     """lppa's training runs, as the module listed them before its sweep file stated them: DSGT at
     every step size on seed 0, then every method at DSGT's best on every seed (chosen on made-up
     accuracies, ties none); the same jobs (cache keys), the DLG attacks beside them as before."""
     setting = lppa_tables._setting(quick)
-    tuning = [
-        lppa_tables.train_job(task, "dsgt", lr, 0, setting["epochs"])
-        for task in setting["datasets"]
-        for lr in setting["step_sizes"]
-    ]
+    tuning = _lppa_search(setting)
     first = [_made_up(job) for job in lppa_tables.jobs(quick)]
     train = [row for row in first if row["kind"] == "train"]
     assert sorted(map(_key, lppa_tables.jobs(quick, ("training",)))) == sorted(map(_key, tuning))
@@ -412,11 +418,7 @@ def test_lppa_parameters_training_runs_are_its_sweep_files(quick: bool) -> None:
     method of every setting at the data set's choice on every seed (on made-up accuracies); the
     same jobs, the DLG attacks beside them as before."""
     setting = lppa_parameters._setting(quick)
-    tuning = [
-        lppa_tables.train_job(task, "dsgt", lr, 0, setting["epochs"])
-        for task in setting["datasets"]
-        for lr in setting["step_sizes"]
-    ]
+    tuning = _lppa_search(setting)
     first = [_made_up(job) for job in lppa_parameters.jobs(quick)]
     assert sorted(map(_key, lppa_parameters.jobs(quick, ("training",)))) == sorted(
         map(_key, tuning)

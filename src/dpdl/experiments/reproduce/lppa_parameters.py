@@ -214,10 +214,14 @@ def analyse(
     setting = _setting(quick)
     epochs = setting["epochs"]
     training, dlg = "training" in parts, "dlg" in parts
+    step_sizes = {  # each data set's choice, searched once
+        task: _tuned(rows, task, epochs)
+        for task in {row["task"] for row in rows if training and row["kind"] == "train"}
+    }
     train = [
         row
         for row in rows
-        if training and row["kind"] == "train" and row["lr"] == _tuned(rows, row["task"], epochs)
+        if training and row["kind"] == "train" and row["lr"] == step_sizes[row["task"]]
     ]
     attacks = [row for row in rows if dlg and row["kind"] == "dlg"]
 
@@ -775,7 +779,7 @@ def analyse(
         f"({spreads[widest]:.2f} points; the split and the training differ by seed): equality "
         "within a spread that wide is a weak test.",
         "Step size (tuned on DSGT, i.i.d., five clients, seed 0): "
-        + ", ".join(f"{lppa.DATASETS[t]} {_tuned(rows, t, epochs):g}" for t in setting["datasets"])
+        + ", ".join(f"{lppa.DATASETS[t]} {step_sizes[t]:g}" for t in setting["datasets"])
         + "; shared by every panel of the data set, the 10 and 20 clients and the skewed splits "
         "included (not tuned again for them).",
         f"{setting['epochs']} epochs of local data per run (Fig. 6b: "

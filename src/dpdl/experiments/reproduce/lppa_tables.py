@@ -518,10 +518,14 @@ def analyse(
     drawn again: those an earlier run drew into ``out`` are listed."""
     datasets = _setting(quick)["datasets"]
     training, dlg = "training" in parts, "dlg" in parts
+    step_sizes = {  # each data set's choice, searched once
+        task: tuned(rows, task)
+        for task in {row["task"] for row in rows if training and row["kind"] == "train"}
+    }
     train = [
         row
         for row in rows
-        if training and row["kind"] == "train" and row["lr"] == tuned(rows, row["task"])
+        if training and row["kind"] == "train" and row["lr"] == step_sizes[row["task"]]
     ]
     attacks = [row for row in rows if dlg and row["kind"] == "dlg"]
 
@@ -604,7 +608,7 @@ def analyse(
     notes = (
         [
             "Step size (tuned on DSGT): "
-            + ", ".join(f"{DATASETS[t]} {tuned(rows, t):g}" for t in datasets)
+            + ", ".join(f"{DATASETS[t]} {step_sizes[t]:g}" for t in datasets)
             + ".",
             guarantee,
             "A round here is one DSGT step on a batch of 128 (Algorithm 1: one gradient per "
