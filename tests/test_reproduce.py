@@ -363,9 +363,10 @@ def test_quick_lppa_trains_attacks_and_reports(tmp_path) -> None:
 def test_quick_lppa_parameters_runs_every_panel(tmp_path) -> None:
     """The --quick setting of lppa-parameters: Fig. 5's scales (DSGT once), Fig. 6a's local
     updates (for the setting's epochs, and for its rounds on one seed), Fig. 6b's client counts
-    and Tables 3-4's skewed splits each train the three methods; Fig. 5's attacks run at every
-    scale; every claim gets a verdict, the unavailable data sets' "not testable as written", and
-    the figures are written."""
+    and Tables 3-4's skewed splits each train the three methods, and the checks of misses over
+    Fig. 6b's epochs and at another step size; Fig. 5's attacks run at every scale; every claim
+    gets a verdict, the unavailable data sets' "not testable as written", and the figures are
+    written."""
     report = reproduce(
         "lppa-parameters", tmp_path, quick=True, workers=2, progress=False
     ).read_text()
@@ -423,6 +424,26 @@ def test_quick_lppa_parameters_runs_every_panel(tmp_path) -> None:
         for row in train
         if row["scale"] == "0.0025"
     } == {("lppa", k, seed) for k in ("2", "8") for seed in ("0", "1")}
+    # the check of MNIST #C = 2 at step size 0.1, the three methods on both seeds
+    assert {
+        (row["method"], row["seed"]) for row in train if row["labels"] == "2" and row["lr"] == "0.1"
+    } == {(method, seed) for method in ("dsgt", "dp", "lppa") for seed in ("0", "1")}
+    # the checks of misses over Fig. 6b's epochs: DP and LPPA at the largest beta, MNIST #C = 2
+    assert {
+        (row["method"], row["scale"], row["labels"], row["seed"])
+        for row in train
+        if row["epochs"] == "2" and (row["scale"] or row["labels"])
+    } == {
+        (method, scale, labels, seed)
+        for method, scale, labels in (
+            ("dp", "0.5", ""),
+            ("lppa", "0.5", ""),
+            ("dsgt", "", "2"),
+            ("dp", "", "2"),
+            ("lppa", "", "2"),
+        )
+        for seed in ("0", "1")
+    }
     assert {(row["partition"], row["alpha"], row["labels"]) for row in train} == {
         ("", "", ""),
         ("quantity-skew", "0.5", ""),

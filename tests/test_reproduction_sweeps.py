@@ -388,7 +388,8 @@ def _lppa_parameters_settings(quick: bool) -> list[dict[str, Any]]:
     Fig. 5's scales (DSGT once), Fig. 6a's local updates (at the setting's epochs, then for its
     rounds on one seed; LPPA at a tenth of beta at the two largest), Fig. 6b's clients at their
     own epochs (five clients without a ``clients`` field: their epochs tell them apart), Tables
-    3-4's partitions."""
+    3-4's partitions, and the checks of misses (DP and LPPA at the largest beta; MNIST's #C = 2,
+    and Fashion-MNIST's #C = 2 and 3 in the full setting) over Fig. 6b's epochs."""
     setting = lppa_parameters._setting(quick)
     fig5 = lppa_parameters.FIG5
     settings: list[dict[str, Any]] = [{"task": fig5}]
@@ -408,7 +409,29 @@ def _lppa_parameters_settings(quick: bool) -> list[dict[str, Any]]:
     ]
     for task in setting["datasets"]:
         settings += [{"task": task, **fields} for _, _, fields in lppa_parameters._partitions(task)]
-    return settings
+    longer = setting["client_epochs"]
+    return (
+        settings
+        + [
+            {
+                "task": fig5,
+                "scale": setting["scales"][-1],
+                "epochs": longer,
+                "methods": ("dp", "lppa"),
+            },
+            {"task": fig5, "partition": "labels-per-agent", "labels": 2, "epochs": longer},
+        ]
+        + [
+            {
+                "task": "fashion-lenet",
+                "partition": "labels-per-agent",
+                "labels": c,
+                "epochs": longer,
+            }
+            for c in (2, 3)
+            if "fashion-lenet" in setting["datasets"]
+        ]
+    )
 
 
 @pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
@@ -416,9 +439,19 @@ def test_lppa_parameters_training_runs_are_its_sweep_files(quick: bool) -> None:
     """lppa-parameters' training runs, as the module listed them before its sweep file stated
     them: DSGT at every step size on seed 0 per data set (i.i.d., five clients), then every
     method of every setting at the data set's choice on every seed (on made-up accuracies); the
-    same jobs, the DLG attacks beside them as before."""
+    same jobs, the DLG attacks beside them as before; and the checks at a fixed step size, which
+    search nothing, at the first stage."""
     setting = lppa_parameters._setting(quick)
-    tuning = _lppa_search(setting)
+    at_step = [  # the checks at step size 0.1 of the label skews the data set's choice missed
+        lppa_tables.train_job(
+            task, method, 0.1, seed, setting["epochs"], partition="labels-per-agent", labels=c
+        )
+        for task, labels in ((("mnist-lenet", (2,)),) if quick else (("fashion-lenet", (2, 3)),))
+        for c in labels
+        for method in lppa_tables.METHODS
+        for seed in range(setting["seeds"])
+    ]
+    tuning = _lppa_search(setting) + at_step
     first = [_made_up(job) for job in lppa_parameters.jobs(quick)]
     assert sorted(map(_key, lppa_parameters.jobs(quick, ("training",)))) == sorted(
         map(_key, tuning)
@@ -426,8 +459,12 @@ def test_lppa_parameters_training_runs_are_its_sweep_files(quick: bool) -> None:
     assert len(first) - len(tuning) == len(lppa_parameters.jobs(quick, ("dlg",))) > 0
     rows = [row | {"test_accuracy": row["optimality_gap"]} for row in first]
 
-    def best(task: str) -> float:
-        searched = [r for r in rows if r["kind"] == "train" and r["task"] == task]
+    def best(task: str) -> float:  # over the search: i.i.d., the checks at 0.1 aside
+        searched = [
+            r
+            for r in rows
+            if r["kind"] == "train" and r["task"] == task and r.get("partition") is None
+        ]
         return max(searched, key=lambda r: r["test_accuracy"])["lr"]
 
     final = [

@@ -122,13 +122,19 @@ def budget_claim(rows: list[dict[str, Any]], label: str) -> Claim:
             by_label[row["eps"]] = max(by_label.get(row["eps"], 0.0), row["epsilon"])
     measured = (
         f"dpdl's exact example-level eps <= label in {len(met)}/{len(rows)} runs (largest ratio "
-        f"{worst['epsilon'] / worst['eps']:.3g}); the authors' noise at each label: "
+        f"{worst['epsilon'] / worst['eps']:.3g}); the authors' noise at each label, the largest "
+        "over its runs (their graphs and partitions differ): "
         + ", ".join(f"{eps:g} -> {value:.3g}" for eps, value in sorted(by_label.items()))
     )
     claim = "every run is (eps, delta)-DP (the authors' code: for one example, not one agent)"
     if len(met) == len(rows):
         return Claim(label, claim, measured, Verdict.HOLDS)
     return Claim(label, claim, measured, Verdict.FAILS, "some runs exceed their label")
+
+
+def _said(verdict: Verdict) -> str:
+    """``verdict`` after "it" in a sentence: "it holds", "it fails", "it is not testable"."""
+    return f"is {verdict.value}" if verdict is Verdict.NOT_TESTABLE else verdict.value
 
 
 def merge_claims(paper: list[Claim], authors: list[Claim], why: str) -> list[Claim]:
@@ -144,7 +150,7 @@ def merge_claims(paper: list[Claim], authors: list[Claim], why: str) -> list[Cla
         if other is None:
             merged.append(claim)
             continue
-        there = other.verdict.value + (f": {other.reason}" if other.reason else "")
+        there = _said(other.verdict) + (f": {other.reason}" if other.reason else "")
         measured = (
             f"paper's protocol: {claim.measured}. Authors' protocol: {other.measured} (there "
             f"it {there})"
@@ -158,7 +164,7 @@ def merge_claims(paper: list[Claim], authors: list[Claim], why: str) -> list[Cla
                     claim.paper,
                     measured,
                     Verdict.AUTHORS_ONLY,
-                    f"in the paper's protocol it {claim.verdict.value}: {claim.reason}. {why}",
+                    f"in the paper's protocol it {_said(claim.verdict)}: {claim.reason}. {why}",
                 )
             )
         else:
