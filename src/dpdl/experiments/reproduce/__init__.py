@@ -123,7 +123,8 @@ COMMITTED_WALL_TIME: dict[str, str] = {
     "(eps 16 ulps over its budget, since raised)",
     "mafalda-images": "about 2 h over two invocations for dpdl's protocol; the authors' protocol's "
     "52 runs 2785 s with one worker beside other runs (load 5 to 7), its third seed's 26 runs, "
-    "added later, 435 s",
+    "added later, 435 s; its 24 MAFALDA-SGD runs drawn again with the encoder on one BLAS "
+    "thread, 604 s in one invocation beside the test suite",
     "lppa": "about 41 min, 26 min of it with one worker beside other runs",
     "lppa-parameters": "2760 s for 227 runs in one invocation (Fig. 6a's 60 added; the other "
     "167 ran again and gave the committed values bit for bit), then 53 s for Fig. 6a's 6 runs at "
