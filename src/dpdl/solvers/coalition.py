@@ -60,7 +60,11 @@ def solve_multiseed(
     objective: np.ndarray | None = None,
 ) -> MultiSeedSolution:
     """CorN-DSGD problem (10) for seed groups ``groups`` and coalitions of size ``q``; it
-    minimises ``Tr(M R)`` for ``M = objective`` (default ``W^T W``: ``Tr(W R W^T)``)."""
+    minimises ``Tr(M R)`` for ``M = objective`` (default ``W^T W``: ``Tr(W R W^T)``).
+
+    The program is homogeneous in the bound: R solves it for ``c`` exactly when ``c R`` solves it
+    for 1, so it is solved for 1 and scaled back (the interior-point solver failed outright at
+    ``c`` near 1e-7, budgets of eps 0.1-0.3 over a few thousand steps)."""
     n = weights.shape[0]
     if not 0 <= q < n:
         raise ConfigError(f"the coalition size must be in [0, n-1], got q={q} for n={n}")
@@ -88,16 +92,16 @@ def solve_multiseed(
                 unknown = unknown + selector @ block @ selector.T
         unknown = (unknown + unknown.T) / 2
         constraints += [
-            cp.matrix_frac(np.eye(len(honest))[:, j], unknown) <= c for j in range(len(honest))
+            cp.matrix_frac(np.eye(len(honest))[:, j], unknown) <= 1.0 for j in range(len(honest))
         ]
     problem = cp.Problem(cp.Minimize(objective), constraints)
     problem.solve(solver=solver)
     _check_status(problem, "the multi-seed covariance program (CorN-DSGD (10))")
-    values = [np.asarray(b.value) for b in blocks]
+    values = [np.asarray(b.value) / c for b in blocks]
     return MultiSeedSolution(
-        float(sigma_mix2.value),
+        float(sigma_mix2.value) / c,
         values,
-        scale * float(problem.value),
+        scale * float(problem.value) / c,
         time.perf_counter() - start,
         problem.status,
     )
