@@ -220,7 +220,7 @@ def test_vectorized_sampler_draws_the_cheaper_way_with_the_same_covariance(
     multiply-adds a coordinate) is cheaper for 8 agents, the seeds (2n normals) for 120."""
     graph = ring(n)
     mechanism = Decor(graph, 0.5, 2.0)
-    assert (mechanism._covariance_factor is not None) == by_root
+    assert (mechanism.noise.sampling_factor is not None) == by_root
     rng, watched = np.random.default_rng(9), list(range(8))
     draws = np.concatenate([mechanism.sample(rng, DIM)[watched].T for _ in range(STEPS)], axis=0)
     expected = 0.25 * np.eye(n) + 4.0 * nx_laplacian(graph)

@@ -5,7 +5,8 @@ such as every mechanism; or a bare covariance for threats without coalitions): t
 no mechanism.
 
 Per step, the adversary's view is a Gaussian mechanism of Mahalanobis sensitivity
-``mu_step = s * max_i sqrt(e_i^T P^T (P R P^T)^+ P e_i)`` (:mod:`dpdl.accounting.sensitivity`).
+``mu_step = s * max_i sqrt(e_i^T P^T (P R P^T)^+ P e_i)``, certified from the factor the agents
+sample: never below the exact value, whatever the rounding (:mod:`dpdl.accounting.sensitivity`).
 Over T steps:
 
 - agent level, ``"gdp"`` (default): exact, ``mu = sqrt(T) mu_step``-GDP (adaptive composition),
@@ -23,16 +24,18 @@ Over T steps:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from scipy import sparse
 
 from dpdl.accounting import gdp
 from dpdl.accounting.neighbouring import ExampleLevel, Neighbouring
 from dpdl.accounting.noise import GaussianNoise, NoiseSource, noise_of
 from dpdl.accounting.rdp_bound import paper_epsilon
-from dpdl.accounting.sensitivity import RANK_TOL, unit_sensitivity
+from dpdl.accounting.sensitivity import factor_sensitivities, rounding_gamma, unit_sensitivity
 from dpdl.errors import ConfigError, PrivacyParameterError
 from dpdl.scale import SPARSE_MIN_AGENTS, require_dense
 from dpdl.threats import ThreatModel
@@ -44,9 +47,11 @@ __all__ = [
     "account",
     "default_accountant",
     "epsilon_from_mu_step",
+    "hidden_sensitivities",
     "pld_epsilon",
     "step_sensitivity",
     "subsampled_rdp_epsilon",
+    "view_sensitivities",
 ]
 
 ACCOUNTANTS = ("gdp", "paper-rdp", "pld")
@@ -112,42 +117,74 @@ class PrivacyReport:
 Noise = GaussianNoise | NoiseSource | np.ndarray
 
 
-def _independent_sensitivity(variances: np.ndarray, threat: ThreatModel) -> float:
-    """Worst unit sensitivity of independent noise ``R = diag(variances)`` in closed form, without
-    an n x n matrix: ``max_i 1 / sqrt(r_i)`` under the identity view (each agent's message seen
-    alone), infinite where ``r_i`` is zero (relative to the largest, as
-    :func:`~dpdl.accounting.sensitivity.unit_sensitivities` decides); under another view ``P``
-    (few rows, such as the central observer's average), ``Sigma = P diag(r) P^T`` is small."""
-    n = len(variances)
-    if type(threat).view is ThreatModel.view:  # the identity: every message seen on its own
-        hidden = variances > RANK_TOL * variances.max(initial=0.0)
-        if not hidden.all():
-            return math.inf
-        return float(np.max(1.0 / np.sqrt(variances)))
-    view = threat.view(n)
-    return (
-        unit_sensitivity(np.diag(variances), view)
-        if view.shape[0] >= n
-        else _small_view(variances, view)
-    )
+def _is_identity(threat: ThreatModel) -> bool:
+    """Whether the threat sees every honest agent's message on its own (its view is the
+    identity, the base class's)."""
+    return type(threat).view is ThreatModel.view
 
 
-def _small_view(variances: np.ndarray, view: np.ndarray) -> float:
-    """Worst unit sensitivity ``max_i sqrt(P_i^T Sigma^+ P_i)`` of independent noise seen through a
-    view ``P`` of few rows, with ``Sigma = P diag(r) P^T`` (k x k); a singular Sigma (relative to
-    the largest variance) gives no guarantee."""
-    sigma = (view * variances) @ view.T
-    scale = float(variances.max(initial=0.0)) * float((view * view).sum(axis=1).max(initial=0.0))
-    values, vectors = np.linalg.eigh((sigma + sigma.T) / 2.0)
-    if scale <= 0 or values.min() <= RANK_TOL * scale:
-        return math.inf
-    projected = vectors.T @ view
-    return float(np.sqrt((projected**2 / values[:, None]).sum(axis=0)).max())
+def _diagonal(stds: np.ndarray) -> np.ndarray:
+    """Certified ``1 / s_i`` of independent noise seen message by message: the next float up from
+    the rounded quotient (within half a unit of the exact one), inf where ``s_i`` is zero."""
+    with np.errstate(divide="ignore"):
+        return np.where(stds > 0.0, np.nextafter(1.0 / stds, np.inf), np.inf)
+
+
+def view_sensitivities(
+    factor: np.ndarray | sparse.sparray, threat: ThreatModel, floor: float = 0.0
+) -> np.ndarray:
+    """Certified unit sensitivities of the agents whose rows ``factor`` holds, noise ``factor z``
+    seen through the threat's view: the identity reads the factor as it is (``floor``, the
+    smallest private standard deviation, bounds it below); another view ``P`` reads ``P B``,
+    whose rounding enters the bound (:func:`~dpdl.accounting.sensitivity.factor_sensitivities`)."""
+    if _is_identity(threat):
+        return factor_sensitivities(factor, floor=floor)
+    view = np.asarray(threat.view(factor.shape[0]), dtype=float)
+    product = np.asarray(factor.T @ view.T).T  # P B, dense: a view has few rows
+    error = rounding_gamma(factor.shape[0] + 2) * np.asarray(abs(factor).T @ np.abs(view).T).T
+    return factor_sensitivities(product, view, entry_error=error)
+
+
+def hidden_sensitivities(
+    noise: GaussianNoise, coalition: Iterable[int], threat: ThreatModel
+) -> tuple[np.ndarray, np.ndarray]:
+    """The honest agents (not in ``coalition``) and their certified unit sensitivities against
+    ``threat``'s view after the coalition subtracts the noise of the seeds it holds, from the
+    factor the agents sample (:meth:`~dpdl.accounting.noise.GaussianNoise.unknown_factor`). The
+    accountant's rule, which the membership attack shares: inf exactly where no finite value is
+    certified."""
+    coalition = list(coalition)
+    if not noise.secrets:  # independent noise, never an n x n matrix (n may be 10^5)
+        honest = np.setdiff1d(np.arange(noise.n), coalition)
+        stds = noise.private_stds[honest]
+        if _is_identity(threat):
+            return honest, _diagonal(stds)
+        view = np.asarray(threat.view(len(honest)), dtype=float)
+        product = view * stds  # P diag(s), each entry one rounded product
+        error = rounding_gamma(1) * np.abs(product)
+        return honest, factor_sensitivities(product, view, entry_error=error)
+    honest, factor = noise.unknown_factor(coalition)
+    stds = noise.private_stds[honest]
+    floor = float(stds.min(initial=0.0)) if len(honest) else 0.0
+    return honest, view_sensitivities(factor, threat, floor)
+
+
+def _sampled_by_simulation(noise: GaussianNoise, threat: ThreatModel) -> float:
+    """Worst certified unit sensitivity of the simulation's draw ``L z``
+    (:attr:`~dpdl.accounting.noise.GaussianNoise.sampling_factor`) through the threat's view, no
+    seed subtracted (one generator draws it, which no agent holds); 0 where the simulation draws
+    the agents' own factor."""
+    factor = noise.sampling_factor
+    if factor is None:
+        return 0.0
+    return float(view_sensitivities(factor, threat).max(initial=0.0))
 
 
 def _unit_sensitivity(source: Noise, threat: ThreatModel) -> tuple[float, bool, int]:
-    """Worst unit Mahalanobis sensitivity over the threat's coalitions, whether it is exact, and
-    how many coalitions were enumerated to find it (the cost: each is an n x n factorisation)."""
+    """Worst certified unit Mahalanobis sensitivity over the threat's coalitions, whether it is
+    exact (not the full-collusion bound), and how many coalitions were enumerated to find it
+    (the cost: each is a QR factorisation of an n-row factor). The simulation's own draw is
+    certified beside the agents' (:func:`_sampled_by_simulation`)."""
     if isinstance(source, np.ndarray):
         if threat.coalition_count(source.shape[0]) != 1:
             raise ConfigError(
@@ -159,9 +196,7 @@ def _unit_sensitivity(source: Noise, threat: ThreatModel) -> tuple[float, bool, 
     if (
         not noise.secrets
     ):  # independent noise: what a coalition knows changes nothing for the others
-        if n >= SPARSE_MIN_AGENTS:
-            return _independent_sensitivity(noise.private_variances, threat), True, 1
-        return unit_sensitivity(noise.covariance(), threat.view(n)), True, 1
+        return float(hidden_sensitivities(noise, (), threat)[1].max(initial=0.0)), True, 1
     count = threat.coalition_count(n)
     q = len(next(iter(threat.coalitions(n))))
     if q and min(len(secret.holders) for secret in noise.secrets) > n - q:
@@ -170,25 +205,22 @@ def _unit_sensitivity(source: Noise, threat: ThreatModel) -> tuple[float, bool, 
     if count > 1 and count * float(n) ** 3 > MAX_ENUMERATION_FLOPS:
         # Full collusion knows every shared secret: only the private parts remain (an upper bound).
         return _private_only(noise, threat), False, 0
-    if n >= SPARSE_MIN_AGENTS:  # each coalition's unknown covariance is a dense n x n matrix
-        require_dense(n, "exact accounting of noise with shared secrets", matrices=4)
-    worst, enumerated = 0.0, 0
+    if n >= SPARSE_MIN_AGENTS:  # each coalition's factor: n x (n + secrets), its QR, residuals
+        require_dense(n, "exact accounting of noise with shared secrets", matrices=16)
+    worst, enumerated = _sampled_by_simulation(noise, threat), 0
     for coalition in threat.coalitions(n):
         enumerated += 1
-        honest = np.setdiff1d(np.arange(n), coalition)
-        unknown = noise.unknown_covariance(coalition)[np.ix_(honest, honest)]
-        worst = max(worst, unit_sensitivity(unknown, threat.view(len(honest))))
+        worst = max(worst, float(hidden_sensitivities(noise, coalition, threat)[1].max()))
         if math.isinf(worst):
             break
     return worst, True, enumerated
 
 
 def _private_only(noise: GaussianNoise, threat: ThreatModel) -> float:
-    """Worst unit sensitivity of the private parts of ``noise`` alone (what full collusion
-    leaves): in closed form from :data:`~dpdl.scale.SPARSE_MIN_AGENTS` agents on."""
-    if noise.n >= SPARSE_MIN_AGENTS:
-        return _independent_sensitivity(noise.private_variances, threat)
-    return unit_sensitivity(np.diag(noise.private_variances), threat.view(noise.n))
+    """Worst certified unit sensitivity of the private parts of ``noise`` alone (what full
+    collusion leaves)."""
+    private = GaussianNoise(noise.n, noise.private_variances)
+    return float(hidden_sensitivities(private, (), threat)[1].max(initial=0.0))
 
 
 def step_sensitivity(noise: Noise, threat: ThreatModel, neighbouring: Neighbouring) -> float:

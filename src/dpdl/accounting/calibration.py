@@ -153,19 +153,25 @@ def calibrate(
 def safe_scale(
     build: Callable[[float], Noise], threat: ThreatModel, calibration: Calibration, scale: float
 ) -> float:
-    """``scale``, raised until the accountant confirms that ``build(scale)`` (a noise description,
-    or a mechanism holding one) meets the calibration
-    (steps of 1e-12 relative, doubling): the covariance algebra rounds at 1e-15 to 1e-10 relative,
-    and a promise is never exceeded. Both the per-step sensitivity and the epsilon the accountant
-    reports of it are checked: :func:`~dpdl.accounting.gdp.epsilon` is monotone in mu only up to
-    rounding (1e-15 relative), so a design at the calibrated mu_step, or one ulp below it, could
-    report an eps 1e-15 above the target.
+    """``scale``, raised until the accountant certifies that ``build(scale)`` (a noise
+    description, or a mechanism holding one) meets the calibration (steps of 1e-12 relative,
+    doubling): the certified sensitivity is an upper bound on the exact one
+    (:mod:`~dpdl.accounting.sensitivity`), so a promise is never exceeded, not even by rounding.
+    Both the per-step sensitivity and the epsilon the accountant reports of it are checked:
+    :func:`~dpdl.accounting.gdp.epsilon` is monotone in mu only up to rounding (1e-15 relative),
+    so a design at the calibrated mu_step, or one ulp below it, could report an eps 1e-15 above
+    the target.
     """
     neighbouring = calibration.neighbouring
     promised = max(calibration.eps, calibration.achieved_epsilon)  # the papers' form may overshoot
 
     def exceeds(scale: float) -> bool:
         mu_step = step_sensitivity(build(scale), threat, neighbouring)
+        if math.isinf(mu_step):  # at one scale, at every scale: no amount of it would do
+            raise PrivacyParameterError(
+                f"no noise scale gives privacy against the {threat}: the design leaves a "
+                "direction it sees unprotected (no finite sensitivity can be certified)"
+            )
         if mu_step > calibration.mu_step:
             return True
         return (

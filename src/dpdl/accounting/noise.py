@@ -31,7 +31,45 @@ from typing import Protocol
 import numpy as np
 from scipy import sparse
 
-__all__ = ["GaussianNoise", "NoiseSource", "ScalableNoise", "SharedSecret", "noise_of"]
+__all__ = [
+    "GaussianNoise",
+    "NoiseSource",
+    "ScalableNoise",
+    "SharedSecret",
+    "noise_of",
+    "psd_root",
+]
+
+#: Multiply-adds of a dense matrix product that cost about as much as one normal draw (one
+#: thread; measured here at 100-300), which decides how the simulation draws
+#: (:attr:`GaussianNoise.sampling_factor`).
+MULTIPLY_ADDS_PER_NORMAL = 100
+
+
+def psd_root(matrix: np.ndarray, tolerance: float = 1e-9, scale: float | None = None) -> np.ndarray:
+    """The principal square root ``R^1/2 = V diag(sqrt w) V^T`` of a symmetric positive
+    semidefinite ``R = V diag(w) V^T``. Eigenvalues within rounding of zero are zero; one below
+    ``-tolerance * scale`` is an error, those above it are zero (``scale``: the size rounding is
+    judged against, by default the largest eigenvalue).
+
+    Noise is drawn as ``R^1/2 z``. Unlike the thin factor ``V diag(sqrt w)``, the principal root is
+    a continuous function of R alone: where R has repeated eigenvalues (DECOR on a ring or torus,
+    whose Laplacians have them) LAPACK may return any basis of their eigenspaces, and another BLAS
+    kernel's rounding returns another; ``V diag(sqrt w)`` then draws other numbers on another
+    machine, ``R^1/2`` the same to rounding. Written here because scipy's ``sqrtm`` (a Schur
+    method for any square matrix) neither uses the symmetry nor sets rounding-negative eigenvalues
+    of a singular R (zero-sum noise) to zero.
+    """
+    values, vectors = np.linalg.eigh((matrix + matrix.T) / 2.0)
+    top = max(float(values.max(initial=0.0)), 0.0) if scale is None else scale
+    if values.size and values.min() < -tolerance * top:
+        raise ValueError(
+            f"the noise covariance is not positive semidefinite (eigenvalue {values.min():.3g})"
+        )
+    # A null direction (zero-sum noise cancels exactly in the sum) must not come back as a 1e-8
+    # component from sqrt(1e-16), whose sign and size depend on LAPACK's threading.
+    values[values <= len(values) * np.finfo(float).eps * top] = 0.0  # and rounding-negative ones
+    return (vectors * np.sqrt(values)) @ vectors.T
 
 
 @dataclass(frozen=True)
@@ -156,6 +194,62 @@ class GaussianNoise:
             or [np.zeros(0, int)]
         )
         return np.diag(np.where(members, 0.0, self.private_variances)) + self._gram(columns)
+
+    @functools.cached_property
+    def private_stds(self) -> np.ndarray:
+        """Each agent's private standard deviation as it samples it, ``sqrt`` of its variance
+        rounded once: what the accountant's factors hold."""
+        return np.sqrt(self.private_variances)
+
+    def unknown_factor(self, coalition: Iterable[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """The honest agents (those not in the coalition) and the factor ``B`` of the noise the
+        coalition cannot subtract, on their rows: ``[diag(s) | G_hidden]`` (their private standard
+        deviations, then the factors of the secrets no member holds; zero columns dropped; sparse
+        where the generator is), so that ``B B^T`` is :meth:`unknown_covariance` on the honest
+        rows, as the agents sample it."""
+        members = np.zeros(self.n, dtype=bool)
+        members[list(coalition)] = True
+        honest = np.flatnonzero(~members)
+        hidden = self._hidden_secrets(members) if members.any() else range(len(self.secrets))
+        columns = np.concatenate(
+            [np.arange(self.offsets[k], self.offsets[k + 1]) for k in hidden] or [np.zeros(0, int)]
+        )
+        shared = self.generator[:, columns][honest]
+        if sparse.issparse(shared):  # DECOR's column per edge: kept sparse for the Gram route
+            factor = sparse.hstack([sparse.diags(self.private_stds[honest]), shared], "csc")
+            used = np.asarray(abs(factor).sum(axis=0)).ravel() > 0
+            return honest, factor[:, used].tocsr()
+        factor = np.hstack([np.diag(self.private_stds[honest]), np.asarray(shared)])
+        return honest, factor[:, factor.any(axis=0)]
+
+    @functools.cached_property
+    def sampling_factor(self) -> np.ndarray | None:
+        """``L`` (n, k) with ``L L^T = R``, k the agents whose noise is not zero (the others' rows
+        are zero, theirs the principal root :func:`psd_root`, the same on every machine), when
+        drawing ``L z`` costs less than drawing every secret's ``z`` (None otherwise, and without
+        secrets): the simulation's draw (``NoiseMechanism.sample``).
+
+        A square root of R needs one normal per agent and coordinate where the seed structure
+        needs one per agent and one per secret column: DECOR on an Erdos-Renyi graph of 20 agents
+        has 96 secrets, so ``L`` draws 20 rows instead of 116. A square root stands in for a
+        Cholesky factor because R may be singular (zero-sum noise). ``L L^T`` is R only to
+        rounding (about ``n u cond(R)`` relative in the Mahalanobis norms): the accountant
+        certifies ``L`` as it certifies the agents' factor and reports the worse
+        (:func:`~dpdl.accounting.accountant.step_sensitivity`), so a simulated run carries the
+        guarantee it states.
+        """
+        width = self.generator.shape[1]
+        if width == 0:
+            return None
+        generator = self.generator
+        squares = generator.multiply(generator) if sparse.issparse(generator) else generator**2
+        shared = np.asarray(squares.sum(axis=1)).ravel()
+        agents = np.flatnonzero(self.private_variances + shared > 0)
+        if len(agents) * (1 + len(agents) / MULTIPLY_ADDS_PER_NORMAL) >= self.n + width:
+            return None  # decided before R is formed: DECOR on a large sparse graph never forms it
+        factor = np.zeros((self.n, len(agents)))
+        factor[agents] = psd_root(self.covariance()[np.ix_(agents, agents)])
+        return factor
 
     def unknown_to(self, coalition: Iterable[int]) -> GaussianNoise:
         """The noise a coalition cannot subtract, as a description of its own (its covariance is

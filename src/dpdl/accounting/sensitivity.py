@@ -1,81 +1,270 @@
-"""Mahalanobis sensitivity of a linear Gaussian view: the one number privacy depends on.
+"""Mahalanobis sensitivity of a linear Gaussian view, certified: the one number privacy depends on.
 
-The adversary observes ``P (g + v)`` with ``v ~ N(0, R)`` (per coordinate). Changing agent i's
-clipped gradient by at most ``s`` in L2 norm shifts the observation's mean by ``s P e_i`` (times a
-unit vector over coordinates), whose Mahalanobis norm under ``Sigma = P R P^T`` is
+The adversary observes ``P (g + v)`` with ``v = B z``, ``z ~ N(0, I)`` per coordinate: ``B`` is
+the factor the agents sample, ``[diag(s) | G]`` (each agent's private standard deviation, then
+the factors of the shared secrets it cannot subtract), so ``R = B B^T``. Changing agent i's
+clipped gradient by at most ``s`` in L2 norm shifts the observation's mean by ``s P e_i``, whose
+Mahalanobis norm under ``Sigma = P R P^T`` is
 
-    mu_i = s sqrt(e_i^T P^T Sigma^+ P e_i),
+    mu_i = s sqrt(e_i^T P^T Sigma^+ P e_i) = s ||(P B)^+ P e_i||,
 
-infinite when ``P e_i`` leaves the range of Sigma (a singular covariance leaks: MAFALDA-SGD
-Theorem 8; CorN-DSGD guideline (G1)). With ``P = I`` this is ``s sqrt([R^-1]_ii)``.
+the norm of the smallest ``y`` with ``P B y = P e_i`` (infinite when there is none: a singular
+covariance leaks; MAFALDA-SGD Theorem 8, CorN-DSGD guideline (G1)).
+
+**Certified.** Every value returned is an upper bound on the exact value for the floats given
+(the factor's entries read as real numbers, which is what the agents sample), whatever the
+rounding; no float inverse is trusted. Two routes, both certified by the standard bound on a dot
+product's rounding (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., eq. (3.5):
+``|fl(x^T y) - x^T y| <= gamma_m |x|^T |y|``, ``gamma_m = m u / (1 - m u)``, whatever the order of
+summation):
+
+- the Gram route (:func:`_inverse_bounds`): ``Sigma = B B^T`` in floating point, its distance
+  from the exact Gram bounded entrywise, Cholesky's inverse ``Z``, and the exact residual
+  ``E = I - Sigma Z`` bounded from its float value, so that ``Sigma^-1 = Z (I - E)^-1`` and
+  ``x^T Sigma^-1 x <= x^T Z x + ||Z^T x|| ||E x|| / (1 - ||E||)``: ``k^3`` work, sparse products
+  for a sparse factor, about ``u cond(Sigma)`` above the exact value;
+- the QR route (:func:`_qr_bounds`), where the Gram route is loose (an ill-conditioned view) and
+  affordable: ``B^T = Q U``, the approximate right inverse ``Z = Q U^-T``, the exact residual
+  ``E = I - B Z`` bounded the same way; with ``y0 = Z x`` and ``r = x - B y0``,
+  ``||B^+ x|| <= ||y0|| + ||B^+||_2 ||r||``, ``||B^+||_2 <= min(1 / s_min, ||Z||_F / (1 -
+  ||E||_F))`` (``s_min``: the smallest private standard deviation, since ``B B^T >= diag(s)^2``;
+  the second form because ``Z (I - E)^-1`` is a right inverse of B): about ``gamma_m cond(B) =
+  gamma_m sqrt(cond(R))`` above, 1e-10 at ``cond(R) = 1e12``, where the inverse of an assembled R
+  errs by ``cond(R) u``, 1e-4, in either direction.
+
+When no route certifies a finite value it is infinite: the one rule for singularity, which the
+membership attack shares (:mod:`dpdl.attacks.membership`), so a near-singular view is never
+reported finite below its true value. A bare covariance (no factor) takes the Gram route on
+``Sigma`` itself (:func:`covariance_sensitivities`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numpy.linalg import LinAlgError
-from scipy.linalg import cho_factor, cho_solve
+from scipy import sparse
+from scipy.linalg import cho_factor, cho_solve, solve_triangular
 
-__all__ = ["unit_sensitivities", "unit_sensitivity"]
+__all__ = [
+    "covariance_sensitivities",
+    "factor_sensitivities",
+    "rounding_gamma",
+    "unit_sensitivities",
+    "unit_sensitivity",
+]
 
-#: Eigenvalues of Sigma below this fraction of :func:`_scale` are treated as zero (singular).
-RANK_TOL = 1e-12
-#: Cholesky is trusted when every squared pivot exceeds this fraction of :func:`_scale`; below it
-#: the eigendecomposition decides (a singular matrix can factor with tiny rounded pivots).
-CHOLESKY_TOL = 1e-9
+#: The unit roundoff of float64.
+UNIT_ROUNDOFF = 2.0**-53
 
 
-def _scale(covariance: np.ndarray, view: np.ndarray) -> float:
-    """The scale Sigma's rounding errors are relative to: R's largest variance times P's largest
-    squared row norm (the largest variance of one observed coordinate if the noise were perfectly
-    correlated; within a factor n of ``lambda_max(R)`` for the views here). Sigma's own
-    entries will not do: the central observer's ``1^T R 1 / n^2`` of zero-sum noise is pure
-    rounding (1e-16 of R), a 1 x 1 matrix that factors cleanly and would give a huge finite mu."""
-    variance = float(np.diag(covariance).max(initial=0.0))
-    return max(variance, 0.0) * float((view * view).sum(axis=1).max(initial=0.0))
+def rounding_gamma(count: int) -> float:
+    """Higham's ``gamma_m = m u / (1 - m u)``: the relative error bound of a sum of m terms."""
+    return count * UNIT_ROUNDOFF / (1.0 - count * UNIT_ROUNDOFF)
+
+
+def _norms_up(matrix: np.ndarray, slack: np.ndarray) -> np.ndarray:
+    """Upper bounds on the column norms of any matrix within ``slack`` (entrywise) of ``matrix``,
+    padded for the rounding of the norms themselves."""
+    rows = matrix.shape[0]
+    norms = np.linalg.norm(matrix, axis=0) + np.linalg.norm(slack, axis=0)
+    return norms * (1.0 + rounding_gamma(rows + 4))
+
+
+def _certify(
+    solutions: np.ndarray,
+    residuals: np.ndarray,
+    slack: np.ndarray,
+    inverse_norm: float,
+    zero: np.ndarray,
+) -> np.ndarray:
+    """``||y0|| + ||B^+||_2 ||r||`` per column, padded; zero for zero targets, inf uncertified."""
+    bound = _norms_up(solutions, np.zeros_like(solutions)) + inverse_norm * _norms_up(
+        residuals, slack
+    )
+    bound = bound * (1.0 + rounding_gamma(4 * (solutions.shape[0] + residuals.shape[0]) + 16))
+    bound[zero] = 0.0
+    return np.where(np.isnan(bound), np.inf, bound)
+
+
+#: The Gram route's bound is kept when it is within this (relative) of its own estimate; a looser
+#: one (an ill-conditioned view, the bound about ``u cond(Sigma)`` above) is tightened by the QR
+#: route where that is affordable.
+LOOSENESS = 1e-11
+#: The QR route is taken for factors at most this many times wider than tall: its cost grows as
+#: ``m k^2`` (DECOR on a dense graph has a column per edge), the Gram route's as ``k^3``.
+QR_WIDTH = 4
+
+
+def _inverse_bounds(
+    sigma: np.ndarray, sigma_error: np.ndarray, goals: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Certified upper bounds on ``sqrt(x^T Sigma^-1 x)`` for the columns x of ``goals``, the
+    exact Sigma within ``sigma_error`` (entrywise) of the symmetric float ``sigma``, and the
+    float estimates ``sqrt(x^T Z x)`` they bound (inf where nothing is certified).
+
+    ``Z``, Cholesky's inverse of the float Sigma, has an exact residual ``E = I - Sigma Z``
+    bounded from its float value and the rounding of the product, so ``Sigma^-1 = Z (I - E)^-1``
+    and ``x^T Sigma^-1 x <= x^T Z x + ||Z^T x|| ||E x|| / (1 - ||E||)``: an error of about
+    ``cond(Sigma) u``."""
+    k = sigma.shape[0]
+    unknown = (np.full(goals.shape[1], np.inf), np.full(goals.shape[1], np.inf))
+    try:
+        inverse = cho_solve(cho_factor(sigma, lower=True), np.eye(k), check_finite=False)
+    except np.linalg.LinAlgError:
+        return unknown
+    if not np.isfinite(inverse).all():
+        return unknown
+    gap = np.eye(k) - sigma @ inverse
+    slack = rounding_gamma(k + 2) * (np.eye(k) + np.abs(sigma) @ np.abs(inverse)) + (
+        1.0 + rounding_gamma(k + 1)
+    ) * (sigma_error @ np.abs(inverse))
+    gap_norm = float(np.sqrt((_norms_up(gap, slack) ** 2).sum()))
+    if not gap_norm < 1.0:
+        return unknown
+    quadratic = np.einsum("ki,kl,li->i", goals, inverse, goals)
+    quadratic_error = rounding_gamma(2 * k + 2) * np.einsum(
+        "ki,kl,li->i", np.abs(goals), np.abs(inverse), np.abs(goals)
+    )
+    reach_slack = rounding_gamma(k + 1) * np.abs(inverse.T) @ np.abs(goals)
+    reach = _norms_up(inverse.T @ goals, reach_slack)
+    spill = np.linalg.norm(goals, axis=0) * gap_norm * (1.0 + rounding_gamma(k + 2))
+    squared = quadratic + quadratic_error + reach * spill / (1.0 - gap_norm)
+    bounds = np.sqrt(np.maximum(squared, 0.0)) * (1.0 + rounding_gamma(4 * k + 16))
+    return bounds, np.sqrt(np.maximum(quadratic, 0.0))
+
+
+def _gram(factor: np.ndarray | sparse.sparray, error: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """``B B^T`` in floating point and a bound on its distance from the exact Gram of the exact
+    factor (within ``error`` of ``B``, entrywise): sparse products where B is sparse (DECOR's
+    column per edge)."""
+    m = factor.shape[1]
+    magnitude = abs(factor)
+    product, absolute = factor @ factor.T, magnitude @ magnitude.T
+    if sparse.issparse(factor):
+        product, absolute = product.toarray(), absolute.toarray()
+    bound = rounding_gamma(m + 2) * absolute
+    if error is not None:
+        spread = error @ magnitude.T
+        spread = spread.toarray() if sparse.issparse(spread) else np.asarray(spread)
+        bound = bound + (1.0 + rounding_gamma(m + 2)) * (
+            spread + spread.T + np.asarray(error @ error.T)
+        )
+    symmetric = (product + product.T) / 2.0
+    bound = bound + np.abs(product - symmetric) + rounding_gamma(2) * np.abs(symmetric)
+    return symmetric, bound
+
+
+def _qr_bounds(
+    factor: np.ndarray, goals: np.ndarray, identity: bool, error: np.ndarray, floor: float
+) -> np.ndarray:
+    """The QR route of :func:`factor_sensitivities` (module docstring): bounds about
+    ``gamma_m cond(B)`` above the exact values."""
+    k, m = factor.shape
+    unknown = np.full(goals.shape[1], np.inf)
+    orthogonal, upper = np.linalg.qr(factor.T)
+    if not np.diag(upper).all():  # an exactly singular factor
+        return unknown
+    inverse = solve_triangular(upper, np.eye(k), trans="T", check_finite=False)
+    right = orthogonal @ inverse  # factor @ right ~ I
+    if not np.isfinite(right).all():
+        return unknown
+    magnitude = np.abs(factor)
+    gap = np.eye(k) - factor @ right
+    gap_slack = rounding_gamma(2 * m + 4) * (np.eye(k) + magnitude @ np.abs(right)) + (
+        1.0 + rounding_gamma(m + 1)
+    ) * (error @ np.abs(right))
+    gap_norm = float(np.sqrt((_norms_up(gap, gap_slack) ** 2).sum()))
+    if identity:
+        solutions, residuals, slack = right, gap, gap_slack
+    else:
+        solutions = right @ goals
+        residuals = goals - factor @ solutions
+        slack = rounding_gamma(2 * m + 4) * (np.abs(goals) + magnitude @ np.abs(solutions)) + (
+            1.0 + rounding_gamma(m + 1)
+        ) * (error @ np.abs(solutions))
+    bounds = [1.0 / floor] if floor > 0.0 else []
+    if gap_norm < 1.0:
+        right_norm = float(np.linalg.norm(right)) * (1.0 + rounding_gamma(right.size + 4))
+        bounds.append(right_norm / (1.0 - gap_norm) * (1.0 + rounding_gamma(8)))
+    if not bounds:
+        return unknown
+    return _certify(solutions, residuals, slack, min(bounds), ~goals.any(axis=0))
+
+
+def factor_sensitivities(
+    factor: np.ndarray | sparse.sparray,
+    targets: np.ndarray | None = None,
+    *,
+    entry_error: np.ndarray | None = None,
+    floor: float = 0.0,
+) -> np.ndarray:
+    """Certified upper bounds on ``||B^+ x_j||`` for a factor ``B`` (k, m; dense or sparse) and
+    the columns ``x_j`` of ``targets`` (k, t; the identity when None), inf where none can be
+    certified (see the module docstring).
+
+    Two routes, each certified: the Gram route (``B B^T`` with its rounding bounded, then
+    Cholesky; ``k^3`` work, about ``u cond(B B^T)`` above the exact values), and, where that is
+    looser than :data:`LOOSENESS` and the factor at most :data:`QR_WIDTH` times wider than tall,
+    the QR route (about ``u sqrt(cond(B B^T))`` above); the smaller bound is returned.
+    ``entry_error`` bounds, entrywise, how far the exact factor may be from ``factor`` (a view's
+    product ``P B`` is rounded); ``floor`` is a number with ``B B^T >= floor^2 I`` exactly (the
+    smallest private standard deviation, when every row has one), or 0.
+    """
+    if targets is not None:  # a view's columns often repeat (the average's are all 1/n)
+        distinct, back = np.unique(np.asarray(targets, dtype=float), axis=1, return_inverse=True)
+        if distinct.shape[1] < np.shape(targets)[1]:
+            found = factor_sensitivities(factor, distinct, entry_error=entry_error, floor=floor)
+            return found[back.ravel()]
+    factor = factor if sparse.issparse(factor) else np.asarray(factor, dtype=float)
+    k, m = factor.shape
+    identity = targets is None
+    goals = np.eye(k) if identity else np.asarray(targets, dtype=float)
+    zero = ~goals.any(axis=0)
+    values = factor.data if sparse.issparse(factor) else factor
+    if k == 0 or zero.all():
+        return np.zeros(goals.shape[1])
+    if m < k or not np.isfinite(values).all():
+        return np.where(zero, 0.0, np.inf)
+    with np.errstate(all="ignore"):
+        bounds, estimates = _inverse_bounds(*_gram(factor, entry_error), goals)
+        loose = ~(bounds <= estimates * (1.0 + LOOSENESS)) & ~zero
+        if loose.any() and m <= QR_WIDTH * k:
+            dense = factor.toarray() if sparse.issparse(factor) else factor
+            error = np.zeros_like(dense) if entry_error is None else np.asarray(entry_error)
+            bounds = np.minimum(bounds, _qr_bounds(dense, goals, identity, error, floor))
+    bounds[zero] = 0.0
+    return np.where(np.isnan(bounds), np.inf, bounds)
+
+
+def covariance_sensitivities(covariance: np.ndarray, view: np.ndarray) -> np.ndarray:
+    """Certified upper bounds on ``sqrt(x_i^T Sigma^-1 x_i)``, ``x_i = P e_i``, for a bare
+    covariance R (no factor) and a view P, ``Sigma = P R P^T``; inf where none can be certified
+    (:func:`_inverse_bounds`, with the rounding of ``P R P^T`` in Sigma's error)."""
+    covariance = np.asarray(covariance, dtype=float)
+    view = np.asarray(view, dtype=float)
+    n = covariance.shape[0]
+    zero = ~view.any(axis=0)
+    if not np.isfinite(covariance).all():
+        return np.where(zero, 0.0, np.inf)
+    with np.errstate(all="ignore"):
+        sigma = view @ covariance @ view.T
+        magnitude = np.abs(view) @ np.abs(covariance) @ np.abs(view).T
+        symmetric = (sigma + sigma.T) / 2.0
+        sigma_error = (
+            rounding_gamma(2 * n + 2) * magnitude
+            + np.abs(sigma - symmetric)
+            + rounding_gamma(2) * np.abs(symmetric)
+        )
+        result = _inverse_bounds(symmetric, sigma_error, view)[0]
+    result[zero] = 0.0
+    return np.where(np.isnan(result), np.inf, result)
 
 
 def unit_sensitivities(covariance: np.ndarray, view: np.ndarray) -> np.ndarray:
-    """Per-agent Mahalanobis sensitivity for a unit change, ``sqrt(e_i^T P^T Sigma^+ P e_i)``.
-
-    Returns an array of length n with ``inf`` for agents whose change is not hidden by noise. A
-    clearly positive definite Sigma is handled by a Cholesky factorisation; a (nearly) singular one
-    by an eigendecomposition that decides which directions are hidden. Both decide relative to the
-    scale of R under the view (:func:`_scale`), never to an absolute level or to Sigma alone, so
-    scaling R by any factor scales every finite value by its inverse square root and keeps every
-    infinite one.
-    """
-    covariance = np.asarray(covariance, dtype=float)
-    view = np.asarray(view, dtype=float)
-    identity = view.shape == covariance.shape and np.count_nonzero(view) == len(view)
-    identity = identity and bool((np.diag(view) == 1.0).all())
-    # the identity view leaves R as it is (the same numbers, without two n^3 products)
-    sigma = covariance if identity else view @ covariance @ view.T
-    sigma = (sigma + sigma.T) / 2.0
-    scale = _scale(covariance, view)
-    try:
-        factor, lower = cho_factor(sigma, lower=True, check_finite=False)
-        pivots = np.diag(factor) ** 2
-        if pivots.min() > CHOLESKY_TOL * scale:
-            return np.sqrt(
-                (view * cho_solve((factor, lower), view, check_finite=False)).sum(axis=0)
-            )
-    except LinAlgError:
-        pass
-    eigenvalues, eigenvectors = np.linalg.eigh(sigma)
-    positive = (
-        eigenvalues > RANK_TOL * scale if scale > 0 else np.zeros_like(eigenvalues, dtype=bool)
-    )
-    projected = eigenvectors.T @ view  # (k, n): coordinates of P e_i in the eigenbasis
-    squared = (projected[positive] ** 2 / eigenvalues[positive, None]).sum(axis=0)
-    leaked = np.sqrt((projected[~positive] ** 2).sum(axis=0))
-    column_norms = np.linalg.norm(view, axis=0)
-    singular = leaked > 1e-9 * np.maximum(column_norms, 1e-300)
-    result = np.sqrt(squared)
-    result[singular & (column_norms > 0)] = np.inf
-    return result
+    """Per-agent Mahalanobis sensitivity for a unit change, ``sqrt(e_i^T P^T Sigma^+ P e_i)``, of a
+    bare covariance R seen through ``view`` (certified: :func:`covariance_sensitivities`)."""
+    return covariance_sensitivities(covariance, view)
 
 
 def unit_sensitivity(covariance: np.ndarray, view: np.ndarray) -> float:
     """Worst agent's unit Mahalanobis sensitivity, ``max_i mu_i / s``."""
-    return float(unit_sensitivities(covariance, view).max())
+    return float(unit_sensitivities(covariance, view).max(initial=0.0))

@@ -74,16 +74,18 @@ NORMAL_COST = 10
 #: Bytes networkx spends per node and per edge of a graph (dicts of dicts; measured).
 GRAPH_NODE_BYTES = 300
 GRAPH_EDGE_BYTES = 150
-#: Dense n x n float64 matrices each mechanism's design and exact accounting hold at once: Whisper's
-#: dual (W, W^T W, eigenvectors, basis, R and the accountant's factor), the multi-seed design
-#: likewise, and the noise of shared secrets (R, a coalition's view, its factor and the
-#: accountant's workspace). Independent noise (ldp, cdp) is accounted in closed form.
+#: Dense n x n float64 matrices each mechanism's design and exact accounting hold at once: the
+#: certified accountant's (:mod:`dpdl.accounting.sensitivity`: the agents' factor B, n x 2n for
+#: Whisper's one secret and for DECOR on a graph of about n edges, its QR's Q, the right inverse,
+#: their magnitudes and the residual's bound, about 16 n^2; 21 n^2 measured for DECOR on a ring of
+#: 500 agents, the simulation's square root of R included), above the Whisper dual's 6.
+#: Independent noise (ldp, cdp) is accounted in closed form.
 DENSE_DESIGN_MATRICES = {
-    "whisper": 6,
-    "whisper-multiseed": 6,
-    "decor": 4,
-    "zero-sum": 4,
-    "lppa": 4,
+    "whisper": 16,
+    "whisper-multiseed": 16,
+    "decor": 16,
+    "zero-sum": 16,
+    "lppa": 16,
 }
 #: T x T float64 matrices an encoder optimisation holds besides the encoder and its inverse
 #: (:func:`dpdl.factorization.mafalda.optimize_local`: X, its Cholesky factor, the gradient, the

@@ -19,7 +19,6 @@ threat, and how it is designed for a budget.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,37 +31,7 @@ from dpdl.accounting.noise import GaussianNoise, NoiseSource, SharedSecret, nois
 from dpdl.seeding import purpose_seed
 from dpdl.threats import Eavesdropper, ThreatModel
 
-__all__ = ["NoiseMechanism", "SeedBook", "SharedSecret", "psd_root"]
-
-#: Multiply-adds of a dense matrix product that cost about as much as one normal draw (one
-#: thread; measured here at 100-300), which decides how :meth:`NoiseMechanism.sample` draws.
-MULTIPLY_ADDS_PER_NORMAL = 100
-
-
-def psd_root(matrix: np.ndarray, tolerance: float = 1e-9, scale: float | None = None) -> np.ndarray:
-    """The principal square root ``R^1/2 = V diag(sqrt w) V^T`` of a symmetric positive
-    semidefinite ``R = V diag(w) V^T``. Eigenvalues within rounding of zero are zero; one below
-    ``-tolerance * scale`` is an error, those above it are zero (``scale``: the size rounding is
-    judged against, by default the largest eigenvalue).
-
-    Noise is drawn as ``R^1/2 z``. Unlike the thin factor ``V diag(sqrt w)``, the principal root is
-    a continuous function of R alone: where R has repeated eigenvalues (DECOR on a ring or torus,
-    whose Laplacians have them) LAPACK may return any basis of their eigenspaces, and another BLAS
-    kernel's rounding returns another; ``V diag(sqrt w)`` then draws other numbers on another
-    machine, ``R^1/2`` the same to rounding. Written here because scipy's ``sqrtm`` (a Schur
-    method for any square matrix) neither uses the symmetry nor sets rounding-negative eigenvalues
-    of a singular R (zero-sum noise) to zero.
-    """
-    values, vectors = np.linalg.eigh((matrix + matrix.T) / 2.0)
-    top = max(float(values.max(initial=0.0)), 0.0) if scale is None else scale
-    if values.size and values.min() < -tolerance * top:
-        raise ValueError(
-            f"the noise covariance is not positive semidefinite (eigenvalue {values.min():.3g})"
-        )
-    # A null direction (zero-sum noise cancels exactly in the sum) must not come back as a 1e-8
-    # component from sqrt(1e-16), whose sign and size depend on LAPACK's threading.
-    values[values <= len(values) * np.finfo(float).eps * top] = 0.0  # and rounding-negative ones
-    return (vectors * np.sqrt(values)) @ vectors.T
+__all__ = ["NoiseMechanism", "SeedBook", "SharedSecret"]
 
 
 @dataclass(frozen=True)
@@ -184,38 +153,13 @@ class NoiseMechanism:
 
     # -- sampling -----------------------------------------------------------------------------
 
-    @functools.cached_property
-    def _covariance_factor(self) -> np.ndarray | None:
-        """``L`` (n, k) with ``L L^T = R``, k the agents whose noise is not zero (the others' rows
-        are zero, theirs the principal root :func:`psd_root`, the same on every machine), when
-        drawing ``L z`` costs less than drawing every secret's ``z`` (None otherwise, and for
-        diagonal R).
-
-        A square root of R needs one normal per agent and coordinate where the seed structure
-        needs one per agent and one per secret column: DECOR on an Erdos-Renyi graph of 20 agents
-        has 96 secrets, so the factor draws 20 rows instead of 116. A square root stands in for a
-        Cholesky factor because R may be singular (zero-sum noise, a coalition's view).
-        """
-        if self.generator.shape[1] == 0:
-            return None
-        generator = self.generator
-        squares = generator.multiply(generator) if sparse.issparse(generator) else generator**2
-        shared = np.asarray(squares.sum(axis=1)).ravel()
-        agents = np.flatnonzero(self.private_variances + shared > 0)
-        if (
-            len(agents) * (1 + len(agents) / MULTIPLY_ADDS_PER_NORMAL)
-            >= self.n + self.generator.shape[1]
-        ):
-            return None  # decided before R is formed: DECOR on a large sparse graph never forms it
-        factor = np.zeros((self.n, len(agents)))
-        factor[agents] = psd_root(self.covariance()[np.ix_(agents, agents)])
-        return factor
-
     def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:
         """One step's noise for all agents, ``(n, dim)``, from one generator: the simulation's path,
         with the same distribution N(0, R) per coordinate as the agents' own seed-based sampling
-        (:meth:`agent_noise`) but fewer normal draws (a square root of R where it is cheaper)."""
-        factor = self._covariance_factor
+        (:meth:`agent_noise`) but fewer normal draws where a square root of R is cheaper
+        (:attr:`~dpdl.accounting.noise.GaussianNoise.sampling_factor`, which the accountant
+        certifies as it certifies the agents' factor)."""
+        factor = self.noise.sampling_factor
         if factor is not None:
             return factor @ rng.standard_normal((factor.shape[1], dim))
         noise = np.sqrt(self.private_variances)[:, None] * rng.standard_normal((self.n, dim))

@@ -19,7 +19,8 @@ import numpy as np
 from scipy import sparse
 
 from dpdl.accounting.calibration import Calibration, safe_scale
-from dpdl.mechanisms.base import NoiseMechanism, SharedSecret, psd_root
+from dpdl.accounting.noise import psd_root
+from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
 from dpdl.scale import require_dense
 from dpdl.solvers.whisper_dual import WhisperSolution, solve_weighted, solve_whisper
 from dpdl.threats import Colluding, Eavesdropper, ThreatModel
@@ -38,7 +39,7 @@ class Whisper(NoiseMechanism):
     ``R_cor^1/2 = V diag(sqrt(r - min r)) V^T``, so scaling needs no new decomposition. The
     secret's factor is that principal root, not the thin ``V diag(sqrt(r - min r))``: it is the
     same whatever basis LAPACK returns for a repeated eigenvalue, so the draws are the same on
-    every machine (:func:`~dpdl.mechanisms.base.psd_root`).
+    every machine (:func:`~dpdl.accounting.noise.psd_root`).
     """
 
     name = "whisper"
@@ -84,9 +85,11 @@ class Whisper(NoiseMechanism):
         return info
 
 
-#: Dense n x n float64 matrices the Whisper dual holds at once (W, W^T W, its eigenvectors, the
-#: basis, R and the accountant's factor): what :func:`~dpdl.scale.require_dense` checks.
-WHISPER_DENSE_MATRICES = 6
+#: Dense n x n float64 matrices a Whisper design holds at once: the dual's 6 (W, W^T W, its
+#: eigenvectors, the basis, R and the secret's factor), then the certified accountant's about 16
+#: (the agents' n x 2n factor, its QR, the right inverse, their magnitudes and the residual's
+#: bound): what :func:`~dpdl.scale.require_dense` checks.
+WHISPER_DENSE_MATRICES = 16
 
 
 def dense_weights(weights: np.ndarray | sparse.sparray, what: str) -> np.ndarray:
