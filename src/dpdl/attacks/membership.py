@@ -41,6 +41,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from dpdl.accounting.accountant import hidden_sensitivities
+from dpdl.accounting.noise import GaussianNoise
+from dpdl.accounting.sensitivity import covariance_sensitivities
 from dpdl.choices import DEFAULT_TRIALS
 from dpdl.errors import ConfigError
 from dpdl.threats import Eavesdropper, ThreatModel
@@ -116,29 +119,32 @@ class Aim:
     exposure: float  # e_i^T P^T Sigma^+ P e_i, inf when noise-free
 
 
-def aim(covariance: np.ndarray, view: np.ndarray) -> Aim:
+def aim(covariance: np.ndarray, view: np.ndarray, certified: np.ndarray | None = None) -> Aim:
     """Where to attack when the adversary observes ``view @ (g + v)`` with ``v``'s covariance
-    ``covariance`` over the honest agents: an agent whose column ``P e_i`` has a component in the
-    kernel of ``Sigma = P R P^T`` along that component (no noise); otherwise the agent of largest
+    ``covariance`` over the honest agents.
+
+    ``certified``: the accountant's per-agent unit sensitivities for this view (inf where it
+    certifies no finite value; :func:`~dpdl.accounting.accountant.hidden_sensitivities`), by
+    default those of the bare covariance: the attack and the accountant share one rule for
+    singularity. An agent the accountant leaves at inf is attacked along the component of
+    ``P e_i`` in Sigma's least-variance directions (its kernel, or its smallest eigenvector where
+    the kernel is empty but no finite value is certified); otherwise the agent of largest
     ``(P e_i)^T Sigma^+ P e_i`` along ``Sigma^+ P e_i``."""
+    if certified is None:
+        certified = covariance_sensitivities(covariance, view)
     sigma = view @ covariance @ view.T
     values, vectors = np.linalg.eigh((sigma + sigma.T) / 2.0)
-    kernel = (
-        values <= KERNEL_TOL * values.max()
-        if values.max() > 0
-        else np.ones_like(values, dtype=bool)
-    )
-    leaks = vectors[:, kernel] @ (
-        vectors[:, kernel].T @ view
-    )  # component of each P e_i in the kernel
-    leaked = np.linalg.norm(leaks, axis=0) / np.maximum(np.linalg.norm(view, axis=0), 1e-300)
-    if leaked.max() > 1e-6:
+    top = float(values.max(initial=0.0))
+    kernel = values <= KERNEL_TOL * top if top > 0 else np.ones_like(values, dtype=bool)
+    if not np.isfinite(certified).all():
+        least = kernel if kernel.any() else values == values.min()
+        leaks = vectors[:, least] @ (vectors[:, least].T @ view)
+        leaked = np.linalg.norm(leaks, axis=0) * ~np.isfinite(certified)
         agent = int(np.argmax(leaked))
         return Aim(agent, leaks[:, agent], True, math.inf)
     inverse = (vectors[:, ~kernel] / values[~kernel]) @ vectors[:, ~kernel].T
-    exposure = np.einsum("ki,kl,li->i", view, inverse, view)
-    agent = int(np.argmax(exposure))
-    return Aim(agent, inverse @ view[:, agent], False, float(exposure[agent]))
+    agent = int(np.argmax(certified))
+    return Aim(agent, inverse @ view[:, agent], False, float(certified[agent]) ** 2)
 
 
 def clopper_pearson_upper(errors: np.ndarray | int, trials: int, alpha: float) -> np.ndarray:
@@ -203,7 +209,13 @@ def membership_lower_bound(
         unknown = noise.unknown_to(coalition)
         honest = np.setdiff1d(np.arange(noise.n), coalition)
         view = threat.view(len(honest))
-        target = aim(unknown.covariance()[np.ix_(honest, honest)], view)
+        description = getattr(noise, "noise", None)
+        certified = (
+            hidden_sensitivities(description, coalition, threat)[1]
+            if isinstance(description, GaussianNoise)
+            else None
+        )
+        target = aim(unknown.covariance()[np.ix_(honest, honest)], view, certified)
         if best is None or (target.noise_free, target.exposure) > (
             best[0].noise_free,
             best[0].exposure,
@@ -219,14 +231,17 @@ def membership_lower_bound(
     null, alternative = statistic[:trials], statistic[trials:] + shift
     agent = int(honest[target.agent])
     if target.noise_free:
-        if (
-            np.abs(statistic).max() >= 1e-6 * shift
-        ):  # the sampler puts noise where the covariance says there is none
+        spread = float(np.abs(statistic).max())
+        if spread < 1e-6 * shift:
+            return EmpiricalPrivacy(math.inf, agent, coalition, trials, 0.0, 0.0, True, math.inf)
+        sigma = view @ unknown.covariance()[np.ix_(honest, honest)] @ view.T
+        expected = math.sqrt(max(steps * float(target.direction @ sigma @ target.direction), 0.0))
+        if spread > 100.0 * expected:  # the sampler puts noise where the covariance has none
             raise ConfigError(
                 "the mechanism's samples have noise in the direction its covariance calls "
                 "noise-free"
             )
-        return EmpiricalPrivacy(math.inf, agent, coalition, trials, 0.0, 0.0, True, math.inf)
+        # Noise too small for the accountant to certify, but there: an ordinary test along it.
     half = trials // 2
     candidates = np.quantile(
         np.concatenate([null[:half], alternative[:half]]), np.linspace(0.0, 1.0, THRESHOLDS)
