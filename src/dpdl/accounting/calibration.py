@@ -16,9 +16,9 @@ Methods:
   their settings. Its exact epsilon is
   reported next to it (:attr:`Calibration.achieved_epsilon`): it is below target for moderate eps
   and above it (an overshoot) at large eps.
-- ``"authors"``: the Whisper / CorN-DSGD authors' released code's zCDP bound
-  (:mod:`~dpdl.accounting.zcdp_bound`), at either level as given (their code: example level). To
-  run what they ran; the exact epsilon reported next to it is far below the label.
+- ``"authors"``: the Whisper / CorN-DSGD and DECOR authors' released codes' zCDP bound
+  (:mod:`~dpdl.accounting.zcdp_bound`), the noise their code draws at either level. To run what
+  they ran; the exact epsilon reported next to it is below the label.
 """
 
 from __future__ import annotations
@@ -133,7 +133,8 @@ def calibrate(
         raise ConfigError(f"unknown calibration {method!r}; known: {', '.join(CALIBRATIONS)}")
     accountant = default_accountant(neighbouring)
     if method == "authors":
-        mu_step = authors_mu_step(eps, delta, steps)
+        level = "example" if isinstance(neighbouring, ExampleLevel) else "agent"
+        mu_step = authors_mu_step(eps, delta, steps, level)
     elif isinstance(neighbouring, ExampleLevel):
         mu_step = _subsampled_mu_step(
             eps, delta, steps, neighbouring, "paper-rdp" if method == "paper" else accountant

@@ -182,8 +182,9 @@ class TrainConfig:
     calibration: str = setting(
         "exact",
         "exact: Gaussian-DP accountant, never above the target; paper: the papers' closed form "
-        "[R^-1]_ii <= eps^2/(16 C^2 T log(1/delta)); authors: the Whisper/CorN-DSGD code's zCDP "
-        "bound (sqrt(log(1/delta)+eps)-sqrt(log(1/delta)))^2/(2 T C^2) (default exact)",
+        "[R^-1]_ii <= eps^2/(16 C^2 T log(1/delta)); authors: the Whisper/CorN-DSGD and DECOR "
+        "codes' zCDP bound [R^-1]_ii <= (sqrt(log(1/delta)+eps)-sqrt(log(1/delta)))^2/(2 T C^2) "
+        "(at example level on the batch's sum) (default exact)",
         choices=CALIBRATIONS,
         group="privacy",
     )
