@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 from scipy.special import expit
 
-from dpdl.accounting import AgentLevel, calibrate
-from dpdl.errors import ConfigError
+from dpdl.accounting import AgentLevel, ExampleLevel, calibrate
+from dpdl.errors import ConfigError, PrivacyParameterError
 from dpdl.graphs import erdos_renyi, metropolis_hastings, ring
 from dpdl.jobspec.sampling import CyclicSampler
 from dpdl.mechanisms import LocalDP, NoNoise
@@ -442,3 +443,44 @@ def test_a_gpu_run_gives_the_cpu_run_up_to_rounding() -> None:
     np.testing.assert_allclose(gpu.params, cpu.params, rtol=1e-10, atol=1e-12)
     for a, b in zip(cpu.history, gpu.history, strict=True):
         assert a == pytest.approx(b, rel=1e-9, abs=1e-12)
+
+
+def _example_level_ldp(task: LogisticRegression, rate: float, batch: int = 6) -> LocalDP:
+    calibration = calibrate(1.0, 1e-5, 50, ExampleLevel(1.0, batch, rate))
+    return build_mechanism("ldp", ring(task.n_agents), np.eye(task.n_agents), calibration)
+
+
+@pytest.mark.parametrize(
+    ("sampling", "cycle", "why"),
+    [("uniform", None, "uniform batches"), ("cyclic", 5, "cyclic batches")],
+)
+def test_a_poisson_calibration_never_runs_on_other_batches(
+    sampling: str, cycle: int | None, why: str
+) -> None:
+    """A design calibrated for Poisson sampling at rate q (eps = 1) would claim eps = 1 for
+    batches the accountant never amplified: the engine refuses them and names both schemes."""
+    task = _small_logistic()  # 30 examples an agent: expected batch 6 is rate 0.2
+    mechanism = _example_level_ldp(task, 0.2)
+    config = DSGDConfig(
+        50, StepSize(0.1), clip=1.0, clip_level="example", batch_size=6, sampling=sampling,
+        cycle=cycle,
+    )  # fmt: skip
+    with pytest.raises(PrivacyParameterError, match=f"{why}, but it was calibrated for Poisson"):
+        run_dsgd(task, np.eye(4), mechanism, config)
+    poisson = replace(config, sampling="poisson", cycle=None)
+    assert run_dsgd(task, np.eye(4), mechanism, poisson).params.shape == (4, task.dim)
+
+
+def test_a_poisson_calibration_never_runs_at_a_higher_rate() -> None:
+    """The rate is the expected batch over the smallest agent's examples: one calibrated for
+    rate 0.1 (agents of 60 examples) is refused on agents of 30 (rate 0.2), and one calibrated
+    for rate 0.25 runs there (a lower rate spends less)."""
+    task = _small_logistic()
+    config = DSGDConfig(
+        50, StepSize(0.1), clip=1.0, clip_level="example", batch_size=6, sampling="poisson"
+    )
+    with pytest.raises(PrivacyParameterError, match=r"Poisson rate 0.2 .* calibrated for rate 0.1"):
+        run_dsgd(task, np.eye(4), _example_level_ldp(task, 0.1), config)
+    assert np.isfinite(
+        run_dsgd(task, np.eye(4), _example_level_ldp(task, 0.25), config).params
+    ).all()

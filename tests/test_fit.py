@@ -19,7 +19,7 @@ from torch.nn import functional
 
 import dpdl
 from dpdl.accounting import AgentLevel, ExampleLevel
-from dpdl.errors import ConfigError, GraphError, MixingMatrixError
+from dpdl.errors import ConfigError, GraphError, MixingMatrixError, PrivacyParameterError
 from dpdl.experiments.fit import graph_and_weights, split_examples
 from dpdl.graphs import metropolis_hastings
 from dpdl.mechanisms import LocalDP
@@ -189,3 +189,18 @@ def test_the_examples_run(script: str, expected: str) -> None:
         capture_output=True, text=True, timeout=600, check=True,
     )  # fmt: skip
     assert expected in result.stdout
+
+
+def test_fit_runs_a_mechanism_only_at_the_poisson_rate_it_was_calibrated_for(data) -> None:
+    """A design sized for agents of 80 examples (expected batch 8: rate 0.1) given to a fit whose
+    agents hold 30 (rate 0.27) is refused before training; one sized for rate 0.5 runs."""
+    ring = nx.cycle_graph(N)
+    options = {"clip_level": "example", "clip": 1.0, "eps": None}
+    sized = {}
+    for rate in (0.1, 0.5):
+        sized[rate], _, _ = dpdl.design_noise(
+            ring, "ldp", 5.0, 1e-5, STEPS, ExampleLevel(1.0, 8, rate)
+        )
+    with pytest.raises(PrivacyParameterError, match=r"Poisson rate 0\.2667 .* for rate 0\.1"):
+        run(data, ring, mechanism=sized[0.1], **options)
+    assert run(data, ring, mechanism=sized[0.5], **options).privacy[0].epsilon < 5.0

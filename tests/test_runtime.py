@@ -20,9 +20,10 @@ from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
 
 from dpdl.accounting import account, noise_scale, step_sensitivity
 from dpdl.cli import main
-from dpdl.errors import AuthenticationError, ConfigError, GraphError
+from dpdl.errors import AuthenticationError, ConfigError, GraphError, PrivacyParameterError
 from dpdl.experiments.train import TrainConfig, build_job, run_training
 from dpdl.jobspec.departure import second_phase, two_phase_reports
+from dpdl.jobspec.job import Job
 from dpdl.keys import AgentKey, mac_key, simulated_seed_book, unwrap_seed, wrap_seed
 from dpdl.mechanisms.lppa import TrackingOptions
 from dpdl.mechanisms.registry import DesignOptions
@@ -542,6 +543,28 @@ def test_a_departure_that_disconnects_the_graph_is_refused() -> None:
         second_phase(config, build_job(config, 0), [0], 10)
     with pytest.raises(ConfigError, match="resume"):
         AgentOptions(Path("."), departed=(1,))
+
+
+def test_an_agent_refuses_noise_calibrated_for_other_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runtime checks its job's noise against the job's batches before any link is made: an
+    example-level design (Poisson sampling at its rate) given uniform batches is refused by
+    name, as run_dsgd and fit refuse it."""
+    import dpdl.runtime.agent as agent_module
+
+    config = TrainConfig(
+        task="logreg-a9a", graph="ring", n=4, mechanism="ldp", eps=5.0, steps=10,
+        clip_level="example", batch_size=8,
+    ).resolved()  # fmt: skip
+    job = build_job(config, 0)
+
+    def uniform_batches(config: TrainConfig, seed: int) -> Job:
+        return replace(job, dsgd=replace(job.dsgd, sampling="uniform"))
+
+    monkeypatch.setattr(agent_module, "build_job", uniform_batches)
+    with pytest.raises(PrivacyParameterError, match="uniform batches, but it was calibrated for"):
+        run_agent(config, 0, 0, AgentOptions(tmp_path))
 
 
 def test_torchrun_launches_run_agent_and_reaches_the_models_of_dpdl_train(tmp_path: Path) -> None:

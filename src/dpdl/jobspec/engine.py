@@ -123,12 +123,18 @@ class DSGDConfig:
             )
 
 
-def require_calibrated_for(calibration: Calibration, config: DSGDConfig) -> None:
+def require_calibrated_for(
+    calibration: Calibration, config: DSGDConfig, sizes: np.ndarray | None = None
+) -> None:
     """Raise :class:`PrivacyParameterError` when running ``config`` would spend more privacy than
     ``calibration``, the budget a mechanism's noise was sized for, accounts: more steps, another
-    clipping threshold or level, or (at example level) another expected batch size. The noise
-    would then be too small for the run and the reported budget one the run did not have. Fewer
-    steps spend less, and are allowed."""
+    clipping threshold or level, or (at example level) another expected batch size, batches not
+    drawn by Poisson sampling (uniform or cyclic batches are not the subsampled Gaussian the
+    accountant amplified: a design for eps = 1 at rate q claims about 19.7 when its batches are
+    cycled), or a Poisson rate above the accounted one (``sizes``: each agent's number of
+    examples, whose smallest sets the largest rate ``batch_size / m_i``). The noise would then be
+    too small for the run and the reported budget one the run did not have. Fewer steps and
+    lower rates spend less, and are allowed."""
     unit = calibration.neighbouring
     level = "example" if isinstance(unit, ExampleLevel) else "agent"
     problems = []
@@ -138,17 +144,41 @@ def require_calibrated_for(calibration: Calibration, config: DSGDConfig) -> None
         problems.append(f"{config.clip_level}-level clipping, but it was calibrated for {level}")
     if config.clip != unit.clip:
         problems.append(f"clip {config.clip}, but it was calibrated for clip {unit.clip:g}")
-    if isinstance(unit, ExampleLevel) and config.batch_size != unit.batch_size:
-        problems.append(
-            f"batch size {config.batch_size}, but it was calibrated for {unit.batch_size}"
-        )
+    if isinstance(unit, ExampleLevel):
+        problems += _sampling_problems(unit, config, sizes)
     if problems:
         raise PrivacyParameterError(
             f"the mechanism's noise does not fit this run: {'; '.join(problems)} (for "
             f"eps={calibration.eps:g}, delta={calibration.delta:g}); it would spend more privacy "
-            "than accounted. Build the mechanism for this run's steps and clip (calibrate() and "
-            "build_mechanism(), or dpdl.design_noise)"
+            "than accounted. Build the mechanism for this run's steps, clip and batches "
+            "(calibrate() and build_mechanism(), or dpdl.design_noise)"
         )
+
+
+def _sampling_problems(
+    unit: ExampleLevel, config: DSGDConfig, sizes: np.ndarray | None
+) -> list[str]:
+    """How the run's batches differ from the Poisson-subsampled ones an example-level calibration
+    accounts."""
+    problems = []
+    if config.batch_size != unit.batch_size:
+        problems.append(
+            f"batch size {config.batch_size}, but it was calibrated for {unit.batch_size}"
+        )
+    if config.sampling != "poisson":
+        problems.append(
+            f"{config.sampling} batches, but it was calibrated for Poisson sampling at rate "
+            f"{unit.sampling_rate:.4g}"
+        )
+    elif sizes is not None and config.batch_size >= 1 and len(sizes):
+        rate = float(config.batch_size / np.min(sizes))
+        if rate > unit.sampling_rate:
+            problems.append(
+                f"Poisson rate {rate:.4g} (expected batch {config.batch_size} of an agent's "
+                f"{int(np.min(sizes))} examples), but it was calibrated for rate "
+                f"{unit.sampling_rate:.4g}"
+            )
+    return problems
 
 
 def poisson_rates(sizes: np.ndarray, batch_size: int) -> np.ndarray:

@@ -47,6 +47,7 @@ from dpdl.errors import ConfigError, FileFormatError
 from dpdl.files import atomic_write, folder_lock, json_safe
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.departure import remaining_agents, second_phase, two_phase_reports
+from dpdl.jobspec.engine import require_calibrated_for
 from dpdl.jobspec.job import build_job, with_epochs
 from dpdl.jobspec.sampling import AgentBatches
 from dpdl.jobspec.step import agent_batches, local_gradients
@@ -221,6 +222,8 @@ def _run(
     config = with_epochs(config.resolved())
     require_runtime_settings(config)
     first = build_job(config, seed)
+    if first.calibration is not None:  # the noise runs on the terms it was calibrated for
+        require_calibrated_for(first.calibration, first.dsgd, first.task.agent_sizes)
     n = first.task.n_agents
     remaining = remaining_agents(n, options.departed)
     if agent not in remaining:

@@ -96,7 +96,7 @@ def run_dsgd(
     device = resolve_device(device)
     calibration = getattr(mechanism, "calibration", None)
     if calibration is not None:
-        require_calibrated_for(calibration, config)
+        require_calibrated_for(calibration, config, task.agent_sizes)
     if agent_seeds is not None and not isinstance(mechanism, NoiseMechanism):
         raise ConfigError(
             f"{mechanism.name} noise is correlated over time: agents cannot draw it step by step "
