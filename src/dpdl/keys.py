@@ -95,6 +95,19 @@ class AgentKey:
         label = f"agent key {agent}" + (f" epoch {epoch}" if epoch else "")
         return cls(agent, X25519PrivateKey.from_private_bytes(derive(material, label)))
 
+    @classmethod
+    def from_private_bytes(cls, agent: int, raw: bytes) -> AgentKey:
+        """The key whose raw private bytes are ``raw`` (:meth:`private_bytes`): a key an agent
+        saved at its first start, so that a resumed agent draws the noise it drew before."""
+        if len(raw) != KEY_BYTES:
+            raise ConfigError(f"an agent key has {KEY_BYTES} bytes, got {len(raw)}")
+        return cls(agent, X25519PrivateKey.from_private_bytes(raw))
+
+    def private_bytes(self) -> bytes:
+        """The raw private key: every seed the agent holds derives from it and its peers' public
+        keys. To be kept only where the agent's own checkpoints are."""
+        return self._raw
+
     def private_seed(self) -> np.random.SeedSequence:
         """Seed of the agent's private noise."""
         return _seed(derive(self._raw, "private noise"))

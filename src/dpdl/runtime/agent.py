@@ -21,7 +21,9 @@ stop (SIGTERM) it saves its states of the last n rounds before it stops. A resta
 ``resume=True`` resumes every agent from the latest round that all of them saved: the last round
 completed everywhere when the agents could save on the way out, the last periodic checkpoint when
 one was killed outright. The run then continues exactly as if it had not stopped (batches and
-noise are functions of the seeds and the round). Agents that left for good are dropped with
+noise are functions of the seeds and the round, and the seeds of the agents' keys, which each
+agent saves at its first start and reads back: a replayed round sends the bytes it sent before,
+never a second release with fresh noise). Agents that left for good are dropped with
 ``departed``: the others continue as a second phase on the remaining graph
 (:mod:`dpdl.jobspec.departure`), keeping their own data and batch streams. Checkpoints are data, not
 pickles, and name the run they belong to (:mod:`dpdl.runtime.checkpoint`): a resume refuses a
@@ -56,9 +58,11 @@ from dpdl.runtime.backend import agent_device
 from dpdl.runtime.channel import NeighbourChannel
 from dpdl.runtime.checkpoint import (
     AgentState,
+    load_agent_key,
     load_checkpoint,
     run_fingerprint,
     run_settings,
+    save_agent_key,
     save_checkpoint,
 )
 from dpdl.runtime.handshake import handshake
@@ -68,6 +72,7 @@ __all__ = [
     "AgentOptions",
     "checkpoint_path",
     "final_model_path",
+    "key_path",
     "phase_path",
     "require_runtime_settings",
     "run_agent",
@@ -93,6 +98,36 @@ def final_model_path(workdir: Path, agent: int) -> Path:
 def run_record_path(workdir: Path, agent: int) -> Path:
     """File of agent ``agent``'s record of its run (JSON: where it started, its links)."""
     return _agent_file(workdir, agent, "run.json")
+
+
+def key_path(workdir: Path, agent: int, epoch: int) -> Path:
+    """File of agent ``agent``'s private key of phase ``epoch`` (0, then 1 after a departure)."""
+    return _agent_file(workdir, agent, f"key{epoch}.json")
+
+
+def _agent_key(
+    options: AgentOptions, agent: int, rank: int, epoch: int, run: str, resumed: bool
+) -> AgentKey:
+    """Agent ``agent``'s key of phase ``epoch`` (as rank ``rank``): from ``options.key_seed``
+    (reproducible), else the key it saved at its first start of this phase, else a fresh one,
+    saved before any seed is derived from it. A resume never draws a new key for a phase that
+    sent rounds: the rounds it replays would reach the neighbours again with independent noise,
+    a release the accountant never counted."""
+    if options.key_seed is not None:
+        return AgentKey.create(rank, options.key_seed, epoch)
+    path = key_path(options.workdir, agent, epoch)
+    raw = load_agent_key(path, run, agent, epoch) if options.resume else None
+    if raw is not None:
+        return AgentKey.from_private_bytes(rank, raw)
+    if resumed:
+        raise ConfigError(
+            f"agent {agent}: {path} is missing, so the rounds after its checkpoint would be sent "
+            "again with fresh noise (a release no budget accounts); resume with the folder the "
+            "run was started in, or start afresh (without resume)"
+        )
+    key = AgentKey.create(rank, None, epoch)
+    save_agent_key(path, key.private_bytes(), run, agent, epoch)
+    return key
 
 
 def phase_path(workdir: Path, agent: int) -> Path:
@@ -265,7 +300,7 @@ def _run(
         path, state = next(((path, s) for path, s in saved if s.round == start), (None, state))
         if path is not None:
             _restore(path, state, start_vector.shape, batches)
-    job, epoch = first, 0
+    job, epoch, phase = first, 0, None
     if options.departed:
         phase = second_phase(
             config, first, list(options.departed), _phase_start(options, agent, state.round)
@@ -285,13 +320,13 @@ def _run(
     device = agent_device(options.backend)
     task = job.task.to(device)
     timeout = datetime.timedelta(seconds=options.timeout)
-    links = handshake(
-        rank,
-        AgentKey.create(rank, options.key_seed, epoch),
-        job,
-        timeout,
-        remaining,
+    # rounds of this phase were sent before: a resume of the first phase, or one after rounds of
+    # the second
+    resumed = options.resume and (
+        epoch == 0 or (phase is not None and state.round > phase.start_round)
     )
+    key = _agent_key(options, agent, rank, epoch, run, resumed)
+    links = handshake(rank, key, job, timeout, remaining)
     dim = job.task.dim
     channel = NeighbourChannel(
         rank,

@@ -40,14 +40,20 @@ from dpdl.jobspec.job import Job
 __all__ = [
     "AgentState",
     "BatchState",
+    "load_agent_key",
     "load_checkpoint",
     "run_fingerprint",
     "run_settings",
+    "save_agent_key",
     "save_checkpoint",
 ]
 
-#: Name and version of the layout above; a change of layout bumps the version.
-FORMAT, FORMAT_VERSION = "dpdl-agent-checkpoint", 1
+#: Name and version of the layout above; a change of layout bumps the version. Version 2: the
+#: agent's key is saved beside its checkpoints (:func:`save_agent_key`); a version-1 checkpoint
+#: has no key to replay its rounds' noise with, and is refused.
+FORMAT, FORMAT_VERSION = "dpdl-agent-checkpoint", 2
+#: The agent key file's format and version.
+KEY_FORMAT, KEY_FORMAT_VERSION = "dpdl-agent-key", 1
 
 #: An agent's batch streams as :meth:`dpdl.jobspec.sampling.AgentBatches.state` gives them.
 BatchState = tuple[dict[str, Any], dict[str, np.ndarray]]
@@ -252,3 +258,56 @@ def load_checkpoint(
             f"{path} has a checksum but not the layout of a checkpoint ({error}); {expected}"
         ) from None
     return states
+
+
+def _key_record(run: str, agent: int, epoch: int, key: str) -> dict[str, Any]:
+    return {
+        "format": KEY_FORMAT,
+        "version": KEY_FORMAT_VERSION,
+        "run": run,
+        "agent": agent,
+        "epoch": epoch,
+        "key": key,
+    }
+
+
+def _key_checksum(record: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def save_agent_key(path: Path, raw: bytes, run: str, agent: int, epoch: int) -> None:
+    """Write agent ``agent``'s private key of phase ``epoch`` of run ``run``, checksummed and bound
+    to the run, atomically and readable by its owner only (as its checkpoints): a resumed agent
+    reads it back (:func:`load_agent_key`), so every seed it holds, and so the noise of every
+    round it replays, is the one it drew before (the round's message is the same bytes)."""
+    record = _key_record(run, agent, epoch, raw.hex())
+    text = json.dumps({**record, "sha256": _key_checksum(record)}, sort_keys=True) + "\n"
+    atomic_write(path, text.encode())  # a temporary file of mode 0600, renamed
+
+
+def load_agent_key(path: Path, run: str, agent: int, epoch: int) -> bytes | None:
+    """The private key :func:`save_agent_key` wrote at ``path`` for agent ``agent``, phase
+    ``epoch`` of run ``run``; None when there is no file. A file that is not such a record, whole
+    and unaltered, or that belongs to another agent, phase or run, raises
+    :class:`~dpdl.errors.FileFormatError` naming it (another run's key would correlate this run's
+    noise with that run's)."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        stored = json.loads(path.read_text())
+        checksum = stored.pop("sha256")
+        expected = _key_record(run, agent, epoch, stored.get("key"))
+        if not hmac.compare_digest(str(checksum), _key_checksum(stored)):
+            raise ValueError("its checksum fails: altered or torn after it was written")
+        if stored != expected:
+            other = {
+                k: stored.get(k) for k in ("run", "agent", "epoch") if stored.get(k) != expected[k]
+            }
+            raise ValueError(f"it is the key of another {', '.join(other)}")
+        return bytes.fromhex(stored["key"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as error:
+        raise FileFormatError(
+            f"{path} is not agent {agent}'s key of this run ({error}); resume with the folder the "
+            "run was started in, or start afresh (without resume)"
+        ) from None
