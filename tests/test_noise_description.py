@@ -233,7 +233,7 @@ def test_the_last_phase_spends_what_is_left_as_before_and_never_more(inputs, old
 def test_a_spent_budget_or_an_example_level_relation_leaves_no_last_phase() -> None:
     with pytest.raises(ConfigError, match="spent the whole budget"):
         calibrate_last_phase(3.0, 1e-3, [Phase(0.25, 999)], 1, AgentLevel(CLIP))
-    with pytest.raises(ConfigError, match="spent the whole budget"):
+    with pytest.raises(ConfigError, match="the first phase protects nothing"):
         calibrate_last_phase(3.0, 1e-3, [Phase(math.inf, 1)], 10, AgentLevel(CLIP))
     # a departure before any round: an unprotected first design released nothing (the old code
     # looped here)

@@ -595,6 +595,20 @@ def test_an_agent_refuses_noise_calibrated_for_other_batches(
         run_agent(config, 0, 0, AgentOptions(tmp_path))
 
 
+@pytest.mark.parametrize("mechanism", ["zero-sum", "lppa"])
+def test_a_departure_under_noise_void_against_the_eavesdropper_names_the_real_reason(
+    mechanism: str,
+) -> None:
+    """Zero-sum noise and LPPA's flow cancel in the eavesdropper's sum: their epsilon is infinite
+    from the first round, and a departure is refused for that, not for a spent budget."""
+    config = TrainConfig(
+        task="least-squares", graph="ring", n=6, mechanism=mechanism, eps=5.0, steps=20
+    ).resolved()
+    with pytest.raises(ConfigError, match="protects nothing against the eavesdropper") as caught:
+        second_phase(config, build_job(config, 0), [2], 10)
+    assert "spent the whole budget" not in str(caught.value)
+
+
 def test_torchrun_launches_run_agent_and_reaches_the_models_of_dpdl_train(tmp_path: Path) -> None:
     options = [
         "--task",

@@ -69,7 +69,13 @@ def calibrate_last_phase(
     / steps``, lowered until the composed epsilon is at most eps (never overshoots)."""
     if not isinstance(neighbouring, AgentLevel):
         raise ConfigError("composition across phases is implemented for agent-level privacy only")
-    left = gdp.mu_for_budget(eps, delta) ** 2 - _squared_mu(before)
+    spent = _squared_mu(before)
+    if math.isinf(spent):
+        raise ConfigError(
+            "the first phase protects nothing (its per-step sensitivity is infinite: its noise "
+            "leaves a direction unprotected), so no budget is left to calibrate the rest to"
+        )
+    left = gdp.mu_for_budget(eps, delta) ** 2 - spent
     if left <= 0:
         raise ConfigError(
             f"the first {sum(phase.steps for phase in before)} rounds spent the whole budget "

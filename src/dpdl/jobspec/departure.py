@@ -26,6 +26,7 @@ example-level two-phase accounting (composition of two subsampled Gaussians) is 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -104,13 +105,17 @@ def second_phase(
 def _remaining_budget(first: Job, config: TrainConfig, start_round: int) -> Calibration:
     """The per-step sensitivity that spends, over the rounds left, what the first phase left of the
     target's GDP parameter."""
+    threat = first.mechanism.default_threat
     spent = account(
-        first.mechanism,
-        first.mechanism.default_threat,
-        first.neighbouring,
-        max(start_round, 1),
-        config.delta,
+        first.mechanism, threat, first.neighbouring, max(start_round, 1), config.delta
     ).mu_step
+    if math.isinf(spent) and start_round > 0:
+        raise ConfigError(
+            f"{config.mechanism} noise protects nothing against the {threat} (its epsilon is "
+            "infinite from the first round: the noise cancels where that adversary looks), so a "
+            "departure leaves no budget to recompute the design for; choose a mechanism with a "
+            "guarantee against it"
+        )
     return calibrate_last_phase(
         config.eps,
         config.delta,
