@@ -9,13 +9,16 @@ are (nearly) singular.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import mpmath as mp
 import numpy as np
 import pytest
 
 from dpdl.accounting import AgentLevel, ExampleLevel, account, calibrate, gdp, noise_scale
+from dpdl.errors import ConfigError
 from dpdl.factorization.mafalda import local_sensitivity, noise_multiplier
 from dpdl.factorization.participation import Participation
 from dpdl.graphs import erdos_renyi, metropolis_hastings
@@ -237,3 +240,59 @@ def test_zero_noise_on_one_agent_is_infinite_where_its_message_is_seen() -> None
     mechanism = NoiseMechanism(6, variances + 1e-6 * variances.max())  # a genuine private variance
     report = account(mechanism, Eavesdropper(), AgentLevel(0.5), STEPS, 1e-5)
     assert report.mu_step == pytest.approx(2 * 0.5 / math.sqrt(5e-6), rel=1e-12)
+
+
+def test_several_seeds_released_together_state_their_composed_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``dpdl train --seed 0 1 2 --save-models`` releases three models of the same data, each
+    (eps = 1)-DP: the folder and the command state what releasing them together costs, the
+    Gaussian-DP composition of all their steps, checked here in 60 digits (delta at that eps is
+    the target, to the accountant's rounding margin, and above it a hair lower)."""
+    from dpdl.cli import main
+
+    folder = tmp_path / "run"
+    options = ["--task", "least-squares", "--graph", "ring", "--n", "4", "--mechanism", "ldp"]
+    options += ["--eps", "1", "--steps", "20", "--seed", "0", "1", "2", "--save-models"]
+    assert main(["train", *options, "--no-progress", "--out", str(folder)]) == 0
+    err = capsys.readouterr().err
+    final = json.loads((folder / "final.json").read_text())
+    alone, together = final["privacy"][0], final["privacy_seeds_together"][0]
+    assert alone["epsilon"] <= 1.0 and together["steps"] == 60
+    assert together["threat"] == alone["threat"] and together["epsilon"] > 1.8
+    total = math.sqrt(60) * together["mu_step"]
+    assert true_delta(together["epsilon"], total) <= mp.mpf(1e-5)
+    assert true_delta(together["epsilon"] * (1 - 1e-9), total) > mp.mpf(1e-5)
+    assert f"eps={together['epsilon']:.4g}" in err
+    assert "3 seeds' results released together" in err
+    assert sorted(p.name for p in folder.glob("models-seed*.npy")) == [
+        f"models-seed{k}.npy" for k in range(3)
+    ]
+
+
+def test_runs_composed_at_example_level_are_bounded_by_all_their_steps_at_the_worst() -> None:
+    """Two runs of different noise at example level: the composed report takes all 200 steps at
+    the larger per-step sensitivity, an upper bound on dp_accounting's PLD of the two runs'
+    events composed as they are (an independent computation), and above either run alone."""
+    import dp_accounting
+
+    from dpdl.accounting.accountant import compose_runs
+
+    relation = ExampleLevel(1.0, 16, 0.05)
+    reports = [
+        account(LocalDP(4, sigma), Eavesdropper(), relation, 100, 1e-5) for sigma in (0.05, 0.06)
+    ]
+    together = compose_runs(reports, relation)
+    assert together.steps == 200 and together.mu_step == max(r.mu_step for r in reports)
+    events = [
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(0.05, dp_accounting.GaussianDpEvent(1 / r.mu_step)),
+            100,
+        )
+        for r in reports
+    ]
+    accountant = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
+    exact = accountant.compose(dp_accounting.ComposedDpEvent(events)).get_epsilon(1e-5)
+    assert max(r.epsilon for r in reports) < exact <= together.epsilon * (1 + 1e-3)
+    with pytest.raises(ConfigError, match="accounted alike"):
+        compose_runs([reports[0], account(LocalDP(4, 0.05), Colluding(1), relation, 100, 1e-5)])

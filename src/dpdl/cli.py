@@ -622,6 +622,12 @@ def _train(args: argparse.Namespace) -> int:
     print(f"results: {folder}", file=sys.stderr)
     for report in result.runs[0].privacy:
         print(f"privacy: {report}", file=sys.stderr)
+    for report in result.released_together():
+        print(
+            f"privacy of the {len(result.runs)} seeds' results released together (they train on "
+            f"the same data): {report}",
+            file=sys.stderr,
+        )
     if not result.runs[0].privacy:
         print(
             "privacy: none accounted (gradient tracking's injection is not calibrated to a "

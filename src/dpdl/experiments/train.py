@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from dpdl.accounting import Calibration, PrivacyReport
+from dpdl.accounting.accountant import compose_runs
 from dpdl.graphs import summarize
 from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
 from dpdl.jobspec.factorized import with_gdp_budget
@@ -81,6 +82,19 @@ class TrainResult:
                 summary[f"{key}_std"] = float(values.std(ddof=1))
         return summary
 
+    def released_together(self) -> list[PrivacyReport]:
+        """Per threat, the guarantee of releasing every seed's results together (the runs train
+        on the same data, so their budgets compose:
+        :func:`~dpdl.accounting.accountant.compose_runs`); empty for one seed or nothing
+        accounted."""
+        if len(self.runs) < 2 or not self.runs[0].privacy:
+            return []
+        relation = None if self.calibration is None else self.calibration.neighbouring
+        return [
+            compose_runs([run.privacy[k] for run in self.runs], relation)
+            for k in range(len(self.runs[0].privacy))
+        ]
+
     def summary(self) -> dict[str, Any]:
         """The job's headline: configuration, privacy promised (no target where the noise is not
         calibrated to one: no noise, or gradient tracking's injection), metrics reached."""
@@ -98,6 +112,11 @@ class TrainResult:
             "sigma": first.mechanism.get("sigma", 0.0),
             "trace_WRW": float(np.mean([run.trace_wrw for run in self.runs])),
             "privacy": [report.as_dict() for report in first.privacy],
+            **(
+                {"privacy_seeds_together": [r.as_dict() for r in together]}
+                if (together := self.released_together())
+                else {}
+            ),
             **self.final_metrics(),
         }
 
