@@ -234,3 +234,20 @@ def test_near_singular_views_are_never_finite_below_the_truth() -> None:
         assert max(bounds) >= exact
         if private == 0.0:
             assert math.isinf(max(bounds))
+
+
+def test_a_search_step_reads_the_agents_factor_and_the_promise_reads_both() -> None:
+    """step_sensitivity(simulated=False), a design search's step, is the agents' factor alone;
+    the full value (what safe_scale certifies and reports) is the worse of it and the
+    simulation's own draw, here a few units in the last place apart."""
+    from dpdl.accounting.accountant import view_sensitivities
+    from dpdl.mechanisms.decor import Decor
+    from dpdl.threats import Eavesdropper
+
+    noise = Decor(complete(10), 1e-3, 1.0)  # ratio 1e6: cond(R) about 1e7
+    relation = AgentLevel(0.5)
+    agents = step_sensitivity(noise, Eavesdropper(), relation, simulated=False)
+    both = step_sensitivity(noise, Eavesdropper(), relation)
+    sampled = 2 * 0.5 * view_sensitivities(noise.noise.sampling_factor, Eavesdropper()).max()
+    assert both == max(agents, sampled) and agents != sampled
+    assert both == pytest.approx(agents, rel=1e-6)

@@ -181,7 +181,9 @@ def _sampled_by_simulation(noise: GaussianNoise, threat: ThreatModel) -> float:
     return float(view_sensitivities(factor, threat).max(initial=0.0))
 
 
-def _unit_sensitivity(source: Noise, threat: ThreatModel) -> tuple[float, bool, int]:
+def _unit_sensitivity(
+    source: Noise, threat: ThreatModel, simulated: bool = True
+) -> tuple[float, bool, int]:
     """Worst certified unit Mahalanobis sensitivity over the threat's coalitions, whether it is
     exact (not the full-collusion bound), and how many coalitions were enumerated to find it
     (the cost: each is a factorisation of an n-row factor). The simulation's own draw is
@@ -208,7 +210,7 @@ def _unit_sensitivity(source: Noise, threat: ThreatModel) -> tuple[float, bool, 
         return _private_only(noise, threat), False, 0
     if n >= SPARSE_MIN_AGENTS:  # each coalition's factor: n x (n + secrets), its QR, residuals
         require_dense(n, "exact accounting of noise with shared secrets", matrices=16)
-    worst, enumerated = _sampled_by_simulation(noise, threat), 0
+    worst, enumerated = (_sampled_by_simulation(noise, threat) if simulated else 0.0), 0
     for coalition in threat.coalitions(n):
         enumerated += 1
         worst = max(worst, float(hidden_sensitivities(noise, coalition, threat)[1].max()))
@@ -224,13 +226,17 @@ def _private_only(noise: GaussianNoise, threat: ThreatModel) -> float:
     return float(hidden_sensitivities(private, (), threat)[1].max(initial=0.0))
 
 
-def step_sensitivity(noise: Noise, threat: ThreatModel, neighbouring: Neighbouring) -> float:
+def step_sensitivity(
+    noise: Noise, threat: ThreatModel, neighbouring: Neighbouring, simulated: bool = True
+) -> float:
     """Per-step Mahalanobis sensitivity ``mu_step`` of the worst agent (``inf`` if unprotected).
 
     ``noise`` is a description (or a mechanism holding one), or a bare covariance for threats
-    without coalitions.
+    without coalitions. ``simulated=False`` leaves out the simulation's own draw (the agents'
+    factor only): for the steps of a design search, whose result
+    :func:`~dpdl.accounting.calibration.safe_scale` then certifies in full.
     """
-    return neighbouring.sensitivity * _unit_sensitivity(noise, threat)[0]
+    return neighbouring.sensitivity * _unit_sensitivity(noise, threat, simulated)[0]
 
 
 @lru_cache(maxsize=4096)

@@ -40,6 +40,10 @@ __all__ = [
     "psd_root",
 ]
 
+#: Entries up to which a coalition's factor is built dense even from a sparse generator (a
+#: million: 8 MB); larger ones (DECOR on a large graph) stay sparse.
+DENSE_FACTOR_ENTRIES = 2**20
+
 #: Multiply-adds of a dense matrix product that cost about as much as one normal draw (one
 #: thread; measured here at 100-300), which decides how the simulation draws
 #: (:attr:`GaussianNoise.sampling_factor`).
@@ -215,6 +219,8 @@ class GaussianNoise:
             [np.arange(self.offsets[k], self.offsets[k + 1]) for k in hidden] or [np.zeros(0, int)]
         )
         shared = self.generator[:, columns][honest]
+        if sparse.issparse(shared) and len(honest) * len(columns) <= DENSE_FACTOR_ENTRIES:
+            shared = shared.toarray()  # small: dense products cost less than sparse bookkeeping
         if sparse.issparse(shared):  # DECOR's column per edge: kept sparse for the Gram route
             factor = sparse.hstack([sparse.diags(self.private_stds[honest]), shared], "csc")
             used = np.asarray(abs(factor).sum(axis=0)).ravel() > 0

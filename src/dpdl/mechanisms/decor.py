@@ -78,7 +78,9 @@ def _pair_scale(
 ) -> float:
     """sigma_pair such that ``sigma_pair^2 (I + ratio L)`` meets the calibration against
     ``threat``."""
-    unit = step_sensitivity(Decor(graph, 1.0, math.sqrt(ratio)), threat, calibration.neighbouring)
+    unit = step_sensitivity(  # a search step: the final scale is certified by safe_scale
+        Decor(graph, 1.0, math.sqrt(ratio)), threat, calibration.neighbouring, simulated=False
+    )
     if math.isinf(unit):
         raise PrivacyParameterError(
             f"DECOR noise gives no privacy against the {threat} threat on this graph"
@@ -146,8 +148,9 @@ def appendix_d_couples(
     for sigma_pair in np.geomspace(ldp / math.sqrt(n), ldp, grid + 2)[1:-1]:
 
         def meets(sigma_cor: float, pair: float = sigma_pair) -> bool:
+            noise = Decor(graph, pair, sigma_cor)
             return (
-                step_sensitivity(Decor(graph, pair, sigma_cor), threat, calibration.neighbouring)
+                step_sensitivity(noise, threat, calibration.neighbouring, simulated=False)
                 <= calibration.mu_step
             )
 
