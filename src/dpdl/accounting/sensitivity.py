@@ -35,7 +35,7 @@ summation):
 When no route certifies a finite value it is infinite: the one rule for singularity, which the
 membership attack shares (:mod:`dpdl.attacks.membership`), so a near-singular view is never
 reported finite below its true value. A bare covariance (no factor) takes the Gram route on
-``Sigma`` itself (:func:`covariance_sensitivities`).
+``Sigma`` itself (:func:`unit_sensitivities`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from scipy import sparse
 from scipy.linalg import cho_factor, cho_solve, solve_triangular
 
 __all__ = [
-    "covariance_sensitivities",
     "factor_sensitivities",
     "rounding_gamma",
     "unit_sensitivities",
@@ -153,12 +152,26 @@ def _gram(factor: np.ndarray | sparse.sparray, error: np.ndarray | None) -> tupl
     return symmetric, bound
 
 
+def _residual(
+    factor: np.ndarray, error: np.ndarray, goals: np.ndarray, solutions: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``goals - B solutions`` in floating point, and an entrywise bound on its distance from the
+    exact residual of the exact factor (within ``error`` of ``B``)."""
+    m = factor.shape[1]
+    residual = goals - factor @ solutions
+    magnitude = np.abs(solutions)
+    slack = rounding_gamma(2 * m + 4) * (np.abs(goals) + np.abs(factor) @ magnitude) + (
+        1.0 + rounding_gamma(m + 1)
+    ) * (error @ magnitude)
+    return residual, slack
+
+
 def _qr_bounds(
     factor: np.ndarray, goals: np.ndarray, identity: bool, error: np.ndarray, floor: float
 ) -> np.ndarray:
     """The QR route of :func:`factor_sensitivities` (module docstring): bounds about
     ``gamma_m cond(B)`` above the exact values."""
-    k, m = factor.shape
+    k = factor.shape[0]
     unknown = np.full(goals.shape[1], np.inf)
     orthogonal, upper = np.linalg.qr(factor.T)
     if not np.diag(upper).all():  # an exactly singular factor
@@ -167,20 +180,13 @@ def _qr_bounds(
     right = orthogonal @ inverse  # factor @ right ~ I
     if not np.isfinite(right).all():
         return unknown
-    magnitude = np.abs(factor)
-    gap = np.eye(k) - factor @ right
-    gap_slack = rounding_gamma(2 * m + 4) * (np.eye(k) + magnitude @ np.abs(right)) + (
-        1.0 + rounding_gamma(m + 1)
-    ) * (error @ np.abs(right))
+    gap, gap_slack = _residual(factor, error, np.eye(k), right)
     gap_norm = float(np.sqrt((_norms_up(gap, gap_slack) ** 2).sum()))
     if identity:
         solutions, residuals, slack = right, gap, gap_slack
     else:
         solutions = right @ goals
-        residuals = goals - factor @ solutions
-        slack = rounding_gamma(2 * m + 4) * (np.abs(goals) + magnitude @ np.abs(solutions)) + (
-            1.0 + rounding_gamma(m + 1)
-        ) * (error @ np.abs(solutions))
+        residuals, slack = _residual(factor, error, goals, solutions)
     bounds = [1.0 / floor] if floor > 0.0 else []
     if gap_norm < 1.0:
         right_norm = float(np.linalg.norm(right)) * (1.0 + rounding_gamma(right.size + 4))
@@ -235,10 +241,11 @@ def factor_sensitivities(
     return np.where(np.isnan(bounds), np.inf, bounds)
 
 
-def covariance_sensitivities(covariance: np.ndarray, view: np.ndarray) -> np.ndarray:
-    """Certified upper bounds on ``sqrt(x_i^T Sigma^-1 x_i)``, ``x_i = P e_i``, for a bare
-    covariance R (no factor) and a view P, ``Sigma = P R P^T``; inf where none can be certified
-    (:func:`_inverse_bounds`, with the rounding of ``P R P^T`` in Sigma's error)."""
+def unit_sensitivities(covariance: np.ndarray, view: np.ndarray) -> np.ndarray:
+    """Per-agent Mahalanobis sensitivity for a unit change, ``sqrt(e_i^T P^T Sigma^+ P e_i)``, of a
+    bare covariance R (no factor) seen through ``view``, ``Sigma = P R P^T``: certified upper
+    bounds, inf where none can be certified (:func:`_inverse_bounds`, with the rounding of
+    ``P R P^T`` in Sigma's error)."""
     covariance = np.asarray(covariance, dtype=float)
     view = np.asarray(view, dtype=float)
     n = covariance.shape[0]
@@ -257,12 +264,6 @@ def covariance_sensitivities(covariance: np.ndarray, view: np.ndarray) -> np.nda
         result = _inverse_bounds(symmetric, sigma_error, view)[0]
     result[zero] = 0.0
     return np.where(np.isnan(result), np.inf, result)
-
-
-def unit_sensitivities(covariance: np.ndarray, view: np.ndarray) -> np.ndarray:
-    """Per-agent Mahalanobis sensitivity for a unit change, ``sqrt(e_i^T P^T Sigma^+ P e_i)``, of a
-    bare covariance R seen through ``view`` (certified: :func:`covariance_sensitivities`)."""
-    return covariance_sensitivities(covariance, view)
 
 
 def unit_sensitivity(covariance: np.ndarray, view: np.ndarray) -> float:

@@ -43,7 +43,7 @@ import numpy as np
 
 from dpdl.accounting.accountant import hidden_sensitivities
 from dpdl.accounting.noise import GaussianNoise
-from dpdl.accounting.sensitivity import covariance_sensitivities
+from dpdl.accounting.sensitivity import unit_sensitivities
 from dpdl.choices import DEFAULT_TRIALS
 from dpdl.errors import ConfigError
 from dpdl.threats import Eavesdropper, ThreatModel
@@ -131,7 +131,7 @@ def aim(covariance: np.ndarray, view: np.ndarray, certified: np.ndarray | None =
     the kernel is empty but no finite value is certified); otherwise the agent of largest
     ``(P e_i)^T Sigma^+ P e_i`` along ``Sigma^+ P e_i``."""
     if certified is None:
-        certified = covariance_sensitivities(covariance, view)
+        certified = unit_sensitivities(covariance, view)
     sigma = view @ covariance @ view.T
     values, vectors = np.linalg.eigh((sigma + sigma.T) / 2.0)
     top = float(values.max(initial=0.0))
