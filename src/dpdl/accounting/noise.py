@@ -185,6 +185,14 @@ class GaussianNoise:
         """Indices of the secrets no member of the coalition (a boolean mask) holds."""
         return np.flatnonzero(np.asarray(self.holder_matrix @ members.astype(float)).ravel() == 0)
 
+    def _hidden_columns(self, members: np.ndarray) -> np.ndarray:
+        """Columns of :attr:`generator` of the secrets no member of the coalition (a boolean
+        mask) holds."""
+        return np.concatenate(
+            [np.arange(self.offsets[k], self.offsets[k + 1]) for k in self._hidden_secrets(members)]
+            or [np.zeros(0, int)]
+        )
+
     def unknown_covariance(self, coalition: Iterable[int] = ()) -> np.ndarray:
         """``R^(I)``: covariance of the noise coalition I cannot reconstruct, the private parts of
         non-members and the secrets none of its members holds (rows and columns of members are
@@ -193,10 +201,7 @@ class GaussianNoise:
         members[list(coalition)] = True
         if not members.any():
             return self.covariance()
-        columns = np.concatenate(
-            [np.arange(self.offsets[k], self.offsets[k + 1]) for k in self._hidden_secrets(members)]
-            or [np.zeros(0, int)]
-        )
+        columns = self._hidden_columns(members)
         return np.diag(np.where(members, 0.0, self.private_variances)) + self._gram(columns)
 
     @functools.cached_property
@@ -214,10 +219,7 @@ class GaussianNoise:
         members = np.zeros(self.n, dtype=bool)
         members[list(coalition)] = True
         honest = np.flatnonzero(~members)
-        hidden = self._hidden_secrets(members) if members.any() else range(len(self.secrets))
-        columns = np.concatenate(
-            [np.arange(self.offsets[k], self.offsets[k + 1]) for k in hidden] or [np.zeros(0, int)]
-        )
+        columns = self._hidden_columns(members)  # every secret's, for no coalition
         shared = self.generator[:, columns][honest]
         if sparse.issparse(shared) and len(honest) * len(columns) <= DENSE_FACTOR_ENTRIES:
             shared = shared.toarray()  # small: dense products cost less than sparse bookkeeping
