@@ -170,8 +170,8 @@ def _sampling_problems(
             f"{config.sampling} batches, but it was calibrated for Poisson sampling at rate "
             f"{unit.sampling_rate:.4g}"
         )
-    elif sizes is not None and config.batch_size >= 1 and len(sizes):
-        rate = float(config.batch_size / np.min(sizes))
+    elif sizes is not None:
+        rate = float(poisson_rates(sizes, config.batch_size).max())
         if rate > unit.sampling_rate:
             problems.append(
                 f"Poisson rate {rate:.4g} (expected batch {config.batch_size} of an agent's "
