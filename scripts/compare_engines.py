@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dpdl.experiments.reproduce.runner import RUN_SECONDS
+from dpdl.experiments.cache import RUN_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Absolute differences at or below this are rounding whatever the values' size.

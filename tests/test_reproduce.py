@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from dpdl.experiments import cache as runner
 from dpdl.experiments import executors
-from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce, runner
+from dpdl.experiments.cache import RUN_SECONDS, job_key, run_jobs, scan_cache
+from dpdl.experiments.reproduce import REPRODUCTIONS, reproduce
 from dpdl.experiments.reproduce.lppa_tables import SETTING_FIELDS
 from dpdl.experiments.reproduce.report import VERDICT_CELL, Verdict, read_verdicts
-from dpdl.experiments.reproduce.runner import RUN_SECONDS, job_key, run_jobs, scan_cache
 
 
 def _square(job: dict) -> dict:

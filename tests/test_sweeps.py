@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from dpdl.errors import ConfigError, MissingDependencyError
+from dpdl.experiments.cache import RUN_SECONDS, run_jobs
 from dpdl.experiments.executors import DIED, ExecutorOptions, LocalExecutor, RayExecutor
 from dpdl.experiments.reproduce import whisper_variance
-from dpdl.experiments.reproduce.runner import RUN_SECONDS, run_jobs
 from dpdl.experiments.results import read_rows
 from dpdl.experiments.sweeps.run import run_sweep
 from dpdl.experiments.sweeps.spec import read_sweep

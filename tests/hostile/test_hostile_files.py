@@ -18,7 +18,7 @@ from hostile_helpers import FILES
 from dpdl.data import adult, housing
 from dpdl.data.idx import read_idx
 from dpdl.errors import DataError, FileFormatError, GraphError
-from dpdl.experiments.reproduce.runner import _write_entry, job_key, scan_cache
+from dpdl.experiments.cache import _write_entry, job_key, scan_cache
 from dpdl.graphs.readers import read_graph_file
 from dpdl.runtime.checkpoint import AgentState, load_checkpoint, save_checkpoint
 

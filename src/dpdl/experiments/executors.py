@@ -3,9 +3,8 @@
 An executor takes a module-level function and a list of JSON-able jobs and yields one
 :class:`Outcome` per job as the jobs finish, in whatever order they finish; it never raises for a
 job that failed (the outcome carries the error), so one crashed point does not end a grid. The
-caching, the progress bar and the table are the caller's (:func:`dpdl.experiments.reproduce.
-runner.run_jobs`), so ``dpdl sweep`` and ``dpdl reproduce`` run their grids the same way on
-either executor.
+caching, the progress bar and the table are the caller's (:func:`dpdl.experiments.cache.run_jobs`),
+so ``dpdl sweep`` and ``dpdl reproduce`` run their grids the same way on either executor.
 
 - :class:`LocalExecutor` (``local``, the default): worker processes on this machine, started from
   the fork server that preloads dpdl and torch (:func:`dpdl.processes.worker_context`). A worker

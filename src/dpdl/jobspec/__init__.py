@@ -13,7 +13,7 @@ the design rebuilt on the remaining graph, both phases accounted together).
 #: Version of the numbers a seed produces: the samplers, the noise streams and the engines'
 #: arithmetic. Bump it in any change that moves seeded results (a different draw, another order of
 #: operations, a changed default), so that cached reproduction runs made before are recomputed
-#: (:mod:`dpdl.experiments.reproduce.runner`) and runtime checkpoints made before are refused
+#: (:mod:`dpdl.experiments.cache`) and runtime checkpoints made before are refused
 #: (:mod:`dpdl.runtime.checkpoint`) instead of being mixed with new numbers.
 #: 2: singular designs (zero-sum noise, LPPA's flow) sample with their null directions exactly zero.
 #: 3: the torch engine: the same draws, torch's float64 kernels (matmul, einsum, the logistic loss)

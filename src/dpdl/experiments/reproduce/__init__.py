@@ -13,7 +13,7 @@ table. A figure stated by a sweep file (``dpdl sweep NAME``,
 :func:`reproduce` runs the grid through the cache (an interrupted run resumes, in either stage),
 then writes ``runs.csv``, the figures and ``REPORT.md``, whose run line states the invocation's
 wall time and the compute time its runs recorded
-(:data:`~dpdl.experiments.reproduce.runner.RUN_SECONDS`, summed); :func:`redraw` draws a finished
+(:data:`~dpdl.experiments.cache.RUN_SECONDS`, summed); :func:`redraw` draws a finished
 reproduction's figures again from its ``runs.csv`` alone (the documentation site's figures),
 :func:`report_again` writes its figures and ``REPORT.md`` again from it (nothing is run),
 :func:`report_of_sweep` writes them from the runs of the reproduction's sweep file (``dpdl sweep
@@ -33,6 +33,7 @@ from pathlib import Path
 from types import ModuleType
 
 from dpdl.errors import ConfigError
+from dpdl.experiments.cache import RUN_SECONDS, run_jobs, scan_cache
 from dpdl.experiments.executors import Executor
 from dpdl.experiments.reproduce import (
     corn_mnist,
@@ -51,7 +52,6 @@ from dpdl.experiments.reproduce import (
 )
 from dpdl.experiments.reproduce.report import verdict_table as _table
 from dpdl.experiments.reproduce.report import write_report
-from dpdl.experiments.reproduce.runner import RUN_SECONDS, run_jobs, scan_cache
 from dpdl.experiments.results import read_rows, write_rows
 
 __all__ = [
@@ -230,7 +230,7 @@ def _run_line(
     """A report's run line: the command, its setting, how many runs (``cached`` of them from the
     cache), the invocation's ``wall`` time (None: no invocation ran them, the report is written
     again), and the compute seconds summed over the runs that recorded theirs
-    (:data:`~dpdl.experiments.reproduce.runner.RUN_SECONDS`); where none did, the ``committed``
+    (:data:`~dpdl.experiments.cache.RUN_SECONDS`); where none did, the ``committed``
     run's measured wall time."""
     timing = f"{len(rows)} runs"
     if cached:

@@ -1,7 +1,7 @@
-"""Running a sweep: every point through the reproductions' cache, on an executor, into one table.
+"""Running a sweep: every point through the run cache, on an executor, into one table.
 
 A point is a job ``{"kind": "dpdl-sweep-point", "version": VERSION, "options": {...}}`` holding
-every option of its one-seed configuration; :func:`dpdl.experiments.reproduce.runner.run_jobs`
+every option of its one-seed configuration; :func:`dpdl.experiments.cache.run_jobs`
 stores its result under the hash of that job, checked against the engine version
 (:data:`dpdl.jobspec.ENGINE_VERSION`) and the data files, in ``DIR/points/``. So a sweep run
 again (interrupted, or with points added) computes only what is missing or changed; entries are
@@ -23,7 +23,7 @@ file's ``[record]`` asks for (``<metric>_curve``: the metric at every evaluation
 table, byte for byte, from every executor).
 ``DIR/runs.parquet`` too when pyarrow is installed. ``DIR/timing.json`` holds what the last
 invocation cost: its wall time, and the compute time of the runs, summed (what each recorded
-when it ran, :data:`~dpdl.experiments.reproduce.runner.RUN_SECONDS`).
+when it ran, :data:`~dpdl.experiments.cache.RUN_SECONDS`).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from typing import Any
 
 from dpdl.choices import SYNTHETIC_GRAPHS
 from dpdl.errors import ConfigError
+from dpdl.experiments.cache import RUN_SECONDS, job_key, run_jobs
 from dpdl.experiments.executors import Executor
-from dpdl.experiments.reproduce.runner import RUN_SECONDS, job_key, run_jobs
 from dpdl.experiments.results import write_rows
 from dpdl.experiments.sweeps.spec import Sweep, run_key
 from dpdl.experiments.sweeps.summary import write_summary

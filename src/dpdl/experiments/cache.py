@@ -1,5 +1,5 @@
-"""Running a grid (a reproduction's, a sweep's): an executor, a cache that makes interrupted runs
-resume.
+"""The run cache: a grid of jobs (a sweep's, a reproduction's) run on an executor, each result
+cached as it comes back, so that an interrupted run resumes.
 
 The jobs run on an executor (:mod:`dpdl.experiments.executors`: processes here, or Ray); each
 result is cached the moment it comes back, so whatever finished before an interruption is kept.
