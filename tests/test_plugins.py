@@ -159,7 +159,8 @@ def test_plugins_named_by_the_environment_are_imported(
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv(registry.PLUGINS_ENV, "dpdl_test_plugin_env")
     try:
-        assert load_plugins(force=True) == ["dpdl_test_plugin_env"]
+        # the environment's plugins first, then the installed ones (the reproductions')
+        assert load_plugins(force=True)[0] == "dpdl_test_plugin_env"
         assert "test-env-threat" in THREAT_REGISTRY
     finally:
         THREAT_REGISTRY.unregister("test-env-threat")
@@ -181,11 +182,14 @@ def test_plugins_declared_by_entry_points_are_imported(
         "THREAT_REGISTRY.register('test-ep-threat', help='from an entry point')(CentralObserver)\n"
     )
     monkeypatch.delenv(registry.PLUGINS_ENV, raising=False)
-    assert not registry._declares_plugins()
+    # the scan finds the declaration in this folder, and none in a folder without one
+    for folder, declared in ((tmp_path / "dpdl_test_dist-1.0.dist-info", False), (tmp_path, True)):
+        with monkeypatch.context() as scan:
+            scan.setattr(sys, "path", [str(folder)])
+            assert registry._declares_plugins() is declared
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert registry._declares_plugins()
-    try:
-        assert load_plugins(force=True) == ["dpdl_test_plugin_ep"]
+    try:  # beside the installed plugins (the reproductions')
+        assert "dpdl_test_plugin_ep" in load_plugins(force=True)
         assert "test-ep-threat" in THREAT_REGISTRY
     finally:
         THREAT_REGISTRY.unregister("test-ep-threat")
@@ -271,3 +275,27 @@ def test_the_audit_audits_a_plugin_mechanism_and_names_an_unknown_one(tmp_path: 
                    "--out", str(tmp_path / "no"), plugins=None)  # fmt: skip
     assert unknown.returncode == 2
     assert "unknown mechanism 'tree-pairwise' to audit; known: none, ldp" in unknown.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["reproduce", "decor-fig1"], ["reproduce", "--list"], ["sweep", "decor-fig1", "--dry-run"]],
+)
+def test_without_the_reproductions_the_commands_name_the_package(
+    argv: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """dpdl registers no reproduction and no named sweep of its own: where the reproductions'
+    package is not installed, ``dpdl reproduce`` and ``dpdl sweep NAME`` say which to install."""
+    from dpdl import cli
+
+    monkeypatch.setattr(choices.REPRODUCTION_REGISTRY, "_entries", {})
+    monkeypatch.setattr(choices.SWEEP_REGISTRY, "_entries", {})
+    monkeypatch.setattr(registry, "_loaded", True)  # the installed entry points stay unloaded
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 2
+    error = capsys.readouterr().err
+    assert "dpdl-reproductions" in error
+    assert "pip install -e reproductions" in error

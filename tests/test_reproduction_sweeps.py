@@ -36,6 +36,7 @@ from dpdl.experiments.reproduce import (
     whisper_logreg,
     whisper_quadratic,
 )
+from dpdl.experiments.reproduce.grids import grid_file
 from dpdl.experiments.reproduce.sweep_jobs import SweepJobs
 from dpdl.experiments.reproduce.tradeoff import (
     _JOB_KEYS,
@@ -46,7 +47,7 @@ from dpdl.experiments.reproduce.tradeoff import (
 )
 from dpdl.experiments.results import read_rows, write_rows
 from dpdl.experiments.sweeps.run import run_sweep
-from dpdl.experiments.sweeps.spec import read_sweep, reproduction_file, run_key
+from dpdl.experiments.sweeps.spec import read_sweep, run_key
 from dpdl.experiments.train import run_training
 from dpdl.settings import to_options
 
@@ -150,7 +151,7 @@ def test_horizons_runs_are_its_sweep_file(quick: bool) -> None:
 
 
 def test_a_sweep_file_that_sets_what_the_jobs_do_not_carry_is_refused(tmp_path) -> None:
-    text = reproduction_file("whisper-logreg", quick=True).read_text()
+    text = grid_file("whisper-logreg", quick=True).read_text()
     (tmp_path / "delta.toml").write_text(text.replace("[base]\n", "[base]\ndelta = 1e-6\n"))
     with pytest.raises(ConfigError, match="sweep file of whisper-logreg sets delta, which its"):
         SweepJobs("whisper-logreg").jobs(read_sweep(tmp_path / "delta.toml"))
@@ -366,7 +367,7 @@ def test_a_sweep_of_lppas_training_runs_is_their_runs(tmp_path) -> None:
     reproduction's rows, each run's accuracy after every epoch and its final metrics are those of
     the reproduction's own run of the job, bit for bit; a run that is none of its methods (here
     LPPA's injection every round) is one error naming it."""
-    sweep = read_sweep(reproduction_file("lppa", quick=True), ["task=adult-mlp"])
+    sweep = read_sweep(grid_file("lppa", quick=True), ["task=adult-mlp"])
     result = run_sweep(sweep, tmp_path / "out", progress=False)
     assert result.failed == 0 and len(result.rows) == 3
     rows = lppa_tables.SWEEP.rows(read_rows(tmp_path / "out" / "runs.csv"))
@@ -510,7 +511,7 @@ def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
     quick = sweep("whisper-logreg", "--quick", "--dry-run", "--set", "tune.seeds=2")
     assert quick.returncode == 0 and "on the first 2 seed(s)" in quick.stdout, quick.stderr
     unknown = sweep("decor-search", "--dry-run")
-    assert unknown.returncode == 2 and "has no sweep file; those that have one: corn-mnist" in (
+    assert unknown.returncode == 2 and "unknown named sweep 'decor-search'; known: whisper-" in (
         unknown.stderr
     )
     path = tmp_path / "a.toml"
@@ -611,28 +612,34 @@ def test_every_reproductions_sweep_file_ships_with_the_package() -> None:
     installed dpdl reproduces from them."""
     import tomllib
 
-    from dpdl.experiments.sweeps.spec import REPRODUCTIONS
+    from dpdl.choices import SWEEP_REGISTRY
+    from dpdl.experiments.reproduce.grids import GRIDS, named_sweeps
+    from dpdl.registry import load_plugins
 
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"
     ]["dpdl.experiments.sweeps"]
-    shipped = {path for glob in globs for path in REPRODUCTIONS.parent.glob(glob)}
-    files = set(REPRODUCTIONS.rglob("*.toml"))
+    shipped = {path for glob in globs for path in GRIDS.parent.glob(glob)}
+    files = set(GRIDS.rglob("*.toml"))
     assert files == shipped
     # every reproduction that reads its runs from a file has one, and one for --quick
     stated = {name for name, module in ALL.items() if hasattr(module, "SWEEP")}
     assert len(stated) == 9
-    assert files == {REPRODUCTIONS / q / f"{name}.toml" for name in stated for q in ("", "quick")}
+    assert files == {GRIDS / q / f"{name}.toml" for name in stated for q in ("", "quick")}
+    # and ``dpdl sweep NAME`` finds each by the name the plugin registered
+    load_plugins()
+    assert {name: SWEEP_REGISTRY.get(name) for name in SWEEP_REGISTRY} == named_sweeps()
+    assert set(SWEEP_REGISTRY) == stated
 
 
 def test_a_figure_whose_parts_are_tasks_needs_each_grid_to_fix_its_task(
     tmp_path, monkeypatch
 ) -> None:
-    from dpdl.experiments.sweeps import spec
+    from dpdl.experiments.reproduce import grids
 
-    text = reproduction_file("decor-fig1", quick=True).read_text()
+    text = grid_file("decor-fig1", quick=True).read_text()
     (tmp_path / "decor-fig1.toml").write_text(text)
-    monkeypatch.setattr(spec, "REPRODUCTIONS", tmp_path)
+    monkeypatch.setattr(grids, "GRIDS", tmp_path)
     parts = decor_fig1.SWEEP.sweep(False, ("logreg-a9a",))
     assert {dict(grid.fixed)["task"] for grid in parts.grids} == {"logreg-a9a"}
     assert len(parts.grids) == 3  # LDP, DECOR, CDP

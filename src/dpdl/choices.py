@@ -45,8 +45,11 @@ __all__ = [
     "PARTITIONS",
     "RANDOM_GRAPHS",
     "REAL_GRAPHS",
+    "REPRODUCTIONS_INSTALL",
+    "REPRODUCTION_REGISTRY",
     "SAMPLERS",
     "SCHEDULES",
+    "SWEEP_REGISTRY",
     "SYNTHETIC_GRAPHS",
     "TASKS",
     "TASK_REGISTRY",
@@ -295,6 +298,23 @@ EXECUTORS.add(
     "ray",
     "dpdl.experiments.executors:RayExecutor",
     "Ray tasks: a Ray started here, or the cluster at --address (pip install 'dpdl[ray]')",
+)
+
+#: Reproductions of the papers' figures and tables by name (``dpdl reproduce NAME``): each target
+#: is a :class:`dpdl.experiments.reproduction.Reproduction`. dpdl registers none: they are the
+#: ``dpdl-reproductions`` package beside it in the source tree, a plugin (:data:`PLUGIN_GROUP
+#: <dpdl.registry.PLUGIN_GROUP>`) that registers them here and their sweep files in
+#: :data:`SWEEP_REGISTRY`.
+REPRODUCTION_REGISTRY = Registry("reproduction")
+
+#: Sweep files by name (``dpdl sweep NAME``): each target is a
+#: :class:`dpdl.experiments.sweeps.spec.NamedSweep` (the file, and the one of ``--quick``).
+SWEEP_REGISTRY = Registry("named sweep")
+
+#: Where the reproductions come from, as an error says it when none is installed.
+REPRODUCTIONS_INSTALL = (
+    "they are the dpdl-reproductions package in dpdl's source tree: 'pip install -e "
+    "reproductions' there ('make setup' installs it)"
 )
 
 #: Membership-test trials per hypothesis of the empirical lower bounds

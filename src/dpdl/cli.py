@@ -35,6 +35,7 @@ from dpdl.choices import (
     EXECUTORS,
     MECHANISM_REGISTRY,
     MULTISEED_MAX_N,
+    REPRODUCTIONS_INSTALL,
     THREAT_REGISTRY,
 )
 from dpdl.errors import ConfigError, DpdlError
@@ -919,20 +920,24 @@ def _factorize(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from dpdl.experiments.reproduce import REPRODUCTIONS, report_of_sweep, reproduce
+    from dpdl.experiments.reproduction import reproduction, reproductions
 
     if args.list or not args.name:
-        for name, module in REPRODUCTIONS.items():
-            parts = f" (parts: {', '.join(module.PARTS)})" if hasattr(module, "PARTS") else ""
-            if hasattr(module, "SWEEP"):
-                stated = ", ".join(getattr(module, "SWEEP_PARTS", ()))
+        found = reproductions()
+        if not found:
+            raise ConfigError(f"no reproductions are installed: {REPRODUCTIONS_INSTALL}")
+        for name, entry in found.items():
+            parts = f" (parts: {', '.join(entry.parts)})" if entry.parts else ""
+            if entry.sweep_parts is not None:
+                stated = ", ".join(entry.sweep_parts)
                 parts += f" (sweep file: dpdl sweep {name}; --from-sweep writes the report" + (
                     f" of {stated})" if stated else ")"
                 )
-            print(f"{name:<20} {(module.__doc__ or '').strip().splitlines()[0]}{parts}")
+            print(f"{name:<20} {entry.summary}{parts}")
         return 0
+    chosen = reproduction(args.name)
     if args.from_sweep is not None:
-        report = report_of_sweep(args.name, args.from_sweep, args.quick, args.out)
+        report = chosen.report_of_sweep(args.from_sweep, quick=args.quick, out=args.out)
         print(report.read_text())
         print(f"results: {report.parent}")
         return 0
@@ -941,10 +946,9 @@ def _reproduce(args: argparse.Namespace) -> int:
         or (Path("results") / "quick" / args.name if args.quick else Path("results") / args.name)
     )
     with _open_executor(args) as executor:
-        report = reproduce(
-            args.name,
+        report = chosen.reproduce(
             out,
-            args.quick,
+            quick=args.quick,
             progress=not args.no_progress,
             parts=args.parts,
             executor=executor,
@@ -955,11 +959,11 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from dpdl.experiments.sweeps.spec import DEFAULT, read_sweep, reproduction_file
+    from dpdl.experiments.sweeps.spec import DEFAULT, named_sweep_file, read_sweep
 
     path, name = args.file, args.file.stem
-    if path.suffix != ".toml" and not path.is_file():  # a reproduction's name
-        path = reproduction_file(str(args.file), args.quick)
+    if path.suffix != ".toml" and not path.is_file():  # a registered sweep's name
+        path = named_sweep_file(str(args.file), args.quick)
         name += "-quick" if args.quick else ""
     elif args.quick:
         raise ConfigError(f"--quick: applies to a reproduction's name, not to the file {path}")

@@ -29,8 +29,9 @@ import os
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.cache import RUN_SECONDS, run_jobs, scan_cache
@@ -55,8 +56,10 @@ from dpdl.experiments.reproduce.report import write_report
 from dpdl.experiments.results import read_rows, write_rows
 
 __all__ = [
+    "CATALOG",
     "COMMITTED_WALL_TIME",
     "REPRODUCTIONS",
+    "ModuleReproduction",
     "redraw",
     "report_again",
     "report_of_sweep",
@@ -404,3 +407,56 @@ def verdict_table(results: Path) -> str:
     """The README's table of verdicts: how many claims of each kind every reproduction's
     ``results/NAME/REPORT.md`` states."""
     return _table(results, list(REPRODUCTIONS))
+
+
+@dataclass(frozen=True)
+class ModuleReproduction:
+    """A reproduction module as :class:`dpdl.experiments.reproduction.Reproduction`: what ``dpdl
+    reproduce NAME`` runs (:func:`reproduce`, :func:`report_of_sweep`), registered by
+    :mod:`dpdl.experiments.reproductions_plugin`."""
+
+    module: ModuleType
+
+    @property
+    def name(self) -> str:
+        return self.module.NAME
+
+    @property
+    def summary(self) -> str:
+        return (self.module.__doc__ or "").strip().splitlines()[0]
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(getattr(self.module, "PARTS", ()))
+
+    @property
+    def sweep_parts(self) -> tuple[str, ...] | None:
+        if not hasattr(self.module, "SWEEP"):
+            return None
+        return tuple(getattr(self.module, "SWEEP_PARTS", ()))
+
+    def reproduce(
+        self,
+        out: Path,
+        *,
+        quick: bool = False,
+        parts: Sequence[str] | None = None,
+        executor: Executor | None = None,
+        progress: bool = True,
+    ) -> Path:
+        return reproduce(self.name, out, quick, None, progress, parts, executor)
+
+    def report_of_sweep(
+        self, folder: Path, *, quick: bool = False, out: Path | None = None
+    ) -> Path:
+        return report_of_sweep(self.name, folder, quick, out)
+
+
+#: Every reproduction by its module's name (the targets that
+#: :mod:`dpdl.experiments.reproductions_plugin` registers).
+CATALOG = SimpleNamespace(
+    **{
+        module.__name__.rsplit(".", 1)[1]: ModuleReproduction(module)
+        for module in REPRODUCTIONS.values()
+    }
+)

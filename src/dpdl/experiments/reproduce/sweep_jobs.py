@@ -2,7 +2,7 @@
 seeds (``dpdl sweep NAME`` runs the same file anywhere, on Ray too), this module turns its two
 stages into the reproduction's jobs, and the reproduction's analysis writes the report.
 
-The file (:func:`dpdl.experiments.sweeps.spec.reproduction_file`, ``quick/NAME.toml`` for
+The file (:func:`~dpdl.experiments.reproduce.grids.grid_file`, ``quick/NAME.toml`` for
 ``--quick``) is read by the sweeps' own code, and each stage is theirs
 (:mod:`dpdl.experiments.sweeps.tuning`: the search's runs, then each setting's choice on every
 seed); each run becomes the job of the reproduction's own form (by default the trade-off figures',
@@ -21,8 +21,9 @@ from typing import Any
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.reproduce import tradeoff
+from dpdl.experiments.reproduce.grids import grid_file
 from dpdl.experiments.reproduce.tradeoff import Job, unique_jobs
-from dpdl.experiments.sweeps.spec import Grid, Sweep, read_sweep, reproduction_file, run_key
+from dpdl.experiments.sweeps.spec import Grid, Sweep, read_sweep, run_key
 from dpdl.experiments.sweeps.tuning import final_runs, search_runs, settings
 from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import to_options
@@ -55,7 +56,7 @@ class SweepJobs:
     def sweep(self, quick: bool, parts: Sequence[str] | None = None) -> Sweep:
         """The file of the ``quick`` setting or the full one; with ``parts``, only its grids of
         those parts."""
-        sweep = read_sweep(reproduction_file(self.name, quick))
+        sweep = read_sweep(grid_file(self.name, quick))
         if parts is None:
             return sweep
         if self.part_labels is not None:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpdl.choices import mechanism_names
+from dpdl.choices import REPRODUCTIONS_INSTALL, SWEEP_REGISTRY, mechanism_names
 from dpdl.errors import ConfigError
 from dpdl.experiments.replay import (
     key_line,
@@ -52,24 +52,21 @@ from dpdl.experiments.replay import (
     typed_value,
 )
 from dpdl.jobspec.config import TrainConfig
+from dpdl.registry import load_plugins
 from dpdl.settings import add_arguments, from_options, to_options
 
 __all__ = [
     "DEFAULT",
-    "REPRODUCTIONS",
     "Axis",
     "Grid",
+    "NamedSweep",
     "Sweep",
     "Tune",
+    "named_sweep_file",
     "read_sweep",
-    "reproduction_file",
     "train_parser",
 ]
 
-#: The reproductions' sweep files, shipped with the package: ``NAME.toml`` states the runs of
-#: ``dpdl reproduce NAME`` (its parts in the papers' protocol), ``quick/NAME.toml`` those of its
-#: ``--quick`` setting; ``dpdl sweep NAME`` runs them.
-REPRODUCTIONS = Path(__file__).resolve().parent / "reproductions"
 TABLES = ("base", "sweep", "resources", "record")
 GOALS = ("min", "max")
 #: The keys of a grid's table that are not options.
@@ -448,17 +445,29 @@ def _grid(
     return Grid(tuple(grid), tuple(fixed.items()), tune, label)
 
 
-def reproduction_file(name: str, quick: bool = False) -> Path:
-    """The sweep file of reproduction ``name`` (of its ``quick`` setting); a :class:`ConfigError`
-    naming those that have one if it has none."""
-    path = REPRODUCTIONS / ("quick" if quick else "") / f"{name}.toml"
-    if not path.is_file():
-        known = ", ".join(sorted(file.stem for file in REPRODUCTIONS.glob("*.toml")))
+@dataclass(frozen=True)
+class NamedSweep:
+    """A sweep file registered by name (:data:`dpdl.choices.SWEEP_REGISTRY`, ``dpdl sweep NAME``):
+    ``full`` states the runs, ``quick`` (where there is one) those of ``--quick``, with fewer seeds
+    and grid points."""
+
+    full: Path
+    quick: Path | None = None
+
+
+def named_sweep_file(name: str, quick: bool = False) -> Path:
+    """The sweep file registered as ``name`` (its ``quick`` one): a :class:`ConfigError` naming the
+    registered ones if there is none (the papers' come with the reproductions' package)."""
+    load_plugins()
+    if not SWEEP_REGISTRY:
         raise ConfigError(
-            f"reproduction {name!r} has no sweep file; those that have one: {known} (or give the "
-            "path of a sweep file)"
+            f"no sweep file is registered as {name!r} (give the path of a sweep file); the papers' "
+            f"sweep files come with their reproductions: {REPRODUCTIONS_INSTALL}"
         )
-    return path
+    sweep = SWEEP_REGISTRY.get(name)
+    if quick and sweep.quick is None:
+        raise ConfigError(f"sweep {name!r} has no --quick setting; run it without --quick")
+    return sweep.quick if quick else sweep.full
 
 
 def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
