@@ -2,17 +2,17 @@
 ``hooks:``).
 
 Each figure comes from the function the command line draws it with, on a small setting or on the
-runs a reproduction left in ``results/``:
+runs a reproduction left in ``reproductions/results/``:
 
 - ``figures/covariance.png``: :func:`dpdl.experiments.plots.plot_covariances`, which ``dpdl noise
   --plot`` calls, for LDP, DECOR and Whisper on a ring of 16 agents (:data:`COVARIANCE`);
 - ``figures/audit.png``: :func:`dpdl.experiments.audit.run_audit` and
   :func:`dpdl.experiments.plots.plot_audit`, as ``dpdl audit --plot`` runs them, on the setting of
   the audit table in ``choosing.md`` (:data:`AUDIT`);
-- ``figures/reproductions/NAME/*.png``: :func:`dpdl.experiments.reproduce.redraw` of
-  ``results/NAME/runs.csv``, the analysis ``dpdl reproduce NAME`` ends with; a reproduction whose
-  figures need fields that ``runs.csv`` leaves out (LPPA's curves and reconstructions) is shown
-  with the figures its run drew.
+- ``figures/reproductions/NAME/*.png``: :func:`dpdl_reproductions.reproduce.redraw` of
+  ``reproductions/results/NAME/runs.csv``, the analysis ``dpdl reproduce NAME`` ends with; a
+  reproduction whose figures need fields that ``runs.csv`` leaves out (LPPA's curves and
+  reconstructions) is shown with the figures its run drew.
 
 The figures join the site's files rather than ``docs/``: a page links them like any other file,
 and the strict build fails on a link to one that was not drawn. About 20 s on 2 cores, most of it
@@ -34,8 +34,8 @@ from mkdocs.structure.files import File, Files
 from dpdl.experiments.audit import run_audit
 from dpdl.experiments.noise import noise_report
 from dpdl.experiments.plots import plot_audit, plot_covariances
-from dpdl.experiments.reproduce import REPRODUCTIONS, redraw
 from dpdl.graphs import build_graph, mixing_matrix
+from dpdl_reproductions.reproduce import REPRODUCTIONS, redraw
 
 #: Where the figures appear in the site.
 FIGURES = "figures"
@@ -132,7 +132,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     """Draw every figure into a scratch folder and add it to the site's files under
     :data:`FIGURES`."""
     start = time.perf_counter()
-    results = Path(config.config_file_path).parent / "results"
+    results = Path(config.config_file_path).parent / "reproductions" / "results"
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         drawn = [*_covariance(folder), *_audit(folder), *_reproductions(folder, results)]

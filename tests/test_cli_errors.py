@@ -131,20 +131,6 @@ def test_bad_input_gives_one_error_line(run_main, tmp_path, name):
 
 
 @pytest.mark.parametrize(
-    ("args", "keyword"),
-    [
-        (["reproduce", "no-such-figure"], "unknown reproduction"),
-        (["reproduce", "whisper-variance", "--parts", "logreg-a9a"], "no parts"),
-        (["reproduce", "decor-fig1", "--parts", "cifar"], "unknown part"),
-    ],
-)
-def test_bad_reproduction_requests_give_one_error_line(run_main, tmp_path, args, keyword):
-    result = run_main([*args, "--out", str(tmp_path / "out")])
-    assert_one_line_error(result, keyword)
-    assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.parametrize(
     "args",
     [
         ["audit", "--n", "4", "--gdp-mu", "0.5"],

@@ -17,7 +17,6 @@ from scipy.stats import norm
 from dpdl.accounting import gdp
 from dpdl.cli import main
 from dpdl.errors import ConfigError
-from dpdl.experiments.reproduce import mafalda_tradeoff
 from dpdl.experiments.train import build_job, run_training
 from dpdl.factorization.mafalda import (
     agent_utility_grams,
@@ -35,6 +34,7 @@ from dpdl.jobspec.engine import DSGDConfig, StepSize
 from dpdl.jobspec.factorized import with_gdp_budget
 from dpdl.jobspec.resources import estimate, job_sizes
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
+from dpdl.settings import TaskOptions
 from dpdl.simulation import run_dsgd
 from dpdl.tasks import build_task
 
@@ -57,7 +57,7 @@ def _config(mechanism: str, **changes) -> TrainConfig:
         "delta": 1e-6,
         "eval_every": 24,
         "seeds": (3,),
-        "task_options": mafalda_tradeoff.TASK_OPTIONS["housing-mlp"],
+        "task_options": TaskOptions(partition="iid", l2=0.0),  # MAFALDA-SGD's Housing setting
     }
     return TrainConfig(**{**settings, **changes})
 

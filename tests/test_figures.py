@@ -1,6 +1,5 @@
 """The figures the command line draws and the documentation site shows: the noise covariance heat
-maps (``dpdl noise --plot``), the audit's bounds (``dpdl audit --plot``), and a reproduction's
-figures drawn again from its ``runs.csv`` (:func:`dpdl.experiments.reproduce.redraw`)."""
+maps (``dpdl noise --plot``) and the audit's bounds (``dpdl audit --plot``)."""
 
 from __future__ import annotations
 
@@ -12,11 +11,9 @@ import numpy as np
 import pytest
 
 from dpdl.cli import main
-from dpdl.errors import ConfigError
 from dpdl.experiments import plots
 from dpdl.experiments.audit import run_audit
 from dpdl.experiments.noise import noise_report
-from dpdl.experiments.reproduce import redraw
 from dpdl.experiments.results import read_rows, write_rows
 from dpdl.graphs import build_graph, mixing_matrix
 
@@ -129,14 +126,3 @@ def test_rows_read_back_as_written(tmp_path: Path) -> None:
     )
     assert back[1]["loss"] == math.inf and math.isnan(back[1]["gap"])
     assert (back[1]["tiny"], back[1]["word"], back[1]["couple"]) == (1e-7, "1.0.2", None)
-
-
-def test_a_reproduction_redrawn_from_its_runs(tmp_path: Path) -> None:
-    runs = ROOT / "results" / "whisper-seeds" / "runs.csv"
-    figures = redraw("whisper-seeds", runs, tmp_path / "seeds")
-    assert [f.name for f in figures] == ["objective_vs_seeds.png"]
-    assert figures[0].read_bytes().startswith(PNG)
-    with pytest.raises(ConfigError, match=r"runs\.csv leaves out"):
-        redraw("lppa", ROOT / "results" / "lppa" / "runs.csv", tmp_path / "lppa")
-    with pytest.raises(ConfigError, match="unknown reproduction"):
-        redraw("no-such-figure", runs, tmp_path / "none")

@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 
 from dpdl.errors import ConfigError, MissingDependencyError
-from dpdl.experiments.cache import RUN_SECONDS, run_jobs
 from dpdl.experiments.executors import DIED, ExecutorOptions, LocalExecutor, RayExecutor
-from dpdl.experiments.reproduce import whisper_variance
 from dpdl.experiments.results import read_rows
 from dpdl.experiments.sweeps.run import run_sweep
 from dpdl.experiments.sweeps.spec import read_sweep
@@ -283,20 +281,6 @@ def test_local_executor_and_a_local_ray_give_identical_tables(
     assert local_ray.is_initialized()  # the test's Ray is left to the test
     assert len(result.rows) == 4 and result.failed == 0
     assert (tmp_path / "out" / "runs.csv").read_text() == local_table
-
-
-def test_a_reproduction_runs_its_jobs_on_ray_with_the_same_results(tmp_path, local_ray) -> None:
-    jobs = whisper_variance.jobs(True)[:4]
-    local = run_jobs(jobs, whisper_variance.run_job, tmp_path / "local", 2, progress=False)
-    with RayExecutor(ExecutorOptions()) as executor:
-        on_ray = run_jobs(
-            jobs, whisper_variance.run_job, tmp_path / "ray", progress=False, executor=executor
-        )
-
-    def results(rows: list[dict]) -> list[dict]:  # without the seconds each run took
-        return [{key: value for key, value in row.items() if key != RUN_SECONDS} for row in rows]
-
-    assert results(on_ray) == results(local) and all(RUN_SECONDS in row for row in on_ray)
 
 
 def _entries(folder: Path) -> dict[str, tuple[int, int]]:

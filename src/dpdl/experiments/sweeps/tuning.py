@@ -12,7 +12,7 @@ runs on every seed. With one:
    diverged run is the worst; the first in the grid's order on a tie) runs on every seed. Runs the
    search already made are not made again.
 
-This is the protocol of :mod:`dpdl.experiments.reproduce.tradeoff`, so a reproduction stated as a
+This is the protocol of :mod:`dpdl_reproductions.tradeoff`, so a reproduction stated as a
 sweep file chooses what the reproduction chooses.
 """
 
@@ -90,7 +90,7 @@ def search_runs(sweep: Sweep) -> list[dict[str, Any]]:
 def cost(value: float, goal: str) -> float:
     """A metric's value as the cost a search minimises (``goal`` ``"min"`` or ``"max"``): a
     diverged run's (NaN or infinite) is the worst. The rule of every search, the reproductions'
-    own too (:mod:`dpdl.experiments.reproduce.tradeoff`)."""
+    own too (:mod:`dpdl_reproductions.tradeoff`)."""
     if not math.isfinite(value):
         return math.inf
     return value if goal == "min" else -value

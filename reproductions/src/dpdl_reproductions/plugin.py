@@ -1,0 +1,87 @@
+"""The reproductions' registrations in dpdl (entry point ``dpdl.plugins``): each reproduction in
+:data:`dpdl.choices.REPRODUCTION_REGISTRY` (``dpdl reproduce NAME``) and each sweep file in
+:data:`dpdl.choices.SWEEP_REGISTRY` (``dpdl sweep NAME``), both imported on first use, so that
+``dpdl --help`` loads nothing more."""
+
+from __future__ import annotations
+
+from dpdl.choices import REPRODUCTION_REGISTRY, SWEEP_REGISTRY
+
+__all__ = ["REPRODUCTIONS"]
+
+PACKAGE = "dpdl_reproductions"
+
+#: Name -> (module, whether it has a sweep file, one line: the paper and the figure).
+REPRODUCTIONS: dict[str, tuple[str, bool, str]] = {
+    "whisper-variance": ("whisper_variance", False, "Whisper D-SGD Fig. 1 / CorN-DSGD Fig. 1."),
+    "whisper-seeds": (
+        "whisper_seeds",
+        False,
+        "CorN-DSGD Fig. 2, the covariance objective against the number m of seeds.",
+    ),
+    "whisper-quadratic": (
+        "whisper_quadratic",
+        True,
+        "Whisper D-SGD Fig. 2 / CorN-DSGD Fig. 3, optimality gap vs eps and p.",
+    ),
+    "whisper-logreg": (
+        "whisper_logreg",
+        True,
+        "Whisper D-SGD Fig. 3 / CorN-DSGD Fig. 4, a9a logistic regression test loss vs eps and p.",
+    ),
+    "corn-mnist": (
+        "corn_mnist",
+        True,
+        "CorN-DSGD Fig. 5, MNIST test accuracy vs eps and p, in the papers' protocol and the "
+        "authors'.",
+    ),
+    "decor-fig1": (
+        "decor_fig1",
+        True,
+        "DECOR Fig. 1, privacy-utility trade-offs of DECOR against the LDP and CDP baselines.",
+    ),
+    "decor-search": (
+        "decor_search",
+        False,
+        "DECOR Figs. 2-3, the SecLDP eps of a noise couple against sigma_cor, the monotonicity "
+        "behind its binary search.",
+    ),
+    "mafalda-pndp": (
+        "mafalda_pndp",
+        False,
+        "MAFALDA-SGD Fig. 2, PNDP privacy loss of DP-D-SGD per pair of nodes, by distance.",
+    ),
+    "mafalda-housing": (
+        "mafalda_housing",
+        True,
+        "MAFALDA-SGD Fig. 3 and Fig. 5, Housing test loss vs the LDP budget and over time.",
+    ),
+    "mafalda-images": (
+        "mafalda_images",
+        True,
+        "MAFALDA-SGD Fig. 4 (right) and Fig. 6, test accuracy vs the LDP budget on images.",
+    ),
+    "lppa": (
+        "lppa_tables",
+        True,
+        "LPPA Tables 1-2 and Figs. 3-4: accuracy of DSGT, the DP baseline and LPPA, and DLG "
+        "against each.",
+    ),
+    "lppa-parameters": (
+        "lppa_parameters",
+        True,
+        "LPPA Figs. 5-6 and Tables 3-4: the noise scale, the number of clients, local epochs and "
+        "skewed data.",
+    ),
+    "horizon": (
+        "horizon_design",
+        True,
+        "noise designed for the whole run (``--objective horizon``) against the papers' one-step "
+        "design.",
+    ),
+}
+
+for _name, (_module, _swept, _help) in REPRODUCTIONS.items():
+    REPRODUCTION_REGISTRY.add(_name, f"{PACKAGE}.reproduce:CATALOG.{_module}", _help)
+    if _swept:
+        SWEEP_REGISTRY.add(_name, f"{PACKAGE}.grids:SWEEPS.{_name}", f"the runs of {_name}")

@@ -1,0 +1,127 @@
+"""DECOR Appendix D.1's example-level accounting (Wang et al. 2019's subsampled RDP bound), the
+eps labels of the authors' code, and the search's per-step budget.
+
+References: the values of the authors' released ``utils/dp_account.py: rdp_subsample`` (for
+``eps(alpha) = alpha mu^2 / 2``, rate 64/3750), recorded here from a run of that function; and
+Wang et al. (2019) Theorem 9 at order 2 in closed form.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpdl.accounting import AgentLevel, ExampleLevel, account
+from dpdl.accounting.accountant import pld_epsilon
+from dpdl.accounting.rdp_bound import paper_epsilon
+from dpdl.accounting.subsampled_rdp import wang_epsilon, wang_rdp
+from dpdl.errors import PrivacyParameterError
+from dpdl.graphs import ring
+from dpdl.mechanisms.decor import Decor
+from dpdl.threats import Eavesdropper
+from dpdl_reproductions.decor_labels import AUTHORS_RATE, authors_label, label_mu_step
+from dpdl_reproductions.decor_search import centre_sigma_cdp, largest_rise, per_step_rdp
+
+#: (mu, order) -> the authors' rdp_subsample at rate 64/3750.
+AUTHORS_RDP_SUBSAMPLE = {
+    (0.5, 2): 0.00033085885498189947,
+    (0.5, 5): 0.0008793134819352089,
+    (0.5, 10): 0.0019369993492740056,
+    (1.5, 2): 0.005511788863378894,
+    (1.5, 5): 0.7344581827242233,
+    (1.5, 10): 6.804096418342083,
+}
+
+
+@pytest.mark.parametrize(("mu", "order"), list(AUTHORS_RDP_SUBSAMPLE))
+def test_wang_bound_matches_the_authors_code(mu: float, order: int) -> None:
+    assert wang_rdp(mu, AUTHORS_RATE, order) == pytest.approx(
+        AUTHORS_RDP_SUBSAMPLE[(mu, order)], rel=1e-12
+    )
+
+
+def test_wang_bound_at_order_2_is_theorem_9_in_closed_form() -> None:
+    for mu, q in ((0.3, 0.01), (2.0, 0.1), (5.0, 0.5)):
+        e2 = mu**2
+        expected = math.log(1 + q**2 * min(4 * math.expm1(e2), 2 * math.exp(e2)))
+        assert wang_rdp(mu, q, 2) == pytest.approx(expected, rel=1e-12)
+    assert math.isfinite(wang_rdp(10.0, 0.02, 256))  # summed in log space, no overflow
+    with pytest.raises(PrivacyParameterError):
+        wang_rdp(1.0, 0.02, 1)
+
+
+def test_wang_epsilon_composes_more_than_one_step_and_bounds_the_poisson_pld() -> None:
+    """Composed over T it is far above one step's label; at the replace-one sensitivity 2C/B it
+    is above the exact PLD of the add/remove relation at C/B (a looser bound of a stronger
+    relation)."""
+    for mu in (0.3, 0.8, 1.5):
+        composed = wang_epsilon(2 * mu, AUTHORS_RATE, 1000, 1e-5)
+        assert composed > 100 * authors_label(mu, AUTHORS_RATE)
+        assert composed > pld_epsilon(mu, AUTHORS_RATE, 1000, 1e-5)
+
+
+def test_a_label_and_its_noise_round_trip() -> None:
+    for label in (0.1, 0.5, 1.0, 3.0):
+        mu = label_mu_step(label, AUTHORS_RATE)
+        assert authors_label(mu, AUTHORS_RATE) == pytest.approx(label, rel=1e-8)
+
+
+def test_per_step_rdp_inverts_the_papers_composition() -> None:
+    """Appendix D.1 step 1: T e + 2 sqrt(T e log(1/delta)) = eps, i.e. paper_epsilon at
+    mu_step = sqrt(2 e) (a step of RDP alpha e is a Gaussian of mu^2 / 2 = e)."""
+    for eps in (3.0, 10.0, 40.0):
+        e = per_step_rdp(eps)
+        assert paper_epsilon(math.sqrt(2 * e), 1000, 1e-5) == pytest.approx(eps, rel=1e-12)
+        low, high = math.sqrt(2 / (16 * e)), math.sqrt(2 / e)
+        assert centre_sigma_cdp(eps) == pytest.approx((low + high) / 2)
+
+
+def test_eps_is_non_increasing_in_sigma_cor_at_both_levels() -> None:
+    """Fig. 2 and 3's monotonicity: Sigma grows in the Loewner order with sigma_cor, so
+    max_i [Sigma^-1]_ii cannot rise, and every accounting is increasing in it."""
+    graph, threat = ring(16), Eavesdropper()
+    user = [
+        account(Decor(graph, 22.4, s), threat, AgentLevel(1.0), 1000, 1e-5).epsilon
+        for s in (1.0, 10.0, 100.0, 1000.0)
+    ]
+    example = [
+        authors_label(
+            account(
+                Decor(graph, 0.005, s), threat, ExampleLevel(1.0, 64, AUTHORS_RATE), 1000, 1e-5
+            ).mu_step,
+            AUTHORS_RATE,
+        )
+        for s in (5e-4, 5e-3, 5e-2)
+    ]
+    assert largest_rise(np.array(user)) == 0.0 and user[0] > 2 * user[-1]
+    assert largest_rise(np.array(example)) == 0.0 and example[0] > 100 * example[-1]
+    assert largest_rise(np.array([1.0, 2.0, 1.0])) == 1.0
+
+
+@pytest.mark.parametrize(("mu", "size"), [(0.5, 64), (1.5, 64), (0.8, 375)])
+def test_wang_bound_is_dp_accountings_without_replacement_bound_or_above(
+    mu: float, size: int
+) -> None:
+    """An independent computation of the same theorem: dp_accounting's RDP of the Gaussian on a
+    subsample drawn without replacement (replace-one) equals this bound at order 2 and is never
+    above it (it takes a tighter term at small mu)."""
+    import dp_accounting
+    from dp_accounting.rdp import RdpAccountant
+
+    orders = [2, 3, 5, 10, 20, 64]
+    accountant = RdpAccountant(
+        orders, neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
+    accountant.compose(
+        dp_accounting.SampledWithoutReplacementDpEvent(
+            3750, size, dp_accounting.GaussianDpEvent(1 / mu)
+        )
+    )
+    # the per-order RDP: dp_accounting exposes no public reader of it
+    theirs = dict(zip(orders, accountant._rdp, strict=True))
+    ours = {order: wang_rdp(mu, size / 3750, order) for order in orders}
+    assert ours[2] == pytest.approx(theirs[2], rel=1e-9)
+    for order in orders:
+        assert ours[order] >= theirs[order] * (1 - 1e-9)
