@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from dpdl.experiments import cache as runner
+from dpdl.experiments import cache as cache_module
 from dpdl.experiments import executors
 from dpdl.experiments.cache import RUN_SECONDS, job_key, run_jobs, scan_cache
-from dpdl_reproductions import reproduce
 from dpdl_reproductions.lppa_tables import SETTING_FIELDS
 from dpdl_reproductions.report import VERDICT_CELL, Verdict, read_verdicts
-from dpdl_reproductions.reproduce import REPRODUCTIONS
+from dpdl_reproductions.reproduce import REPRODUCTIONS, reproduce
 
 
 def _square(job: dict) -> dict:
@@ -90,14 +89,14 @@ def test_entries_of_an_older_engine_or_other_data_are_stale_and_rerun_exactly(
     jobs, calls, cache = counted
     run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
     assert _calls(calls) == dict.fromkeys(range(5), 1)
-    monkeypatch.setattr(runner, "ENGINE_VERSION", runner.ENGINE_VERSION - 1)
+    monkeypatch.setattr(cache_module, "ENGINE_VERSION", cache_module.ENGINE_VERSION - 1)
     run_jobs(
         [jobs[1], jobs[3]], _counted_square, cache, workers=2, progress=False
     )  # entries of 1 and 3 now from the older engine
     assert _calls(calls) == {1: 1, 3: 1}
     monkeypatch.undo()
     assert len(scan_cache(jobs, cache).stale) == 2
-    with caplog.at_level(logging.WARNING, logger=runner.__name__):
+    with caplog.at_level(logging.WARNING, logger=cache_module.__name__):
         rows = run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
     assert _calls(calls) == {1: 1, 3: 1} and [row["value"] for row in rows] == [0, 1, 4, 9, 16]
     assert (
@@ -105,7 +104,7 @@ def test_entries_of_an_older_engine_or_other_data_are_stale_and_rerun_exactly(
         and f"{cache / job_key(jobs[3])}.json: stale" in caplog.text
     )
     # the data files are part of the key: other data, every entry stale
-    monkeypatch.setattr(runner, "data_fingerprint", lambda: "0" * 64)
+    monkeypatch.setattr(cache_module, "data_fingerprint", lambda: "0" * 64)
     run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
     assert _calls(calls) == dict.fromkeys(range(5), 1)
     monkeypatch.undo()
@@ -132,7 +131,7 @@ def test_torn_edited_or_foreign_cache_files_are_detected_logged_and_rerun(counte
     path[3].write_text("[9, 9]")  # wrong type
     path[4].write_text(path[5].read_text())  # another job's entry, whole
     assert '"value": 7' in path[2].read_text()
-    with caplog.at_level(logging.WARNING, logger=runner.__name__):
+    with caplog.at_level(logging.WARNING, logger=cache_module.__name__):
         rows = run_jobs(jobs, _counted_square, cache, workers=2, progress=False)
     assert [row["value"] for row in rows] == [0, 1, 4, 9, 16, 25]
     assert _calls(calls) == dict.fromkeys(range(5), 1)  # job 5 untouched: not rerun
@@ -154,18 +153,18 @@ def test_the_data_fingerprint_follows_the_data_files_contents(tmp_path, monkeypa
     data.write_bytes(b"abcd")
     monkeypatch.setenv("DPDL_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("DPDL_CACHE_DIR", str(tmp_path / "empty-cache"))
-    before = runner.data_fingerprint()
-    assert runner.data_fingerprint() == before
+    before = cache_module.data_fingerprint()
+    assert cache_module.data_fingerprint() == before
     data.write_bytes(b"abce")  # same size
     os.utime(data, ns=(1, 1))
-    assert runner.data_fingerprint() != before
+    assert cache_module.data_fingerprint() != before
     data.write_bytes(b"abcd")
-    assert runner.data_fingerprint() == before  # contents, not times
+    assert cache_module.data_fingerprint() == before  # contents, not times
     (tmp_path / "README.md").write_bytes(b"notes")
-    assert runner.data_fingerprint() == before  # no loader reads it
+    assert cache_module.data_fingerprint() == before  # no loader reads it
     (tmp_path / "adult").mkdir()
     (tmp_path / "adult" / "adult.data.gz").write_bytes(b"")  # a layout the Adult loader reads
-    assert runner.data_fingerprint() != before
+    assert cache_module.data_fingerprint() != before
 
 
 #: Claims that hold in the --quick settings: all but whisper-variance's budget claim, which fails on
