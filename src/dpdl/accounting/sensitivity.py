@@ -119,9 +119,13 @@ def _inverse_bounds(
     gap_norm = float(np.sqrt((_norms_up(gap, slack) ** 2).sum()))
     if not gap_norm < 1.0:
         return unknown
-    quadratic = np.einsum("ki,kl,li->i", goals, inverse, goals)
-    quadratic_error = rounding_gamma(2 * k + 2) * np.einsum(
-        "ki,kl,li->i", np.abs(goals), np.abs(inverse), np.abs(goals)
+    # x^T Z x through one BLAS product per term (a three-operand einsum loops in C without BLAS:
+    # 0.08 s a call at k = 500, 60% of a 500-agent DECOR audit); the bound holds in any order of
+    # summation.
+    quadratic = (goals * (inverse @ goals)).sum(axis=0)
+    magnitude = np.abs(goals)
+    quadratic_error = rounding_gamma(2 * k + 2) * (magnitude * (np.abs(inverse) @ magnitude)).sum(
+        axis=0
     )
     reach_slack = rounding_gamma(k + 1) * np.abs(inverse.T) @ np.abs(goals)
     reach = _norms_up(inverse.T @ goals, reach_slack)
