@@ -27,8 +27,8 @@ FACTOR = 2.0
 RUNS = {
     # tracemalloc sees numpy's allocations, not torch's (the quadratic's evaluation): DECOR's
     # certified accounting is what it weighs here
-    "quadratic-ring-500-decor": TrainConfig(
-        task="quadratic", graph="ring", n=500, steps=20, mechanism="decor"
+    "quadratic-ring-200-decor": TrainConfig(
+        task="quadratic", graph="ring", n=200, steps=20, mechanism="decor"
     ),
     "least-squares-er-50-decor": TrainConfig(
         task="least-squares",
