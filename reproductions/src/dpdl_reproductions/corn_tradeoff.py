@@ -204,7 +204,30 @@ def analyse(
     def at(panel: Panel, x: float, method: str, calibration: str = primary) -> Point:
         return summary[(panel.label, x, method, calibration)]
 
-    claims = []
+    claims = [
+        _beats_ldp_claim(eps_panel, at, training, still),
+        _beats_decor_claim(p_panel, at, training, still),
+    ]
+    if 1.0 in p_panel.values:
+        claims.append(_same_at_complete(p_panel, rows, at, training.metric, training, primary))
+    claims.append(_sparsest_claim(p_panel, at, lower, still))
+    if "paper" not in the_study.calibrations:
+        return [figure], claims, []
+    claims.append(_exact_buys(the_study, summary, eps_panel, lower, still))
+    claims.append(budget_claim([row for row in rows if row["method"] in METHODS], the_study.delta))
+    return [figure], claims, _papers_protocol_notes(the_study, rows, p_panel, at, training)
+
+
+def _beats_ldp_claim(
+    eps_panel: Panel,
+    at: Callable[..., Point],
+    training: Training,
+    still: dict[tuple[str, float], float],
+) -> Claim:
+    """Panel (a) of the learning figures (Whisper Figs. 2-3, CorN-DSGD Figs. 3-5; Section VI-B):
+    DECOR and Whisper each beat LDP at every eps. Where they miss, a paired t test over seeds says
+    whether LDP is significantly ahead (the cause) or within the seeds' spread."""
+    lower = training.lower_is_better
     misses = [
         (eps, method)
         for eps in eps_panel.values
@@ -222,69 +245,85 @@ def analyse(
         f"({_margin(at(eps_panel, eps, method), at(eps_panel, eps, 'ldp'), lower)})"
         for eps, method in misses
     )
-    claims.append(
-        _verdict_of_misses(
-            eps_panel,
-            "across all eps, both correlation-based approaches (DECOR and Whisper) outperform LDP",
-            f"{total - len(misses)}/{total} (eps, method) points; margin over LDP "
-            "(DECOR / Whisper): "
-            + ", ".join(
-                f"eps={eps:g}: "
-                f"{_margin(at(eps_panel, eps, 'decor'), at(eps_panel, eps, 'ldp'), lower)} / "
-                f"{_margin(at(eps_panel, eps, 'whisper'), at(eps_panel, eps, 'ldp'), lower)}"
-                for eps in eps_panel.values
-            )
-            + (
-                f"; of the {len(misses)} misses, LDP is significantly ahead (paired t test over "
-                f"seeds) at {len(ldp_ahead)}"
-                + (
-                    ": " + ", ".join(f"eps={eps:g} {method}" for eps, method in ldp_ahead)
-                    if ldp_ahead
-                    else ""
-                )
-                if misses
-                else ""
-            ),
-            [eps for eps, _ in misses],
-            still,
-            f"LDP ahead of {named}"
-            + (
-                f"; significantly at {len(ldp_ahead)} (paired t test over {training.seeds} seeds)"
-                if ldp_ahead
-                else f": within the seeds' spread, not significant in a paired t test over "
-                f"{training.seeds} seeds; the step size is tuned on {training.tune_seeds} "
-                "seed(s), which selects with noise"
-            ),
+    return _verdict_of_misses(
+        eps_panel,
+        "across all eps, both correlation-based approaches (DECOR and Whisper) outperform LDP",
+        f"{total - len(misses)}/{total} (eps, method) points; margin over LDP "
+        "(DECOR / Whisper): "
+        + ", ".join(
+            f"eps={eps:g}: "
+            f"{_margin(at(eps_panel, eps, 'decor'), at(eps_panel, eps, 'ldp'), lower)} / "
+            f"{_margin(at(eps_panel, eps, 'whisper'), at(eps_panel, eps, 'ldp'), lower)}"
+            for eps in eps_panel.values
         )
+        + (
+            f"; of the {len(misses)} misses, LDP is significantly ahead (paired t test over "
+            f"seeds) at {len(ldp_ahead)}"
+            + (
+                ": " + ", ".join(f"eps={eps:g} {method}" for eps, method in ldp_ahead)
+                if ldp_ahead
+                else ""
+            )
+            if misses
+            else ""
+        ),
+        [eps for eps, _ in misses],
+        still,
+        f"LDP ahead of {named}"
+        + (
+            f"; significantly at {len(ldp_ahead)} (paired t test over {training.seeds} seeds)"
+            if ldp_ahead
+            else f": within the seeds' spread, not significant in a paired t test over "
+            f"{training.seeds} seeds; the step size is tuned on {training.tune_seeds} "
+            "seed(s), which selects with noise"
+        ),
     )
+
+
+def _beats_decor_claim(
+    p_panel: Panel,
+    at: Callable[..., Point],
+    training: Training,
+    still: dict[tuple[str, float], float],
+) -> Claim:
+    """Panel (b) of the learning figures (Whisper Figs. 2-3, CorN-DSGD Figs. 3-5; Section VI-B):
+    Whisper at least as good as DECOR at every p < 1, with its margin at each."""
+    lower = training.lower_is_better
     sparse = [p for p in p_panel.values if p < 1.0]
     behind = [
         p
         for p in sparse
         if better(at(p_panel, p, "decor").mean, at(p_panel, p, "whisper").mean, lower)
     ]
-    claims.append(
-        _verdict_of_misses(
-            p_panel,
-            "Whisper / CorN-DSGD outperforms DECOR for all network connectivities (p < 1)",
-            f"Whisper at least as good as DECOR at {len(sparse) - len(behind)}/{len(sparse)} "
-            "values of p; "
-            + ", ".join(
-                f"p={p:g}: {_margin(at(p_panel, p, 'whisper'), at(p_panel, p, 'decor'), lower)}"
-                for p in sparse
-            ),
-            behind,
-            still,
-            "DECOR ahead at "
-            + ", ".join(
-                f"p={p:g} ({_margin(at(p_panel, p, 'decor'), at(p_panel, p, 'whisper'), lower)})"
-                for p in behind
-            )
-            + f" over {training.seeds} seeds",
+    return _verdict_of_misses(
+        p_panel,
+        "Whisper / CorN-DSGD outperforms DECOR for all network connectivities (p < 1)",
+        f"Whisper at least as good as DECOR at {len(sparse) - len(behind)}/{len(sparse)} "
+        "values of p; "
+        + ", ".join(
+            f"p={p:g}: {_margin(at(p_panel, p, 'whisper'), at(p_panel, p, 'decor'), lower)}"
+            for p in sparse
+        ),
+        behind,
+        still,
+        "DECOR ahead at "
+        + ", ".join(
+            f"p={p:g} ({_margin(at(p_panel, p, 'decor'), at(p_panel, p, 'whisper'), lower)})"
+            for p in behind
         )
+        + f" over {training.seeds} seeds",
     )
-    if 1.0 in p_panel.values:
-        claims.append(_same_at_complete(p_panel, rows, at, training.metric, training, primary))
+
+
+def _sparsest_claim(
+    p_panel: Panel,
+    at: Callable[..., Point],
+    lower: bool,
+    still: dict[tuple[str, float], float],
+) -> Claim:
+    """Panel (b) of the learning figures (Whisper Figs. 2-3, CorN-DSGD Figs. 3-5; Section VI-B):
+    Whisper's advantage over DECOR (DECOR - Whisper in the metric's units, positive is better)
+    is largest at p <= 0.4; not testable where the panel runs no such p."""
     advantage = {
         p: (at(p_panel, p, "decor").mean - at(p_panel, p, "whisper").mean) * (1 if lower else -1)
         for p in p_panel.values
@@ -297,34 +336,36 @@ def analyse(
     )
     sparsest = "at lower connectivities (p <= 0.4) Whisper outperforms DECOR by the largest margin"
     if not any(p <= 0.4 for p in p_panel.values):
-        claims.append(
-            Claim(
-                p_panel.label,
-                sparsest,
-                measured,
-                Verdict.NOT_TESTABLE,
-                "this panel runs no p <= 0.4 (p = "
-                + ", ".join(f"{p:g}" for p in p_panel.values)
-                + ")",
-            )
+        return Claim(
+            p_panel.label,
+            sparsest,
+            measured,
+            Verdict.NOT_TESTABLE,
+            "this panel runs no p <= 0.4 (p = " + ", ".join(f"{p:g}" for p in p_panel.values) + ")",
         )
-    else:
-        claims.append(
-            _verdict_of_misses(
-                p_panel,
-                sparsest,
-                measured,
-                [] if widest <= 0.4 else [widest, *(p for p in p_panel.values if p <= 0.4)],
-                still,
-                f"the largest advantage is at p = {widest:g} ({advantage[widest]:+.3g}), above "
-                f"0.4 (best at p <= 0.4: "
-                f"{max(a for p, a in advantage.items() if p <= 0.4):+.3g})",
-            )
-        )
-    if "paper" not in the_study.calibrations:
-        return [figure], claims, []
-    claims.append(_exact_buys(the_study, summary, eps_panel, lower, still))
-    claims.append(budget_claim([row for row in rows if row["method"] in METHODS], the_study.delta))
+    return _verdict_of_misses(
+        p_panel,
+        sparsest,
+        measured,
+        [] if widest <= 0.4 else [widest, *(p for p in p_panel.values if p <= 0.4)],
+        still,
+        f"the largest advantage is at p = {widest:g} ({advantage[widest]:+.3g}), above "
+        f"0.4 (best at p <= 0.4: "
+        f"{max(a for p, a in advantage.items() if p <= 0.4):+.3g})",
+    )
+
+
+def _papers_protocol_notes(
+    the_study: Study,
+    rows: list[dict[str, Any]],
+    p_panel: Panel,
+    at: Callable[..., Point],
+    training: Training,
+) -> list[str]:
+    """The papers' protocol's notes: how the step size and clipping threshold were tuned, the
+    weights and DECOR's noise couple, the average model, and, where LDP's curve is flat in p
+    (within 5%) in panel (b) of the learning figures (Whisper Figs. 2-3, CorN-DSGD Figs. 3-5),
+    why."""
     notes = [
         f"Tuning: step size over {list(training.lrs)}, clipping threshold over "
         f"{list(training.clips)}, on the mean final {training.metric} of {training.tune_seeds} "
@@ -348,7 +389,7 @@ def analyse(
             "sizes the agents stay close to their average. Correlated noise is designed for the "
             "graph, so its curves move with p."
         )
-    return [figure], claims, notes
+    return notes
 
 
 def analyser(
