@@ -39,6 +39,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,9 +49,14 @@ from tqdm.auto import tqdm
 from dpdl.errors import ConfigError, FileFormatError
 from dpdl.files import atomic_write, folder_lock, json_safe
 from dpdl.jobspec.config import TrainConfig
-from dpdl.jobspec.departure import remaining_agents, second_phase, two_phase_reports
+from dpdl.jobspec.departure import (
+    SecondPhase,
+    remaining_agents,
+    second_phase,
+    two_phase_reports,
+)
 from dpdl.jobspec.engine import require_calibrated_for
-from dpdl.jobspec.job import build_job, with_epochs
+from dpdl.jobspec.job import Job, build_job, with_epochs
 from dpdl.jobspec.sampling import AgentBatches
 from dpdl.jobspec.step import agent_batches, local_gradients
 from dpdl.keys import AgentKey
@@ -65,8 +71,9 @@ from dpdl.runtime.checkpoint import (
     save_agent_key,
     save_checkpoint,
 )
-from dpdl.runtime.handshake import handshake
+from dpdl.runtime.handshake import Links, handshake
 from dpdl.runtime.options import AgentOptions
+from dpdl.tasks.base import Task
 
 __all__ = [
     "AgentOptions",
@@ -246,15 +253,14 @@ def require_runtime_settings(config: TrainConfig) -> None:
         )
 
 
-def _run(
-    config: TrainConfig,
-    seed: int,
-    agent: int,
-    options: AgentOptions,
-    on_round: Callable[[int], None] | None,
-    progress: bool,
-) -> np.ndarray:
-    config = with_epochs(config.resolved())
+def _first_job(
+    config: TrainConfig, seed: int, agent: int, options: AgentOptions
+) -> tuple[Job, list[int], int]:
+    """The job of replicate ``seed`` of ``config`` (resolved, with its epochs) before any
+    departure, the agents that remain (original ids, in rank order) and agent ``agent``'s rank
+    among them. Refuses a setting the agents cannot honour, noise on other terms than it was
+    calibrated for, an agent that is not among the remaining ones or not their rank in the
+    process group, and departures under gradient tracking."""
     require_runtime_settings(config)
     first = build_job(config, seed)
     if first.calibration is not None:  # the noise runs on the terms it was calibrated for
@@ -273,58 +279,100 @@ def _run(
             f"agent {agent} must run as rank {rank} of an initialised torch.distributed process "
             f"group of {len(remaining)} ranks"
         )
-
-    tracking = config.algorithm == "dsgt"
-    if tracking and options.departed:
+    if config.algorithm == "dsgt" and options.departed:
         raise ConfigError(
             "departures are supported for D-SGD only: under gradient tracking the departed "
             "agents' share of the tracked gradient sum is lost"
         )
+    return first, remaining, rank
+
+
+def _initial_state(
+    first: Job, seed: int, agent: int, tracking: bool
+) -> tuple[AgentState, AgentBatches | None]:
+    """Agent ``agent``'s state before round 1 (the job's initial model; under gradient tracking
+    stacked with a tracking variable and a last gradient of zeros) and its batch streams (None:
+    full gradients)."""
     start_vector = first.task.initial_params().cpu().numpy()
     if tracking:  # the model, the tracking variable and the last gradient
         start_vector = np.stack(
             [start_vector, np.zeros_like(start_vector), np.zeros_like(start_vector)]
         )
     batches = agent_batches(first.task, first.dsgd, seed, [agent])
-    state = AgentState(0, start_vector, None if batches is None else batches.state())
-    run, settings = run_fingerprint(config, seed, first), run_settings(config, seed)
-    if options.resume:
-        files = [checkpoint_path(options.workdir, agent, kind) for kind in ("periodic", "last")]
-        saved = [(path, s) for path in files for s in load_checkpoint(path, run, agent, settings)]
-        start = _common_round(agent, [s for _, s in saved], len(remaining))
-        if start == 0 and not saved and not options.departed:
-            raise ConfigError(
-                f"agent {agent}: nothing to resume: no checkpoint in {Path(options.workdir)} "
-                "(none of the agents saved one); start without --resume"
-            )
-        path, state = next(((path, s) for path, s in saved if s.round == start), (None, state))
-        if path is not None:
-            _restore(path, state, start_vector.shape, batches)
-    job, epoch, phase = first, 0, None
-    if options.departed:
-        phase = second_phase(
-            config, first, list(options.departed), _phase_start(options, agent, state.round)
+    return AgentState(0, start_vector, None if batches is None else batches.state()), batches
+
+
+def _resumed_state(
+    options: AgentOptions,
+    agent: int,
+    start: AgentState,
+    batches: AgentBatches | None,
+    run: str,
+    settings: dict[str, Any],
+    world: int,
+) -> AgentState:
+    """The state agent ``agent`` resumes from (collective over the ``world`` agents): its saved
+    state of the latest round that all of them saved, with ``batches`` moved to where they
+    stood, else ``start``. Refuses a resume with nothing to resume from (no agent saved a
+    checkpoint and none departed)."""
+    files = [checkpoint_path(options.workdir, agent, kind) for kind in ("periodic", "last")]
+    saved = [(path, s) for path in files for s in load_checkpoint(path, run, agent, settings)]
+    common = _common_round(agent, [s for _, s in saved], world)
+    if common == 0 and not saved and not options.departed:
+        raise ConfigError(
+            f"agent {agent}: nothing to resume: no checkpoint in {Path(options.workdir)} "
+            "(none of the agents saved one); start without --resume"
         )
-        job, epoch = phase.job, 1
-        if rank == 0:
-            reports = two_phase_reports(config, first, phase)
-            record = {
-                "departed": phase.departed,
-                "after_round": phase.start_round,
-                "agents": phase.agents,
-                "privacy": [r.as_dict() for r in reports],
-            }
-            (Path(options.workdir) / "privacy.json").write_text(
-                json.dumps(json_safe(record), indent=2) + "\n"
-            )
-    device = agent_device(options.backend)
-    task = job.task.to(device)
-    timeout = datetime.timedelta(seconds=options.timeout)
-    # rounds of this phase were sent before: a resume of the first phase, or one after rounds of
-    # the second
-    resumed = options.resume and (
-        epoch == 0 or (phase is not None and state.round > phase.start_round)
+    path, state = next(((path, s) for path, s in saved if s.round == common), (None, start))
+    if path is not None:
+        _restore(path, state, start.params.shape, batches)
+    return state
+
+
+def _departure_phase(
+    config: TrainConfig,
+    first: Job,
+    options: AgentOptions,
+    agent: int,
+    rank: int,
+    resumed_round: int,
+) -> SecondPhase:
+    """The second phase after ``options.departed`` left, from the round recorded at its first
+    start, else from ``resumed_round`` (:func:`_phase_start`). Rank 0 writes the privacy reports
+    of both phases to ``WORKDIR/privacy.json``."""
+    phase = second_phase(
+        config, first, list(options.departed), _phase_start(options, agent, resumed_round)
     )
+    if rank == 0:
+        reports = two_phase_reports(config, first, phase)
+        record = {
+            "departed": phase.departed,
+            "after_round": phase.start_round,
+            "agents": phase.agents,
+            "privacy": [r.as_dict() for r in reports],
+        }
+        (Path(options.workdir) / "privacy.json").write_text(
+            json.dumps(json_safe(record), indent=2) + "\n"
+        )
+    return phase
+
+
+def _connect(
+    job: Job,
+    options: AgentOptions,
+    agent: int,
+    rank: int,
+    epoch: int,
+    run: str,
+    resumed: bool,
+    remaining: list[int],
+    tracking: bool,
+    device: torch.device,
+) -> tuple[Links, NeighbourChannel]:
+    """Agent ``agent``'s links after the handshake of phase ``epoch`` (collective; its key from
+    :func:`_agent_key`) and its channel to its neighbours, whose messages hold the model, or
+    under gradient tracking the model and the tracking variable."""
+    timeout = datetime.timedelta(seconds=options.timeout)
     key = _agent_key(options, agent, rank, epoch, run, resumed)
     links = handshake(rank, key, job, timeout, remaining)
     dim = job.task.dim
@@ -339,6 +387,25 @@ def _run(
         remaining,
         device,
     )
+    return links, channel
+
+
+def _round_step(
+    config: TrainConfig,
+    job: Job,
+    task: Task,
+    agent: int,
+    rank: int,
+    batches: AgentBatches | None,
+    links: Links,
+    channel: NeighbourChannel,
+    device: torch.device,
+) -> Callable[[int, np.ndarray], np.ndarray]:
+    """Agent ``agent``'s round: ``step(t, params)`` runs round ``t`` from ``params`` (collective
+    with its neighbours) and returns the parameters after it. A round of noisy D-SGD (the
+    module's formulas), or under gradient tracking (``config.algorithm == "dsgt"``) one of LPPA:
+    ``params`` stacks the model, the tracking variable and the last gradient."""
+    dim = job.task.dim
     own_weight, weights_in = (
         job.weights[rank, rank],
         {j: job.weights[rank, j] for j in links.senders},
@@ -395,9 +462,29 @@ def _run(
             y = y + inject(t)
         return np.stack([x_new, y, g_new])
 
-    advance = dsgt_round if tracking else dsgd_round
+    return dsgt_round if config.algorithm == "dsgt" else dsgd_round
+
+
+def _run_rounds(
+    advance: Callable[[int, np.ndarray], np.ndarray],
+    state: AgentState,
+    batches: AgentBatches | None,
+    config: TrainConfig,
+    options: AgentOptions,
+    agent: int,
+    run: str,
+    settings: dict[str, Any],
+    keep: int,
+    on_round: Callable[[int], None] | None,
+    progress: bool,
+) -> np.ndarray:
+    """Run agent ``agent``'s rounds after ``state`` to the last with ``advance``
+    (:func:`_round_step`) and return its parameters after it. Every ``options.checkpoint_every``
+    rounds it saves its periodic checkpoint (the last two states); when a round fails or the
+    process is asked to stop (SIGTERM, handled in the main thread only), it saves its states of
+    the last ``keep`` rounds as its ``"last"`` checkpoint and re-raises."""
     params = state.params.copy()
-    recent: deque[AgentState] = deque([state], maxlen=n)
+    recent: deque[AgentState] = deque([state], maxlen=keep)
     periodic: deque[AgentState] = deque([state], maxlen=2)
 
     def stop(signum: int, frame: object) -> None:
@@ -441,11 +528,72 @@ def _run(
         bar.close()
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
-    model = params[0] if tracking else params
+    return params
+
+
+def _save_final(
+    options: AgentOptions,
+    agent: int,
+    model: np.ndarray,
+    record: dict[str, Any],
+) -> None:
+    """Save agent ``agent``'s final model (:func:`final_model_path`) and then ``record``, the
+    record of its run (:func:`run_record_path`)."""
     path = final_model_path(options.workdir, agent)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.save(path, model)
-    run = {
+    run_record_path(options.workdir, agent).write_text(json.dumps(record) + "\n")
+
+
+def _run(
+    config: TrainConfig,
+    seed: int,
+    agent: int,
+    options: AgentOptions,
+    on_round: Callable[[int], None] | None,
+    progress: bool,
+) -> np.ndarray:
+    """The body of :func:`run_agent`, inside the agent's folder lock: check the run and the
+    process group, find the state to start from (round 0, or a resume's) and the phase (after a
+    departure, the second, on the remaining graph), agree keys and seeds with the others, run
+    the rounds, and save the final model and the record of the run."""
+    config = with_epochs(config.resolved())
+    first, remaining, rank = _first_job(config, seed, agent, options)
+    tracking = config.algorithm == "dsgt"
+    state, batches = _initial_state(first, seed, agent, tracking)
+    run, settings = run_fingerprint(config, seed, first), run_settings(config, seed)
+    if options.resume:
+        state = _resumed_state(options, agent, state, batches, run, settings, len(remaining))
+    job, epoch, phase = first, 0, None
+    if options.departed:
+        phase = _departure_phase(config, first, options, agent, rank, state.round)
+        job, epoch = phase.job, 1
+    device = agent_device(options.backend)
+    task = job.task.to(device)
+    # rounds of this phase were sent before: a resume of the first phase, or one after rounds of
+    # the second
+    resumed = options.resume and (
+        epoch == 0 or (phase is not None and state.round > phase.start_round)
+    )
+    links, channel = _connect(
+        job, options, agent, rank, epoch, run, resumed, remaining, tracking, device
+    )
+    advance = _round_step(config, job, task, agent, rank, batches, links, channel, device)
+    params = _run_rounds(
+        advance,
+        state,
+        batches,
+        config,
+        options,
+        agent,
+        run,
+        settings,
+        first.task.n_agents,
+        on_round,
+        progress,
+    )
+    model = params[0] if tracking else params
+    record = {
         "agent": agent,
         "rank": rank,
         "seed": seed,
@@ -454,5 +602,5 @@ def _run(
         "receivers": [remaining[j] for j in links.receivers],
         "senders": [remaining[j] for j in links.senders],
     }
-    run_record_path(options.workdir, agent).write_text(json.dumps(run) + "\n")
+    _save_final(options, agent, model, record)
     return model
