@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from dpdl.choices import TASKS
-from dpdl.cli import _agent_options, build_parser
+from dpdl.cli import build_parser
+from dpdl.cli.agents import _agent_options
 from dpdl.errors import ConfigError
 from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
 from dpdl.runtime.options import AgentOptions

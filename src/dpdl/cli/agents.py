@@ -1,0 +1,126 @@
+"""``dpdl run-agent`` and ``dpdl run-local``: a job's agents as processes of the runtime, one rank
+of torch.distributed each (:mod:`dpdl.runtime`), and the runtime options both take."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from dpdl.cli.options import add_training_arguments
+from dpdl.errors import ConfigError
+from dpdl.jobspec.config import TrainConfig
+from dpdl.runtime.options import AgentOptions
+from dpdl.settings import add_arguments, from_options
+
+
+def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
+    """How runtime agents run (:class:`AgentOptions`: checkpoints, timeout, resume, departures,
+    message authentication), and progress."""
+    sections = add_arguments(parser, AgentOptions)
+    sections["runtime"].add_argument(
+        "--no-progress", action="store_true", help="hide the progress bar"
+    )
+
+
+def _agent_options(args: argparse.Namespace) -> AgentOptions:
+    """The runtime options of ``args``; the agents' key seed is the job's ``--key-seed``."""
+    from dataclasses import replace
+
+    if len(args.seed) != 1:
+        raise ConfigError("the runtime runs one replicate: give one --seed")
+    return replace(from_options(AgentOptions, args), key_seed=args.key_seed)
+
+
+def run_agent_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "run-agent",
+        help="run one agent as one rank of torch.distributed (launch with torchrun, one rank per "
+        "agent)",
+        description="Run agent RANK of the job as a torch.distributed process (gloo, or nccl on "
+        "the GPU LOCAL_RANK with --backend nccl): agree keys with the others "
+        "(X25519), then train (D-SGD, or gradient tracking with --algorithm dsgt) exchanging "
+        "authenticated messages with its graph neighbours only. Reads RANK, WORLD_SIZE, "
+        "LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the environment, as torchrun sets them "
+        "(torchrun ... -m dpdl.cli -- run-agent ...); writes the final model to "
+        "WORKDIR/agent<id>/final.npy.",
+    )
+    add_training_arguments(parser)
+    add_agent_arguments(parser)
+    parser.set_defaults(handler=_run_agent)
+
+
+def _run_agent(args: argparse.Namespace) -> int:
+    from dpdl.jobspec.departure import remaining_agents
+    from dpdl.runtime import init_agent, run_agent
+    from dpdl.runtime.agent import final_model_path
+
+    options = _agent_options(args)
+    rank = init_agent(backend=options.backend)
+    agent = remaining_agents(args.n, options.departed)[rank]
+    run_agent(
+        from_options(TrainConfig, args), args.seed[0], agent, options, progress=not args.no_progress
+    )
+    print(
+        f"agent {agent} (rank {rank}): final model {final_model_path(args.workdir, agent)}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def run_local_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "run-local",
+        help="run every agent of a job as its own process on this machine (loopback; gloo, or "
+        "nccl with one GPU per agent) and evaluate the models",
+        description="Start n run-agent processes on loopback, wait for them, and write models.npy "
+        "and final.json (the metrics of the agents' final models) to WORKDIR; on a failure print "
+        "which agent stopped and why (rerun with --resume to continue from the checkpoints).",
+    )
+    add_training_arguments(parser)
+    add_agent_arguments(parser)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the final metrics as one JSON object on the last line",
+    )
+    parser.set_defaults(handler=_run_local)
+
+
+def _run_local(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from dpdl.errors import PeerFailure
+    from dpdl.experiments.results import json_safe
+    from dpdl.runtime import run_local
+
+    outcome = run_local(
+        from_options(TrainConfig, args),
+        args.seed[0],
+        _agent_options(args),
+        progress=not args.no_progress,
+    )
+    if outcome.models is None:
+        for agent, error in sorted(outcome.errors.items()):
+            print(f"agent {agent}: {error.strip().splitlines()[-1]}", file=sys.stderr)
+        raise PeerFailure(
+            f"{len(outcome.errors)} of {len(outcome.agents)} agents stopped; rerun with --resume "
+            "to continue from the checkpoints",
+            min(outcome.errors),
+            0,
+        )
+    np.save(args.workdir / "models.npy", outcome.models)
+    final = {"agents": outcome.agents, **outcome.metrics, "privacy": outcome.privacy}
+    (args.workdir / "final.json").write_text(json.dumps(json_safe(final), indent=2) + "\n")
+    for report in outcome.privacy:
+        print(
+            f"privacy: eps={report['epsilon']:.4g} at delta={report['delta']:g}; "
+            f"{report['threat']}; accountant {report['accountant']}",
+            file=sys.stderr,
+        )
+    for name, value in outcome.metrics.items():
+        print(f"{name}: {value:.6g}", file=sys.stderr)
+    print(f"results: {args.workdir}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(json_safe(outcome.metrics)))
+    return 0

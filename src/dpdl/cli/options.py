@@ -1,0 +1,211 @@
+"""The options several ``dpdl`` commands share, and what a handler makes of them.
+
+:class:`Parser` (usage errors in one line; ``--config FILE`` and ``--set KEY=VALUE``), the groups
+of options more than one command adds (training, graph, budget, noise design, device, output,
+figure, executor), and the helpers that turn them into what a command runs with: a results folder
+checked before any work, an executor, a graph and its mixing matrix. Building the options imports
+nothing heavy; the helpers import their implementation when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from dpdl.choices import EXECUTORS
+from dpdl.errors import DpdlError
+from dpdl.jobspec.config import TrainConfig
+from dpdl.settings import DesignOptions, add_arguments, positive_int
+
+
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose usage errors are one line, like every other dpdl error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"dpdl: error: {message} (see '{self.prog} --help')\n")
+
+    def parse_known_args(
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """With ``--config FILE`` / ``--set KEY=VALUE`` (:func:`add_options_file_arguments`), parse
+        again with the file's values, then the ``--set`` values, in place of the defaults: an option
+        given on the command line still overrides both, wherever it stands."""
+        if namespace is None and any(action.dest == "config" for action in self._actions):
+            first, _ = super().parse_known_args(args, None)
+            if first.config is not None or first.set:
+                from dpdl.experiments.replay import load_options
+
+                try:
+                    namespace = argparse.Namespace(**load_options(self, first.config, first.set))
+                except DpdlError as error:
+                    self.error(str(error))
+        return super().parse_known_args(args, namespace)
+
+
+def add_options_file_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config FILE`` and ``--set KEY=VALUE``: take the options from a TOML file, as a run writes
+    them (:mod:`dpdl.experiments.replay`); :class:`Parser` reads them."""
+    group = parser.add_argument_group("options file (replay a run)")
+    group.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="take every option from this TOML file, the config.toml each run writes in its "
+        "results folder (keys: the long options, as batch-size or batch_size); an option also "
+        "given on the command line overrides the file's",
+    )
+    group.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one option of the file (or of the defaults), e.g. --set seed=[1] --set "
+        "graph=ring: "
+        'VALUE is a TOML literal (3, 0.5, [1, 2], true, "text"), or else a plain string; '
+        "repeatable",
+    )
+
+
+def add_training_arguments(parser: argparse.ArgumentParser) -> None:
+    """Everything that defines a training job: one option per setting of :class:`TrainConfig`."""
+    add_arguments(parser, TrainConfig)
+
+
+def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options that choose the communication graph and its mixing matrix (:class:`TrainConfig`'s;
+    not ``--graph-seed``: these commands draw a random graph from their ``--seed``)."""
+    add_arguments(parser, TrainConfig, groups=("graph",), skip=("graph_seed",))
+
+
+def add_graph_seed_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, default=0, help="seed of random graphs (default 0)")
+
+
+def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options that set the privacy budget and how it is calibrated (:class:`TrainConfig`'s; not
+    the time-correlated mechanisms' ``--gdp-mu`` and ``--neighbouring``: these commands calibrate
+    the per-step designs)."""
+    add_arguments(parser, TrainConfig, groups=("privacy",), skip=("gdp_mu", "neighbouring"))
+
+
+def add_design_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the correlated-noise designs (:class:`~dpdl.settings.DesignOptions`)."""
+    add_arguments(parser, DesignOptions)
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """``--device``: where the engine computes (:func:`dpdl.jobspec.device.resolve_device`)."""
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        metavar="DEVICE",
+        help="where the engine computes: cpu, cuda, cuda:K or auto (a GPU if torch sees one, else "
+        "the CPU); batches and noise are drawn on the host from the same seeds on every device, "
+        "so the numbers agree to rounding (default cpu)",
+    )
+
+
+def add_output_arguments(
+    parser: argparse.ArgumentParser, out: Path | None, out_help: str, json_help: str | None
+) -> None:
+    """``--out`` (results folder), ``--json`` (when the command has a JSON result) and
+    ``--no-progress``."""
+    group = parser.add_argument_group("output")
+    group.add_argument("--out", type=Path, default=out, help=f"results folder (default {out_help})")
+    if json_help:
+        group.add_argument(
+            "--json",
+            action="store_true",
+            help=f"print {json_help} as one JSON object on the last line",
+        )
+    group.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+#: The figure formats ``--plot`` writes, by file suffix (matplotlib's names for them).
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def figure_file(text: str) -> Path:
+    """``--plot``'s value: a file name whose suffix names a format of :data:`FIGURE_SUFFIXES`."""
+    path = Path(text)
+    if path.suffix.lower() not in FIGURE_SUFFIXES:
+        raise argparse.ArgumentTypeError(
+            f"the figure's file name must end in {', '.join(FIGURE_SUFFIXES)}, got {text!r}"
+        )
+    return path
+
+
+def add_plot_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--plot FILE``: also draw ``what`` into FILE."""
+    parser.add_argument(
+        "--plot",
+        type=figure_file,
+        default=None,
+        metavar="FILE",
+        help=f"also draw {what} into FILE ({', '.join(FIGURE_SUFFIXES)})",
+    )
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser, jobs: str) -> None:
+    """``--executor``, ``--address`` and the number of points at once (option ``--<jobs>``, dest
+    ``jobs``; the other of ``--jobs`` and ``--workers`` is taken too, so that either command
+    accepts the other's habit): where the points of a grid run
+    (:mod:`dpdl.experiments.executors`)."""
+    group = parser.add_argument_group("executor (where the points run)")
+    group.add_argument(
+        f"--{jobs}",
+        "--workers" if jobs == "jobs" else "--jobs",
+        dest="jobs",
+        type=positive_int,
+        default=None,
+        help="points at once on this machine (default: all cores; with --executor ray, the CPUs "
+        "of the Ray started here)",
+    )
+    group.add_argument(
+        "--executor",
+        choices=EXECUTORS.names(),
+        default="local",
+        help="; ".join(f"{name}: {what}" for name, what in EXECUTORS.helps().items())
+        + " (default local)",
+    )
+    group.add_argument(
+        "--address",
+        default=None,
+        metavar="ADDR",
+        help="with --executor ray: the Ray cluster to join (host:port of its head, or 'auto'); "
+        "default: start a Ray on this machine",
+    )
+
+
+def output_folder(folder: Path, option: str = "--out") -> Path:
+    """``folder``, checked to be writable as a folder before the command does any work."""
+    from dpdl.files import require_folder
+
+    require_folder(folder, option)
+    return folder
+
+
+def executor_from(args: argparse.Namespace, cpus: float = 1.0, gpus: float = 0.0):  # noqa: ANN202 (an Executor, imported late)
+    """The executor that ``--executor``, ``--address`` and ``--jobs`` name
+    (:func:`add_executor_arguments`), giving each point ``cpus`` and ``gpus``."""
+    from dpdl.experiments.executors import ExecutorOptions, open_executor
+
+    return open_executor(args.executor, ExecutorOptions(args.jobs, args.address, cpus, gpus))
+
+
+def graph_and_weights(args: argparse.Namespace, method: str | None = None) -> tuple:
+    """The graph and mixing matrix of ``args``; with ``method``, its design's memory checked first
+    (before the graph is built where the topology's size is known without it)."""
+    from dpdl.graphs import build_graph, mixing_matrix
+    from dpdl.jobspec.resources import graph_size, require_design_fits
+
+    what = f"the {method} design"
+    known = method is None or require_design_fits(
+        method, graph_size(args.graph, args.n, args.p), what
+    )
+    graph = build_graph(args.graph, args.n, args.p, seed=args.seed)
+    if not known:
+        require_design_fits(method, (graph.number_of_nodes(), graph.number_of_edges()), what)
+    return graph, mixing_matrix(graph, args.mixing)

@@ -1,0 +1,95 @@
+"""``dpdl reproduce``: run a named reproduction of the papers' figures, or write its report from
+a sweep's runs (:mod:`dpdl.experiments.reproduction`; the reproductions are a separate package)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dpdl.choices import REPRODUCTIONS_INSTALL
+from dpdl.cli.options import (
+    add_executor_arguments,
+    add_output_arguments,
+    executor_from,
+    output_folder,
+)
+from dpdl.errors import ConfigError
+
+
+def reproduce_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "reproduce",
+        help="reproduce a paper's figure: raw runs (CSV), figures (PNG) and REPORT.md",
+        description="Run a named reproduction of the papers' figures; finished grid points are "
+        "cached, so an interrupted run resumes. REPORT.md states each claim of the paper, what we "
+        "measured, and whether it holds.",
+    )
+    parser.add_argument("name", nargs="?", help="reproduction name (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the reproductions and exit")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer seeds and grid points (minutes)"
+    )
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        default=None,
+        metavar="PART",
+        help="run only these parts of a figure that has parts (see --list), e.g. decor-fig1's "
+        "logreg-a9a",
+    )
+    parser.add_argument(
+        "--from-sweep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="run nothing: write REPORT.md and the figures into DIR/report (or --out) from the "
+        "runs 'dpdl sweep NAME --out DIR' made in DIR (with --quick: 'dpdl sweep NAME --quick'; "
+        "the reproductions with a sweep file: see --list)",
+    )
+    add_executor_arguments(parser, "workers")
+    add_output_arguments(
+        parser,
+        None,
+        "results/<name>, or results/quick/<name>; with --from-sweep DIR, DIR/report",
+        None,
+    )
+    parser.set_defaults(handler=_reproduce)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from dpdl.experiments.reproduction import reproduction, reproductions
+
+    if args.list or not args.name:
+        found = reproductions()
+        if not found:
+            raise ConfigError(f"no reproductions are installed: {REPRODUCTIONS_INSTALL}")
+        for name, entry in found.items():
+            parts = f" (parts: {', '.join(entry.parts)})" if entry.parts else ""
+            if entry.sweep_parts is not None:
+                stated = ", ".join(entry.sweep_parts)
+                parts += f" (sweep file: dpdl sweep {name}; --from-sweep writes the report" + (
+                    f" of {stated})" if stated else ")"
+                )
+            print(f"{name:<20} {entry.summary}{parts}")
+        return 0
+    chosen = reproduction(args.name)
+    if args.from_sweep is not None:
+        report = chosen.report_of_sweep(args.from_sweep, quick=args.quick, out=args.out)
+        print(report.read_text())
+        print(f"results: {report.parent}")
+        return 0
+    out = output_folder(
+        args.out
+        or (Path("results") / "quick" / args.name if args.quick else Path("results") / args.name)
+    )
+    with executor_from(args) as executor:
+        report = chosen.reproduce(
+            out,
+            quick=args.quick,
+            progress=not args.no_progress,
+            parts=args.parts,
+            executor=executor,
+        )
+    print(report.read_text())
+    print(f"results: {out}")
+    return 0

@@ -1,0 +1,106 @@
+"""``dpdl sweep``: a grid of training runs from a TOML sweep file or a reproduction's name, run
+locally or on Ray (:mod:`dpdl.experiments.sweeps`), or shown with ``--dry-run``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from dpdl.cli.options import add_executor_arguments, add_output_arguments, executor_from
+from dpdl.errors import ConfigError
+
+
+def sweep_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "sweep",
+        help="run a grid of training runs from a TOML sweep file, locally or on Ray",
+        description="Expand the sweep file's grid ([base]: the options of 'dpdl train --config'; "
+        "[sweep]: lists crossed, 'zip' pairs lists, 'tune' names the metric a step-size search "
+        "tunes), run every point not already stored in DIR/points, and write DIR/runs.csv (one "
+        "row per run), DIR/summary.csv (t intervals over seeds) and a figure per metric. An "
+        "interrupted sweep resumes; see docs/sweeps.md.",
+    )
+    parser.add_argument(
+        "file",
+        type=Path,
+        help="sweep file (TOML), e.g. examples/sweeps/a9a-eps.toml, or the name of a reproduction "
+        "that has one (its runs: dpdl sweep whisper-logreg; see dpdl reproduce --list)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="with a reproduction's name: the sweep of its --quick setting",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the grid and its size; run nothing"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="fix an option (replacing its axis), sweep.KEY=[...] to set an axis, or "
+        "tune.KEY=VALUE to set a key of every search (tune.seeds=1); VALUE a TOML literal; "
+        "repeatable",
+    )
+    add_executor_arguments(parser, "jobs")
+    add_output_arguments(parser, None, "results/sweeps/<file name>", None)
+    parser.set_defaults(handler=_sweep)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from dpdl.experiments.sweeps.spec import DEFAULT, named_sweep_file, read_sweep
+
+    path, name = args.file, args.file.stem
+    if path.suffix != ".toml" and not path.is_file():  # a registered sweep's name
+        path = named_sweep_file(str(args.file), args.quick)
+        name += "-quick" if args.quick else ""
+    elif args.quick:
+        raise ConfigError(f"--quick: applies to a reproduction's name, not to the file {path}")
+    sweep = read_sweep(path, args.set)
+    if args.dry_run:
+        from dpdl.experiments.sweeps.tuning import search_runs
+
+        def shown(value: object) -> str:
+            """A value as the file writes it (an unset option as the file's "default")."""
+            return json.dumps(DEFAULT if value is None else value)
+
+        for grid in sweep.grids:
+            if len(sweep.grids) > 1:
+                fixed = ", ".join(f"{key} = {shown(value)}" for key, value in grid.fixed)
+                print(f"[[sweep]] {grid.label}" + (f" ({fixed})" if fixed else ""))
+            for axis in grid.axes:
+                if axis.keys:
+                    values = ", ".join(
+                        "/".join(shown(value) for value in position) for position in axis.values
+                    )
+                    print(f"{' + '.join(axis.keys)} ({len(axis.values)}): {values}")
+            if grid.tune is not None:
+                tune = grid.tune
+                print(
+                    f"tune: {tune.goal} {tune.metric} over {', '.join(tune.over)}"
+                    + (f", on the first {tune.seeds} seed(s)" if tune.seeds else "")
+                    + (
+                        " at " + ", ".join(f"{key} = {shown(value)}" for key, value in tune.at)
+                        if tune.at
+                        else ""
+                    )
+                )
+        staged = any(g.tune is not None and (g.tune.seeds or g.tune.at) for g in sweep.grids)
+        print(
+            f"{len(search_runs(sweep))} runs, then each setting's choice on every seed"
+            if staged
+            else f"{len(sweep.points())} runs"
+        )
+        return 0
+    from dpdl.experiments.sweeps.run import run_sweep
+
+    out = args.out or Path("results") / "sweeps" / name
+    with executor_from(args, sweep.cpus, sweep.gpus) as executor:
+        result = run_sweep(sweep, out, executor, progress=not args.no_progress, label=name)
+    for what, written in result.paths.items():
+        print(f"{what}: {written}", file=sys.stderr)
+    print(f"{len(result.rows)} runs, {result.failed} failed; results: {out}")
+    return 1 if result.failed else 0

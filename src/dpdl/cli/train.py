@@ -1,0 +1,106 @@
+"""``dpdl train``: train one model by private D-SGD and write a results folder, with the
+options that replay the run (``config.toml``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from dpdl import __version__
+from dpdl.cli.options import (
+    add_device_argument,
+    add_options_file_arguments,
+    add_output_arguments,
+    add_training_arguments,
+    output_folder,
+)
+from dpdl.jobspec.config import TrainConfig
+from dpdl.settings import from_options, to_options
+
+
+def train_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "train",
+        help="train one model by private D-SGD and write a results folder",
+        description="Train by D-SGD with privacy noise; writes config.toml (every option, to "
+        "replay the run with --config), config.json, metrics.csv, final.json and a figure.",
+    )
+    add_training_arguments(parser)
+    add_device_argument(parser)
+    add_output_arguments(parser, None, "results/train/<job name>", "the final metrics")
+    parser.add_argument(
+        "--save-models",
+        action="store_true",
+        help="also write every agent's final model, models-seed<s>.npy",
+    )
+    add_options_file_arguments(parser)
+    parser.set_defaults(handler=_train, parser=parser)
+
+
+def _train(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from dpdl.experiments.results import json_safe, write_results
+    from dpdl.experiments.train import run_training
+
+    # the budget the noise is calibrated to: none without noise or under gradient tracking
+    budget = f"-eps{args.eps:g}"
+    if args.mechanism == "none" or args.algorithm == "dsgt":
+        budget = ""
+    elif args.gdp_mu is not None:
+        budget = f"-mu{args.gdp_mu:g}"
+    name = (
+        f"{args.task}-{args.mechanism}-{args.graph.replace(':', '_').replace('/', '_')}"
+        f"{budget}-seed{'_'.join(map(str, args.seed))}"
+    )
+    folder = output_folder(args.out or Path("results") / "train" / name)
+    result = run_training(
+        from_options(TrainConfig, args), progress=not args.no_progress, device=args.device
+    )
+    paths = write_results(result, folder)
+    _write_options(args, result.config, folder)
+    if args.save_models:
+        for run in result.runs:
+            np.save(folder / f"models-seed{run.seed}.npy", run.models)
+    summary = result.summary()
+    metric = result.primary_metric
+    print(f"results: {folder}", file=sys.stderr)
+    for report in result.runs[0].privacy:
+        print(f"privacy: {report}", file=sys.stderr)
+    for report in result.released_together():
+        print(
+            f"privacy of the {len(result.runs)} seeds' results released together (they train on "
+            f"the same data): {report}",
+            file=sys.stderr,
+        )
+    if not result.runs[0].privacy:
+        print(
+            "privacy: none accounted (gradient tracking's injection is not calibrated to a "
+            "budget; 'dpdl audit' attacks it)",
+            file=sys.stderr,
+        )
+    print(f"{metric}: {summary[metric]:.6g} (figure {paths['figure']})", file=sys.stderr)
+    if result.config.average_last:
+        print(
+            f"{metric}, mean over the last {result.config.average_last} iterates: "
+            f"{summary[f'{metric}_tail']:.6g}",
+            file=sys.stderr,
+        )
+    if args.json:
+        print(json.dumps(json_safe(summary)))
+    return 0
+
+
+def _write_options(args: argparse.Namespace, config: TrainConfig, folder: Path) -> None:
+    """``folder/config.toml``: every option of the run, the settings as the run resolved them (the
+    task's step size and schedule filled in), so ``dpdl train --config`` on it replays the run."""
+    from dpdl.experiments.replay import dump_options
+
+    values = {**vars(args), **to_options(config)}
+    header = [
+        f"dpdl train options of the run written to {folder} (dpdl {__version__}); replay it with",
+        f"  dpdl train --config {folder / 'config.toml'} --out OTHER_FOLDER [--set KEY=VALUE ...]",
+    ]
+    (folder / "config.toml").write_text(dump_options(args.parser, values, header))
