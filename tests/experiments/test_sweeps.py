@@ -25,7 +25,7 @@ from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.settings import TaskOptions
 from dpdl.tasks import build_task
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SMALL = """\
 [base]

@@ -21,7 +21,7 @@ import pytest
 import dpdl
 
 PACKAGE = Path(dpdl.__file__).parent
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def imported_modules(source: str, package: str) -> set[str]:

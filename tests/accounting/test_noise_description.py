@@ -1,5 +1,5 @@
 """Noise as plain data: the accountant reads descriptions and composes phases (that it imports
-no mechanism is checked with the other layers in ``tests/test_layers.py``).
+no mechanism is checked with the other layers in ``tests/house/test_layers.py``).
 
 Independent references:
 

@@ -24,7 +24,7 @@ from dpdl.experiments.fit import graph_and_weights, split_examples
 from dpdl.graphs import metropolis_hastings
 from dpdl.mechanisms import LocalDP
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 N, STEPS = 6, 12
 
 

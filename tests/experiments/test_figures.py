@@ -17,7 +17,7 @@ from dpdl.experiments.noise import noise_report
 from dpdl.experiments.results import read_rows, write_rows
 from dpdl.graphs import build_graph, mixing_matrix
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -132,8 +132,9 @@ def test_train_is_the_run_assembled_by_hand(method: str, authors: bool) -> None:
     if authors and method == "none":
         changes["gdp_mu"] = None
     config = _config(method, **changes)
-    with warnings.catch_warnings():  # their gossip is row-stochastic only: the warning's test is
-        warnings.simplefilter("ignore", NotDoublyStochasticWarning)  # in tests/test_graphs.py
+    # their gossip is row-stochastic only: the warning's test is in tests/graphs/test_graphs.py
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotDoublyStochasticWarning)
         reference = _assembled(method, config.resolved())
         result = run_training(config)
     summary = result.summary()

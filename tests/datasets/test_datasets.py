@@ -15,7 +15,7 @@ from dpdl.data import adult, housing, idx
 from dpdl.data.paths import data_file, data_roots, manifest
 from dpdl.errors import DataError
 
-SLICES = Path(__file__).resolve().parent / "data"
+SLICES = Path(__file__).resolve().parents[1] / "data"
 
 
 @pytest.fixture
