@@ -189,7 +189,7 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
 
 def config_of(job: Job) -> TrainConfig:
     """The training configuration :func:`run_job` runs for ``job`` (``dpdl train`` gives the same
-    run bit for bit; tests/test_factorized_train.py): the trade-off figures' configuration
+    run bit for bit; tests/jobspec/test_factorized_train.py): the trade-off figures' configuration
     (:func:`~dpdl_reproductions.tradeoff.config_of`) with its task's data spread,
     delta = 1e-6 and the examples of each agent cycled in ``job``'s batches."""
     plain = tradeoff.config_of({**job, "batch_size": TrainConfig().batch_size})
