@@ -1,5 +1,5 @@
 """Reproductions whose runs are a sweep file (``dpdl sweep NAME``, the files in
-``dpdl/experiments/sweeps/reproductions``): the jobs ``dpdl reproduce`` runs are the file's two
+``dpdl_reproductions/grids``): the jobs ``dpdl reproduce`` runs are the file's two
 stages, the very jobs (cache keys) of the grid the reproduction's analysis reads, choosing what
 its tuning chooses (checked on made-up metrics, nothing trained), in the full setting and the
 quick one; and ``dpdl reproduce NAME --from-sweep DIR`` writes, from a sweep's ``runs.csv``, the
@@ -608,8 +608,8 @@ def test_reproduce_from_sweep_on_the_command_line(tmp_path) -> None:
 
 
 def test_every_reproductions_sweep_file_ships_with_the_package() -> None:
-    """The package data (pyproject.toml) holds every file of ``sweeps/reproductions``, so that an
-    installed dpdl reproduces from them."""
+    """The package data (reproductions/pyproject.toml) holds every file of ``grids/``, so that an
+    installed dpdl-reproductions reproduces from them."""
     import tomllib
 
     from dpdl.choices import SWEEP_REGISTRY
