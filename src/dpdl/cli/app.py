@@ -17,7 +17,7 @@ from dpdl.cli.demo import demo_parser
 from dpdl.cli.factorize import factorize_parser
 from dpdl.cli.noise import noise_parser
 from dpdl.cli.options import Parser
-from dpdl.cli.reproduce import reproduce_parser
+from dpdl.cli.reproductions import reproduce_parser
 from dpdl.cli.sweep import sweep_parser
 from dpdl.cli.train import train_parser
 from dpdl.errors import DpdlError
