@@ -412,3 +412,18 @@ def test_train_smoke(processes):
     assert rows, "metrics.csv has no rows"
     config = json.loads((folder / "config.json").read_text())
     assert "ring" in json.dumps(config) and "logreg-a9a" in json.dumps(config)
+
+
+def test_a_reader_that_stops_reading_is_not_an_internal_error() -> None:
+    """``dpdl data list | head -1``: the output's reader closes the pipe before dpdl is done; dpdl
+    stops quietly, with no traceback and no "internal error"."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dpdl.cli", "data", "list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader is gone before the first line
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 1
+    assert "Traceback" not in stderr and "internal error" not in stderr, stderr

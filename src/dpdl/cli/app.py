@@ -5,6 +5,7 @@ into one line and an exit status."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -96,6 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dpdl: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of the output stopped reading (dpdl reproduce --list | head): nothing is
+        # wrong in dpdl. Point stdout at devnull so that the interpreter's final flush does not
+        # fail again (the recipe of Python's signal module documentation).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception:  # not a user's mistake (those are DpdlErrors): a bug, shown in full
         import traceback
 
