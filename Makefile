@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml reproductions/pyproject.toml
 demo: $(STAMP)
 	$(BIN)/dpdl demo
 
-# The library's tests (tests/), on the data slices that ship in tests/data.
+# The library's tests (tests/), on the data slices that ship in tests/data: the fast lane, in one
+# worker process per core (pytest-xdist; at most 4: each imports torch).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 tests
 
 # The reproductions' tests: every --quick setting run, the committed runs and reports checked.
 test-reproductions: $(STAMP)
