@@ -246,8 +246,6 @@ IMAGE_TASKS = (
     "fashion-cnn",
     "mnist-lenet",
     "fashion-lenet",
-    "mnist-tiny-cnn",
-    "fashion-tiny-cnn",
 )
 
 #: Learning tasks by CLI name: each target is called ``factory(name, n_agents, seed, options)``
@@ -266,12 +264,6 @@ for _name, _target, _help in (
     ("fashion-cnn", "_image_task", "Fashion-MNIST, MAFALDA-SGD's convolutional network"),
     ("mnist-lenet", "_image_task", "MNIST, DLG's LeNet"),
     ("fashion-lenet", "_image_task", "Fashion-MNIST, DLG's LeNet"),
-    ("mnist-tiny-cnn", "_image_task", "MNIST, MAFALDA-SGD's code's network on [0, 1] pixels"),
-    (
-        "fashion-tiny-cnn",
-        "_image_task",
-        "Fashion-MNIST, MAFALDA-SGD's code's network on [0, 1] pixels",
-    ),
 ):
     TASK_REGISTRY.add(_name, f"dpdl.tasks.catalog:{_target}", _help)
 

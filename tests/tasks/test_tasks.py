@@ -15,7 +15,7 @@ from dpdl.errors import ConfigError
 from dpdl.experiments.train import DEFAULT_STEP_SIZES, TrainConfig, run_training
 from dpdl.seeding import purpose_rng
 from dpdl.tasks import TASKS, build_task, decor_least_squares, whisper_quadratic
-from dpdl.tasks.catalog import TaskOptions, train_test_split
+from dpdl.tasks.catalog import TaskOptions, image_task, train_test_split
 
 
 def test_a9a_bundled_copy_has_the_published_shape_and_labels() -> None:
@@ -234,17 +234,26 @@ def test_every_task_has_a_default_step_size() -> None:
     assert set(TASKS) == set(DEFAULT_STEP_SIZES)
 
 
-def test_the_tiny_cnn_is_mafaldas_code_network_on_its_unstandardised_pixels() -> None:
-    """``mnist-tiny-cnn``: the split, agents' examples and test images of ``mnist-cnn`` (the same
-    seed and options), fed the [0, 1] pixels as MAFALDA-SGD's code feeds them (``mnist-cnn``
-    standardises them), to the code's network (20,554 parameters)."""
+def test_an_image_task_of_your_own_network_shares_the_split_and_takes_raw_pixels() -> None:
+    """:func:`image_task` with a network of your own: the split, agents' examples and test images
+    of ``mnist-cnn`` (the same seed and options), its pixels standardised or, on request, left in
+    [0, 1], and the network built under the seed (the same initial weights twice)."""
     options = TaskOptions(partition="iid", examples_per_agent=20, test_examples=50)
-    tiny, cnn = (build_task(name, 3, 0, options) for name in ("mnist-tiny-cnn", "mnist-cnn"))
-    assert (tiny.offsets == cnn.offsets).all() and bool((tiny.targets == cnn.targets).all())
-    assert bool((tiny.test_targets == cnn.test_targets).all())
-    assert float(tiny.inputs.min()) == 0.0 and float(tiny.inputs.max()) == 1.0
-    assert abs(float(cnn.inputs.std()) - 1.0) < 0.05 and float(tiny.inputs.std()) < 0.5
-    assert tiny.dim == 20_554 and cnn.dim == 20_586
+
+    def network() -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10))
+
+    raw = image_task("mnist-linear-raw", 3, 0, options, network, standardised=False)
+    again = image_task("mnist-linear-raw", 3, 0, options, network, standardised=False)
+    cnn = build_task("mnist-cnn", 3, 0, options)
+    assert (raw.offsets == cnn.offsets).all() and bool((raw.targets == cnn.targets).all())
+    assert bool((raw.test_targets == cnn.test_targets).all())
+    assert float(raw.inputs.min()) == 0.0 and float(raw.inputs.max()) == 1.0
+    assert abs(float(cnn.inputs.std()) - 1.0) < 0.05 and float(raw.inputs.std()) < 0.5
+    assert raw.dim == 28 * 28 * 10 + 10
+    assert torch.equal(raw.initial_params(), again.initial_params())
+    fashion = image_task("fashion-linear", 3, 0, options, network)
+    assert abs(float(fashion.inputs.std()) - 1.0) < 0.05  # standardised by default
 
 
 def test_chunked_evaluation_equals_one_pass() -> None:

@@ -51,9 +51,6 @@ DEFAULT_STEP_SIZES: dict[str, tuple[float, str]] = {
     "fashion-cnn": (0.05, "constant"),
     "mnist-lenet": (0.1, "constant"),
     "fashion-lenet": (0.1, "constant"),
-    # MAFALDA-SGD's code's step size on the Florentine families (its decay is --schedule step)
-    "mnist-tiny-cnn": (5.0, "constant"),
-    "fashion-tiny-cnn": (5.0, "constant"),
 }
 
 

@@ -29,10 +29,10 @@ __all__ = [
     "TaskOptions",
     "build_task",
     "image_cnn",
+    "image_task",
     "lenet",
     "partition_labels",
     "split_examples",
-    "tiny_cnn",
     "train_test_split",
 ]
 
@@ -311,18 +311,6 @@ def image_cnn(classes: int = 10) -> nn.Sequential:
     )  # fmt: skip
 
 
-def tiny_cnn(classes: int = 10) -> nn.Sequential:
-    """``FEMNIST_tiny_CNN`` of MAFALDA-SGD's released code (``femnist.py``): :func:`image_cnn`
-    without the group norm after the first convolution, and 8 groups in the one after the second
-    pooling; with ``classes`` outputs (FEMNIST's 62; 10 here). Input (B, 1, 28, 28); 20,554
-    parameters for 10 classes."""
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.GroupNorm(8, 32), nn.Flatten(), nn.Linear(32 * 7 * 7, classes),
-    )  # fmt: skip
-
-
 def lenet(classes: int = 10) -> nn.Sequential:
     """The "two-layer CNN" of LPPA's image experiments, taken as DLG's LeNet (Zhu et al. 2019) with
     two of its 5x5, 12-channel convolutions (stride 2, sigmoid) and its linear layer. Input
@@ -336,22 +324,31 @@ def lenet(classes: int = 10) -> nn.Sequential:
     )  # fmt: skip
 
 
-#: The networks of the image tasks by the suffix of their names, and whether the task
-#: standardises its pixels (MAFALDA-SGD's code feeds its network ``ToTensor``'s [0, 1] pixels).
-_IMAGE_MODELS: dict[str, tuple[Callable[[], nn.Sequential], bool]] = {
-    "cnn": (image_cnn, True),
-    "lenet": (lenet, True),
-    "tiny-cnn": (tiny_cnn, False),
-}
+#: The networks of the built-in image tasks by the suffix of their names.
+_IMAGE_MODELS: dict[str, Callable[[], nn.Sequential]] = {"cnn": image_cnn, "lenet": lenet}
 
 
 def _image_task(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
-    """MNIST or Fashion-MNIST (``mnist-*``, ``fashion-*``) with :func:`image_cnn` (``*-cnn``),
-    :func:`lenet` (``*-lenet``) or :func:`tiny_cnn` (``*-tiny-cnn``) on the original 60000 / 10000
-    split; pixels scaled to [0, 1] and standardised with the training mean and std (not for
-    ``*-tiny-cnn``, as MAFALDA-SGD's code feeds it); each agent keeps ``options.examples_per_agent``
-    of its part where set (MAFALDA-SGD's FEMNIST nodes hold a few hundred examples each), and
-    ``options.test_examples`` test images are evaluated where set."""
+    """MNIST or Fashion-MNIST (``mnist-*``, ``fashion-*``) with :func:`image_cnn` (``*-cnn``) or
+    :func:`lenet` (``*-lenet``): :func:`image_task` with standardised pixels."""
+    return image_task(name, n_agents, seed, options, _IMAGE_MODELS[name.split("-", 1)[1]])
+
+
+def image_task(
+    name: str,
+    n_agents: int,
+    seed: int,
+    options: TaskOptions,
+    network: Callable[[], nn.Module],
+    standardised: bool = True,
+) -> TorchModelTask:
+    """The image task ``name`` on MNIST (a name that starts with ``mnist``) or Fashion-MNIST (any
+    other) with the network ``network()`` builds, for a task of your own: the original 60000 /
+    10000 split; pixels scaled to [0, 1] and, where ``standardised``, standardised with the
+    training mean and std; the labels split by ``options.partition``; each agent keeps
+    ``options.examples_per_agent`` of its part where set (MAFALDA-SGD's FEMNIST nodes hold a few
+    hundred examples each), and ``options.test_examples`` test images are evaluated where set. The
+    network is built under a seed drawn from ``seed``, so its initial weights are the seed's."""
     folder = "mnist" if name.startswith("mnist") else "fashion_mnist"
     train_images, train_labels = load_idx_dataset(folder, "train")
     test_images, test_labels = load_idx_dataset(folder, "t10k")
@@ -359,7 +356,6 @@ def _image_task(name: str, n_agents: int, seed: int, options: TaskOptions) -> To
     def scaled(images: np.ndarray) -> np.ndarray:  # (m, 28, 28) uint8 -> (m, 1, 28, 28) in [0, 1]
         return images.astype(np.float32)[:, None] / 255.0
 
-    model, standardised = _IMAGE_MODELS[name.split("-", 1)[1]]
     train_inputs = scaled(train_images)
     mean, std = (train_inputs.mean(), train_inputs.std()) if standardised else (0.0, 1.0)
     parts = partition_labels(train_labels, n_agents, options, purpose_rng(seed, "partition"))
@@ -383,7 +379,7 @@ def _image_task(name: str, n_agents: int, seed: int, options: TaskOptions) -> To
         )
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
     return TorchModelTask(
-        name, model(), _cross_entropy,
+        name, network(), _cross_entropy,
         (train_inputs - mean) / std, train_labels,
         parts, (scaled(test_images[test]) - mean) / std, test_labels[test], options.l2,
         eval_chunk=CNN_EVAL_CHUNK,
