@@ -1,11 +1,13 @@
 """The reproductions' registrations in dpdl (entry point ``dpdl.plugins``): each reproduction in
-:data:`dpdl.choices.REPRODUCTION_REGISTRY` (``dpdl reproduce NAME``) and each sweep file in
-:data:`dpdl.choices.SWEEP_REGISTRY` (``dpdl sweep NAME``), both imported on first use, so that
-``dpdl --help`` loads nothing more."""
+:data:`dpdl.choices.REPRODUCTION_REGISTRY` (``dpdl reproduce NAME``), each sweep file in
+:data:`dpdl.choices.SWEEP_REGISTRY` (``dpdl sweep NAME``), and what only imitates a released
+script in dpdl's registries of what it imitates (MAFALDA-SGD's code's tasks in
+:data:`dpdl.choices.TASK_REGISTRY`), all imported on first use, so that ``dpdl --help`` loads
+nothing more."""
 
 from __future__ import annotations
 
-from dpdl.choices import REPRODUCTION_REGISTRY, SWEEP_REGISTRY
+from dpdl.choices import REPRODUCTION_REGISTRY, SWEEP_REGISTRY, TASK_REGISTRY
 
 __all__ = ["REPRODUCTIONS"]
 
@@ -85,3 +87,11 @@ for _name, (_module, _swept, _help) in REPRODUCTIONS.items():
     REPRODUCTION_REGISTRY.add(_name, f"{PACKAGE}.reproduce:CATALOG.{_module}", _help)
     if _swept:
         SWEEP_REGISTRY.add(_name, f"{PACKAGE}.grids:SWEEPS.{_name}", f"the runs of {_name}")
+
+#: MAFALDA-SGD's code's tasks (:mod:`dpdl_reproductions.mafalda_code`), with their help: written
+#: here too, so that listing them imports nothing.
+for _name, _help in {
+    "mnist-tiny-cnn": "MNIST, MAFALDA-SGD's code's network on [0, 1] pixels (give --lr: 5 is its)",
+    "fashion-tiny-cnn": "Fashion-MNIST, MAFALDA-SGD's code's network on [0, 1] pixels (give --lr)",
+}.items():
+    TASK_REGISTRY.add(_name, f"{PACKAGE}.mafalda_code:tiny_cnn_task", _help)
