@@ -22,6 +22,9 @@ from dpdl_reproductions.lppa_tables import SETTING_FIELDS
 from dpdl_reproductions.report import VERDICT_CELL, Verdict, read_verdicts
 from dpdl_reproductions.reproduce import REPRODUCTIONS, reproduce
 
+#: The committed full runs.
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
 
 def _square(job: dict) -> dict:
     return {"value": job["x"] ** 2}
@@ -719,7 +722,7 @@ def test_committed_reports_are_what_report_again_writes_and_state_their_wall_tim
     writing one again from its runs.csv gives the committed report unchanged."""
     from dpdl_reproductions.reproduce import committed_wall_time, report_again
 
-    results = Path(__file__).resolve().parents[1] / "results"
+    results = RESULTS
     for name in REPRODUCTIONS:
         run = next(
             line
@@ -803,9 +806,7 @@ def test_the_protocols_share_one_step_size_grid_and_leave_the_paper_runs_alone()
             grids[job["method"]].add(job["lr"])
         assert len({frozenset(grid) for grid in grids.values()}) == 1 and len(grids) == 3
         committed = [
-            row
-            for row in read_rows(Path("results") / module.NAME / "runs.csv")
-            if not row.get("protocol")
+            row for row in read_rows(RESULTS / module.NAME / "runs.csv") if not row.get("protocol")
         ]
         assert committed  # the committed runs are read
         paper = module.jobs(False, parts=("paper",))
