@@ -300,3 +300,30 @@ def test_without_the_reproductions_the_commands_name_the_package(
     error = capsys.readouterr().err
     assert "dpdl-reproductions" in error
     assert "pip install -e reproductions" in error
+
+
+def test_a_fresh_process_finds_a_plugins_task_when_a_configuration_names_it(
+    tmp_path: Path,
+) -> None:
+    """A worker process (a pool's, Ray's, an agent's) that builds a configuration has not run the
+    command line's plugin loading: a task registered only by an installed plugin is still a valid
+    choice there, the plugins loaded when the name is not a built-in one."""
+    info = tmp_path / "dpdl_test_task_dist-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dpdl-test-task\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[dpdl.plugins]\ntest = dpdl_test_plugin_task\n")
+    (tmp_path / "dpdl_test_plugin_task.py").write_text(
+        "from dpdl.choices import TASK_REGISTRY\n"
+        "TASK_REGISTRY.add('test-plugin-task', 'dpdl.tasks.catalog:_quadratic', 'a plugin task')\n"
+    )
+    script = (
+        "from dpdl.jobspec.config import TrainConfig\n"
+        "print(TrainConfig(task='test-plugin-task', lr=0.1).task)\n"
+    )
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    environment.pop(registry.PLUGINS_ENV, None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environment, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "test-plugin-task"

@@ -46,6 +46,7 @@ from dpdl.choices import (
     TASKS,
 )
 from dpdl.errors import ConfigError
+from dpdl.registry import load_plugins
 
 __all__ = [
     "DesignOptions",
@@ -244,7 +245,10 @@ def _check(name: str, hint: Any, meta: Setting | None, value: Any) -> Any:
         raise _type_error(name, "a string", value)
     if meta is not None:
         if (choices := meta.choices) is not None and value not in choices:
-            raise _type_error(name, f"one of {', '.join(choices)}", value)
+            if callable(meta.allowed) and load_plugins():  # a registry's: a plugin may add it
+                choices = meta.choices
+            if value not in choices:
+                raise _type_error(name, f"one of {', '.join(choices)}", value)
         if meta.positive and value < 1:
             raise _type_error(name, "a positive integer", value)
         if meta.interval is not None and not _in_interval(value, meta.interval):
