@@ -475,7 +475,9 @@ def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
     ``key=value`` fixes an option (replacing its axis, if it has one, in every grid),
     ``sweep.key=[...]`` sets an axis (in every grid that does not fix the option itself),
     ``tune.key=value`` sets a key of every grid's search (``tune.seeds=1``). Raises
-    :class:`ConfigError` naming the file, line and key of what is wrong."""
+    :class:`ConfigError` naming the file, line and key of what is wrong. The plugins are loaded
+    first, so that the file may name what they register (a task, a mechanism)."""
+    load_plugins()
     text, data = read_toml(path, "sweep file")
     file = _File(path, text)
     for table in data:
