@@ -510,9 +510,9 @@ def test_mafalda_images_authors_jobs_follow_the_code() -> None:
     dpdl's part keeps its jobs; each run is the configuration of the code's network (on [0, 1]
     pixels) and its step-size decay."""
     from dpdl.jobspec.engine import StepSize
-    from dpdl.tasks.catalog import tiny_cnn
     from dpdl_reproductions import mafalda_images
     from dpdl_reproductions import mafalda_images_authors as authors
+    from dpdl_reproductions.mafalda_code import tiny_cnn
 
     jobs = mafalda_images.jobs(False, parts=("authors",))
     mus = (1.0, 2.0, 5.0, 10.0)
