@@ -6,14 +6,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dpdl.choices import REPRODUCTIONS_INSTALL
 from dpdl.cli.options import (
     add_executor_arguments,
     add_output_arguments,
     executor_from,
     output_folder,
 )
-from dpdl.errors import ConfigError
 
 
 def reproduce_parser(sub: argparse._SubParsersAction) -> None:
@@ -60,10 +58,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     from dpdl.experiments.reproduction import reproduction, reproductions
 
     if args.list or not args.name:
-        found = reproductions()
-        if not found:
-            raise ConfigError(f"no reproductions are installed: {REPRODUCTIONS_INSTALL}")
-        for name, entry in found.items():
+        for name, entry in reproductions().items():
             parts = f" (parts: {', '.join(entry.parts)})" if entry.parts else ""
             if entry.sweep_parts is not None:
                 stated = ", ".join(entry.sweep_parts)

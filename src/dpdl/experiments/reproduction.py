@@ -59,15 +59,22 @@ class Reproduction(Protocol):
 
 
 def reproductions() -> dict[str, Reproduction]:
-    """Every installed reproduction by name, in the order registered (empty: none installed)."""
-    load_plugins()
+    """Every installed reproduction by name, in the order registered: a :class:`ConfigError`
+    naming the package to install if none is installed."""
+    _installed()
     return {name: REPRODUCTION_REGISTRY.get(name) for name in REPRODUCTION_REGISTRY}
 
 
 def reproduction(name: str) -> Reproduction:
     """The reproduction registered as ``name``: a :class:`ConfigError` naming the known ones if
     there is none, and the package to install if none is installed."""
+    _installed()
+    return REPRODUCTION_REGISTRY.get(name)
+
+
+def _installed() -> None:
+    """Load the plugins; a :class:`ConfigError` naming the package if none registers a
+    reproduction."""
     load_plugins()
     if not REPRODUCTION_REGISTRY:
         raise ConfigError(f"no reproductions are installed: {REPRODUCTIONS_INSTALL}")
-    return REPRODUCTION_REGISTRY.get(name)
