@@ -7,7 +7,7 @@ from dpdl.choices import TASK_REGISTRY, TASKS
 from dpdl.registry import load_plugins
 from dpdl.tasks import build_task
 from dpdl.tasks.catalog import TaskOptions
-from dpdl_reproductions.mafalda_code import TINY_CNN_TASKS
+from dpdl_reproductions.plugin import TINY_CNN_TASKS
 
 
 def test_the_tiny_cnn_is_mafaldas_code_network_on_its_unstandardised_pixels() -> None:

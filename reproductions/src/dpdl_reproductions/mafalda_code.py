@@ -15,13 +15,7 @@ from dpdl.settings import TaskOptions
 from dpdl.tasks.catalog import image_task
 from dpdl.tasks.torch_model import TorchModelTask
 
-__all__ = ["TINY_CNN_TASKS", "tiny_cnn", "tiny_cnn_task"]
-
-#: The tasks, with their one-line help (MAFALDA-SGD's code's step size, 5, is its grids').
-TINY_CNN_TASKS = {
-    "mnist-tiny-cnn": "MNIST, MAFALDA-SGD's code's network on [0, 1] pixels (give --lr: 5 is its)",
-    "fashion-tiny-cnn": "Fashion-MNIST, MAFALDA-SGD's code's network on [0, 1] pixels (give --lr)",
-}
+__all__ = ["tiny_cnn", "tiny_cnn_task"]
 
 
 def tiny_cnn(classes: int = 10) -> nn.Sequential:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dpdl.choices import REPRODUCTION_REGISTRY, SWEEP_REGISTRY, TASK_REGISTRY
 
-__all__ = ["REPRODUCTIONS"]
+__all__ = ["REPRODUCTIONS", "TINY_CNN_TASKS"]
 
 PACKAGE = "dpdl_reproductions"
 
@@ -88,10 +88,11 @@ for _name, (_module, _swept, _help) in REPRODUCTIONS.items():
     if _swept:
         SWEEP_REGISTRY.add(_name, f"{PACKAGE}.grids:SWEEPS.{_name}", f"the runs of {_name}")
 
-#: MAFALDA-SGD's code's tasks (:mod:`dpdl_reproductions.mafalda_code`), with their help: written
-#: here too, so that listing them imports nothing.
-for _name, _help in {
+#: MAFALDA-SGD's code's tasks (:mod:`dpdl_reproductions.mafalda_code`) with their one-line help
+#: (its grids' step size, 5, is given by them: a registered task has no default).
+TINY_CNN_TASKS = {
     "mnist-tiny-cnn": "MNIST, MAFALDA-SGD's code's network on [0, 1] pixels (give --lr: 5 is its)",
     "fashion-tiny-cnn": "Fashion-MNIST, MAFALDA-SGD's code's network on [0, 1] pixels (give --lr)",
-}.items():
+}
+for _name, _help in TINY_CNN_TASKS.items():
     TASK_REGISTRY.add(_name, f"{PACKAGE}.mafalda_code:tiny_cnn_task", _help)
