@@ -116,7 +116,7 @@ def test_every_task_has_a_default_step_size() -> None:
 
 
 def test_to_options_gives_back_what_from_options_took() -> None:
-    decor = ["--mechanism", "decor", "--decor-search", "appendix-d", "--decor-couple", "1"]
+    decor = ["--mechanism", "decor", "--decor-search", "appendix-d"]
     args = build_parser().parse_args(["train", "--seed", "2", "5", *decor])
     config = from_options(TrainConfig, args)
     options = to_options(config)

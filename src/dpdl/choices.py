@@ -5,9 +5,11 @@ They live here, in a module that imports nothing heavy, so that ``dpdl --help`` 
 without importing torch, scipy or networkx (seconds) for names it only prints. Each home module
 re-exports its names from here (``dpdl.tasks.TASKS``, ``dpdl.accounting.CALIBRATIONS``, ...).
 
-Mechanisms, tasks, graph sources, mixing rules and threat models are open: each has one
+Mechanisms, tasks, graph sources, mixing rules, threat models, calibrations, DECOR's couple
+searches and the quadratics' starting points are open: each has one
 :class:`~dpdl.registry.Registry` here (:data:`MECHANISM_REGISTRY`, :data:`TASK_REGISTRY`,
-:data:`GRAPH_SOURCES`, :data:`MIXING_RULE_REGISTRY`, :data:`THREAT_REGISTRY`) whose built-in
+:data:`GRAPH_SOURCES`, :data:`MIXING_RULE_REGISTRY`, :data:`THREAT_REGISTRY`,
+:data:`CALIBRATION_REGISTRY`, :data:`DECOR_SEARCH_REGISTRY`, :data:`START_REGISTRY`) whose built-in
 entries name their code by import path, imported on first use; code outside the package registers
 more with ``@REGISTRY.register(name, help=...)``. The tuples and dicts of names below
 (:data:`MECHANISM_NAMES`, :data:`TASKS`, ...) are the built-in entries, read from the registries;
@@ -24,8 +26,10 @@ __all__ = [
     "ALGORITHMS",
     "BACKENDS",
     "CALIBRATIONS",
+    "CALIBRATION_REGISTRY",
     "CLIP_LEVELS",
     "DECOR_SEARCHES",
+    "DECOR_SEARCH_REGISTRY",
     "DEFAULT_TRIALS",
     "DISTRIBUTIONS",
     "EXECUTORS",
@@ -49,6 +53,7 @@ __all__ = [
     "REPRODUCTION_REGISTRY",
     "SAMPLERS",
     "SCHEDULES",
+    "START_REGISTRY",
     "SWEEP_REGISTRY",
     "SYNTHETIC_GRAPHS",
     "TASKS",
@@ -203,8 +208,24 @@ THREAT_REGISTRY.add("central", "dpdl.threats:CentralObserver", "observer of the 
 #: Threat models, the built-in names of :data:`THREAT_REGISTRY`.
 THREAT_NAMES = THREAT_REGISTRY.names()
 
-#: How DECOR picks its noise couple (:class:`dpdl.mechanisms.registry.DesignOptions`).
-DECOR_SEARCHES = ("trace", "appendix-d")
+#: How DECOR picks its noise couple (``DesignOptions.decor_search``): each target is called
+#: ``search(graph, weights, calibration, threat, objective)``, with a template's parameter text
+#: after them, and returns a :class:`dpdl.mechanisms.decor.Decor` meeting the calibration against
+#: the threat (:func:`dpdl.mechanisms.registry.build_mechanism`).
+DECOR_SEARCH_REGISTRY = Registry("DECOR search")
+DECOR_SEARCH_REGISTRY.add(
+    "trace",
+    "dpdl.mechanisms.decor:design_decor",
+    "the couple of least Tr(W R W^T) (or of the horizon objective) under the budget",
+)
+DECOR_SEARCH_REGISTRY.add(
+    "appendix-d",
+    "dpdl.mechanisms.decor:appendix_d_search",
+    "DECOR Appendix D.1's grid of couples, the one of least Tr(W R W^T) among them",
+)
+
+#: How DECOR picks its noise couple, the built-in names of :data:`DECOR_SEARCH_REGISTRY`.
+DECOR_SEARCHES = DECOR_SEARCH_REGISTRY.names()
 
 #: What a correlated-noise design minimises (:class:`dpdl.settings.DesignOptions`): the variance one
 #: gossip round leaves, ``Tr(W R W^T)``, or the loss the noise leaves after the whole run
@@ -215,8 +236,28 @@ OBJECTIVES = ("one-step", "horizon")
 #: (:class:`dpdl.mechanisms.lppa.TrackingOptions`).
 DISTRIBUTIONS = ("laplace", "gaussian")
 
-#: How a target epsilon becomes a noise scale (:func:`dpdl.accounting.calibrate`).
-CALIBRATIONS = ("exact", "paper", "authors")
+#: How a target epsilon becomes a noise scale (:func:`dpdl.accounting.calibrate`): each target is
+#: called ``mu_step(eps, delta, steps, neighbouring)`` (a :class:`dpdl.accounting.neighbouring
+#: .Neighbouring`) and returns the per-step sensitivity over noise the budget allows.
+CALIBRATION_REGISTRY = Registry("calibration")
+CALIBRATION_REGISTRY.add(
+    "exact",
+    "dpdl.accounting.calibration:exact_mu_step",
+    "the largest per-step sensitivity whose exact accounting meets the budget",
+)
+CALIBRATION_REGISTRY.add(
+    "paper",
+    "dpdl.accounting.calibration:paper_calibration_mu_step",
+    "the papers' forms: mu^2 = eps^2 / (4 T log(1/delta)) per agent, Renyi DP per example",
+)
+
+#: How a target epsilon becomes a noise scale, the built-in names of :data:`CALIBRATION_REGISTRY`.
+CALIBRATIONS = CALIBRATION_REGISTRY.names()
+
+#: Where every agent's model starts on the quadratic tasks (``TaskOptions.start``): each target is
+#: called ``start(dim)`` and returns the starting model, a vector of ``dim`` numbers.
+START_REGISTRY = Registry("starting point")
+START_REGISTRY.add("zeros", "dpdl.tasks.quadratic:zeros", "every coordinate 0")
 
 #: The engines a training job can run: D-SGD, and gradient tracking (DSGT).
 ALGORITHMS = ("dsgd", "dsgt")

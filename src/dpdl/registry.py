@@ -121,9 +121,23 @@ class Registry:
         """Name -> one-line help, in order of registration."""
         return {name: entry.help for name, entry in self._entries.items()}
 
+    def described(self) -> str:
+        """``name: help`` of every entry, ``;``-separated (an option's help lists them so)."""
+        return "; ".join(f"{name}: {what}" for name, what in self.helps().items())
+
     def match(self, name: str) -> tuple[Entry, str | None]:
         """The entry ``name`` is (exactly, else by a template), with the template's parameter text
-        (``None`` for an exact name); an unknown name raises ``error`` listing the known ones."""
+        (``None`` for an exact name); a name not registered yet loads the plugins
+        (:func:`load_plugins`) before it is refused: an unknown name raises ``error`` listing the
+        known ones."""
+        found = self._find(name)
+        if found is None and load_plugins():
+            found = self._find(name)
+        if found is None:
+            raise self.error(f"unknown {self.kind} {name!r}; known: {', '.join(self._entries)}")
+        return found
+
+    def _find(self, name: str) -> tuple[Entry, str | None] | None:
         if name in self._entries:
             return self._entries[name], None
         for key, entry in self._entries.items():
@@ -135,7 +149,7 @@ class Registry:
                     and name.endswith(suffix)
                 ):
                     return entry, name[len(prefix) : len(name) - len(suffix)]
-        raise self.error(f"unknown {self.kind} {name!r}; known: {', '.join(self._entries)}")
+        return None
 
     def entry(self, name: str) -> Entry:
         """The entry ``name`` is (see :meth:`match`)."""

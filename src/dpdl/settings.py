@@ -36,13 +36,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dpdl.choices import (
-    DECOR_SEARCHES,
+    DECOR_SEARCH_REGISTRY,
     DISTRIBUTIONS,
     FACTORIZED_NAMES,
     IMAGE_TASKS,
     MECHANISM_NAMES,
     OBJECTIVES,
     PARTITIONS,
+    START_REGISTRY,
     TASKS,
 )
 from dpdl.errors import ConfigError
@@ -412,25 +413,15 @@ class TaskOptions:
         group="data",
         interval="(0, 1]",
     )
-    #: Where every agent's model starts on the quadratic tasks: ``zeros`` (their default) or
-    #: ``ones``, the all-ones point of DECOR's released ``quadratics.py``.
+    #: Where every agent's model starts on the quadratic tasks: a name of
+    #: :data:`dpdl.choices.START_REGISTRY` (``zeros``, their default; a plugin registers more).
     start: str = setting(
         "zeros",
-        "quadratic, least-squares: every agent's starting model, zeros or ones (the all-ones point "
-        "of DECOR's released code) (default zeros)",
-        choices=("zeros", "ones"),
-        group="data",
-    )
-    #: How housing-mlp prepares the census table: ``census`` (its eight columns and the target,
-    #: standardised on the training split) or ``sklearn`` (the features scikit-learn's
-    #: ``fetch_california_housing`` derives, standardised over all rows, the target in $100,000:
-    #: the MAFALDA-SGD authors' ``housing.py``).
-    housing_features: str = setting(
-        "census",
-        "housing-mlp: census (the table's eight columns and the target, standardised on the "
-        "training split) or sklearn (scikit-learn's per-household features standardised over all "
-        "rows, the target in $100,000, as the MAFALDA-SGD code) (default census)",
-        choices=("census", "sklearn"),
+        lambda: (
+            "quadratic, least-squares: every agent's starting model, "
+            f"{START_REGISTRY.described()} (default zeros)"
+        ),
+        choices=START_REGISTRY.names,
         group="data",
     )
     #: Examples each agent keeps, drawn at random from its part (image tasks); None: all of them.
@@ -478,7 +469,6 @@ _TASK_OPTION_USERS: dict[str, tuple[str, ...]] = {
     "split": ("logreg-a9a", "mnist-mlp", "mnist-linear"),
     "data_fraction": ("logreg-a9a", "mnist-mlp", "mnist-linear"),
     "start": ("quadratic", "least-squares"),
-    "housing_features": ("housing-mlp",),
     "examples_per_agent": IMAGE_TASKS,
     "test_examples": IMAGE_TASKS,
 }
@@ -490,9 +480,8 @@ class DesignOptions:
 
     ``threat``: the adversary DECOR is calibrated against (eavesdropper by default, as in the
     papers' experiments). ``decor_search``: ``trace`` (minimise Tr(W R W^T)) or ``appendix-d``
-    (DECOR's own search; the couple of least Tr(W R W^T) among its grid, or, with ``decor_couple``
-    = k, its k-th couple from the least private noise sigma_pair up, as DECOR's Appendix D.2 tunes
-    over them). ``groups`` and ``q``:
+    (DECOR's own search; the couple of least Tr(W R W^T) among its grid), or another name of
+    :data:`dpdl.choices.DECOR_SEARCH_REGISTRY`. ``groups`` and ``q``:
     the seed groups (m disjoint groups) and coalition size of ``whisper-multiseed``.
     ``objective``: what the correlated designs (Whisper, the multi-seed program, DECOR's couple)
     minimise under their privacy constraint: ``one-step``, the variance one gossip round leaves,
@@ -511,16 +500,8 @@ class DesignOptions:
     )
     decor_search: str = setting(
         "trace",
-        "DECOR noise couple: trace (minimise Tr(W R W^T)) or appendix-d (DECOR's own search)",
-        choices=DECOR_SEARCHES,
+        lambda: f"DECOR's noise couple: {DECOR_SEARCH_REGISTRY.described()} (default trace)",
         group="noise design",
-    )
-    decor_couple: int | None = setting(
-        None,
-        "with --decor-search appendix-d: the k-th couple of the search (0 = least private noise), "
-        "as DECOR's Appendix D.2 tunes; default: the one of least Tr(W R W^T)",
-        group="noise design",
-        interval="[0, inf)",
     )
     groups: int = setting(
         1,
@@ -555,11 +536,10 @@ class DesignOptions:
                 "horizon: a run's step size, steps and curvature apply only to the horizon "
                 "objective (objective='horizon')"
             )
-        if self.decor_couple is not None and self.decor_search != "appendix-d":
-            raise ConfigError(
-                "--decor-couple picks a couple of DECOR's Appendix D search: it applies only with "
-                "--decor-search appendix-d"
-            )
+        try:  # a registry's name, or a template's (``<parameter>``) with its text
+            DECOR_SEARCH_REGISTRY.match(self.decor_search)
+        except ConfigError as error:
+            raise ConfigError(f"decor_search (--decor-search): {error}") from None
 
     def check_applies(self, mechanism: str) -> None:
         """Raise :class:`ConfigError` naming an option set away from its default that
@@ -585,7 +565,6 @@ class DesignOptions:
 _DESIGN_USERS: dict[str, tuple[str, ...]] = {
     "threat": ("decor",),
     "decor_search": ("decor",),
-    "decor_couple": ("decor",),
     "groups": ("whisper-multiseed",),
     "q": ("whisper-multiseed",),
     "objective": ("decor", "whisper", "whisper-multiseed"),

@@ -122,7 +122,6 @@ def test_file_records_every_option_of_the_parser(runs):
     written = set(tomllib.loads(text))
     # default None: named in a comment, not written
     unset = {
-        "decor-couple",
         "key-seed",
         "cycle",
         "gdp-mu",

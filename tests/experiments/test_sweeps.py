@@ -70,24 +70,18 @@ zip = ["eps", "steps"]
 
 
 def test_default_leaves_an_option_unset_beside_set_values(tmp_path) -> None:
-    # DECOR's trace-optimal couple (no couple) beside Appendix D's couples, in one search
+    # the task's own step size (no step size) beside set ones, in one search
     text = """\
 [base]
 task = "quadratic"
 mechanism = "decor"
 
 [sweep]
-decor-search = ["trace", "appendix-d", "appendix-d"]
-decor-couple = ["default", 0, 2]
-zip = ["decor-search", "decor-couple"]
+lr = ["default", 0.1]
 schedule = ["default", "constant"]
 """
     points = read_sweep(_file(tmp_path, text)).points()
-    assert {(p["decor_search"], p["decor_couple"]) for p in points} == {
-        ("trace", None),
-        ("appendix-d", 0),
-        ("appendix-d", 2),
-    }
+    assert {p["lr"] for p in points} == {None, 0.1}
     assert {p["schedule"] for p in points} == {None, "constant"}
     for text in ("[sweep]\neps = ['defualt']\n", "[sweep]\nmechanism = ['defualt']\n"):
         with pytest.raises(ConfigError, match=r"sweep\.toml:2: (eps|mechanism): expected"):
@@ -158,7 +152,7 @@ def test_the_step_size_search_keeps_the_best_step_size_per_setting(tmp_path) -> 
 
 def test_a_row_records_the_sampling_rate_of_an_example_level_guarantee(tmp_path) -> None:
     """Example level: the largest Poisson rate an agent's batch gives (its smallest agent's), the
-    rate the accountant used; agent level: 1. The authors' calibration runs from a file too."""
+    rate the accountant used; agent level: 1. The papers' calibration runs from a file too."""
     text = """\
 [base]
 task = "logreg-a9a"
@@ -170,7 +164,7 @@ mechanism = "ldp"
 
 [sweep]
 clip-level = ["agent", "example"]
-calibration = ["exact", "authors"]
+calibration = ["exact", "paper"]
 """
     result = run_sweep(
         read_sweep(_file(tmp_path, text)), tmp_path / "out", workers=1, progress=False
@@ -179,11 +173,11 @@ calibration = ["exact", "authors"]
     rates = {(row["clip_level"], row["calibration"]): row["sampling_rate"] for row in result.rows}
     assert rates == {
         ("agent", "exact"): 1.0,
-        ("agent", "authors"): 1.0,
+        ("agent", "paper"): 1.0,
         ("example", "exact"): pytest.approx(16 / smallest),
-        ("example", "authors"): pytest.approx(16 / smallest),
+        ("example", "paper"): pytest.approx(16 / smallest),
     }
-    for row in result.rows:  # the authors' form stays far below its label; exact meets it
+    for row in result.rows:  # the papers' forms stay below their label at eps 10; exact meets it
         assert row["epsilon"] <= row["eps"]
 
 

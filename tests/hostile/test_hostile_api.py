@@ -315,16 +315,12 @@ CASES: dict[str, tuple[Callable[[], Any], type[DpdlError], str]] = {
         ConfigError,
         "labels_per_agent",
     ),
-    "design-couple-without-search": (
-        lambda: DesignOptions(decor_couple=1),
+    "design-search-template-without-parameter": (
+        lambda: DesignOptions(decor_search="appendix-d-"),
         ConfigError,
-        "decor-search",
+        "decor_search",
     ),
-    "design-couple-negative": (
-        lambda: DesignOptions(decor_search="appendix-d", decor_couple=-1),
-        ConfigError,
-        "decor_couple",
-    ),
+    "design-search-empty": (lambda: DesignOptions(decor_search=""), ConfigError, "decor_search"),
     "design-q-zero": (lambda: DesignOptions(q=0), ConfigError, "q"),
     "design-groups-zero": (lambda: DesignOptions(groups=0), ConfigError, "groups"),
     "design-search-unknown": (lambda: DesignOptions(decor_search="grid"), ConfigError, "grid"),

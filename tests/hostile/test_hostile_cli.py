@@ -131,18 +131,13 @@ TRAIN_CASES: dict[str, tuple[list[str], str]] = {
     # mechanisms and the options that apply to them only
     "mechanism-unknown": (["--mechanism", "laplace"], "laplace"),
     "mechanism-empty": (["--mechanism", ""], "mechanism"),
-    "decor-couple-without-search": (["--mechanism", "decor", "--decor-couple", "2"], "couple"),
-    "decor-couple-other-mechanism": (
-        ["--mechanism", "ldp", "--decor-search", "appendix-d", "--decor-couple", "1"],
-        "decor",
+    "decor-search-template-without-parameter": (
+        ["--mechanism", "decor", "--decor-search", "appendix-d-"],
+        "--decor-search",
     ),
     "decor-search-other-mechanism": (
         ["--mechanism", "cdp", "--decor-search", "appendix-d"],
         "decor",
-    ),
-    "decor-couple-negative": (
-        ["--mechanism", "decor", "--decor-search", "appendix-d", "--decor-couple", "-1"],
-        "couple",
     ),
     "decor-search-unknown": (["--decor-search", "grid"], "--decor-search"),
     "groups-other-mechanism": (["--mechanism", "ldp", "--groups", "2"], "groups"),
@@ -296,9 +291,9 @@ OTHER_CASES: dict[str, tuple[list[str], str]] = {
     "noise-clip-nan": ([*NOISE, "--method", "ldp", "--clip", "nan"], "clip"),
     "noise-steps-zero": ([*NOISE, "--method", "ldp", "--steps", "0"], "--steps"),
     "noise-graph-binary": ([*NOISE, "--method", "ldp", "--graph", "file:{binary}"], "binary"),
-    "noise-decor-couple-without-search": (
-        [*NOISE, "--method", "decor", "--decor-couple", "1"],
-        "couple",
+    "noise-decor-search-unknown": (
+        [*NOISE, "--method", "decor", "--decor-search", "bisection"],
+        "--decor-search",
     ),
     "noise-groups-other-mechanism": ([*NOISE, "--method", "ldp", "--groups", "2"], "groups"),
     "noise-groups-more-than-agents": (

@@ -61,7 +61,7 @@ FILE_CASES: dict[str, tuple[str, str]] = {
     "every-round-without-dsgt": ("every-round = true\n", "every-round"),
     "every-round-string": ('every-round = "yes"\n', "every-round"),
     "tracking-noise-without-dsgt": ("tracking-noise = 0.5\n", "tracking-noise"),
-    "decor-couple-without-search": ('mechanism = "decor"\ndecor-couple = 1\n', "couple"),
+    "decor-couple-removed": ('mechanism = "decor"\ndecor-couple = 1\n', "decor-couple"),
     "groups-other-mechanism": ('mechanism = "cdp"\ngroups = 2\n', "groups"),
     "calibration-unknown": ('calibration = "guess"\n', "calibration"),
     "out-not-an-option": ('out = "{a-file}"\n', "unknown option 'out'"),

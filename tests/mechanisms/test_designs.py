@@ -204,8 +204,11 @@ def test_decor_appendix_d_search_meets_the_budget_and_trace_design_is_no_worse()
     )
 
 
-def test_decor_couple_option_picks_the_appendix_d_couple_and_rejects_a_missing_one() -> None:
-    """DECOR Appendix D.2 tunes over the couples: ``decor_couple=k`` builds exactly the k-th."""
+def test_decor_builds_the_couple_its_registered_search_picks() -> None:
+    """``decor_search`` names a search of :data:`DECOR_SEARCH_REGISTRY`: ``appendix-d`` is the
+    Appendix D couple of least Tr(W R W^T); a search registered as a template
+    (``pick-<k>``) gets its parameter's text; an unknown one is refused naming the known ones."""
+    from dpdl.choices import DECOR_SEARCH_REGISTRY
     from dpdl.errors import ConfigError
     from dpdl.mechanisms.decor import appendix_d_couples
     from dpdl.mechanisms.registry import DesignOptions, build_mechanism
@@ -214,20 +217,26 @@ def test_decor_couple_option_picks_the_appendix_d_couple_and_rejects_a_missing_o
     weights = metropolis_hastings(graph)
     calibration = calibrate(10.0, DELTA, STEPS, AgentLevel(CLIP))
     couples = appendix_d_couples(graph, calibration)
-    for k, couple in enumerate(couples):
-        built = build_mechanism(
-            "decor",
-            graph,
-            weights,
-            calibration,
-            DesignOptions(decor_search="appendix-d", decor_couple=k),
-        )
-        assert (built.sigma_pair, built.sigma_cor) == (couple.sigma_pair, couple.sigma_cor)
-    with pytest.raises(ConfigError, match="couple 3"):
-        build_mechanism(
-            "decor",
-            graph,
-            weights,
-            calibration,
-            DesignOptions(decor_search="appendix-d", decor_couple=3),
-        )
+
+    def build(search: str):
+        options = DesignOptions(decor_search=search)
+        return build_mechanism("decor", graph, weights, calibration, options)
+
+    best = min(couples, key=lambda m: _trace(weights, m.covariance()))
+    assert (build("appendix-d").sigma_pair, build("appendix-d").sigma_cor) == (
+        best.sigma_pair,
+        best.sigma_cor,
+    )
+
+    @DECOR_SEARCH_REGISTRY.register("pick-<k>", help="the k-th Appendix D couple")
+    def pick(graph, weights, calibration, threat, objective, k):
+        return appendix_d_couples(graph, calibration, threat)[int(k)]
+
+    try:
+        for k, couple in enumerate(couples):
+            built = build(f"pick-{k}")
+            assert (built.sigma_pair, built.sigma_cor) == (couple.sigma_pair, couple.sigma_cor)
+    finally:
+        DECOR_SEARCH_REGISTRY.unregister("pick-<k>")
+    with pytest.raises(ConfigError, match=r"decor_search.*unknown DECOR search 'pick-0'; known"):
+        DesignOptions(decor_search="pick-0")

@@ -8,6 +8,7 @@ import torch
 from scipy.optimize import minimize
 from sklearn.linear_model import LogisticRegression as SklearnLogisticRegression
 
+from dpdl.choices import START_REGISTRY
 from dpdl.data.a9a import load_a9a
 from dpdl.data.adult import load_adult
 from dpdl.data.housing import load_california_housing
@@ -85,35 +86,52 @@ def test_least_squares_matches_decor_definition() -> None:
         np.testing.assert_allclose(grads[i], a * (a * x[0] - targets[i]), rtol=1e-12)
 
 
+@pytest.fixture
+def ramp_start():
+    """A starting point registered as a plugin registers one: ``ramp``, coordinate j at j + 1;
+    and ``short``, one number too few."""
+    START_REGISTRY.add("ramp", lambda dim: np.arange(1.0, dim + 1.0), "coordinate j at j + 1")
+    START_REGISTRY.add("short", lambda dim: np.zeros(dim - 1), "one number too few")
+    yield "ramp"
+    START_REGISTRY.unregister("ramp")
+    START_REGISTRY.unregister("short")
+
+
 @pytest.mark.parametrize("name", ["least-squares", "quadratic"])
-def test_the_quadratics_start_where_told_and_report_the_distance_to_the_optimum(name) -> None:
-    """``start = ones``: every agent at the all-ones point (DECOR's quadratics.py), the problem
-    unchanged; ``squared_distance`` is the mean over agents of ``||x_i - x*||^2``, and on DECOR's
-    least squares, whose curvatures are multiples of the identity, ``F(x) - F* = q ||x - x*||^2``
-    with ``q`` the mean multiple."""
+def test_the_quadratics_start_where_told_and_report_the_distance_to_the_optimum(
+    name, ramp_start
+) -> None:
+    """``start``: every agent at the registered starting point, the problem unchanged;
+    ``squared_distance`` is the mean over agents of ``||x_i - x*||^2``, and on DECOR's least
+    squares, whose curvatures are multiples of the identity, ``F(x) - F* = q ||x - x*||^2`` with
+    ``q`` the mean multiple."""
     zeros = build_task(name, 6, seed=2)
-    ones = build_task(name, 6, seed=2, options=TaskOptions(start="ones"))
+    ramp = build_task(name, 6, seed=2, options=TaskOptions(start=ramp_start))
     np.testing.assert_array_equal(zeros.initial_params().numpy(), np.zeros(zeros.dim))
-    np.testing.assert_array_equal(ones.initial_params().numpy(), np.ones(ones.dim))
-    np.testing.assert_array_equal(ones.optimum, zeros.optimum)
+    np.testing.assert_array_equal(ramp.initial_params().numpy(), np.arange(1.0, ramp.dim + 1.0))
+    np.testing.assert_array_equal(ramp.optimum, zeros.optimum)
     params = np.random.default_rng(0).standard_normal((6, zeros.dim))
-    metrics = ones.evaluate(torch.from_numpy(params))
+    metrics = ramp.evaluate(torch.from_numpy(params))
     assert metrics == zeros.evaluate(torch.from_numpy(params))
-    distances = ((params - ones.optimum) ** 2).sum(axis=1)
+    distances = ((params - ramp.optimum) ** 2).sum(axis=1)
     assert metrics["squared_distance"] == pytest.approx(distances.mean(), rel=1e-12)
     assert metrics["squared_distance_average_model"] == pytest.approx(
-        ((params.mean(axis=0) - ones.optimum) ** 2).sum(), rel=1e-12
+        ((params.mean(axis=0) - ramp.optimum) ** 2).sum(), rel=1e-12
     )
     if name == "least-squares":
         q = np.mean([(i / np.sqrt(6)) ** 2 / 2 for i in range(1, 7)])
         assert metrics["optimality_gap"] == pytest.approx(q * distances.mean(), rel=1e-10)
 
 
-def test_the_start_is_an_option_of_the_quadratics_only() -> None:
+def test_the_start_is_an_option_of_the_quadratics_only(ramp_start) -> None:
+    """A registered starting point is refused for another task, naming the option; an unknown
+    one names the registry's; one of the wrong size is refused before training."""
     with pytest.raises(ConfigError, match=r"start \(--start\) applies only to task quadratic"):
-        TrainConfig(task="logreg-a9a", task_options=TaskOptions(start="ones"))
-    with pytest.raises(ConfigError, match="start"):
+        TrainConfig(task="logreg-a9a", task_options=TaskOptions(start=ramp_start))
+    with pytest.raises(ConfigError, match=r"start.*one of zeros"):
         TaskOptions(start="twos")
+    with pytest.raises(ConfigError, match=r"starting point 'short' gave \(1,\) values, not 2"):
+        build_task("quadratic", 4, seed=0, options=TaskOptions(start="short"))
 
 
 def test_logreg_task_uses_a_deterministic_split_and_partition() -> None:
@@ -184,31 +202,6 @@ def test_housing_task_standardises_on_the_training_split() -> None:
     assert metrics["test_loss"] == pytest.approx(
         1.0, abs=0.15
     )  # the test split's variance, in training units
-
-
-def test_housing_prepared_as_the_mafalda_code_does() -> None:
-    """``housing_features = "sklearn"``: scikit-learn's eight features (median income, age, rooms,
-    bedrooms and occupants per household, population, latitude, longitude), computed here from
-    the census table's columns, standardised over all rows (train and test together), the target
-    in $100,000; the same split and partition as the default preparation. Other tasks refuse the
-    option."""
-    table, values = load_california_housing()
-    per_household = table / table[:, [6]]
-    columns = [table[:, 7], table[:, 2], per_household[:, 3], per_household[:, 4], table[:, 5]]
-    features = np.column_stack([*columns, per_household[:, 5], table[:, 1], table[:, 0]])
-    features = (features - features.mean(axis=0)) / features.std(axis=0)
-    train, test = train_test_split(len(values), 0.2, purpose_rng(3, "train/test split"))
-    options = TaskOptions(partition="iid", housing_features="sklearn")
-    task = build_task("housing-mlp", 10, seed=3, options=options)
-    np.testing.assert_allclose(task.test_inputs.numpy(), features[test], rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(task.test_targets.numpy(), values[test] / 1e5, rtol=1e-7)
-    sort = lambda a: np.sort(a, axis=0)  # noqa: E731 - the training rows are grouped by agent
-    np.testing.assert_allclose(sort(task.inputs.numpy()), sort(features[train]), atol=1e-6)
-    np.testing.assert_allclose(sort(task.targets.numpy()), sort(values[train] / 1e5), rtol=1e-7)
-    plain = build_task("housing-mlp", 10, seed=3, options=TaskOptions(partition="iid"))
-    np.testing.assert_array_equal(task.agent_sizes, plain.agent_sizes)
-    with pytest.raises(ConfigError, match="housing_features"):
-        TrainConfig(task="logreg-a9a", task_options=TaskOptions(housing_features="sklearn"))
 
 
 def test_unknown_task_and_bad_split_are_rejected() -> None:

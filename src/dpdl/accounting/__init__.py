@@ -4,8 +4,6 @@
   describes and the accountant reads; this package imports no mechanism).
 - :mod:`~dpdl.accounting.gdp`: exact Gaussian-DP algebra (pure maths).
 - :mod:`~dpdl.accounting.rdp_bound`: the papers' closed-form RDP bound, for reproduction.
-- :mod:`~dpdl.accounting.zcdp_bound`: the Whisper / CorN-DSGD authors' code's zCDP bound, for
-  reproduction.
 - :mod:`~dpdl.accounting.subsampled_rdp`: Wang et al. (2019)'s RDP bound for subsampling, DECOR's
   example-level accounting, for reproduction.
 - :mod:`~dpdl.accounting.sensitivity`: Mahalanobis sensitivity of a covariance under a view.

@@ -16,9 +16,10 @@ Methods:
   their settings. Its exact epsilon is
   reported next to it (:attr:`Calibration.achieved_epsilon`): it is below target for moderate eps
   and above it (an overshoot) at large eps.
-- ``"authors"``: the Whisper / CorN-DSGD and DECOR authors' released codes' zCDP bound
-  (:mod:`~dpdl.accounting.zcdp_bound`), the noise their code draws at either level. To run what
-  they ran; the exact epsilon reported next to it is below the label.
+
+Both are entries of :data:`dpdl.choices.CALIBRATION_REGISTRY`; a plugin registers more (the
+reproductions register the Whisper / CorN-DSGD and DECOR authors' released codes' zCDP bound as
+``authors``). Whatever the method, the calibration reports the exact epsilon of what it chose.
 """
 
 from __future__ import annotations
@@ -40,12 +41,19 @@ from dpdl.accounting.neighbouring import AgentLevel, ExampleLevel, Neighbouring
 from dpdl.accounting.noise import GaussianNoise, ScalableNoise
 from dpdl.accounting.rdp_bound import paper_mu_step
 from dpdl.accounting.search import geometric_bisect
-from dpdl.accounting.zcdp_bound import authors_mu_step
-from dpdl.choices import CALIBRATIONS
+from dpdl.choices import CALIBRATION_REGISTRY, CALIBRATIONS
 from dpdl.errors import ConfigError, PrivacyParameterError
 from dpdl.threats import ThreatModel
 
-__all__ = ["CALIBRATIONS", "Calibration", "calibrate", "noise_scale", "safe_scale"]
+__all__ = [
+    "CALIBRATIONS",
+    "Calibration",
+    "calibrate",
+    "exact_mu_step",
+    "noise_scale",
+    "paper_calibration_mu_step",
+    "safe_scale",
+]
 
 
 @dataclass(frozen=True)
@@ -118,10 +126,35 @@ def _subsampled_mu_step(
     return low
 
 
+def exact_mu_step(eps: float, delta: float, steps: int, neighbouring: Neighbouring) -> float:
+    """Calibration ``exact``: the largest per-step sensitivity whose exact accounting (GDP at agent
+    level, PLD at example level) gives at most ``eps``, moved to the safe side of rounding."""
+    accountant = default_accountant(neighbouring)
+    if isinstance(neighbouring, ExampleLevel):
+        return _subsampled_mu_step(eps, delta, steps, neighbouring, accountant)
+    mu_step = gdp.mu_for_budget(eps, delta) / math.sqrt(steps)
+    while epsilon_from_mu_step(mu_step, steps, delta, neighbouring, accountant) > eps:
+        mu_step *= 1.0 - 1e-12  # floating-point round trip through sqrt(T): stay on the safe side
+    return mu_step
+
+
+def paper_calibration_mu_step(
+    eps: float, delta: float, steps: int, neighbouring: Neighbouring
+) -> float:
+    """Calibration ``paper``: the papers' closed form ``mu_step^2 = eps^2 / (4 T log(1/delta))``
+    (CorN-DSGD eq. (9b)) at agent level; at example level the largest per-step sensitivity whose
+    Renyi-DP accounting of the Poisson-subsampled Gaussian (DECOR Appendix D) gives at most
+    ``eps``."""
+    if isinstance(neighbouring, ExampleLevel):
+        return _subsampled_mu_step(eps, delta, steps, neighbouring, "paper-rdp")
+    return paper_mu_step(eps, delta, steps)
+
+
 def calibrate(
     eps: float, delta: float, steps: int, neighbouring: Neighbouring, method: str = "exact"
 ) -> Calibration:
-    """Per-step sensitivity allowed by an (eps, delta) budget over ``steps`` steps."""
+    """Per-step sensitivity allowed by an (eps, delta) budget over ``steps`` steps, by ``method``
+    (a name of :data:`~dpdl.choices.CALIBRATION_REGISTRY`), with the exact epsilon it achieves."""
     gdp.check_budget(eps, delta)
     gdp.check_steps(steps)
     if not isinstance(neighbouring, (AgentLevel, ExampleLevel)):
@@ -129,24 +162,13 @@ def calibrate(
             f"neighbouring: expected AgentLevel(clip) or ExampleLevel(clip, batch_size, rate), got "
             f"{type(neighbouring).__name__}"
         )
-    if method not in CALIBRATIONS:
-        raise ConfigError(f"unknown calibration {method!r}; known: {', '.join(CALIBRATIONS)}")
-    accountant = default_accountant(neighbouring)
-    if method == "authors":
-        level = "example" if isinstance(neighbouring, ExampleLevel) else "agent"
-        mu_step = authors_mu_step(eps, delta, steps, level)
-    elif isinstance(neighbouring, ExampleLevel):
-        mu_step = _subsampled_mu_step(
-            eps, delta, steps, neighbouring, "paper-rdp" if method == "paper" else accountant
+    mu_step = CALIBRATION_REGISTRY.get(method)(eps, delta, steps, neighbouring)
+    if not (isinstance(mu_step, float) and math.isfinite(mu_step) and mu_step > 0):
+        raise ConfigError(
+            f"calibration {method!r} gave per-step sensitivity {mu_step!r}: expected a positive, "
+            "finite float"
         )
-    elif method == "paper":
-        mu_step = paper_mu_step(eps, delta, steps)
-    else:
-        mu_step = gdp.mu_for_budget(eps, delta) / math.sqrt(steps)
-        while epsilon_from_mu_step(mu_step, steps, delta, neighbouring, accountant) > eps:
-            mu_step *= (
-                1.0 - 1e-12
-            )  # floating-point round trip through sqrt(T): stay on the safe side
+    accountant = default_accountant(neighbouring)
     achieved = epsilon_from_mu_step(mu_step, steps, delta, neighbouring, accountant)
     return Calibration(eps, delta, steps, neighbouring, method, mu_step, achieved)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from dpdl.choices import (
     ALGORITHMS,
-    CALIBRATIONS,
+    CALIBRATION_REGISTRY,
     CLIP_LEVELS,
     FACTORIZED_REGISTRY,
     GRAPH_FILE_FORMATS,
@@ -178,11 +178,8 @@ class TrainConfig:
     )
     calibration: str = setting(
         "exact",
-        "exact: Gaussian-DP accountant, never above the target; paper: the papers' closed form "
-        "[R^-1]_ii <= eps^2/(16 C^2 T log(1/delta)); authors: the Whisper/CorN-DSGD and DECOR "
-        "codes' zCDP bound [R^-1]_ii <= (sqrt(log(1/delta)+eps)-sqrt(log(1/delta)))^2/(2 T C^2) "
-        "(at example level on the batch's sum) (default exact)",
-        choices=CALIBRATIONS,
+        lambda: f"how eps becomes the noise: {CALIBRATION_REGISTRY.described()} (default exact)",
+        choices=CALIBRATION_REGISTRY.names,
         group="privacy",
     )
     batch_size: int = setting(

@@ -32,11 +32,11 @@ from scipy.optimize import minimize_scalar
 from dpdl.accounting.accountant import step_sensitivity
 from dpdl.accounting.calibration import Calibration, safe_scale
 from dpdl.accounting.search import geometric_bisect
-from dpdl.errors import PrivacyParameterError
+from dpdl.errors import ConfigError, PrivacyParameterError
 from dpdl.mechanisms.base import NoiseMechanism, SharedSecret
 from dpdl.threats import Eavesdropper, ThreatModel
 
-__all__ = ["Decor", "appendix_d_couples", "best_couple", "design_decor"]
+__all__ = ["Decor", "appendix_d_couples", "appendix_d_search", "best_couple", "design_decor"]
 
 _PAIR = np.array([[1.0], [-1.0]])
 
@@ -160,6 +160,23 @@ def appendix_d_couples(
         _, high = geometric_bisect(meets, 1e-6 * ldp, high, 1e-9)
         couples.append(Decor(graph, sigma_pair, high, threat))
     return couples
+
+
+def appendix_d_search(
+    graph: nx.Graph,
+    weights: np.ndarray | sparse.sparray,
+    calibration: Calibration,
+    threat: ThreatModel | None = None,
+    objective: np.ndarray | None = None,
+) -> Decor:
+    """DECOR search ``appendix-d``: the couple of :func:`appendix_d_couples` of least
+    ``Tr(W R W^T)`` (or ``Tr(M R)`` for ``M = objective``, :func:`best_couple`)."""
+    couples = appendix_d_couples(graph, calibration, threat)
+    if not couples:
+        raise ConfigError(
+            "DECOR's Appendix D search found no noise couple meeting the budget on this graph"
+        )
+    return best_couple(couples, weights, objective)
 
 
 def best_couple(

@@ -17,10 +17,14 @@ import numpy as np
 
 from dpdl.accounting.accountant import step_sensitivity
 from dpdl.accounting.calibration import Calibration, noise_scale, safe_scale
-from dpdl.choices import DECOR_SEARCHES, FACTORIZED_REGISTRY, MECHANISM_REGISTRY
+from dpdl.choices import (
+    DECOR_SEARCH_REGISTRY,
+    DECOR_SEARCHES,
+    FACTORIZED_REGISTRY,
+    MECHANISM_REGISTRY,
+)
 from dpdl.errors import ConfigError
 from dpdl.mechanisms.base import NoiseMechanism
-from dpdl.mechanisms.decor import appendix_d_couples, best_couple, design_decor
 from dpdl.mechanisms.horizon import objective_weight
 from dpdl.mechanisms.independent import CentralDP, LocalDP, NoNoise
 from dpdl.mechanisms.lppa import design_noise_flow
@@ -65,25 +69,10 @@ def _decor(
 ) -> NoiseMechanism:
     threat = threat_by_name(options.threat)
     objective = objective_weight(weights, options)
-    if options.decor_search == "trace":
-        return design_decor(graph, weights, calibration, threat, objective)
-    if options.decor_search == "appendix-d":
-        couples = appendix_d_couples(graph, calibration, threat)
-        if not couples:
-            raise ConfigError(
-                "DECOR's Appendix D search found no noise couple meeting the budget on this graph"
-            )
-        if options.decor_couple is None:
-            return best_couple(couples, weights, objective)
-        if not 0 <= options.decor_couple < len(couples):
-            raise ConfigError(
-                f"DECOR couple {options.decor_couple} asked for, but the Appendix D search found "
-                f"{len(couples)} on this graph"
-            )
-        return couples[options.decor_couple]
-    raise ConfigError(
-        f"unknown DECOR search {options.decor_search!r}; known: {', '.join(DECOR_SEARCHES)}"
-    )
+    entry, parameter = DECOR_SEARCH_REGISTRY.match(options.decor_search)
+    arguments = (graph, weights, calibration, threat, objective)
+    search = entry.load()
+    return search(*arguments) if parameter is None else search(*arguments, parameter)
 
 
 def _whisper(

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from dpdl.choices import TASK_REGISTRY, TASKS
+from dpdl.choices import START_REGISTRY, TASK_REGISTRY, TASKS
 from dpdl.data.a9a import load_a9a
 from dpdl.data.adult import load_adult
 from dpdl.data.housing import load_california_housing
@@ -26,13 +26,16 @@ from dpdl.tasks.torch_model import TorchModelTask
 __all__ = [
     "TASKS",
     "TASK_REGISTRY",
+    "HousingFeatures",
     "TaskOptions",
     "build_task",
+    "housing_task",
     "image_cnn",
     "image_task",
     "lenet",
     "partition_labels",
     "split_examples",
+    "standardised_census",
     "train_test_split",
 ]
 
@@ -76,12 +79,20 @@ def build_task(name: str, n_agents: int, seed: int = 0, options: TaskOptions | N
     return factory(name, n_agents, seed, options or TaskOptions())
 
 
-#: The quadratics' starting coordinate of each ``TaskOptions.start``.
-_STARTS = {"zeros": 0.0, "ones": 1.0}
+def _start(options: TaskOptions, dim: int) -> np.ndarray:
+    """The starting model ``options.start`` names (:data:`dpdl.choices.START_REGISTRY`), checked
+    to be ``dim`` finite numbers."""
+    start = np.asarray(START_REGISTRY.get(options.start)(dim), dtype=float)
+    if start.shape != (dim,) or not np.all(np.isfinite(start)):
+        raise ConfigError(
+            f"start (--start): starting point {options.start!r} gave {start.shape} values, not "
+            f"{dim} finite numbers"
+        )
+    return start
 
 
 def _quadratic(name: str, n_agents: int, seed: int, options: TaskOptions) -> Task:
-    return whisper_quadratic(n_agents, start=_STARTS[options.start])
+    return whisper_quadratic(n_agents, start=_start(options, 2))
 
 
 def _least_squares(name: str, n_agents: int, seed: int, options: TaskOptions) -> Task:
@@ -89,7 +100,7 @@ def _least_squares(name: str, n_agents: int, seed: int, options: TaskOptions) ->
         n_agents,
         options.dim,
         purpose_rng(seed, "least-squares targets"),
-        start=_STARTS[options.start],
+        start=_start(options, options.dim),
     )
 
 
@@ -215,44 +226,43 @@ def _squared_error(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return (outputs.squeeze(-1) - targets) ** 2
 
 
-def _sklearn_housing(table: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The features of scikit-learn's ``fetch_california_housing`` (median income, house age,
-    rooms, bedrooms and occupants per household, population, latitude, longitude) from the census
-    table, standardised over all rows, and the median house value in $100,000: the MAFALDA-SGD
-    authors' ``housing.py``."""
-    households = table[:, 6]
-    features = np.column_stack(
-        [
-            table[:, 7],
-            table[:, 2],
-            table[:, 3] / households,
-            table[:, 4] / households,
-            table[:, 5],
-            table[:, 5] / households,
-            table[:, 1],
-            table[:, 0],
-        ]
-    )
-    features = (features - features.mean(axis=0)) / features.std(axis=0)
-    return features.astype(np.float32), (values / 1e5).astype(np.float32)
+def standardised_census(
+    table: np.ndarray, values: np.ndarray, train: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """housing-mlp's features and target: the census table's columns and the median house value,
+    standardised with the training rows' (``train``) mean and standard deviation."""
+    mean, std = table[train].mean(axis=0), table[train].std(axis=0)
+    inputs = ((table - mean) / std).astype(np.float32)
+    targets = ((values - values[train].mean()) / values[train].std()).astype(np.float32)
+    return inputs, targets
+
+
+#: How a housing task prepares the census table: ``prepare(table, values, train)`` gives its
+#: features and target (float32), ``train`` the training rows' indices.
+HousingFeatures = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 def _housing_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
+    return housing_task(name, n_agents, seed, options)
+
+
+def housing_task(
+    name: str,
+    n_agents: int,
+    seed: int,
+    options: TaskOptions,
+    prepare: HousingFeatures = standardised_census,
+) -> TorchModelTask:
     """California housing regression with a one-hidden-layer ReLU network, mean squared error
-    (MAFALDA-SGD Section 7.2: width 64). Features and target are standardised with the training
-    split's statistics, so predicting the mean scores a test loss of about 1; or, with
-    ``options.housing_features`` ``sklearn``, prepared as the authors' code does
-    (:func:`_sklearn_housing`). Label-based partitions use the target's deciles as labels."""
+    (MAFALDA-SGD Section 7.2: width 64), task ``housing-mlp``. Features and target are standardised
+    with the training split's statistics (:func:`standardised_census`), so predicting the mean
+    scores a test loss of about 1; a plugin's task prepares them its own way (``prepare``).
+    Label-based partitions use the target's deciles as labels."""
     table, values = load_california_housing()
     train, test = train_test_split(
         len(values), options.test_fraction, purpose_rng(seed, "train/test split")
     )
-    if options.housing_features == "sklearn":
-        inputs, targets = _sklearn_housing(table, values)
-    else:
-        mean, std = table[train].mean(axis=0), table[train].std(axis=0)
-        inputs = ((table - mean) / std).astype(np.float32)
-        targets = ((values - values[train].mean()) / values[train].std()).astype(np.float32)
+    inputs, targets = prepare(table, values, train)
     deciles = np.searchsorted(np.quantile(targets[train], np.linspace(0.1, 0.9, 9)), targets[train])
     parts = partition_labels(deciles, n_agents, options, purpose_rng(seed, "partition"))
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
@@ -260,7 +270,7 @@ def _housing_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> T
         nn.Linear(table.shape[1], options.hidden), nn.ReLU(), nn.Linear(options.hidden, 1)
     )
     return TorchModelTask(
-        "housing-mlp",
+        name,
         model,
         _squared_error,
         inputs[train],

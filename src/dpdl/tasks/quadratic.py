@@ -32,7 +32,7 @@ import torch
 from dpdl.scale import SPARSE_MIN_AGENTS
 from dpdl.tasks.base import Batch, Task
 
-__all__ = ["QuadraticObjectives", "decor_least_squares", "whisper_quadratic"]
+__all__ = ["QuadraticObjectives", "decor_least_squares", "whisper_quadratic", "zeros"]
 
 
 class QuadraticObjectives(Task):
@@ -44,13 +44,17 @@ class QuadraticObjectives(Task):
     primary_metric = "optimality_gap"
 
     def __init__(
-        self, name: str, curvatures: np.ndarray, centers: np.ndarray, start: float = 0.0
+        self,
+        name: str,
+        curvatures: np.ndarray,
+        centers: np.ndarray,
+        start: float | np.ndarray = 0.0,
     ) -> None:
         n, d = centers.shape
         super().__init__(n, d)
         self.name = name
-        #: Every coordinate of every agent's starting model.
-        self.start = float(start)
+        #: Every agent's starting model (``d`` numbers; a number given is every coordinate).
+        self.start = np.broadcast_to(np.asarray(start, dtype=float), (d,)).copy()
         self.curvatures = np.asarray(curvatures, dtype=float)
         self.centers = np.asarray(centers, dtype=float)
         total = self.curvatures.sum(axis=0)
@@ -61,8 +65,8 @@ class QuadraticObjectives(Task):
         self.optimal_value = float(self.objective(self._optimum[None, :])[0])
 
     def initial_params(self) -> torch.Tensor:
-        """Every coordinate at :attr:`start` (zero by default)."""
-        return torch.full((self.dim,), self.start, dtype=self.dtype, device=self.device)
+        """:attr:`start` (zero by default)."""
+        return torch.as_tensor(self.start, dtype=self.dtype, device=self.device)
 
     def objective(self, params: torch.Tensor) -> torch.Tensor:
         """Global objective ``F`` at each row of ``params`` (m, d) -> (m,).
@@ -115,11 +119,16 @@ class QuadraticObjectives(Task):
         return torch.einsum("ni,nij,nj->n", diff, self._curvatures, diff)
 
 
+def zeros(dim: int) -> np.ndarray:
+    """The starting point ``zeros`` (:data:`dpdl.choices.START_REGISTRY`): every coordinate 0."""
+    return np.zeros(dim)
+
+
 def whisper_quadratic(
-    n: int, angle_degrees: float = 15.0, start: float = 0.0
+    n: int, angle_degrees: float = 15.0, start: float | np.ndarray = 0.0
 ) -> QuadraticObjectives:
     """Whisper D-SGD eq. (11): 2-d quadratics, the second half rotated by ``angle_degrees``; every
-    model starts with its coordinates at ``start``."""
+    model starts at ``start`` (a number: every coordinate)."""
     index = np.arange(1, n + 1, dtype=float)
     second_half = index > n / 2
     centers = np.stack([np.where(second_half, index, -index), np.zeros(n)], axis=1)
@@ -132,10 +141,10 @@ def whisper_quadratic(
 
 
 def decor_least_squares(
-    n: int, dim: int, rng: np.random.Generator, start: float = 0.0
+    n: int, dim: int, rng: np.random.Generator, start: float | np.ndarray = 0.0
 ) -> QuadraticObjectives:
     """DECOR least squares: ``1/2 ||A_i x - b_i||^2``, ``A_i = (i / sqrt(n)) I``,
-    ``b_i ~ N(0, I / i^2)``; every model starts with its coordinates at ``start``.
+    ``b_i ~ N(0, I / i^2)``; every model starts at ``start`` (a number: every coordinate).
 
     Written as ``a_i^2 / 2 ||x - b_i / a_i||^2`` with ``a_i = i / sqrt(n)``.
     """

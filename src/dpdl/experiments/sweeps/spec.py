@@ -222,8 +222,8 @@ class _File:
 
 
 #: The value that stands for an option's default, unset where that is none (e.g. the task's own
-#: step size): TOML has no null, and an axis may need the unset value beside set ones (DECOR's
-#: trace-optimal couple, ``decor-couple = "default"``, beside Appendix D's couples 0, 1, 2), and a
+#: step size): TOML has no null, and an axis may need the unset value beside set ones (the task's
+#: own step size, ``lr = "default"``, beside set ones), and a
 #: search's ``at`` may give back the default of what its grid sets (lppa-parameters' runs in
 #: rounds search at a length in epochs: ``steps = "default"``).
 DEFAULT = "default"
