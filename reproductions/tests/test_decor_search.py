@@ -125,3 +125,33 @@ def test_wang_bound_is_dp_accountings_without_replacement_bound_or_above(
     assert ours[2] == pytest.approx(theirs[2], rel=1e-9)
     for order in orders:
         assert ours[order] >= theirs[order] * (1 - 1e-9)
+
+
+def test_the_appendix_d_couple_search_builds_the_kth_couple_and_refuses_a_missing_one() -> None:
+    """DECOR Appendix D.2 tunes over the couples: ``appendix-d-<k>`` builds exactly the k-th of
+    Appendix D.1's search (the reproductions' registration); a couple the search did not find, or
+    a place that is no number, is one clear error."""
+    from dpdl.accounting import calibrate
+    from dpdl.errors import ConfigError
+    from dpdl.graphs import erdos_renyi, metropolis_hastings
+    from dpdl.mechanisms.decor import appendix_d_couples
+    from dpdl.mechanisms.registry import DesignOptions, build_mechanism
+    from dpdl.registry import load_plugins
+
+    load_plugins()
+    graph = erdos_renyi(12, 0.5, seed=4)
+    weights = metropolis_hastings(graph)
+    calibration = calibrate(10.0, 1e-5, 1000, AgentLevel(1.0))
+    couples = appendix_d_couples(graph, calibration)
+
+    def build(search: str):
+        options = DesignOptions(decor_search=search)
+        return build_mechanism("decor", graph, weights, calibration, options)
+
+    for k, couple in enumerate(couples):
+        built = build(f"appendix-d-{k}")
+        assert (built.sigma_pair, built.sigma_cor) == (couple.sigma_pair, couple.sigma_cor)
+    with pytest.raises(ConfigError, match="couple 3 asked for, but the Appendix D search found 3"):
+        build("appendix-d-3")
+    with pytest.raises(ConfigError, match="a number from 0, not 'x'"):
+        build("appendix-d-x")

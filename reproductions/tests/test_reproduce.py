@@ -745,7 +745,7 @@ def test_the_authors_noise_is_their_closed_form_and_within_its_label_at_example_
     import math
 
     from dpdl.accounting.accountant import pld_epsilon
-    from dpdl.accounting.zcdp_bound import authors_mu_step
+    from dpdl_reproductions.zcdp_bound import authors_mu_step
 
     steps, delta, clip = 5000, 1e-5, 0.1
     for eps in (3.0, 10.0, 40.0):

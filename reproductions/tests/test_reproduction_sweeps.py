@@ -506,7 +506,7 @@ def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
 
     done = sweep("decor-fig1", "--dry-run")
     assert done.returncode == 0, done.stderr
-    assert '"trace"/"default", "appendix-d"/0' in done.stdout
+    assert 'decor_search (4): "trace", "appendix-d-0", "appendix-d-1"' in done.stdout
     assert done.stdout.rstrip().endswith("10858 runs, then each setting's choice on every seed")
     quick = sweep("whisper-logreg", "--quick", "--dry-run", "--set", "tune.seeds=2")
     assert quick.returncode == 0 and "on the first 2 seed(s)" in quick.stdout, quick.stderr

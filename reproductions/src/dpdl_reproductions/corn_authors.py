@@ -11,7 +11,7 @@ Erdos-Renyi graph, a fresh draw per seed). The noise covariance is solved under
 zero-concentrated-DP conversion at sensitivity 2C over T rounds: a guarantee for one EXAMPLE
 (replace-one, no credit for the sampling), not for an agent's data, whose batch sum moves by up to
 128 C. dpdl runs the same mechanism at example level (calibration ``authors``,
-:func:`dpdl.accounting.zcdp_bound.authors_mu_step`: the same noise, relative to the per-example
+:func:`dpdl_reproductions.zcdp_bound.authors_mu_step`: the same noise, relative to the per-example
 sensitivity C / 128 of the batch mean) and accounts it exactly
 (example-level add/remove-one, Poisson sampling, PLD): every such run reports the eps it really
 has, far below its label.
@@ -28,13 +28,13 @@ from threadpoolctl import threadpool_limits
 
 from dpdl.accounting import ExampleLevel, calibrate, gdp
 from dpdl.accounting.accountant import pld_epsilon
-from dpdl.accounting.zcdp_bound import authors_mu_step
 from dpdl.experiments.train import run_training
 from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import TaskOptions
 from dpdl_reproductions import tradeoff
 from dpdl_reproductions.report import Claim, Verdict
 from dpdl_reproductions.tradeoff import Job
+from dpdl_reproductions.zcdp_bound import authors_mu_step
 
 __all__ = [
     "AUTHORS_CALIBRATION",
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 PROTOCOL = "authors"
-#: The calibration of the authors' closed form (:mod:`dpdl.accounting.zcdp_bound`); ``exact``
+#: The calibration of the authors' closed form (:mod:`dpdl_reproductions.zcdp_bound`); ``exact``
 #: beside it is dpdl's example-level accountant at the same label.
 AUTHORS_CALIBRATION = "authors"
 #: The authors' data: a9a's own train / test files, no regularisation (``weight_decay`` 0 in every

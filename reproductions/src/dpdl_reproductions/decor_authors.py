@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from dpdl_reproductions import tradeoff
 from dpdl_reproductions.tradeoff import Job
 
@@ -32,6 +34,7 @@ __all__ = [
     "STEPS",
     "STEP_SIZE",
     "job_of",
+    "ones",
 ]
 
 PROTOCOL = "authors"
@@ -39,8 +42,8 @@ STEPS = 3500
 STEP_SIZE = 1.668e-3
 CLIP = 1.0
 SEEDS = 5
-#: Every model's starting point (``TrainConfig.task_options.start``): what marks the protocol's
-#: runs in the sweep file.
+#: Every model's starting point (``TrainConfig.task_options.start``, :func:`ones`): what marks the
+#: protocol's runs in the sweep file.
 START = "ones"
 #: How many iterates the metric averages (``TrainConfig.average_last``), and the metric.
 AVERAGE_LAST = 200
@@ -53,3 +56,10 @@ def job_of(options: Mapping[str, Any], version: int = tradeoff.VERSION) -> Job:
     (:func:`tradeoff.job_of`)."""
     job = tradeoff.job_of(options, version)
     return {**job, "protocol": PROTOCOL} if options["start"] == START else job
+
+
+def ones(dim: int) -> np.ndarray:
+    """The starting point ``ones`` (registered in :data:`dpdl.choices.START_REGISTRY` by
+    :mod:`~dpdl_reproductions.plugin`): every coordinate 1, where DECOR's released
+    ``quadratics.py`` starts every model."""
+    return np.ones(dim)

@@ -19,7 +19,7 @@ takes the last 50 (evaluation, seed) entries of its table, the last three evalua
 Each run is a training configuration (:func:`config_of`; ``dpdl train`` runs it the same):
 ``--gdp-mu`` for the budget, ``--neighbouring add-remove`` for the sensitivity (each clipped
 batch sum divided by its agent's smallest batch, 6 or 7 examples, as the code divides it),
-``--housing-features sklearn`` for the data and ``--mixing local-degree`` for the gossip. One noise
+``--task housing-mlp-sklearn`` for the data and ``--mixing local-degree`` for the gossip. One noise
 multiplier serves every agent, that of the smallest batch of all (the code's is per agent, from its
 own smallest batch: an agent of 7-example batches gets the noise of 6 here), so every agent meets
 mu; the MAFALDA encoder is dpdl's (Lemma 12, Algorithm 2) for this gossip.
@@ -47,6 +47,7 @@ from dpdl_reproductions.mafalda_tradeoff import (
 )
 
 __all__ = [
+    "CODE_TASKS",
     "CURVE",
     "NODE_LOSS",
     "PLOTTED_NODE",
@@ -75,6 +76,10 @@ CURVE = "test_loss_curve"
 PLOTTED_NODE, NODE_LOSS = 0, "test_loss_node0"
 #: The gossip of the code: ``w_ij = 1 / (|N_i| + 1)`` on the agent's neighbours and itself.
 RULE = "local-degree"
+#: The task of a job (the cache key's, as the runs were first listed) -> the task its run trains:
+#: housing-mlp on the code's features (:func:`dpdl_reproductions.mafalda_code.sklearn_housing`).
+CODE_TASKS = {"housing-mlp": "housing-mlp-sklearn"}
+_JOB_TASKS = {code: task for task, code in CODE_TASKS.items()}
 #: The job fields beside the seed; bump ``version`` when run_job's output changes (3: each batch's
 #: clipped sum divided by its agent's smallest batch, as the code, not by its own size).
 VERSION = 3
@@ -86,10 +91,9 @@ def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
     :func:`config_of` gives those options back. A private method's budget is a GDP mu
     (``gdp-mu``), as the code states it (:func:`budget_of`)."""
     return {
-        **{
-            key: options[key]
-            for key in ("task", "graph", "n", "steps", "cycle", "lr", "clip", "eval_every")
-        },
+        "task": _JOB_TASKS.get(options["task"], options["task"]),
+        **{key: options[key] for key in ("graph", "n", "steps", "cycle", "lr", "clip")},
+        "eval_every": options["eval_every"],
         "protocol": PROTOCOL,
         "version": VERSION,
         "method": options["mechanism"],
@@ -144,10 +148,10 @@ def config_of(job: dict[str, Any]) -> TrainConfig:
     divided by its agent's smallest batch), no noise for method ``none``."""
     return TrainConfig(
         **code_options(job),
-        task=job["task"],
+        task=CODE_TASKS.get(job["task"], job["task"]),
         schedule="constant",
         eval_every=job["eval_every"],
-        task_options=TaskOptions(partition="iid", l2=0.0, housing_features="sklearn"),
+        task_options=TaskOptions(partition="iid", l2=0.0),
     )
 
 

@@ -1,13 +1,23 @@
 """The reproductions' registrations in dpdl (entry point ``dpdl.plugins``): each reproduction in
 :data:`dpdl.choices.REPRODUCTION_REGISTRY` (``dpdl reproduce NAME``), each sweep file in
-:data:`dpdl.choices.SWEEP_REGISTRY` (``dpdl sweep NAME``), and what only imitates a released
-script in dpdl's registries of what it imitates (MAFALDA-SGD's code's tasks in
-:data:`dpdl.choices.TASK_REGISTRY`), all imported on first use, so that ``dpdl --help`` loads
+:data:`dpdl.choices.SWEEP_REGISTRY` (``dpdl sweep NAME``), and what only imitates a paper's
+experiments or its released script in dpdl's registry of its kind: MAFALDA-SGD's code's tasks in
+:data:`dpdl.choices.TASK_REGISTRY`, the Whisper / CorN-DSGD and DECOR codes' calibration in
+:data:`dpdl.choices.CALIBRATION_REGISTRY`, DECOR's Appendix D couples in
+:data:`dpdl.choices.DECOR_SEARCH_REGISTRY` and its code's starting point in
+:data:`dpdl.choices.START_REGISTRY`; all imported on first use, so that ``dpdl --help`` loads
 nothing more."""
 
 from __future__ import annotations
 
-from dpdl.choices import REPRODUCTION_REGISTRY, SWEEP_REGISTRY, TASK_REGISTRY
+from dpdl.choices import (
+    CALIBRATION_REGISTRY,
+    DECOR_SEARCH_REGISTRY,
+    REPRODUCTION_REGISTRY,
+    START_REGISTRY,
+    SWEEP_REGISTRY,
+    TASK_REGISTRY,
+)
 
 __all__ = ["REPRODUCTIONS", "TINY_CNN_TASKS"]
 
@@ -96,3 +106,20 @@ TINY_CNN_TASKS = {
 }
 for _name, _help in TINY_CNN_TASKS.items():
     TASK_REGISTRY.add(_name, f"{PACKAGE}.mafalda_code:tiny_cnn_task", _help)
+TASK_REGISTRY.add(
+    "housing-mlp-sklearn",
+    f"{PACKAGE}.mafalda_code:housing_sklearn_task",
+    "housing-mlp on scikit-learn's features of the census table, as MAFALDA-SGD's code",
+)
+CALIBRATION_REGISTRY.add(
+    "authors",
+    f"{PACKAGE}.zcdp_bound:authors_calibration",
+    "the Whisper/CorN-DSGD and DECOR codes' zCDP bound [R^-1]_ii <= "
+    "(sqrt(log(1/delta)+eps)-sqrt(log(1/delta)))^2/(2 T C^2) (at example level on the batch's sum)",
+)
+DECOR_SEARCH_REGISTRY.add(
+    "appendix-d-<k>",
+    f"{PACKAGE}.decor_searches:appendix_d_couple",
+    "the k-th couple of Appendix D's search (0 = least private noise), as its D.2 tunes",
+)
+START_REGISTRY.add("ones", f"{PACKAGE}.decor_authors:ones", "every coordinate 1, as DECOR's code")

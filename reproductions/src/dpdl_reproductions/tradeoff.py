@@ -31,6 +31,7 @@ import torch
 from scipy.stats import t as student_t
 from threadpoolctl import threadpool_limits
 
+from dpdl.errors import ConfigError
 from dpdl.experiments.plots import plot_panels
 from dpdl.experiments.sweeps.tuning import cost
 from dpdl.experiments.train import TrainConfig, TrainResult, run_training
@@ -364,11 +365,28 @@ def config_of(job: Job, eval_every: int | None = None) -> TrainConfig:
         seeds=(job["seed"],),
         average_last=_usual_or(job, "average_last"),
         task_options=TaskOptions(start=_usual_or(job, "start")),
-        design=DesignOptions(
-            decor_search="appendix-d" if job["decor_couple"] is not None else "trace",
-            decor_couple=job["decor_couple"],
-        ),
+        design=DesignOptions(decor_search=decor_search(job["decor_couple"])),
     )
+
+
+def decor_search(couple: int | None) -> str:
+    """The DECOR search of a job's ``decor_couple``: Appendix D's couple ``k``
+    (``appendix-d-<k>``, :mod:`~dpdl_reproductions.decor_searches`), or the trace-optimal one for
+    None."""
+    return "trace" if couple is None else f"appendix-d-{couple}"
+
+
+def decor_couple(search: str) -> int | None:
+    """A job's ``decor_couple`` of the DECOR search ``search`` (:func:`decor_search` inverted)."""
+    if search == "trace":
+        return None
+    prefix, _, k = search.rpartition("-")
+    if prefix != "appendix-d" or not k.isdigit():
+        raise ConfigError(
+            f"decor-search {search!r}: a run of the papers' protocol searches trace or "
+            "appendix-d-<k>"
+        )
+    return int(k)
 
 
 def result_row(result: TrainResult) -> dict[str, Any]:
@@ -405,9 +423,7 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
         "version": version,
         "lr": float(options["lr"]),
         "clip": float(options["clip"]),
-        "decor_couple": options["decor_couple"]
-        if options["decor_search"] == "appendix-d"
-        else None,
+        "decor_couple": decor_couple(options["decor_search"]),
         "seed": int(options["seed"]),
         **_unusual(start=options["start"], average_last=int(options["average_last"])),
     }
