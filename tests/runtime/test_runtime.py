@@ -371,31 +371,48 @@ def test_a_killed_agent_stops_its_neighbours_and_a_restart_finishes_the_same_run
     )
 
 
-def test_two_resumes_of_a_run_with_fresh_keys_replay_the_same_noise(tmp_path: Path) -> None:
-    """No --key-seed: the agents draw fresh keys, and their noise seeds derive from them. Agent 2
+@pytest.mark.parametrize(
+    ("backend", "n"),
+    [
+        ("gloo", 4),
+        pytest.param(
+            "nccl",
+            2,
+            marks=pytest.mark.skipif(
+                torch.cuda.device_count() < 2, reason="needs two GPUs (one per NCCL agent)"
+            ),
+        ),
+    ],
+)
+def test_two_resumes_of_a_run_with_fresh_keys_replay_the_same_noise(
+    tmp_path: Path, backend: str, n: int
+) -> None:
+    """No --key-seed: the agents draw fresh keys, and their noise seeds derive from them. Agent 1
     dies after its checkpoint at round 20 (the others saved up to round 26): the folder copied
     twice and resumed twice gives one model, bit for bit, so rounds 21-26 reached the neighbours
     again with the very noise they carried the first time (each agent read back the key it saved
-    at its first start). A copy whose key file is gone is refused, not resumed with new noise."""
+    at its first start); on either backend of the messages. A copy whose key file is gone is
+    refused, not resumed with new noise."""
     config = TrainConfig(
-        task="least-squares", graph="ring", n=4, mechanism="decor", eps=5.0, steps=40,
-        eval_every=40,
+        task="least-squares", graph="ring" if n > 2 else "complete", n=n, mechanism="decor",
+        eps=5.0, steps=40, eval_every=40,
     )  # fmt: skip
     first = tmp_path / "first"
-    options = AgentOptions(first, timeout=30.0, checkpoint_every=10)
-    _join(spawn_agents(4, first, _dying_agent, config, options, 2, 27, "killed"))
-    assert key_path(first, 2, 0).is_file() and key_path(first, 2, 0).stat().st_mode & 0o077 == 0
+    options = AgentOptions(first, timeout=30.0, checkpoint_every=10, backend=backend)
+    _join(spawn_agents(n, first, _dying_agent, config, options, 1, 27, "killed"))
+    assert key_path(first, 1, 0).is_file() and key_path(first, 1, 0).stat().st_mode & 0o077 == 0
     models = []
     for copy in ("one", "two"):
         shutil.copytree(first, tmp_path / copy)
-        resumed = run_local(config, 0, AgentOptions(tmp_path / copy, resume=True, timeout=30.0))
+        again = replace(options, workdir=tmp_path / copy, resume=True)
+        resumed = run_local(config, 0, again)
         assert resumed.errors == {} and resumed.models is not None
         models.append(resumed.models)
     np.testing.assert_array_equal(models[0], models[1])
     shutil.copytree(first, tmp_path / "keyless")
-    key_path(tmp_path / "keyless", 1, 0).unlink()
-    refused = run_local(config, 0, AgentOptions(tmp_path / "keyless", resume=True, timeout=30.0))
-    assert "key0.json is missing" in refused.errors[1] and "fresh noise" in refused.errors[1]
+    key_path(tmp_path / "keyless", 0, 0).unlink()
+    refused = run_local(config, 0, replace(options, workdir=tmp_path / "keyless", resume=True))
+    assert "key0.json is missing" in refused.errors[0] and "fresh noise" in refused.errors[0]
 
 
 def test_a_silent_agent_times_out_with_its_name_and_round(tmp_path: Path) -> None:
