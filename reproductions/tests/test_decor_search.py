@@ -17,7 +17,7 @@ from dpdl.accounting import AgentLevel, ExampleLevel, account
 from dpdl.accounting.accountant import pld_epsilon
 from dpdl.accounting.rdp_bound import paper_epsilon
 from dpdl.accounting.subsampled_rdp import wang_epsilon, wang_rdp
-from dpdl.errors import PrivacyParameterError
+from dpdl.errors import ConfigError, PrivacyParameterError
 from dpdl.graphs import ring
 from dpdl.mechanisms.decor import Decor
 from dpdl.threats import Eavesdropper
@@ -155,3 +155,37 @@ def test_the_appendix_d_couple_search_builds_the_kth_couple_and_refuses_a_missin
         build("appendix-d-3")
     with pytest.raises(ConfigError, match="a number from 0, not 'x'"):
         build("appendix-d-x")
+
+
+def test_the_authors_couple_search_finds_the_couples_of_their_search_files() -> None:
+    """``authors-<k>``: the couples the authors' released search (``utils/plotting.py:
+    find_best_params`` and ``find_sigma_cor``) kept for their least squares on the ring of 16
+    agents at eps = 10 (T = 3500, delta = 1e-5, C = 1), as their committed search file
+    ``quadratics_for_n_16/numerical_results_for_n_16_and_clip_1/result_gridsearch_ring_Corr_
+    epsilon_10.csv`` records them: the target, each kept (sigma, sigma_cor) and its per-round
+    value, above the target by up to the bisection's tolerance; the first place of the grid has
+    no couple, as in their file."""
+    import networkx as nx
+
+    from dpdl.accounting import calibrate
+    from dpdl_reproductions.decor_searches import NoCouple, authors_couple, authors_eps_iter
+
+    graph = nx.cycle_graph(16)
+    calibration = calibrate(10.0, 1e-5, 3500, AgentLevel(1.0), "authors")
+    assert calibration.mu_step**2 / 2 == pytest.approx(0.00044295863673583433, rel=1e-14)
+    their_rows = {  # place in the grid: (sigma, sigma_cor, eps_iter) of their file
+        1: (17.827099282407094, 188.0, 0.0004656256603611915),
+        2: (18.855585779469042, 126.0, 0.0005042182991847745),
+        3: (19.88407227653099, 126.0, 0.0004673573255629589),
+    }
+    for k, (sigma, sigma_cor, eps_iter) in their_rows.items():
+        couple = authors_couple(graph, None, calibration, None, None, str(k))
+        assert couple.sigma_pair == pytest.approx(sigma, rel=1e-14)
+        assert couple.sigma_cor == sigma_cor
+        value = authors_eps_iter(graph, couple.sigma_pair, couple.sigma_cor, 1.0)
+        assert value == pytest.approx(eps_iter, rel=1e-12)
+        assert 0 < value - calibration.mu_step**2 / 2 < 1e-4  # above the target, within tolerance
+    with pytest.raises(NoCouple, match=r"no sigma_cor for sigma = 16\.79"):
+        authors_couple(graph, None, calibration, None, None, "0")
+    with pytest.raises(ConfigError, match="from 0 to 49, not '50'"):
+        authors_couple(graph, None, calibration, None, None, "50")

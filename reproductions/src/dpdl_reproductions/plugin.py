@@ -122,4 +122,9 @@ DECOR_SEARCH_REGISTRY.add(
     f"{PACKAGE}.decor_searches:appendix_d_couple",
     "the k-th couple of Appendix D's search (0 = least private noise), as its D.2 tunes",
 )
+DECOR_SEARCH_REGISTRY.add(
+    "authors-<k>",
+    f"{PACKAGE}.decor_searches:authors_couple",
+    "the couple DECOR's code's least-squares search finds at its k-th private noise (0-49)",
+)
 START_REGISTRY.add("ones", f"{PACKAGE}.decor_authors:ones", "every coordinate 1, as DECOR's code")

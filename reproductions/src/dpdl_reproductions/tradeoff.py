@@ -117,6 +117,12 @@ class Training:
     #: name them only away from their defaults, so that other jobs keep their keys.
     start: str = "zeros"
     average_last: int = 0
+    #: The search whose ``decor_couples`` are places in it: ``appendix-d`` (DECOR Appendix D.1's)
+    #: or ``authors`` (the authors' code's grid, :mod:`~dpdl_reproductions.decor_searches`); the
+    #: jobs name it only away from ``appendix-d``.
+    couple_search: str = "appendix-d"
+    #: The calibrations the training runs in, where not the study's (empty: the study's).
+    calibrations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,7 +196,11 @@ def _base(panel: Panel, x: float, method: str, calibration: str) -> Job:
 
 #: The job fields that a job holds only where they differ from these values (those of a default
 #: :class:`~dpdl.jobspec.config.TrainConfig`).
-_USUAL = {"start": TaskOptions().start, "average_last": TrainConfig().average_last}
+_USUAL = {
+    "start": TaskOptions().start,
+    "average_last": TrainConfig().average_last,
+    "couple_search": "appendix-d",
+}
 
 
 def _unusual(**fields: Any) -> dict[str, Any]:
@@ -227,6 +237,7 @@ _JOB_KEYS = (
     "lr",
     "clip",
     "decor_couple",
+    "couple_search",
     "seed",
 )
 
@@ -238,14 +249,25 @@ def _grid(training: Training, method: str) -> Iterator[dict[str, Any]]:
     for lr in training.lrs:
         for clip in training.clips:
             for couple in couples:
-                yield {"lr": lr, "clip": clip, "decor_couple": couple}
+                search = training.couple_search if couple is not None else _USUAL["couple_search"]
+                yield {
+                    "lr": lr,
+                    "clip": clip,
+                    "decor_couple": couple,
+                    **_unusual(couple_search=search),
+                }
+
+
+def calibrations_of(study: Study, panel: Panel) -> tuple[str, ...]:
+    """The calibrations ``panel`` runs in: its training's own, else the study's."""
+    return panel.training.calibrations or study.calibrations
 
 
 def _points(study: Study) -> Iterator[tuple[Panel, float, str, str, Job]]:
     for panel in study.panels:
         for x in panel.values:
             for method in panel.methods:
-                for calibration in study.calibrations:
+                for calibration in calibrations_of(study, panel):
                     yield panel, x, method, calibration, _base(panel, x, method, calibration)
 
 
@@ -283,6 +305,12 @@ def _score(value: float, lower_is_better: bool) -> float:
     return cost(value, "min" if lower_is_better else "max")
 
 
+def _metric(row: Mapping[str, Any], metric: str) -> float:
+    """``row``'s ``metric``, NaN where the run has none (it failed; an empty cell of runs.csv)."""
+    value = row.get(metric)
+    return math.nan if value is None else float(value)
+
+
 def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """The grid point of ``base``'s (tuning) setting with the best mean metric over the tuning
     seeds; the first such point in grid order on a tie."""
@@ -290,8 +318,8 @@ def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]]) ->
     tuned = _tuning_base(training, base)
 
     def score(hyper: dict[str, Any]) -> float:
-        values = [
-            rows_by_key[_key({**tuned, **hyper, "seed": seed})][training.metric]
+        values = [  # a run without the metric (it failed, e.g. no couple found) is the worst
+            _metric(rows_by_key[_key({**tuned, **hyper, "seed": seed})], training.metric)
             for seed in range(training.tune_seeds)
         ]
         return _score(float(np.mean(values)), training.lower_is_better)
@@ -365,28 +393,31 @@ def config_of(job: Job, eval_every: int | None = None) -> TrainConfig:
         seeds=(job["seed"],),
         average_last=_usual_or(job, "average_last"),
         task_options=TaskOptions(start=_usual_or(job, "start")),
-        design=DesignOptions(decor_search=decor_search(job["decor_couple"])),
+        design=DesignOptions(
+            decor_search=decor_search(job["decor_couple"], _usual_or(job, "couple_search"))
+        ),
     )
 
 
-def decor_search(couple: int | None) -> str:
-    """The DECOR search of a job's ``decor_couple``: Appendix D's couple ``k``
-    (``appendix-d-<k>``, :mod:`~dpdl_reproductions.decor_searches`), or the trace-optimal one for
-    None."""
-    return "trace" if couple is None else f"appendix-d-{couple}"
+def decor_search(couple: int | None, search: str = "appendix-d") -> str:
+    """The DECOR search of a job's ``decor_couple`` in its ``couple_search``: the couple of place
+    ``k`` (``appendix-d-<k>`` or ``authors-<k>``, :mod:`~dpdl_reproductions.decor_searches`), or
+    the trace-optimal one for None."""
+    return "trace" if couple is None else f"{search}-{couple}"
 
 
-def decor_couple(search: str) -> int | None:
-    """A job's ``decor_couple`` of the DECOR search ``search`` (:func:`decor_search` inverted)."""
+def decor_couple(search: str) -> tuple[int | None, str]:
+    """A job's ``decor_couple`` and ``couple_search`` of the DECOR search ``search``
+    (:func:`decor_search` inverted)."""
     if search == "trace":
-        return None
+        return None, _USUAL["couple_search"]
     prefix, _, k = search.rpartition("-")
-    if prefix != "appendix-d" or not k.isdigit():
+    if prefix not in ("appendix-d", "authors") or not k.isdigit():
         raise ConfigError(
-            f"decor-search {search!r}: a run of the papers' protocol searches trace or "
-            "appendix-d-<k>"
+            f"decor-search {search!r}: a run of the papers' protocol searches trace, "
+            "appendix-d-<k> or authors-<k>"
         )
-    return int(k)
+    return int(k), prefix
 
 
 def result_row(result: TrainResult) -> dict[str, Any]:
@@ -408,6 +439,7 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
     :func:`dpdl.settings.to_options`, with its one seed as a number, as a row of ``dpdl sweep``'s
     ``runs.csv`` has it): the fields :func:`config_of` reads, under their names here, and the
     ``version`` of the ``run_job`` that runs it (:mod:`~dpdl_reproductions.sweep_jobs`)."""
+    couple, search = decor_couple(options["decor_search"])
     return {
         "task": options["task"],
         "graph": options["graph"],
@@ -423,9 +455,13 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
         "version": version,
         "lr": float(options["lr"]),
         "clip": float(options["clip"]),
-        "decor_couple": decor_couple(options["decor_search"]),
+        "decor_couple": couple,
         "seed": int(options["seed"]),
-        **_unusual(start=options["start"], average_last=int(options["average_last"])),
+        **_unusual(
+            start=options["start"],
+            average_last=int(options["average_last"]),
+            couple_search=search,
+        ),
     }
 
 
@@ -532,7 +568,7 @@ def plot_study(
     for panel in study.panels:
         series[panel.label], bands[panel.label] = {}, {}
         for method in panel.methods:
-            for calibration in study.calibrations:
+            for calibration in calibrations_of(study, panel):
                 label = f"{method}{suffix[calibration]}"
                 points = [summary[(panel.label, x, method, calibration)] for x in panel.values]
                 series[panel.label][label] = [p.mean for p in points]
