@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-reproductions test-all test-full-data lint docs bench clean
+.PHONY: setup demo test test-reproductions test-all test-full-data lint docs bench clean gpu-check gpu-wheels
 
 setup: $(STAMP)
 
@@ -56,6 +56,24 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_runtime.py
 	$(BIN)/python benchmarks/bench_startup.py
 	$(BIN)/python benchmarks/bench_quadratic_forms.py
+	$(BIN)/python benchmarks/bench_graphs.py
+
+# The prepared GPU check (scripts/gpu_check.py): the tests marked gpu and the GPU benchmarks, one
+# table into $(GPU_OUT). On a device machine (its python3 holds torch; no network): the wheels of
+# `make gpu-wheels` in .whl are installed first into a folder of their own. DRY_RUN=1: the same on
+# the CPU with small sizes, on any machine (here with .venv's python).
+GPU_OUT ?= gpu-check
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+GPU_SITE ?= /tmp/dpdl-gpu-site
+gpu-check:
+	@if [ -z "$(DRY_RUN)" ] && ls .whl/*.whl >/dev/null 2>&1; then $(GPU_PYTHON) -m pip install -q --no-index --no-deps \
+		--no-compile --no-cache-dir --upgrade --target $(GPU_SITE) .whl/*.whl; fi
+	PYTHONPATH=$(GPU_SITE):src:$$PYTHONPATH $(GPU_PYTHON) scripts/gpu_check.py $(GPU_OUT) \
+		$(if $(DRY_RUN),--dry-run)
+
+# The wheels the GPU check needs on a device machine (Python 3.12, manylinux x86_64) into .whl.
+gpu-wheels: $(STAMP)
+	$(BIN)/python scripts/gpu_wheels.py .whl
 
 clean:
 	rm -rf $(VENV) build site src/*.egg-info .pytest_cache .ruff_cache .import_linter_cache .grimp_cache

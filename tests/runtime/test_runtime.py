@@ -378,9 +378,12 @@ def test_a_killed_agent_stops_its_neighbours_and_a_restart_finishes_the_same_run
         pytest.param(
             "nccl",
             2,
-            marks=pytest.mark.skipif(
-                torch.cuda.device_count() < 2, reason="needs two GPUs (one per NCCL agent)"
-            ),
+            marks=[
+                pytest.mark.gpu,
+                pytest.mark.skipif(
+                    torch.cuda.device_count() < 2, reason="needs two GPUs (one per NCCL agent)"
+                ),
+            ],
         ),
     ],
 )

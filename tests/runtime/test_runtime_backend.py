@@ -92,6 +92,7 @@ def test_the_command_line_offers_the_backends_and_refuses_others(
     assert "--backend {gloo,nccl}" in capsys.readouterr().out
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_agents_on_nccl_reach_the_models_of_the_simulation(tmp_path: Path) -> None:
     config = _config()
