@@ -204,3 +204,54 @@ def test_fit_runs_a_mechanism_only_at_the_poisson_rate_it_was_calibrated_for(dat
     with pytest.raises(PrivacyParameterError, match=r"Poisson rate 0\.2667 .* for rate 0\.1"):
         run(data, ring, mechanism=sized[0.1], **options)
     assert run(data, ring, mechanism=sized[0.5], **options).privacy[0].epsilon < 5.0
+
+
+_FIT_IN_A_TERMINAL = """
+import sys
+import numpy as np
+import torch
+from torch import nn
+import dpdl
+rng = np.random.default_rng(0)
+x, y = rng.standard_normal((200, 5)).astype("float32"), rng.integers(0, 2, 200)
+model = nn.Linear(5, 2)
+loss = lambda out, t: torch.nn.functional.cross_entropy(out, t, reduction="none")
+keywords = {} if sys.argv[1] == "default" else {"progress": False}
+dpdl.fit(model, loss, train=(x, y), test=(x, y), graph="ring", n=4, mechanism="none",
+         steps=300, **keywords)
+"""
+
+
+@pytest.mark.parametrize(("how", "bar"), [("default", True), ("off", False)])
+def test_fit_shows_its_progress_in_a_terminal_unless_told_not_to(how: str, bar: bool) -> None:
+    """In a terminal (a pseudo-terminal here), ``fit`` draws a progress bar of its steps by
+    default; ``progress=False`` draws none."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    leader, follower = pty.openpty()
+    size = struct.pack("HHHH", 24, 80, 0, 0)  # a new pseudo-terminal is 0 columns wide
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, size)
+    done = subprocess.run(
+        [sys.executable, "-c", _FIT_IN_A_TERMINAL, how],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower, check=False,
+        timeout=120,
+    )  # fmt: skip
+    os.close(follower)
+    written = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal's other end is closed: all of it read
+            break
+        if not chunk:
+            break
+        written += chunk
+    os.close(leader)
+    assert done.returncode == 0, written.decode(errors="replace")
+    assert (b"/300 [" in written) is bar, written.decode(errors="replace")[-500:]

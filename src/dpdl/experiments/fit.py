@@ -318,7 +318,7 @@ def fit(
     classification: bool = True,
     eval_every: int | None = None,
     seed: int = 0,
-    progress: bool = False,
+    progress: bool = True,
     device: str | torch.device = "cpu",
 ) -> FitResult:
     """Train copies of ``model`` on the agents of ``graph`` by noisy D-SGD and account the privacy.
@@ -340,7 +340,8 @@ def fit(
     recorded every ``eval_every`` steps (default: 10 records). Deterministic in ``seed``; the
     model's initial parameters are its own at the call. ``device``: where to train (``cpu``,
     ``cuda``, ``cuda:K`` or ``auto``); batches and noise are drawn on the host from the same seeds
-    whatever the device, so the numbers agree to rounding.
+    whatever the device, so the numbers agree to rounding. ``progress``: a progress bar of the
+    steps where the error stream is a terminal (none elsewhere); ``False``: none at all.
     """
     if not isinstance(model, nn.Module):
         raise ConfigError(f"model: expected a torch nn.Module, got {type(model).__name__}")
