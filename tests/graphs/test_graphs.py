@@ -41,6 +41,7 @@ from dpdl.graphs import (
     validate_mixing_matrix,
     vertex_connectivity,
 )
+from dpdl.graphs.topologies import LARGE_ERDOS_RENYI, connected_probability
 
 ATOL = 1e-10
 
@@ -110,6 +111,42 @@ def test_erdos_renyi_p_one_is_complete():
 def test_erdos_renyi_far_below_threshold_raises():
     with pytest.raises(GraphError, match="no connected Erdos-Renyi"):
         erdos_renyi(50, 0.001, seed=0)
+
+
+def test_a_large_erdos_renyi_graph_is_drawn_in_linear_time_from_its_seed():
+    """From LARGE_ERDOS_RENYI agents on: networkx's O(n + m) generator, the same graph for a seed,
+    connected, about p n (n - 1) / 2 edges (10,000 agents of mean degree 15; the quadratic draw
+    would visit 5e7 pairs); below it, the pairs drawn one by one as before (a seeded graph of the
+    papers' sizes unchanged: the generator's own draw at the attempt's seed)."""
+    n, p = 10_000, 15 / 10_000
+    graph = erdos_renyi(n, p, seed=3)
+    assert nx.is_connected(graph) and graph.number_of_nodes() == n
+    assert abs(graph.number_of_edges() - p * n * (n - 1) / 2) < 5 * math.sqrt(p * n * n / 2)
+    assert edge_set(erdos_renyi(n, p, seed=3)) == edge_set(graph)
+    child = np.random.SeedSequence(np.random.SeedSequence(3).entropy, spawn_key=(0,))
+    assert edge_set(graph) == edge_set(
+        nx.fast_gnp_random_graph(n, p, seed=np.random.default_rng(child))
+    )
+    small = erdos_renyi(LARGE_ERDOS_RENYI - 1, 0.01, seed=3)
+    assert edge_set(small) == edge_set(
+        nx.gnp_random_graph(LARGE_ERDOS_RENYI - 1, 0.01, seed=np.random.default_rng(child))
+    )
+
+
+def test_a_large_erdos_renyi_graph_unlikely_connected_is_refused_before_any_draw():
+    """100,000 agents at p = 1e-4 (mean degree 10) are connected with probability about
+    exp(-n e^(-10)) = 1.1%: refused at once, naming the probability and the p that would do
+    (connected with probability 0.99, by the same formula); directed, twice the exponent."""
+    with pytest.raises(GraphError, match=r"probability about 0\.011 .* use p >= 0\.000161"):
+        erdos_renyi(100_000, 1e-4)
+    n = 100_000
+    assert connected_probability(n, 1e-4) == pytest.approx(math.exp(-n * (1 - 1e-4) ** (n - 1)))
+    assert connected_probability(n, 1.611193771198e-4) == pytest.approx(0.99, abs=1e-9)
+    assert connected_probability(n, 1e-4, directed=True) == pytest.approx(
+        connected_probability(n, 1e-4) ** 2
+    )
+    with pytest.raises(GraphError, match="strongly connected with probability"):
+        erdos_renyi(n, 1.2e-4, directed=True)  # undirected: 0.54, directed 0.29
 
 
 @pytest.mark.parametrize("p", [0.0, -0.1, 1.5, float("nan")])

@@ -21,8 +21,10 @@ from dpdl.data.paths import data_file
 from dpdl.errors import GraphError
 
 __all__ = [
+    "LARGE_ERDOS_RENYI",
     "REAL_GRAPHS",
     "complete",
+    "connected_probability",
     "erdos_renyi",
     "exponential",
     "read_edgelist",
@@ -65,6 +67,28 @@ def require_connected(graph: nx.Graph, what: str = "graph") -> nx.Graph:
     return graph
 
 
+#: From this many agents on, G(n, p) is drawn by networkx's ``fast_gnp_random_graph`` (Batagelj
+#: and Brandes 2005, O(n + m): 100,000 agents in seconds, where ``gnp_random_graph`` visits all
+#: n(n-1)/2 pairs), and a graph unlikely to be connected is refused before any draw. Below it the
+#: pairs are drawn as before, so that every seeded graph of the papers' sizes stays the same.
+LARGE_ERDOS_RENYI = 1000
+
+
+def connected_probability(n: int, p: float, directed: bool = False) -> float:
+    """About the probability that G(n, p) is connected (strongly, when ``directed``): that no node
+    is isolated (no node without an arc in or out), ``exp(-n (1 - p)^(n - 1))`` (twice the
+    exponent directed), which it approaches as n grows (Erdos and Renyi 1959; Bollobas, Random
+    Graphs, Thm. 7.3)."""
+    isolated = n * math.exp((n - 1) * math.log1p(-p)) if p < 1.0 else 0.0
+    return math.exp(-(2.0 if directed else 1.0) * isolated)
+
+
+def _connecting_p(n: int, directed: bool, probability: float = 0.99) -> float:
+    """The p at which :func:`connected_probability` is ``probability``."""
+    isolated = -math.log(probability) / (2.0 if directed else 1.0)
+    return -math.expm1(math.log(isolated / n) / (n - 1))
+
+
 def erdos_renyi(
     n: int,
     p: float,
@@ -78,18 +102,31 @@ def erdos_renyi(
     Connectivity is ensured by rejection sampling: graphs are drawn with independent seeds until one
     is connected, so the result is distributed exactly as G(n, p) conditioned on connectivity (no
     edges are added by hand). If ``max_tries`` draws are all disconnected (``p`` far below
-    ``log(n)/n``), a :class:`GraphError` says so.
+    ``log(n)/n``), a :class:`GraphError` says so. From :data:`LARGE_ERDOS_RENYI` agents on, the
+    draw is O(n + m), and a graph connected with probability under 1/2
+    (:func:`connected_probability`) is refused before any draw, naming the p that would do.
     """
     if n < 1:
         raise GraphError(f"an Erdos-Renyi graph needs n >= 1 nodes, got {n}")
     if not 0.0 < p <= 1.0:
         raise GraphError(f"the Erdos-Renyi edge probability must be in (0, 1], got p={p}")
+    draw = nx.gnp_random_graph
+    if n >= LARGE_ERDOS_RENYI:
+        draw = nx.fast_gnp_random_graph
+        if (chance := connected_probability(n, p, directed)) < 0.5:
+            raise GraphError(
+                f"an Erdos-Renyi graph with n={n}, p={p:g} is {'strongly ' if directed else ''}"
+                f"connected with probability about {chance:.2g} (no node isolated: "
+                f"exp(-n (1 - p)^(n - 1))); use p >= {_connecting_p(n, directed):.3g} (connected "
+                "with probability 0.99), or a topology connected by construction (ring, torus, "
+                "exponential)"
+            )
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     for attempt in range(
         max_tries
     ):  # children derived without spawn(): the caller's sequence is not mutated
         child = np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, attempt))
-        graph = nx.gnp_random_graph(n, p, seed=np.random.default_rng(child), directed=directed)
+        graph = draw(n, p, seed=np.random.default_rng(child), directed=directed)
         if (nx.is_strongly_connected if directed else nx.is_connected)(graph):
             return graph
     raise GraphError(
