@@ -114,12 +114,12 @@ def erdos_renyi(
     if n >= LARGE_ERDOS_RENYI:
         draw = nx.fast_gnp_random_graph
         if (chance := connected_probability(n, p, directed)) < 0.5:
+            strongly, factor = ("strongly ", "2 ") if directed else ("", "")
             raise GraphError(
-                f"an Erdos-Renyi graph with n={n}, p={p:g} is {'strongly ' if directed else ''}"
-                f"connected with probability about {chance:.2g} (no node isolated: "
-                f"exp(-n (1 - p)^(n - 1))); use p >= {_connecting_p(n, directed):.3g} (connected "
-                "with probability 0.99), or a topology connected by construction (ring, torus, "
-                "exponential)"
+                f"an Erdos-Renyi graph with n={n}, p={p:g} is {strongly}connected with "
+                f"probability about {chance:.2g} (no node isolated: exp(-{factor}n (1 - p)^(n - "
+                f"1))); use p >= {_connecting_p(n, directed):.3g} (connected with probability "
+                "0.99), or a topology connected by construction (ring, torus, exponential)"
             )
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     for attempt in range(
