@@ -221,11 +221,10 @@ class _File:
         return f"{self.path}:{headers[index] + 1 + line}" if line else str(self.path)
 
 
-#: The value that stands for an option's default, unset where that is none (e.g. the task's own
-#: step size): TOML has no null, and an axis may need the unset value beside set ones (the task's
-#: own step size, ``lr = "default"``, beside set ones), and a
-#: search's ``at`` may give back the default of what its grid sets (lppa-parameters' runs in
-#: rounds search at a length in epochs: ``steps = "default"``).
+#: The value that stands for an option's default, unset where that is none: TOML has no null, and
+#: an axis may need the unset value beside set ones (the task's own step size, ``lr = "default"``,
+#: beside set step sizes), and a search's ``at`` may give back the default of what its grid sets
+#: (lppa-parameters' runs in rounds search at a length in epochs: ``steps = "default"``).
 DEFAULT = "default"
 
 
