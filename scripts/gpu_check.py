@@ -194,7 +194,7 @@ def main() -> int:
     table = _table(environment, tests, rows)
     took = time.perf_counter() - start
     text = (
-        f"## GPU check ({'dry run on the CPU' if args.dry_run else environment[2][1]})\n\n"
+        f"## GPU check ({dict(environment).get('card', 'dry run on the CPU')})\n\n"
         f"`make gpu-check`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {took:.0f} s in "
         f"all.\n\n{table}\n"
     )
