@@ -72,23 +72,34 @@ def authors_eps_iter(graph: nx.Graph, sigma: float, sigma_cor: float, clip: floa
     """The authors' per-round privacy ``rdp_account(sigma, sigma_cor, clip, D, A)``:
     ``2 C^2 max_i [Sigma^-1]_ii`` for ``Sigma = sigma^2 I + sigma_cor^2 L`` (DECOR Algorithm 2,
     order-1 RDP of one round at replace-one sensitivity 2C, as their code computes it)."""
-    n = graph.number_of_nodes()
-    laplacian = nx.laplacian_matrix(graph, nodelist=range(n)).toarray().astype(float)
-    covariance = sigma**2 * np.eye(n) + sigma_cor**2 * laplacian
+    return _eps_iter(_laplacian(graph), sigma, sigma_cor, clip)
+
+
+def _laplacian(graph: nx.Graph) -> np.ndarray:
+    """The graph's Laplacian D - A, dense, in float64 (as the code's ``degree_matrix -
+    adjacency_matrix``)."""
+    return (
+        nx.laplacian_matrix(graph, nodelist=range(graph.number_of_nodes())).toarray().astype(float)
+    )
+
+
+def _eps_iter(laplacian: np.ndarray, sigma: float, sigma_cor: float, clip: float) -> float:
+    """:func:`authors_eps_iter` of the graph of Laplacian ``laplacian``."""
+    covariance = sigma**2 * np.eye(len(laplacian)) + sigma_cor**2 * laplacian
     return 2.0 * clip**2 * float(np.diag(np.linalg.inv(covariance)).max())
 
 
 def _authors_sigma_cor(
-    graph: nx.Graph, sigma: float, grid: np.ndarray, clip: float, target: float
+    laplacian: np.ndarray, sigma: float, grid: np.ndarray, clip: float, target: float
 ) -> float | None:
     """``find_sigma_cor`` of the authors' code, step for step: the sigma_cor its bisection of
-    ``grid`` keeps for private noise ``sigma`` and per-round target ``target``, or None where it
-    finds none."""
+    ``grid`` keeps for private noise ``sigma`` and per-round target ``target`` on the graph of
+    Laplacian ``laplacian``, or None where it finds none."""
     while len(grid) > 1:
-        if authors_eps_iter(graph, sigma, grid[-1], clip) > target:
+        if _eps_iter(laplacian, sigma, grid[-1], clip) > target:
             return None  # no hope: the privacy does not improve with sigma_cor
         middle = grid[len(grid) // 2]
-        eps = authors_eps_iter(graph, sigma, middle, clip)
+        eps = _eps_iter(laplacian, sigma, middle, clip)
         if eps - target < AUTHORS_GRID["tolerance"] and eps > target:  # the code's test
             return float(middle)
         grid = grid[len(grid) // 2 :] if eps > target else grid[: len(grid) // 2]
@@ -121,9 +132,12 @@ def authors_couple(
     clip = calibration.neighbouring.clip
     target = calibration.mu_step**2 / 2.0
     sigma_ldp = clip * np.sqrt(2.0 / target)
-    sigmas = np.linspace(sigma_ldp / np.sqrt(graph.number_of_nodes()), sigma_ldp, 50)
+    n = graph.number_of_nodes()
+    sigmas = np.linspace(sigma_ldp / np.sqrt(n), sigma_ldp, AUTHORS_GRID["sigma"])
     sigma = float(sigmas[int(k)])
-    sigma_cor = _authors_sigma_cor(graph, sigma, AUTHORS_GRID["sigma_cor"], clip, target)
+    sigma_cor = _authors_sigma_cor(
+        _laplacian(graph), sigma, AUTHORS_GRID["sigma_cor"], clip, target
+    )
     if sigma_cor is None:
         raise NoCouple(
             f"DECOR search authors-{k}: the authors' search finds no sigma_cor for sigma = "
