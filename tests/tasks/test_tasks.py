@@ -7,6 +7,8 @@ import pytest
 import torch
 from scipy.optimize import minimize
 from sklearn.linear_model import LogisticRegression as SklearnLogisticRegression
+from torch import nn
+from torch.nn import functional
 
 from dpdl.choices import START_REGISTRY
 from dpdl.data.a9a import load_a9a
@@ -16,7 +18,7 @@ from dpdl.errors import ConfigError
 from dpdl.experiments.train import DEFAULT_STEP_SIZES, TrainConfig, run_training
 from dpdl.seeding import purpose_rng
 from dpdl.tasks import TASKS, build_task, decor_least_squares, whisper_quadratic
-from dpdl.tasks.catalog import TaskOptions, image_task, train_test_split
+from dpdl.tasks.catalog import TaskOptions, image_cnn, image_task, train_test_split
 
 
 def test_a9a_bundled_copy_has_the_published_shape_and_labels() -> None:
@@ -328,3 +330,22 @@ def _agent(batch, i: int):
     from dpdl.tasks.base import Batch
 
     return Batch(batch.indices[i : i + 1], batch.weights[i : i + 1])
+
+
+def test_the_image_network_pools_before_its_relu_to_the_same_function() -> None:
+    """image_cnn runs max-pooling before ReLU: the same outputs and the same gradients, bit for
+    bit, as ReLU before pooling (MAFALDA-SGD's order), from the same parameters."""
+    torch.manual_seed(1)
+    swapped = image_cnn()
+    original = nn.Sequential(*[swapped[i] for i in (0, 2, 1, 3, 4, 6, 5, 7, 8, 9)])
+    assert isinstance(original[1], nn.ReLU) and isinstance(swapped[1], nn.MaxPool2d)
+    x = torch.randn(16, 1, 28, 28)
+    y = torch.randint(0, 10, (16,))
+    outputs = []
+    for network in (swapped, original):
+        network.zero_grad()
+        out = network(x)
+        functional.cross_entropy(out, y).backward()
+        outputs.append((out.detach().clone(), [p.grad.clone() for p in network.parameters()]))
+    assert torch.equal(outputs[0][0], outputs[1][0])
+    assert all(torch.equal(a, b) for a, b in zip(outputs[0][1], outputs[1][1], strict=True))

@@ -313,10 +313,16 @@ def _adult_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> Tor
 def image_cnn(classes: int = 10) -> nn.Sequential:
     """Two 3x3 convolutions of 16 and 32 channels, each with ReLU, 2x2 max-pooling and group norm
     (4 groups), then a linear softmax layer: MAFALDA-SGD's image network (Section 7.2). Input
-    (B, 1, 28, 28); 20,586 parameters."""
+    (B, 1, 28, 28); 20,586 parameters.
+
+    The pooling comes before the ReLU here: ``relu(maxpool(x)) = maxpool(relu(x))`` exactly (ReLU
+    is monotone), gradients included (the same maximum is routed back, and where it is negative
+    ReLU's zero derivative stops it either way), and the parameters keep their places and their
+    initial values; the ReLU then runs on a quarter of the values, which makes a training step on
+    a CPU about a quarter faster (BENCHMARKS.md, "Per-agent gradients of torch models")."""
     return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.GroupNorm(4, 16),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.GroupNorm(4, 32),
+        nn.Conv2d(1, 16, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(), nn.GroupNorm(4, 16),
+        nn.Conv2d(16, 32, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(), nn.GroupNorm(4, 32),
         nn.Flatten(), nn.Linear(32 * 7 * 7, classes),
     )  # fmt: skip
 
