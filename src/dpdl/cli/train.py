@@ -35,6 +35,14 @@ def train_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also write every agent's final model, models-seed<s>.npy",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="threads torch and BLAS compute with (default: the cores this process may use that "
+        "the machine's other work leaves idle)",
+    )
     add_options_file_arguments(parser)
     parser.set_defaults(handler=_train, parser=parser)
 
@@ -44,6 +52,9 @@ def _train(args: argparse.Namespace) -> int:
 
     from dpdl.experiments.results import json_safe, write_results
     from dpdl.experiments.train import run_training
+    from dpdl.threads import compute_threads, require_threads
+
+    require_threads(args.threads)
 
     # the budget the noise is calibrated to: none without noise or under gradient tracking
     budget = f"-eps{args.eps:g}"
@@ -56,9 +67,10 @@ def _train(args: argparse.Namespace) -> int:
         f"{budget}-seed{'_'.join(map(str, args.seed))}"
     )
     folder = output_folder(args.out or Path("results") / "train" / name)
-    result = run_training(
-        from_options(TrainConfig, args), progress=not args.no_progress, device=args.device
-    )
+    with compute_threads(args.threads):
+        result = run_training(
+            from_options(TrainConfig, args), progress=not args.no_progress, device=args.device
+        )
     paths = write_results(result, folder)
     _write_options(args, result.config, folder)
     if args.save_models:

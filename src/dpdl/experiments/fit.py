@@ -58,6 +58,7 @@ from dpdl.settings import DesignOptions, TaskOptions
 from dpdl.simulation.dsgd import run_dsgd
 from dpdl.tasks.catalog import partition_labels
 from dpdl.tasks.torch_model import Loss, TorchModelTask
+from dpdl.threads import compute_threads, require_threads
 from dpdl.threats import ThreatModel, threat_by_name
 
 __all__ = ["FitResult", "design_noise", "fit", "graph_and_weights", "split_examples"]
@@ -320,6 +321,7 @@ def fit(
     seed: int = 0,
     progress: bool = True,
     device: str | torch.device = "cpu",
+    threads: int | None = None,
 ) -> FitResult:
     """Train copies of ``model`` on the agents of ``graph`` by noisy D-SGD and account the privacy.
 
@@ -342,7 +344,11 @@ def fit(
     ``cuda``, ``cuda:K`` or ``auto``); batches and noise are drawn on the host from the same seeds
     whatever the device, so the numbers agree to rounding. ``progress``: a progress bar of the
     steps where the error stream is a terminal (none elsewhere); ``False``: none at all.
+    ``threads``: the threads torch and BLAS compute with during the run (restored after it);
+    None: the cores this process may use that the machine's other work leaves idle
+    (:func:`dpdl.threads.default_threads`).
     """
+    require_threads(threads)
     if not isinstance(model, nn.Module):
         raise ConfigError(f"model: expected a torch nn.Module, got {type(model).__name__}")
     threats = _threats(threats)  # an unknown name fails here, not after training
@@ -400,7 +406,8 @@ def fit(
         mechanism, graph_, weights, adjacent, eps, delta, steps, calibration, design
     )
     logger.info("fit: %d agents, %s, %d steps", agents, noise.name or "custom noise", steps)
-    result = run_dsgd(task, weights, noise, dsgd, seed=seed, progress=progress, device=device)
+    with compute_threads(threads):
+        result = run_dsgd(task, weights, noise, dsgd, seed=seed, progress=progress, device=device)
     reports = _reports(noise, adjacent, steps, delta, threats)
     if budget is not None and calibration == "exact" and reports[0].epsilon > eps:
         raise RuntimeError(f"calibration overshoot: {reports[0]} exceeds the target eps={eps}")

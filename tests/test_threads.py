@@ -1,0 +1,62 @@
+"""The thread count a run computes with: allowed cores, the cgroup quota, idle cores."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from threadpoolctl import threadpool_info
+
+from dpdl import threads
+from dpdl.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("text", "cores"),
+    [("max 100000\n", None), ("150000 100000\n", 2), ("50000 100000", 1), ("400000 100000", 4),
+     ("garbage", None), ("", None)],
+)  # fmt: skip
+def test_the_cgroup_quota_counts_whole_cores_rounded_up(tmp_path, text, cores) -> None:
+    path = tmp_path / "cpu.max"
+    path.write_text(text)
+    assert threads._quota_cores(path) == cores
+    assert threads._quota_cores(tmp_path / "missing") is None
+
+
+def test_allowed_cores_are_the_affinity_capped_by_the_quota(monkeypatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5})
+    monkeypatch.setattr(threads, "_quota_cores", lambda: None)
+    assert threads.allowed_cores() == 6
+    monkeypatch.setattr(threads, "_quota_cores", lambda: 2)
+    assert threads.allowed_cores() == 2
+
+
+def test_default_threads_leave_the_cores_other_work_keeps_busy(monkeypatch) -> None:
+    monkeypatch.setattr(threads, "allowed_cores", lambda: 8)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.7, 0.0, 0.0))
+    assert threads.default_threads() == 8  # 13 idle cores, 8 allowed
+    monkeypatch.setattr(os, "getloadavg", lambda: (11.2, 0.0, 0.0))
+    assert threads.default_threads() == 5  # 16 - 11 idle
+    monkeypatch.setattr(os, "getloadavg", lambda: (40.0, 0.0, 0.0))
+    assert threads.default_threads() == 1  # a loaded machine: one thread, never zero
+
+
+def test_compute_threads_sets_torch_and_blas_and_restores_them() -> None:
+    before = torch.get_num_threads()
+    with threads.compute_threads(1) as count:
+        assert count == 1 and torch.get_num_threads() == 1
+        assert all(pool["num_threads"] == 1 for pool in threadpool_info())
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
+def test_a_thread_count_that_is_not_a_whole_number_is_refused(bad) -> None:
+    with pytest.raises(ConfigError, match="threads must be a whole number >= 1"):
+        threads.require_threads(bad)
+    with (
+        pytest.raises(ConfigError, match="threads must be a whole number >= 1"),
+        threads.compute_threads(bad),
+    ):
+        pass
