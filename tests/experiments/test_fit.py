@@ -166,6 +166,7 @@ def test_design_noise_is_calibrated_for_the_privacy_unit_given() -> None:
         ({"train": (np.full((180, 8), np.nan), np.zeros(180))}, ConfigError, "NaN"),
         ({"train": [1, 2, 3]}, ConfigError, "expected \\(inputs, targets\\)"),
         ({"threads": 0}, ConfigError, "threads must be a whole number >= 1"),
+        ({"strategy": "fast"}, ConfigError, "unknown gradient strategy 'fast'"),
     ],
 )
 def test_bad_input_is_one_clear_error(data, change, error, message) -> None:

@@ -10,8 +10,9 @@ graph or a mixing matrix, a mechanism and a budget to trained models and their p
 
 What it does is what ``dpdl train`` does for a named task (Algorithm 1 of Whisper D-SGD /
 CorN-DSGD and of DECOR, :mod:`dpdl.simulation.dsgd`), with the user's parts in place of the
-catalogue's: the model becomes a :class:`~dpdl.tasks.torch_model.TorchModelTask` (``torch.func``:
-batch or per-example gradients, vmapped over agents), the training examples are split over the
+catalogue's: the model becomes a :class:`~dpdl.tasks.torch_model.TorchModelTask` (batch or
+per-example gradients, ``torch.func.vmap`` over agents, or agent by agent on replicas of the model
+for convolutions on a CPU), the training examples are split over the
 graph's agents by a partitioner (a name of :data:`dpdl.choices.PARTITIONS`, index arrays, or a
 function), the mixing matrix is the graph's under a mixing rule or the user's own (validated; its
 support is the graph), and the mechanism is a registered name, calibrated to ``(eps, delta)`` over
@@ -57,7 +58,7 @@ from dpdl.seeding import purpose_rng
 from dpdl.settings import DesignOptions, TaskOptions
 from dpdl.simulation.dsgd import run_dsgd
 from dpdl.tasks.catalog import partition_labels
-from dpdl.tasks.torch_model import Loss, TorchModelTask
+from dpdl.tasks.torch_model import Loss, TorchModelTask, require_strategy
 from dpdl.threads import compute_threads, require_threads
 from dpdl.threats import ThreatModel, threat_by_name
 
@@ -322,6 +323,7 @@ def fit(
     progress: bool = True,
     device: str | torch.device = "cpu",
     threads: int | None = None,
+    strategy: str = "auto",
 ) -> FitResult:
     """Train copies of ``model`` on the agents of ``graph`` by noisy D-SGD and account the privacy.
 
@@ -346,9 +348,12 @@ def fit(
     steps where the error stream is a terminal (none elsewhere); ``False``: none at all.
     ``threads``: the threads torch and BLAS compute with during the run (restored after it);
     None: the cores this process may use that the machine's other work leaves idle
-    (:func:`dpdl.threads.default_threads`).
+    (:func:`dpdl.threads.default_threads`). ``strategy``: how every agent's gradient is computed
+    (:data:`dpdl.tasks.torch_model.STRATEGIES`; ``auto``: the fastest measured for the model and
+    device).
     """
     require_threads(threads)
+    require_strategy(strategy)
     if not isinstance(model, nn.Module):
         raise ConfigError(f"model: expected a torch nn.Module, got {type(model).__name__}")
     threats = _threats(threats)  # an unknown name fails here, not after training
@@ -400,6 +405,7 @@ def fit(
         test_targets,
         l2=l2,
         classification=classification,
+        strategy=strategy,
     )
     adjacent = neighbouring_relation(clip_level, clip, batch_size, task)
     noise, budget = _mechanism(

@@ -1,9 +1,17 @@
 """Any torch model as a dpdl task: all agents' parameters as one ``(n, d)`` tensor.
 
-The model is used functionally (``torch.func.functional_call``) on a flat parameter vector, and
-``torch.func.vmap`` batches it over agents, and over each agent's examples for per-example gradients
-(example-level clipping): one call computes every agent's gradient, with no Python loop over agents
-or examples. The engine holds every agent's parameters in float64 on the task's device (so the
+Two strategies compute every agent's gradient (``strategy``, measured in BENCHMARKS.md, "Per-agent
+gradients of torch models"):
+
+- ``vmap``: the model used functionally (``torch.func.functional_call``) on a flat parameter vector,
+  ``torch.func.vmap`` batching it over agents, and over each agent's examples for per-example
+  gradients (example-level clipping): one call for every agent, no Python loop. The default on
+  GPUs, and on CPUs for models without convolutions (linear layers batch into matrix products).
+- ``loop``: agent by agent, on replicas of the model over a pool of threads
+  (:mod:`dpdl.tasks.replicas`): the default for convolutional models on a CPU, where vmap's grouped
+  convolutions are about 3x slower than ordinary ones.
+
+The engine holds every agent's parameters in float64 on the task's device (so the
 privacy noise is added and the models mixed in float64, as for the linear tasks); the model runs in
 float32 on a float32 copy of them, and its gradients are widened back to float64 on the device.
 float32 is the precision these networks are trained in; the noise, whose scale the privacy claim
@@ -14,6 +22,8 @@ without materialising per-example gradients (about 40x faster for the MNIST netw
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -21,10 +31,29 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from dpdl.errors import ConfigError
 from dpdl.tasks.base import Batch, Task
 from dpdl.tasks.linear_stack import LinearStack
+from dpdl.tasks.replicas import ReplicaPool, has_convolution
 
-__all__ = ["TorchModelTask"]
+__all__ = [
+    "STRATEGIES",
+    "TorchModelTask",
+    "require_strategy",
+]
+
+logger = logging.getLogger(__name__)
+
+#: How :class:`TorchModelTask` computes every agent's gradient and scores: ``auto`` picks ``loop``
+#: for a model with a convolution on a CPU and ``vmap`` otherwise.
+STRATEGIES = ("auto", "vmap", "loop")
+
+
+def require_strategy(strategy: str) -> None:
+    """Refuse a name that is not one of :data:`STRATEGIES`."""
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"unknown gradient strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -35,8 +64,9 @@ class TorchModelTask(Task):
     model) by default, the loss alone with ``classification=False`` (:meth:`evaluate`).
 
     ``loss`` maps (outputs (B, ...), targets (B,)) to per-example losses (B,). ``eval_chunk`` bounds
-    the (agent, test example) pairs of one evaluation forward pass, for models whose activations
-    would not fit for every agent on the whole test set at once (convolutions); None: one pass.
+    the (agent, test example) pairs of one evaluation forward pass of the ``vmap`` strategy, for
+    models whose activations would not fit for every agent on the whole test set at once
+    (convolutions); None: one pass. ``strategy``: one of :data:`STRATEGIES`.
     """
 
     def __init__(
@@ -52,7 +82,9 @@ class TorchModelTask(Task):
         l2: float = 0.0,
         classification: bool = True,
         eval_chunk: int | None = None,
+        strategy: str = "auto",
     ) -> None:
+        require_strategy(strategy)
         self._names = [name_ for name_, _ in model.named_parameters()]
         self._shapes = [p.shape for _, p in model.named_parameters()]
         self._sizes = [p.numel() for _, p in model.named_parameters()]
@@ -69,6 +101,8 @@ class TorchModelTask(Task):
         self.offsets = np.concatenate([[0], np.cumsum([len(p) for p in partition])])
         self.test_inputs = torch.tensor(np.asarray(test_inputs), dtype=torch.float32)
         self.test_targets = torch.tensor(np.asarray(test_targets))
+        self.strategy = strategy
+        self._pool: ReplicaPool | None = None
         with torch.no_grad():
             self._initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double()
         self._batch_gradients = vmap(grad(self._weighted_loss), in_dims=(0, 0, 0, 0))
@@ -91,7 +125,20 @@ class TorchModelTask(Task):
     def to(self, device: torch.device | str) -> TorchModelTask:
         self.model.to(device)
         super().to(device)
+        self._pool = None
         return self
+
+    @property
+    def resolved_strategy(self) -> str:
+        """The strategy this task runs on its device: ``strategy``, with ``auto`` resolved."""
+        if self.strategy != "auto":
+            return self.strategy
+        return "loop" if self.device.type == "cpu" and has_convolution(self.model) else "vmap"
+
+    def _replicas(self) -> ReplicaPool:
+        if self._pool is None:
+            self._pool = ReplicaPool(self.model, self.device)
+        return self._pool
 
     def _unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         return {
@@ -121,6 +168,12 @@ class TorchModelTask(Task):
         flat = params.float()
         inputs, targets = self.inputs[batch.indices], self.targets[batch.indices]
         weights = batch.weights.float()
+        if self.resolved_strategy == "loop":
+            return (
+                self._replicas()
+                .gradients(flat, inputs, targets, weights, self.loss, example_clip)
+                .double()
+            )
         if example_clip is None:
             return self._batch_gradients(flat, inputs, targets, weights).double()
         if self._linear_stack is not None:  # ghost norms: no per-example gradients materialised
@@ -134,6 +187,17 @@ class TorchModelTask(Task):
         )
         return (per_example * scale).sum(dim=1).double()
 
+    def describe(self) -> dict[str, object]:
+        """The task's parameters, with the gradient strategy on its device."""
+        sizes = self.agent_sizes
+        return {
+            **super().describe(),
+            "l2": self.l2,
+            "train_examples": int(sizes.sum()),
+            "test_examples": len(self.test_targets),
+            "gradient_strategy": self.resolved_strategy,
+        }
+
     def regularizer_gradient(self, params: torch.Tensor) -> torch.Tensor | None:
         return self.l2 * params if self.l2 else None
 
@@ -142,6 +206,29 @@ class TorchModelTask(Task):
         both."""
         return self._forward(flat, inputs)
 
+    def _scores(
+        self, models: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean loss and accuracy (NaN unless :attr:`classification`) of each of ``models``
+        ``(m, d)`` on ``inputs``: two ``(m,)`` float64 tensors."""
+        if self.resolved_strategy == "loop":
+            return self._replicas().scores(
+                models.float(), inputs, targets, self.loss, self.classification
+            )
+        size, flat = len(targets), models.float()
+        step = size if self.eval_chunk is None else max(1, self.eval_chunk // len(models))
+        losses, correct = [], []
+        for start in range(0, size, step):
+            outputs = self._outputs(flat, inputs[start : start + step])  # (m, rows, ...)
+            rows = targets[start : start + step]
+            losses.append(vmap(self.loss, in_dims=(0, None))(outputs, rows))
+            if self.classification:
+                correct.append(outputs.argmax(dim=-1) == rows)
+        loss = torch.cat(losses, dim=1).double().mean(dim=1)
+        if not self.classification:
+            return loss, torch.full_like(loss, math.nan)
+        return loss, torch.cat(correct, dim=1).double().mean(dim=1)
+
     def evaluate(self, params: torch.Tensor) -> dict[str, float]:
         """Test loss (and accuracy, for classification) averaged over the agents' models, the same
         of the average model (``*_average_model``: the mean of the agents' parameters, evaluated
@@ -149,29 +236,19 @@ class TorchModelTask(Task):
         loss (and accuracy) of this evaluation is kept in :attr:`agent_metrics`, from the same
         pass: the papers' code often plots one agent's model (MAFALDA-SGD's ``loss[0]``)."""
         average = params.mean(dim=0, keepdim=True)
-        models = torch.cat([params, average])  # (n + 1, d): the agents', then the average model
-        size = len(self.test_targets)
-        step = size if self.eval_chunk is None else max(1, self.eval_chunk // len(models))
         with torch.no_grad():
-            flat = models.float()
-            losses, correct = [], []
-            for start in range(0, size, step):
-                targets = self.test_targets[start : start + step]
-                inputs = self.test_inputs[start : start + step]
-                outputs = self._outputs(flat, inputs)  # (n + 1, m, ...)
-                losses.append(vmap(self.loss, in_dims=(0, None))(outputs, targets))
-                if self.classification:
-                    correct.append(outputs.argmax(dim=-1) == targets)
-            test_loss = torch.cat(losses, dim=1).mean(dim=1)  # (n + 1,)
-            self.agent_metrics = {"test_loss": tuple(float(v) for v in test_loss[:-1])}
-            metrics = {
-                "test_loss": float(test_loss[:-1].mean()),
-                "test_loss_average_model": float(test_loss[-1]),
-            }
-            if self.classification:
-                accuracy = torch.cat(correct, dim=1).double().mean(dim=1)
-                self.agent_metrics["test_accuracy"] = tuple(float(v) for v in accuracy[:-1])
-                metrics["test_accuracy"] = float(accuracy[:-1].mean())
-                metrics["test_accuracy_average_model"] = float(accuracy[-1])
-            metrics["consensus_distance"] = float(((params - average) ** 2).sum(dim=1).mean())
+            loss, accuracy = self._scores(
+                torch.cat([params, average]), self.test_inputs, self.test_targets
+            )
+        agents, whole = (loss[:-1], accuracy[:-1]), (loss[-1:], accuracy[-1:])
+        self.agent_metrics = {"test_loss": tuple(float(v) for v in agents[0])}
+        metrics = {
+            "test_loss": float(agents[0].mean()),
+            "test_loss_average_model": float(whole[0][0]),
+        }
+        if self.classification:
+            self.agent_metrics["test_accuracy"] = tuple(float(v) for v in agents[1])
+            metrics["test_accuracy"] = float(agents[1].mean())
+            metrics["test_accuracy_average_model"] = float(whole[1][0])
+        metrics["consensus_distance"] = float(((params - average) ** 2).sum(dim=1).mean())
         return metrics

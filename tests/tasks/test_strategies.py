@@ -1,0 +1,99 @@
+"""The two gradient strategies of TorchModelTask (vmap over agents, a loop of replicas over
+threads) give the same gradients and metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional
+
+from dpdl.errors import ConfigError
+from dpdl.tasks.base import Batch
+from dpdl.tasks.torch_model import TorchModelTask
+
+
+def _cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return functional.cross_entropy(outputs, targets, reduction="none")
+
+
+def _conv_task(strategy: str, n: int = 5):
+    rng = np.random.default_rng(3)
+    m = 24
+    images = rng.standard_normal((n * m, 1, 8, 8)).astype(np.float32)
+    labels = rng.integers(0, 3, n * m)
+    parts = np.array_split(rng.permutation(n * m), n)
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(), nn.GroupNorm(2, 4),
+        nn.Flatten(), nn.Linear(4 * 4 * 4, 3),
+    )  # fmt: skip
+    return TorchModelTask(
+        "conv", model, _cross_entropy, images, labels, parts, images[:40], labels[:40],
+        strategy=strategy,
+    )  # fmt: skip
+
+
+def _batch(task: TorchModelTask, size: int, seed: int) -> Batch:
+    """``size`` examples an agent, agent 0's last ones padding of weight zero (Poisson-style)."""
+    rng = np.random.default_rng(seed)
+    offsets = task.offsets
+    rows = [offsets[i] + rng.choice(offsets[i + 1] - offsets[i], size, replace=False) for i in
+            range(task.n_agents)]  # fmt: skip
+    weights = np.full((task.n_agents, size), 1.0 / size)
+    weights[0, size // 2 :] = 0.0
+    return Batch(np.stack(rows), weights).to(torch.device("cpu"))
+
+
+@pytest.fixture(params=[1, 2], ids=["one thread", "two threads"])
+def threads(request):
+    before = torch.get_num_threads()
+    torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("example_clip", [None, 0.05])
+def test_the_loop_of_replicas_computes_the_gradients_of_vmap(threads, example_clip) -> None:
+    """Every agent's batch gradient, and its sum of per-example gradients clipped at a bound that
+    binds for some examples, agree between the strategies to float32 rounding, with one worker
+    and with a pool of two (a worker's replica loads each agent's own parameters)."""
+    vmapped, looped = _conv_task("vmap"), _conv_task("loop")
+    assert (vmapped.resolved_strategy, looped.resolved_strategy) == ("vmap", "loop")
+    params = looped.initial_params() + 0.1 * torch.from_numpy(
+        np.random.default_rng(4).standard_normal((5, looped.dim))
+    )
+    batch = _batch(looped, 8, 5)
+    expected = vmapped.gradients(params, batch, example_clip)
+    found = looped.gradients(params, batch, example_clip)
+    assert found.dtype == torch.float64 and found.shape == (5, looped.dim)
+    scale = expected.abs().max()
+    assert float((found - expected).abs().max() / scale) < 1e-5
+    assert len({float(row.norm()) for row in found}) == 5  # each agent its own gradient
+    if example_clip is not None:  # the clip binds: no agent's sum exceeds its weighted bound
+        assert bool((found.norm(dim=1) <= example_clip * 1.0001).all())
+
+
+def test_the_loop_of_replicas_scores_the_models_of_vmap(threads) -> None:
+    vmapped, looped = _conv_task("vmap"), _conv_task("loop")
+    params = looped.initial_params() + 0.1 * torch.from_numpy(
+        np.random.default_rng(6).standard_normal((5, looped.dim))
+    )
+    expected, found = vmapped.evaluate(params), looped.evaluate(params)
+    assert set(found) == set(expected)
+    for name, value in expected.items():
+        assert found[name] == pytest.approx(value, rel=1e-6), name
+    assert looped.agent_metrics["test_accuracy"] == vmapped.agent_metrics["test_accuracy"]
+
+
+def test_auto_loops_over_convolutional_models_on_a_cpu_only() -> None:
+    assert _conv_task("auto").resolved_strategy == "loop"
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((20, 3)).astype(np.float32), rng.integers(0, 2, 20)
+    dense = TorchModelTask(
+        "dense", nn.Linear(3, 2), _cross_entropy, x, y, np.array_split(np.arange(20), 2), x, y
+    )
+    assert dense.resolved_strategy == "vmap"
+    with pytest.raises(ConfigError, match="unknown gradient strategy 'fast'"):
+        _conv_task("fast")
