@@ -24,8 +24,10 @@ from pathlib import Path
 from dpdl.errors import ConfigError, ResourceError
 
 __all__ = [
+    "AGENT_EVAL_PAIRS",
     "MEMORY_LIMIT_ENV",
     "SPARSE_MIN_AGENTS",
+    "agent_test_count",
     "dense_bytes",
     "format_bytes",
     "memory_limit",
@@ -138,3 +140,21 @@ def require_dense(n: int, what: str, matrices: int) -> None:
             f"{format_bytes(limit[0])} of {limit[1]}; use a mechanism accounted in closed form "
             "at any n (ldp, cdp) or fewer agents"
         )
+
+
+#: The (agent model, test example) pairs an evaluation of a torch model scores at most when no
+#: sample size is given: about 8 s for the MNIST CNN on 2 cores (BENCHMARKS.md, "Deep models on
+#: the CPU").
+AGENT_EVAL_PAIRS = 300_000
+
+
+def agent_test_count(tests: int, agents: int, examples: int | None) -> int:
+    """How many of ``tests`` test examples each of ``agents`` models is scored on: ``examples``
+    (all of them if fewer); None: all while ``agents * tests <= AGENT_EVAL_PAIRS``, otherwise
+    ``max(1000, AGENT_EVAL_PAIRS // agents)``."""
+    if examples is None:
+        examples = tests if agents * tests <= AGENT_EVAL_PAIRS else AGENT_EVAL_PAIRS // agents
+        examples = max(examples, 1000)
+    elif isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
+        raise ConfigError(f"agent_test_examples must be a whole number >= 1, got {examples!r}")
+    return min(examples, tests)

@@ -1,5 +1,5 @@
 """The two gradient strategies of TorchModelTask (vmap over agents, a loop of replicas over
-threads) give the same gradients and metrics."""
+threads) give the same gradients and metrics; the evaluation's sample of test examples."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from torch import nn
 from torch.nn import functional
 
 from dpdl.errors import ConfigError
+from dpdl.scale import AGENT_EVAL_PAIRS
 from dpdl.tasks.base import Batch
-from dpdl.tasks.torch_model import TorchModelTask
+from dpdl.tasks.torch_model import TorchModelTask, agent_test_sample
 
 
 def _cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return functional.cross_entropy(outputs, targets, reduction="none")
 
 
-def _conv_task(strategy: str, n: int = 5):
+def _conv_task(strategy: str, n: int = 5, agent_test_examples: int | None = None):
     rng = np.random.default_rng(3)
     m = 24
     images = rng.standard_normal((n * m, 1, 8, 8)).astype(np.float32)
@@ -31,7 +32,7 @@ def _conv_task(strategy: str, n: int = 5):
     )  # fmt: skip
     return TorchModelTask(
         "conv", model, _cross_entropy, images, labels, parts, images[:40], labels[:40],
-        strategy=strategy,
+        strategy=strategy, agent_test_examples=agent_test_examples,
     )  # fmt: skip
 
 
@@ -97,3 +98,39 @@ def test_auto_loops_over_convolutional_models_on_a_cpu_only() -> None:
     assert dense.resolved_strategy == "vmap"
     with pytest.raises(ConfigError, match="unknown gradient strategy 'fast'"):
         _conv_task("fast")
+
+
+def test_agents_are_scored_on_all_test_examples_while_the_evaluation_is_small() -> None:
+    assert np.array_equal(agent_test_sample(10_000, 5, None, 0), np.arange(10_000))
+    assert np.array_equal(agent_test_sample(40, 5, 100, 0), np.arange(40))
+
+
+def test_many_agents_are_scored_on_a_fixed_sample_the_seed_draws() -> None:
+    rows = agent_test_sample(10_000, 148, None, 0)
+    assert len(rows) == AGENT_EVAL_PAIRS // 148 and len(set(rows.tolist())) == len(rows)
+    assert np.array_equal(rows, np.sort(rows)) and rows.max() < 10_000
+    assert np.array_equal(rows, agent_test_sample(10_000, 148, None, 0))
+    assert not np.array_equal(rows, agent_test_sample(10_000, 148, None, 1))
+    assert len(agent_test_sample(10_000, 4039, None, 0)) == 1000  # never fewer than 1000
+    with pytest.raises(ConfigError, match="agent_test_examples must be a whole number >= 1"):
+        agent_test_sample(100, 2, 0, 0)
+
+
+def test_a_sample_scores_the_agents_on_it_and_the_average_model_on_all() -> None:
+    task = _conv_task("loop", agent_test_examples=10)
+    rows = task.agent_test_rows
+    assert rows is not None and len(rows) == 10
+    params = task.initial_params() + 0.1 * torch.from_numpy(
+        np.random.default_rng(7).standard_normal((5, task.dim))
+    )
+    metrics = task.evaluate(params)
+    whole = _conv_task("loop")  # the same data and model, every agent on all 40 examples
+    for agent in range(5):
+        alone = _conv_task("loop")
+        alone.test_inputs, alone.test_targets = task.test_inputs[rows], task.test_targets[rows]
+        found = alone.evaluate(params[agent : agent + 1])["test_loss"]
+        assert task.agent_metrics["test_loss"][agent] == pytest.approx(found, rel=1e-6)
+    average = whole.evaluate(params.mean(dim=0, keepdim=True))
+    assert metrics["test_loss_average_model"] == pytest.approx(average["test_loss"], rel=1e-6)
+    assert task.describe()["agent_test_examples"] == 10
+    assert task.describe()["test_examples"] == 40

@@ -406,6 +406,7 @@ def fit(
         l2=l2,
         classification=classification,
         strategy=strategy,
+        seed=seed,
     )
     adjacent = neighbouring_relation(clip_level, clip, batch_size, task)
     noise, budget = _mechanism(

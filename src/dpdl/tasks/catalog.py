@@ -398,5 +398,5 @@ def image_task(
         name, network(), _cross_entropy,
         (train_inputs - mean) / std, train_labels,
         parts, (scaled(test_images[test]) - mean) / std, test_labels[test], options.l2,
-        eval_chunk=CNN_EVAL_CHUNK,
+        eval_chunk=CNN_EVAL_CHUNK, seed=seed,
     )  # fmt: skip

@@ -32,6 +32,8 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from dpdl.errors import ConfigError
+from dpdl.scale import agent_test_count
+from dpdl.seeding import purpose_rng
 from dpdl.tasks.base import Batch, Task
 from dpdl.tasks.linear_stack import LinearStack
 from dpdl.tasks.replicas import ReplicaPool, has_convolution
@@ -39,6 +41,7 @@ from dpdl.tasks.replicas import ReplicaPool, has_convolution
 __all__ = [
     "STRATEGIES",
     "TorchModelTask",
+    "agent_test_sample",
     "require_strategy",
 ]
 
@@ -47,6 +50,17 @@ logger = logging.getLogger(__name__)
 #: How :class:`TorchModelTask` computes every agent's gradient and scores: ``auto`` picks ``loop``
 #: for a model with a convolution on a CPU and ``vmap`` otherwise.
 STRATEGIES = ("auto", "vmap", "loop")
+
+
+def agent_test_sample(tests: int, agents: int, examples: int | None, seed: int) -> np.ndarray:
+    """The test examples (sorted indices) each of ``agents`` models is scored on: as many as
+    :func:`dpdl.scale.agent_test_count` says, drawn at random from ``seed`` (all of them in order
+    where that is all)."""
+    count = agent_test_count(tests, agents, examples)
+    if count == tests:
+        return np.arange(tests)
+    rng = purpose_rng(seed, "agent test examples")
+    return np.sort(rng.choice(tests, count, replace=False))
 
 
 def require_strategy(strategy: str) -> None:
@@ -67,6 +81,13 @@ class TorchModelTask(Task):
     the (agent, test example) pairs of one evaluation forward pass of the ``vmap`` strategy, for
     models whose activations would not fit for every agent on the whole test set at once
     (convolutions); None: one pass. ``strategy``: one of :data:`STRATEGIES`.
+
+    ``agent_test_examples``: how many test examples each agent's own model is scored on, a fixed
+    random sample (drawn from ``seed``) that bounds an evaluation's cost for many agents; None:
+    the whole test set while agents x test examples is at most
+    :data:`~dpdl.scale.AGENT_EVAL_PAIRS`, and otherwise a sample of ``AGENT_EVAL_PAIRS // agents``
+    (at least 1000; :func:`~dpdl.scale.agent_test_count`). The agents' average model is always
+    scored on the whole test set.
     """
 
     def __init__(
@@ -83,6 +104,8 @@ class TorchModelTask(Task):
         classification: bool = True,
         eval_chunk: int | None = None,
         strategy: str = "auto",
+        agent_test_examples: int | None = None,
+        seed: int = 0,
     ) -> None:
         require_strategy(strategy)
         self._names = [name_ for name_, _ in model.named_parameters()]
@@ -101,6 +124,15 @@ class TorchModelTask(Task):
         self.offsets = np.concatenate([[0], np.cumsum([len(p) for p in partition])])
         self.test_inputs = torch.tensor(np.asarray(test_inputs), dtype=torch.float32)
         self.test_targets = torch.tensor(np.asarray(test_targets))
+        rows = agent_test_sample(len(self.test_targets), len(partition), agent_test_examples, seed)
+        #: The test examples (indices) each agent's own model is scored on; None: all of them.
+        self.agent_test_rows = None if len(rows) == len(self.test_targets) else torch.tensor(rows)
+        if self.agent_test_rows is not None:
+            logger.info(
+                "%s: each agent's model is scored on a fixed sample of %d of the %d test "
+                "examples, the average model on all of them",
+                name, len(rows), len(self.test_targets),
+            )  # fmt: skip
         self.strategy = strategy
         self._pool: ReplicaPool | None = None
         with torch.no_grad():
@@ -188,13 +220,18 @@ class TorchModelTask(Task):
         return (per_example * scale).sum(dim=1).double()
 
     def describe(self) -> dict[str, object]:
-        """The task's parameters, with the gradient strategy on its device."""
+        """The task's parameters, with what an evaluation scores (every agent's model on
+        ``agent_test_examples`` of the ``test_examples``, the average model on all) and the
+        gradient strategy on its device."""
         sizes = self.agent_sizes
         return {
             **super().describe(),
             "l2": self.l2,
             "train_examples": int(sizes.sum()),
             "test_examples": len(self.test_targets),
+            "agent_test_examples": len(
+                self.test_targets if self.agent_test_rows is None else self.agent_test_rows
+            ),
             "gradient_strategy": self.resolved_strategy,
         }
 
@@ -230,17 +267,24 @@ class TorchModelTask(Task):
         return loss, torch.cat(correct, dim=1).double().mean(dim=1)
 
     def evaluate(self, params: torch.Tensor) -> dict[str, float]:
-        """Test loss (and accuracy, for classification) averaged over the agents' models, the same
-        of the average model (``*_average_model``: the mean of the agents' parameters, evaluated
-        as one more model in the same pass), and the consensus distance. Each agent's own test
-        loss (and accuracy) of this evaluation is kept in :attr:`agent_metrics`, from the same
-        pass: the papers' code often plots one agent's model (MAFALDA-SGD's ``loss[0]``)."""
+        """Test loss (and accuracy, for classification) averaged over the agents' models, each on
+        its sample of the test set (:attr:`agent_test_rows`), the same of the average model
+        (``*_average_model``: the mean of the agents' parameters) on the whole test set, and the
+        consensus distance. Each agent's own test loss (and accuracy) of this evaluation is kept
+        in :attr:`agent_metrics`: the papers' code often plots one agent's model (MAFALDA-SGD's
+        ``loss[0]``)."""
         average = params.mean(dim=0, keepdim=True)
         with torch.no_grad():
-            loss, accuracy = self._scores(
-                torch.cat([params, average]), self.test_inputs, self.test_targets
-            )
-        agents, whole = (loss[:-1], accuracy[:-1]), (loss[-1:], accuracy[-1:])
+            if self.agent_test_rows is None:  # one pass for every model
+                loss, accuracy = self._scores(
+                    torch.cat([params, average]), self.test_inputs, self.test_targets
+                )
+                agents = loss[:-1], accuracy[:-1]
+                whole = loss[-1:], accuracy[-1:]
+            else:
+                rows = self.agent_test_rows
+                agents = self._scores(params, self.test_inputs[rows], self.test_targets[rows])
+                whole = self._scores(average, self.test_inputs, self.test_targets)
         self.agent_metrics = {"test_loss": tuple(float(v) for v in agents[0])}
         metrics = {
             "test_loss": float(agents[0].mean()),
