@@ -14,6 +14,10 @@ from dpdl.experiments.train import run_training
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.resources import (
     DENSE_DESIGN_MATRICES,
+    FLOP_RATE,
+    MODEL_FLOP_RATE,
+    NORMAL_COST,
+    STEP_OVERHEAD,
     estimate,
     format_seconds,
     graph_size,
@@ -68,6 +72,26 @@ def test_the_time_grows_with_the_steps_and_names_them() -> None:
     assert small.seconds < 60 < large.seconds
     assert "1,000,000 steps" in large.describe()
     assert format_seconds(90) == "1.5 min" and format_seconds(3 * 86400) == "3 days"
+
+
+def test_a_torch_model_is_timed_by_its_passes_with_the_sampled_evaluation() -> None:
+    """The CNN on 148 agents: 3 steps of 148 x 128 forward and backward passes and one evaluation
+    of each agent's model on its 2,027 sampled test images and the average model on all 10,000,
+    at the model rate, and the dense mixing and LDP noise at the engine's rate."""
+    macs = 1_032_000  # the CNN's multiply-adds per example, forward
+
+    def seconds(steps: int) -> float:
+        config = TrainConfig(
+            task="mnist-cnn", graph="er", n=148, p=0.05, steps=steps, eval_every=3
+        ).resolved()
+        return estimate(job_sizes(config)).seconds
+
+    passes = 2.0 * macs * 3 * 148 * 128 / MODEL_FLOP_RATE
+    evaluation = 2.0 * macs * (148 * 2027 + 10_000) / 3 / MODEL_FLOP_RATE
+    d, n = 20_586, 148
+    engine = (2.0 * d * n * n + NORMAL_COST * n * d + 10.0 * n * d) / FLOP_RATE
+    step = seconds(4) - seconds(3)
+    assert step == pytest.approx(passes + evaluation + engine + STEP_OVERHEAD, rel=1e-6)
 
 
 def test_the_largest_term_of_a_dense_design_is_the_design() -> None:

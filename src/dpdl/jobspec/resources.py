@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from dpdl.choices import FACTORIZED_REGISTRY
 from dpdl.errors import ConfigError, ResourceError
 from dpdl.jobspec.config import TrainConfig
-from dpdl.scale import SPARSE_MIN_AGENTS, format_bytes, memory_limit
+from dpdl.scale import SPARSE_MIN_AGENTS, agent_test_count, format_bytes, memory_limit
 from dpdl.settings import TaskOptions
 
 __all__ = [
@@ -66,8 +66,14 @@ LONG_RUN_SECONDS = 3600.0
 #: (logistic regression on a9a, least squares, DECOR on least squares), taken lower.
 FLOP_RATE = 2e9
 STEP_OVERHEAD = 1e-4
-#: Seconds of a job's set-up whatever its size (data, calibration, accounting).
-SETUP_SECONDS = 1.0
+#: Floating-point operations per second of a torch model's forward and backward passes (float32
+#: convolutions and matrix products through oneDNN and BLAS, agent by agent or vmapped): 21e9 to
+#: 28e9 measured on a loaded 2-core machine (the MNIST MLP at the example level, LeNet and the
+#: CNN on 148 agents; BENCHMARKS.md, "Estimates against runs"), about 1.5x more on a quiet one.
+MODEL_FLOP_RATE = 25e9
+#: Seconds of a job's set-up whatever its size: importing torch, numpy, scipy and dpdl (3.2 s
+#: measured on a loaded 2-core machine), data, calibration, accounting.
+SETUP_SECONDS = 3.0
 #: Operations worth one Gaussian draw (numpy's ziggurat, per coordinate).
 NORMAL_COST = 10
 
@@ -360,10 +366,12 @@ def _task_terms(sizes: JobSizes, shape: TaskShape) -> dict[str, float]:
     return terms
 
 
-def _step_flops(sizes: JobSizes, shape: TaskShape) -> float:
-    """Floating-point work of one step: gradient, mixing, noise, clipping and update, and the
-    evaluations spread over the steps between them."""
+def _step_flops(sizes: JobSizes, shape: TaskShape) -> tuple[float, float]:
+    """Floating-point work of one step, the evaluations spread over the steps between them: that
+    of the engine's kernels (gradients of the linear tasks, mixing, noise, clipping, update), at
+    :data:`FLOP_RATE`, and that of a torch model's passes, at :data:`MODEL_FLOP_RATE`."""
     n, d, batch = sizes.n, shape.dim, sizes.batch
+    model = 0.0
     if shape.kind == "quadratic":
         gradient = 2.0 * n * d * d
         evaluation = 3.0 * n * (n if n < SPARSE_MIN_AGENTS else 1) * d * d
@@ -372,14 +380,18 @@ def _step_flops(sizes: JobSizes, shape: TaskShape) -> float:
         evaluation = 2.0 * n * shape.test_examples * d
     else:
         per_example = 3.0 if sizes.clip_level == "agent" else 5.0  # forward, backward, (norms)
-        gradient = 2.0 * per_example * n * batch * max(shape.macs, d)
-        evaluation = 2.0 * n * shape.test_examples * max(shape.macs, d)
+        # every agent on its sample of the test set, the average model on all of it
+        pairs = n * agent_test_count(shape.test_examples, n, None) + shape.test_examples
+        model = 2.0 * max(shape.macs, d) * (
+            per_example * n * batch + pairs / sizes.eval_every
+        )  # fmt: skip
+        gradient = evaluation = 0.0
     mixing = 2.0 * d * (n * n if sizes.dense else 2 * sizes.edges + n)
     draws = n + (sizes.edges if sizes.mechanism in EDGE_SECRETS else 0)
     noise = 0.0 if sizes.mechanism == "none" else NORMAL_COST * draws * d
     if sizes.encoders:  # step t weighs the seeds of steps 0..t: T / 2 of them on average
         noise += sizes.steps * n * d
-    return gradient + mixing + noise + 10.0 * n * d + evaluation / sizes.eval_every
+    return gradient + mixing + noise + 10.0 * n * d + evaluation / sizes.eval_every, model
 
 
 def _setup_seconds(sizes: JobSizes) -> float:
@@ -404,8 +416,9 @@ def estimate(sizes: JobSizes) -> Estimate:
     if shape is None:
         return Estimate(terms)
     terms.update(_task_terms(sizes, shape))
+    engine, model = _step_flops(sizes, shape)
     per_seed = _setup_seconds(sizes) + sizes.steps * (
-        _step_flops(sizes, shape) / FLOP_RATE + STEP_OVERHEAD
+        engine / FLOP_RATE + model / MODEL_FLOP_RATE + STEP_OVERHEAD
     )
     return Estimate(terms, sizes.seeds * per_seed, sizes.steps * sizes.seeds)
 
