@@ -1,5 +1,5 @@
-"""The time dpdl estimates for a job before it starts, against the time the job then takes (issue 47,
-item 3: every logged estimate within 2x).
+"""The time dpdl estimates for a job before it starts, against the time the job then takes (issue
+47, item 3: every logged estimate within 2x).
 
 Each case is one ``dpdl -v train`` (or ``dpdl -v noise``) command in a fresh process; the estimate
 is the "about X for N steps" of its INFO line ``estimated ...`` (:mod:`dpdl.jobspec.resources`),
