@@ -12,12 +12,15 @@ Python 3.12 and torch 2.11 preinstalled, no network; what the image lacks travel
 3. times the GPU benchmarks, each case in a fresh process (``benchmarks/bench_torch_engine.py``'s
    cases, and a model of one's own through ``dpdl.fit``), against the goals of issue 47 on an
    H100;
-4. writes ``OUT/gpu-check.md`` (the table) and ``OUT/gpu-check.json``, and prints the table.
+4. times the ways to compute every agent's gradient on the card (``benchmarks/bench_strategies.py``:
+   vmap over agents against a loop of replicas, per model family), from which ``TorchModelTask``'s
+   ``auto`` rule for GPUs is to be confirmed;
+5. writes ``OUT/gpu-check.md`` (the table) and ``OUT/gpu-check.json``, and prints the table.
 
 ``--dry-run`` runs all of it on the CPU with small sizes (the tests with ``DPDL_TEST_DEVICE=cpu``),
 so that everything but the device is exercised on any machine. The data are the slices of
 ``tests/data`` unless ``DPDL_DATA_DIR`` names another folder. It takes under 8 minutes on an H100
-(so that it runs twice within the 15 minutes of device time a session has), about 3 on 2 CPU
+(so that it runs twice within the 15 minutes of device time a session has), about 2 on 2 CPU
 cores dry.
 
     python scripts/gpu_check.py OUT [--dry-run]
@@ -38,6 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "bench_torch_engine.py"
+STRATEGIES = ROOT / "benchmarks" / "bench_strategies.py"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 #: Issue 47's goals on an H100 (seconds), by benchmark.
@@ -142,6 +146,24 @@ def _goal(key: str, outcome: dict, device: str) -> str:
     return f"< {GOALS[key]:g} s: {'met' if met else 'not met'}"
 
 
+def _strategies(device: str, dry: bool) -> str:
+    """The table of ``bench_strategies.py`` on ``device`` (an eighth of the agents dry), or the
+    last line of its error."""
+    command = [sys.executable, str(STRATEGIES), "--device", device, "--no-write", "--no-compile"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "benchmarks")]),
+    }
+    done = subprocess.run(
+        [*command, *(["--small"] if dry else [])], capture_output=True, text=True, env=env,
+        check=False,
+    )  # fmt: skip
+    lines = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    if done.returncode != 0 or not lines:
+        return f"bench_strategies failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+    return "\n".join(lines)
+
+
 def _table(environment, tests, rows) -> str:
     summary, passed, seconds = tests
     lines = [
@@ -192,11 +214,12 @@ def main() -> int:
             peak = f"; peak {outcome['peak_gb']:.2f} GB" if "peak_gb" in outcome else ""
             rows.append(f"| {label} | {device}{peak} | {seconds} | {_goal(key, outcome, device)} |")
     table = _table(environment, tests, rows)
+    strategies = _strategies(device, args.dry_run)
     took = time.perf_counter() - start
     text = (
         f"## GPU check ({dict(environment).get('card', 'dry run on the CPU')})\n\n"
         f"`make gpu-check`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {took:.0f} s in "
-        f"all.\n\n{table}\n"
+        f"all.\n\n{table}\n\nEvery agent's gradient, by strategy:\n\n{strategies}\n"
     )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gpu-check.md").write_text(text)
