@@ -21,4 +21,7 @@ the design rebuilt on the remaining graph, both phases accounted together).
 #: 4: correlated noise drawn through the principal square root of R (and of each secret's block),
 #: the same on every machine, in place of the eigenbasis factor ``V sqrt(w)``: other draws of the
 #: same distribution for every design with shared secrets; independent noise draws as before.
-ENGINE_VERSION = 4
+#: 5: torch models with convolutions computed agent by agent on a CPU (:mod:`dpdl.tasks.replicas`:
+#: the same gradients up to float32 rounding), and the agents' models of an evaluation of more
+#: than 300,000 (model, test example) pairs scored on a fixed sample of the test set.
+ENGINE_VERSION = 5
