@@ -12,7 +12,7 @@ from torch.nn import functional
 from dpdl.errors import ConfigError
 from dpdl.scale import AGENT_EVAL_PAIRS
 from dpdl.tasks.base import Batch
-from dpdl.tasks.torch_model import TorchModelTask, agent_test_sample
+from dpdl.tasks.torch_model import LOOP_MIN_FLOPS, TorchModelTask, agent_test_sample
 
 
 def _cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -61,7 +61,7 @@ def test_the_loop_of_replicas_computes_the_gradients_of_vmap(threads, example_cl
     binds for some examples, agree between the strategies to float32 rounding, with one worker
     and with a pool of two (a worker's replica loads each agent's own parameters)."""
     vmapped, looped = _conv_task("vmap"), _conv_task("loop")
-    assert (vmapped.resolved_strategy, looped.resolved_strategy) == ("vmap", "loop")
+    assert (vmapped.strategy_for(8, None), looped.strategy_for(8, None)) == ("vmap", "loop")
     params = looped.initial_params() + 0.1 * torch.from_numpy(
         np.random.default_rng(4).standard_normal((5, looped.dim))
     )
@@ -88,14 +88,24 @@ def test_the_loop_of_replicas_scores_the_models_of_vmap(threads) -> None:
     assert looped.agent_metrics["test_accuracy"] == vmapped.agent_metrics["test_accuracy"]
 
 
-def test_auto_loops_over_convolutional_models_on_a_cpu_only() -> None:
-    assert _conv_task("auto").resolved_strategy == "loop"
+def test_auto_loops_over_convolutional_models_on_a_cpu_for_large_batches() -> None:
+    """``auto`` on a CPU: a convolutional model loops for per-example gradients and for batches
+    whose forward costs at least LOOP_MIN_FLOPS an agent, and vmaps smaller batches; a model
+    without convolutions always vmaps; a strategy named is kept."""
+    task = _conv_task("auto")
+    flops = task._example_flops()  # 8x8 inputs, 4 channels: 2 * 64 * 4 * 9 + ... per example
+    assert 0 < flops < LOOP_MIN_FLOPS
+    large = int(LOOP_MIN_FLOPS // flops) + 1
+    assert task.strategy_for(large, None) == "loop" and task.strategy_for(large - 1, None) == "vmap"
+    assert task.strategy_for(1, 0.1) == "loop"
+    assert _conv_task("vmap").strategy_for(large, 0.1) == "vmap"
+    assert _conv_task("loop").strategy_for(1, None) == "loop"
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((20, 3)).astype(np.float32), rng.integers(0, 2, 20)
     dense = TorchModelTask(
         "dense", nn.Linear(3, 2), _cross_entropy, x, y, np.array_split(np.arange(20), 2), x, y
     )
-    assert dense.resolved_strategy == "vmap"
+    assert dense.strategy_for(10**9, None) == dense.strategy_for(10**9, 0.1) == "vmap"
     with pytest.raises(ConfigError, match="unknown gradient strategy 'fast'"):
         _conv_task("fast")
 

@@ -8,7 +8,8 @@ gradients of torch models"):
   gradients (example-level clipping): one call for every agent, no Python loop. The default on
   GPUs, and on CPUs for models without convolutions (linear layers batch into matrix products).
 - ``loop``: agent by agent, on replicas of the model over a pool of threads
-  (:mod:`dpdl.tasks.replicas`): the default for convolutional models on a CPU, where vmap's grouped
+  (:mod:`dpdl.tasks.replicas`): the default for convolutional models on a CPU (batches of at least
+  :data:`LOOP_MIN_FLOPS` an agent, and every per-example clipping), where vmap's grouped
   convolutions are about 3x slower than ordinary ones.
 
 The engine holds every agent's parameters in float64 on the task's device (so the
@@ -30,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
+from torch.utils.flop_counter import FlopCounterMode
 
 from dpdl.errors import ConfigError
 from dpdl.scale import agent_test_count
@@ -48,8 +50,15 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: How :class:`TorchModelTask` computes every agent's gradient and scores: ``auto`` picks ``loop``
-#: for a model with a convolution on a CPU and ``vmap`` otherwise.
+#: or ``vmap`` by :meth:`TorchModelTask.strategy_for`.
 STRATEGIES = ("auto", "vmap", "loop")
+
+#: The forward floating-point operations of one agent's batch from which ``auto`` loops over the
+#: agents of a convolutional model's batch gradients on a CPU: measured on one thread, vmap won
+#: below it (a user's 8x8 CNN, 5.7 and 22.7 MFLOP: 15 against 19 ms, 29 against 43 ms for 16
+#: agents) and the loop above it (LeNet, 62 MFLOP: 86 against 127 ms; the MNIST CNN, 33 and 66
+#: MFLOP: 39 against 69 ms, 70 against 140 ms). Per-example gradients loop whatever the size.
+LOOP_MIN_FLOPS = 30e6
 
 
 def agent_test_sample(tests: int, agents: int, examples: int | None, seed: int) -> np.ndarray:
@@ -135,6 +144,7 @@ class TorchModelTask(Task):
             )  # fmt: skip
         self.strategy = strategy
         self._pool: ReplicaPool | None = None
+        self._flops: int | None = None
         with torch.no_grad():
             self._initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double()
         self._batch_gradients = vmap(grad(self._weighted_loss), in_dims=(0, 0, 0, 0))
@@ -160,12 +170,28 @@ class TorchModelTask(Task):
         self._pool = None
         return self
 
-    @property
-    def resolved_strategy(self) -> str:
-        """The strategy this task runs on its device: ``strategy``, with ``auto`` resolved."""
+    def strategy_for(self, rows: int, example_clip: float | None) -> str:
+        """The strategy of a gradient call on batches of ``rows`` examples an agent (``auto``
+        resolved by the rule measured on a CPU, BENCHMARKS.md "Per-agent gradients of torch
+        models"): ``vmap`` off the CPU and for models without convolutions; for convolutions on a
+        CPU, ``loop`` for per-example gradients, and for batch gradients where an agent's batch
+        costs at least :data:`LOOP_MIN_FLOPS` forward (smaller ones are cheaper vmapped)."""
         if self.strategy != "auto":
             return self.strategy
-        return "loop" if self.device.type == "cpu" and has_convolution(self.model) else "vmap"
+        if self.device.type != "cpu" or not has_convolution(self.model):
+            return "vmap"
+        if example_clip is not None:
+            return "loop"
+        return "loop" if rows * self._example_flops() >= LOOP_MIN_FLOPS else "vmap"
+
+    def _example_flops(self) -> int:
+        """The model's forward floating-point operations on one example (torch's flop counter,
+        counted once)."""
+        if self._flops is None:
+            with torch.no_grad(), FlopCounterMode(display=False) as counter:
+                self.model(self.inputs[:1])
+            self._flops = int(counter.get_total_flops())
+        return self._flops
 
     def _replicas(self) -> ReplicaPool:
         if self._pool is None:
@@ -200,7 +226,7 @@ class TorchModelTask(Task):
         flat = params.float()
         inputs, targets = self.inputs[batch.indices], self.targets[batch.indices]
         weights = batch.weights.float()
-        if self.resolved_strategy == "loop":
+        if self.strategy_for(inputs.shape[1], example_clip) == "loop":
             return (
                 self._replicas()
                 .gradients(flat, inputs, targets, weights, self.loss, example_clip)
@@ -232,7 +258,7 @@ class TorchModelTask(Task):
             "agent_test_examples": len(
                 self.test_targets if self.agent_test_rows is None else self.agent_test_rows
             ),
-            "gradient_strategy": self.resolved_strategy,
+            "gradient_strategy": self.strategy,
         }
 
     def regularizer_gradient(self, params: torch.Tensor) -> torch.Tensor | None:
@@ -248,7 +274,7 @@ class TorchModelTask(Task):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean loss and accuracy (NaN unless :attr:`classification`) of each of ``models``
         ``(m, d)`` on ``inputs``: two ``(m,)`` float64 tensors."""
-        if self.resolved_strategy == "loop":
+        if self.strategy_for(len(targets), None) == "loop":
             return self._replicas().scores(
                 models.float(), inputs, targets, self.loss, self.classification
             )
