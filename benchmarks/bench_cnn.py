@@ -19,7 +19,8 @@ peak resident set.
    processes running beside it, one by default). Goal: ``fit`` never slower than the plain loop.
 
 Run from the repository root with the full data folder set (``DPDL_DATA_DIR``), on a quiet
-machine: ``.venv/bin/python benchmarks/bench_cnn.py`` (about 15 minutes on 2 cores). Writes the
+machine: ``.venv/bin/python benchmarks/bench_cnn.py`` (about 15 minutes on 2 cores; a case
+stopped after ``--limit`` seconds, 300 by default, is reported as taking more). Writes the
 section between ``<!-- bench_cnn:start -->`` and ``<!-- bench_cnn:end -->`` of BENCHMARKS.md.
 """
 
@@ -35,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _report import markers, measured, run_case, write_section
+from _report import markers, measured, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The last commit before the agent-by-agent strategy.
@@ -185,21 +186,32 @@ def _child(case: str) -> None:
     print(json.dumps(outcome))
 
 
-def _run(case: str, source: Path, load: int) -> dict:
-    """``case`` in a fresh process on ``source``, with ``load`` busy processes beside it."""
+def _run(case: str, source: Path, load: int, limit: float) -> dict:
+    """``case`` in a fresh process on ``source``, with ``load`` busy processes beside it, stopped
+    after ``limit`` seconds (then reported as taking more)."""
     busy = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)
     ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(source)}
     try:
         if busy:
             time.sleep(65)  # the one-minute load average sees them, as a user's run would
-        return run_case(__file__, [case], {**os.environ, "PYTHONPATH": str(source)})
+        done = subprocess.run(
+            [sys.executable, __file__, "--case", case], capture_output=True, text=True,
+            env=env, timeout=limit, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return {"error": f"> {limit:.0f}"}
     finally:
         for process in busy:
             process.kill()
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
+    return json.loads(lines[-1])
 
 
-def _rows(baseline: Path, load: int) -> list[str]:
+def _rows(baseline: Path, load: int, limit: float) -> list[str]:
     cases = [
         ("MNIST CNN, 148 agents, one step, agent level", "step-agent", 0),
         ("MNIST CNN, 148 agents, one step, example level", "step-example", 0),
@@ -216,10 +228,11 @@ def _rows(baseline: Path, load: int) -> list[str]:
         if not case.startswith("own-plain"):
             trees.append((f"`{BASELINE}`", baseline))
         for tree, source in trees:
-            out = _run(case, source, busy)
+            out = _run(case, source, busy, limit)
             print(label, tree, out, flush=True)
             seconds = out["error"] if "error" in out else f"{out['seconds']:.2f}"
-            rows.append(f"| {label} | {tree} | {seconds} | {out.get('peak_gb', 0):.2f} |")
+            peak = f"{out['peak_gb']:.2f}" if "peak_gb" in out else ""
+            rows.append(f"| {label} | {tree} | {seconds} | {peak} |")
     return rows
 
 
@@ -228,6 +241,7 @@ def main() -> None:
     parser.add_argument("--case", nargs=1, help=argparse.SUPPRESS)
     parser.add_argument("--baseline", default=BASELINE, help="git revision to compare with")
     parser.add_argument("--load", type=int, default=1, help="busy processes of the loaded cases")
+    parser.add_argument("--limit", type=float, default=300, help="seconds a case may take")
     args = parser.parse_args()
     if args.case:
         _child(args.case[0])
@@ -241,7 +255,7 @@ def main() -> None:
             check=True, capture_output=True,
         )  # fmt: skip
         try:
-            rows = _rows(baseline / "src", args.load)
+            rows = _rows(baseline / "src", args.load, args.limit)
         finally:
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(baseline)],
