@@ -76,7 +76,7 @@ def test_the_time_grows_with_the_steps_and_names_them() -> None:
 
 def test_a_torch_model_is_timed_by_its_passes_with_the_sampled_evaluation() -> None:
     """The CNN on 148 agents: 3 steps of 148 x 128 forward and backward passes and one evaluation
-    of each agent's model on its 2,027 sampled test images and the average model on all 10,000,
+    of each agent's model on its 1,351 sampled test images and the average model on all 10,000,
     at the model rate, and the dense mixing and LDP noise at the engine's rate."""
     macs = 1_032_000  # the CNN's multiply-adds per example, forward
 
@@ -87,7 +87,7 @@ def test_a_torch_model_is_timed_by_its_passes_with_the_sampled_evaluation() -> N
         return estimate(job_sizes(config)).seconds
 
     passes = 2.0 * macs * 3 * 148 * 128 / MODEL_FLOP_RATE
-    evaluation = 2.0 * macs * (148 * 2027 + 10_000) / 3 / MODEL_FLOP_RATE
+    evaluation = 2.0 * macs * (148 * 1351 + 10_000) / 3 / MODEL_FLOP_RATE
     d, n = 20_586, 148
     engine = (2.0 * d * n * n + NORMAL_COST * n * d + 10.0 * n * d) / FLOP_RATE
     step = seconds(4) - seconds(3)
