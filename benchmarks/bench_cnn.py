@@ -70,7 +70,7 @@ def _cnn_step(level: str, steps: int) -> dict[str, float]:
         steps=steps, step_size=StepSize(0.05), clip=0.1, batch_size=128, eval_every=1, **sampling
     )
     result = run_dsgd(task, weights, LocalDP(AGENTS, 1.0), config, callback=tick)
-    return {"seconds": float(np.median(times)), "check": float(result.params.abs().sum())}
+    return {"seconds": float(np.median(times)), "check": float(np.abs(result.params).sum())}
 
 
 def _cnn_evaluation() -> dict[str, float]:
