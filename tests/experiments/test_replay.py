@@ -130,6 +130,7 @@ def test_file_records_every_option_of_the_parser(runs):
         "decay-after",
         "examples-per-agent",
         "test-examples",
+        "threads",
     }
     options = {
         s.removeprefix("--")
