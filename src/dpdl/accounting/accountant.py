@@ -131,6 +131,19 @@ def _diagonal(stds: np.ndarray) -> np.ndarray:
         return np.where(stds > 0.0, np.nextafter(1.0 / stds, np.inf), np.inf)
 
 
+def _diagonal_of(factor: np.ndarray | sparse.sparray) -> np.ndarray | None:
+    """The diagonal of a square factor with no entry off it (each agent's noise its own, read in
+    closed form by :func:`_diagonal`), else None."""
+    if factor.shape[0] != factor.shape[1]:
+        return None
+    if sparse.issparse(factor):
+        diagonal, count = factor.diagonal(), factor.count_nonzero()
+    else:
+        diagonal, count = np.diag(factor), np.count_nonzero(factor)
+    independent = np.count_nonzero(diagonal) == count and np.isfinite(diagonal).all()
+    return diagonal if independent else None
+
+
 def view_sensitivities(
     factor: np.ndarray | sparse.sparray, threat: ThreatModel, floor: float = 0.0
 ) -> np.ndarray:
@@ -139,6 +152,9 @@ def view_sensitivities(
     smallest private standard deviation, bounds it below); another view ``P`` reads ``P B``,
     whose rounding enters the bound (:func:`~dpdl.accounting.sensitivity.factor_sensitivities`)."""
     if _is_identity(threat):
+        diagonal = _diagonal_of(factor)
+        if diagonal is not None:  # independent noise after all (DECOR with sigma_cor = 0)
+            return _diagonal(np.abs(diagonal))
         return factor_sensitivities(factor, floor=floor)
     view = np.asarray(threat.view(factor.shape[0]), dtype=float)
     product = np.asarray(factor.T @ view.T).T  # P B, dense: a view has few rows

@@ -21,8 +21,10 @@ summation):
 - the Gram route (:func:`_inverse_bounds`): ``Sigma = B B^T`` in floating point, its distance
   from the exact Gram bounded entrywise, Cholesky's inverse ``Z``, and the exact residual
   ``E = I - Sigma Z`` bounded from its float value, so that ``Sigma^-1 = Z (I - E)^-1`` and
-  ``x^T Sigma^-1 x <= x^T Z x + ||Z^T x|| ||E x|| / (1 - ||E||)``: ``k^3`` work, sparse products
-  for a sparse factor, about ``u cond(Sigma)`` above the exact value;
+  ``x^T Sigma^-1 x <= x^T Z x + ||Z^T x|| ||E x|| / (1 - ||E||)``: ``k^3`` work, about
+  ``u cond(Sigma)`` above the exact value. A sparse factor keeps Sigma and its bound sparse:
+  ``E`` and its rounding come from sparse products, and ``gamma_m`` counts the terms a sparse
+  row sums (:func:`_row_terms`; DECOR: 1 + an agent's degree) rather than every column;
 - the QR route (:func:`_qr_bounds`), where the Gram route is loose (an ill-conditioned view) and
   affordable: ``B^T = Q U``, the approximate right inverse ``Z = Q U^-T``, the exact residual
   ``E = I - B Z`` bounded the same way; with ``y0 = Z x`` and ``r = x - B y0``,
@@ -42,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import sparse
-from scipy.linalg import cho_factor, cho_solve, solve_triangular
+from scipy.linalg import cho_factor, cho_solve, lapack, solve_triangular
 
 __all__ = [
     "factor_sensitivities",
@@ -93,32 +95,79 @@ LOOSENESS = 1e-11
 QR_WIDTH = 4
 
 
-def _inverse_bounds(
-    sigma: np.ndarray, sigma_error: np.ndarray, goals: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Certified upper bounds on ``sqrt(x^T Sigma^-1 x)`` for the columns x of ``goals``, the
-    exact Sigma within ``sigma_error`` (entrywise) of the symmetric float ``sigma``, and the
-    float estimates ``sqrt(x^T Z x)`` they bound (inf where nothing is certified).
-
-    ``Z``, Cholesky's inverse of the float Sigma, has an exact residual ``E = I - Sigma Z``
-    bounded from its float value and the rounding of the product, so ``Sigma^-1 = Z (I - E)^-1``
-    and ``x^T Sigma^-1 x <= x^T Z x + ||Z^T x|| ||E x|| / (1 - ||E||)``: an error of about
-    ``cond(Sigma) u``."""
+def _cholesky_inverse(sigma: np.ndarray | sparse.sparray) -> np.ndarray | None:
+    """Cholesky's inverse ``Z`` of the symmetric float Sigma, None where Cholesky fails (Sigma not
+    positive definite in floating point) or Z is not finite. A sparse Sigma (a sparse factor's
+    Gram) is factorised dense and inverted from its factor (LAPACK ``potrf``, ``potri``: ``k^3``
+    operations where solving for the identity takes ``7 k^3 / 3``); any Z will do, since only its
+    residual certifies the bounds."""
     k = sigma.shape[0]
-    unknown = (np.full(goals.shape[1], np.inf), np.full(goals.shape[1], np.inf))
-    try:
-        inverse = cho_solve(cho_factor(sigma, lower=True), np.eye(k), check_finite=False)
-    except np.linalg.LinAlgError:
-        return unknown
-    if not np.isfinite(inverse).all():
-        return unknown
-    gap = np.eye(k) - sigma @ inverse
-    slack = rounding_gamma(k + 2) * (np.eye(k) + np.abs(sigma) @ np.abs(inverse)) + (
-        1.0 + rounding_gamma(k + 1)
-    ) * (sigma_error @ np.abs(inverse))
-    gap_norm = float(np.sqrt((_norms_up(gap, slack) ** 2).sum()))
-    if not gap_norm < 1.0:
-        return unknown
+    if not sparse.issparse(sigma):
+        try:
+            inverse = cho_solve(cho_factor(sigma, lower=True), np.eye(k), check_finite=False)
+        except np.linalg.LinAlgError:
+            return None
+        return inverse if np.isfinite(inverse).all() else None
+    factor, info = lapack.dpotrf(sigma.toarray(), lower=1, clean=1, overwrite_a=1)
+    if info == 0:
+        factor, info = lapack.dpotri(factor, lower=1, overwrite_c=1)
+    if info != 0:
+        return None
+    inverse = np.tril(factor) + np.tril(factor, -1).T  # potri fills one triangle
+    return inverse if np.isfinite(inverse).all() else None
+
+
+def _row_terms(matrix: sparse.sparray) -> int:
+    """The most entries a row of a sparse matrix stores: the most nonzero terms of a dot product
+    of its rows (Higham's ``gamma_m`` counts the terms summed; adding an exact zero rounds
+    nothing)."""
+    return int(np.diff(sparse.csr_array(matrix).indptr).max(initial=0))
+
+
+def _gap_norm(
+    sigma: np.ndarray | sparse.sparray,
+    sigma_error: np.ndarray | sparse.sparray,
+    inverse: np.ndarray,
+) -> float:
+    """An upper bound on ``||E||_F`` of the exact residual ``E = I - Sigma Z`` (the exact Sigma
+    within ``sigma_error`` of ``sigma``, entrywise), from its float value and the rounding of the
+    product: ``gamma_{m+2} (I + |Sigma| |Z|) + (1 + gamma_{m+1}) sigma_error |Z|``, m the terms of
+    a row's product (k for a dense Sigma). A sparse Sigma takes two sparse products (``k nnz``
+    operations each, m the most entries of its rows) where a dense one takes three ``k^3``
+    products; its slack, itself one rounded product of non-negative terms, is raised by
+    ``gamma_{m+4}``."""
+    k = inverse.shape[0]
+    magnitude = np.abs(inverse)
+    if sparse.issparse(sigma):
+        terms = _row_terms(abs(sigma) + abs(sigma_error))
+        gap = -(sigma @ inverse)
+        gap[np.diag_indices(k)] += 1.0
+        weight = rounding_gamma(terms + 2) * abs(sigma) + (1.0 + rounding_gamma(terms + 1)) * abs(
+            sigma_error
+        )
+        slack = np.asarray(weight @ magnitude) * (1.0 + rounding_gamma(terms + 4))
+        slack[np.diag_indices(k)] += rounding_gamma(terms + 2)
+    else:
+        gap = np.eye(k) - sigma @ inverse
+        slack = rounding_gamma(k + 2) * (np.eye(k) + np.abs(sigma) @ magnitude) + (
+            1.0 + rounding_gamma(k + 1)
+        ) * (sigma_error @ magnitude)
+    return float(np.sqrt((_norms_up(gap, slack) ** 2).sum()))
+
+
+def _quadratic_terms(
+    inverse: np.ndarray, goals: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per column x of ``goals`` (the identity when None): ``x^T Z x``, a bound on its rounding,
+    an upper bound on ``||Z^T x||`` and ``||x||``. For the identity these are Z's diagonal, its
+    magnitude times ``gamma_{2k+2}``, the norms of Z's rows and ones, read off Z without a product
+    (what the products with the identity give, to the bit: ``k^3`` operations each saved)."""
+    k = inverse.shape[0]
+    if goals is None:
+        diagonal = np.diag(inverse).copy()
+        rows = np.ascontiguousarray(inverse.T)
+        reach = _norms_up(rows, rounding_gamma(k + 1) * np.abs(rows))
+        return diagonal, rounding_gamma(2 * k + 2) * np.abs(diagonal), reach, np.ones(k)
     # x^T Z x through one BLAS product per term (a three-operand einsum loops in C without BLAS:
     # 0.08 s a call at k = 500, 60% of a 500-agent DECOR audit); the bound holds in any order of
     # summation.
@@ -129,20 +178,52 @@ def _inverse_bounds(
     )
     reach_slack = rounding_gamma(k + 1) * np.abs(inverse.T) @ np.abs(goals)
     reach = _norms_up(inverse.T @ goals, reach_slack)
-    spill = np.linalg.norm(goals, axis=0) * gap_norm * (1.0 + rounding_gamma(k + 2))
+    return quadratic, quadratic_error, reach, np.linalg.norm(goals, axis=0)
+
+
+def _inverse_bounds(
+    sigma: np.ndarray | sparse.sparray,
+    sigma_error: np.ndarray | sparse.sparray,
+    goals: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Certified upper bounds on ``sqrt(x^T Sigma^-1 x)`` for the columns x of ``goals`` (the
+    identity when None), the exact Sigma within ``sigma_error`` (entrywise) of the symmetric float
+    ``sigma`` (both dense, or both sparse), and the float estimates ``sqrt(x^T Z x)`` they bound
+    (inf where nothing is certified).
+
+    ``Z``, Cholesky's inverse of the float Sigma, has an exact residual ``E = I - Sigma Z``
+    bounded from its float value and the rounding of the product, so ``Sigma^-1 = Z (I - E)^-1``
+    and ``x^T Sigma^-1 x <= x^T Z x + ||Z^T x|| ||x|| ||E|| / (1 - ||E||)``: an error of about
+    ``cond(Sigma) u``."""
+    k = sigma.shape[0]
+    count = k if goals is None else goals.shape[1]
+    unknown = (np.full(count, np.inf), np.full(count, np.inf))
+    inverse = _cholesky_inverse(sigma)
+    if inverse is None:
+        return unknown
+    gap_norm = _gap_norm(sigma, sigma_error, inverse)
+    if not gap_norm < 1.0:
+        return unknown
+    quadratic, quadratic_error, reach, lengths = _quadratic_terms(inverse, goals)
+    spill = lengths * gap_norm * (1.0 + rounding_gamma(k + 2))
     squared = quadratic + quadratic_error + reach * spill / (1.0 - gap_norm)
     bounds = np.sqrt(np.maximum(squared, 0.0)) * (1.0 + rounding_gamma(4 * k + 16))
     return bounds, np.sqrt(np.maximum(quadratic, 0.0))
 
 
-def _gram(factor: np.ndarray | sparse.sparray, error: np.ndarray | None) -> tuple[np.ndarray, ...]:
+def _gram(
+    factor: np.ndarray | sparse.sparray, error: np.ndarray | None
+) -> tuple[np.ndarray | sparse.sparray, ...]:
     """``B B^T`` in floating point and a bound on its distance from the exact Gram of the exact
-    factor (within ``error`` of ``B``, entrywise): sparse products where B is sparse (DECOR's
-    column per edge)."""
+    factor (within ``error`` of ``B``, entrywise): sparse products, and a sparse Gram and bound,
+    where B is sparse and exact (DECOR's column per edge: an entry of the Gram sums at most as
+    many terms as a row of B stores, 1 + the agent's degree, where a dense B's sums m)."""
     m = factor.shape[1]
     magnitude = abs(factor)
     product, absolute = factor @ factor.T, magnitude @ magnitude.T
-    if sparse.issparse(factor):
+    if sparse.issparse(factor) and error is None:
+        m = _row_terms(factor)
+    elif sparse.issparse(factor):
         product, absolute = product.toarray(), absolute.toarray()
     bound = rounding_gamma(m + 2) * absolute
     if error is not None:
@@ -152,7 +233,7 @@ def _gram(factor: np.ndarray | sparse.sparray, error: np.ndarray | None) -> tupl
             spread + spread.T + np.asarray(error @ error.T)
         )
     symmetric = (product + product.T) / 2.0
-    bound = bound + np.abs(product - symmetric) + rounding_gamma(2) * np.abs(symmetric)
+    bound = bound + abs(product - symmetric) + rounding_gamma(2) * abs(symmetric)
     return symmetric, bound
 
 
@@ -227,11 +308,11 @@ def factor_sensitivities(
     factor = factor if sparse.issparse(factor) else np.asarray(factor, dtype=float)
     k, m = factor.shape
     identity = targets is None
-    goals = np.eye(k) if identity else np.asarray(targets, dtype=float)
-    zero = ~goals.any(axis=0)
+    goals = None if identity else np.asarray(targets, dtype=float)
+    zero = np.zeros(k, dtype=bool) if identity else ~goals.any(axis=0)
     values = factor.data if sparse.issparse(factor) else factor
     if k == 0 or zero.all():
-        return np.zeros(goals.shape[1])
+        return np.zeros(len(zero))
     if m < k or not np.isfinite(values).all():
         return np.where(zero, 0.0, np.inf)
     with np.errstate(all="ignore"):
@@ -240,7 +321,8 @@ def factor_sensitivities(
         if loose.any() and m <= QR_WIDTH * k:
             dense = factor.toarray() if sparse.issparse(factor) else factor
             error = np.zeros_like(dense) if entry_error is None else np.asarray(entry_error)
-            bounds = np.minimum(bounds, _qr_bounds(dense, goals, identity, error, floor))
+            targets = np.eye(k) if identity else goals
+            bounds = np.minimum(bounds, _qr_bounds(dense, targets, identity, error, floor))
     bounds[zero] = 0.0
     return np.where(np.isnan(bounds), np.inf, bounds)
 
