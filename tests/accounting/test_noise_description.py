@@ -18,6 +18,7 @@ import math
 import numpy as np
 import pytest
 from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
+from scipy import sparse
 from scipy.stats import norm
 
 from dpdl.accounting import (
@@ -242,3 +243,41 @@ def test_a_spent_budget_or_an_example_level_relation_leaves_no_last_phase() -> N
     ) == calibrate_last_phase(3.0, 1e-3, [], 10, AgentLevel(CLIP))
     with pytest.raises(ConfigError, match="agent-level"):
         calibrate_last_phase(3.0, 1e-3, [Phase(0.01, 9)], 1, ExampleLevel(CLIP, 64, 0.1))
+
+
+def _generator_secret_by_secret(noise: GaussianNoise) -> sparse.csr_matrix:
+    """The generator as it was built, one secret at a time."""
+    rows, cols, data = [np.zeros(0, int)], [np.zeros(0, int)], [np.zeros(0)]
+    for start, secret in zip(noise.offsets, noise.secrets, strict=False):
+        width = secret.factor.shape[1]
+        rows.append(np.repeat(np.asarray(secret.holders), width))
+        cols.append(np.tile(np.arange(start, start + width), len(secret.holders)))
+        data.append(secret.factor.reshape(-1))
+    return sparse.csr_matrix(
+        (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(noise.n, int(noise.offsets[-1])),
+    )
+
+
+def test_the_generator_is_built_as_it_was_secret_by_secret() -> None:
+    mixed = GaussianNoise(
+        6,
+        1.0,
+        (
+            SharedSecret((0, 2, 3), np.arange(6.0).reshape(3, 2)),
+            SharedSecret((1,), np.ones((1, 3))),
+            SharedSecret((2, 4), np.zeros((2, 0))),
+            SharedSecret((5, 0), np.array([[1.0], [-2.0]])),
+        ),
+    )
+    for noise in (mixed, Decor(erdos_renyi(40, 0.3, 2), 0.5, 0.7).noise):
+        built = noise.generator
+        built = built.toarray() if sparse.issparse(built) else built
+        assert np.array_equal(built, _generator_secret_by_secret(noise).toarray())
+        for coalition in ((), (0,), (2, 4), tuple(range(noise.n))):
+            members = np.isin(np.arange(noise.n), coalition)
+            hidden = noise._hidden_secrets(members)
+            spans = [np.arange(noise.offsets[k], noise.offsets[k + 1]) for k in hidden]
+            assert np.array_equal(
+                noise._hidden_columns(members), np.concatenate([np.zeros(0, int), *spans])
+            )
