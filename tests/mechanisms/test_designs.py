@@ -12,6 +12,8 @@ import pytest
 
 from dpdl.accounting import AgentLevel, account, calibrate
 from dpdl.graphs import complete, erdos_renyi, max_degree, metropolis_hastings
+from dpdl.mechanisms import LocalDP
+from dpdl.mechanisms.decor import Decor
 from dpdl.mechanisms.registry import build_mechanism
 from dpdl.mechanisms.whisper import disjoint_groups
 from dpdl.solvers.coalition import solve_multiseed, solve_whisper_sdp
@@ -240,3 +242,15 @@ def test_decor_builds_the_couple_its_registered_search_picks() -> None:
         DECOR_SEARCH_REGISTRY.unregister("pick-<k>")
     with pytest.raises(ConfigError, match=r"decor_search.*unknown DECOR search 'pick-0'; known"):
         DesignOptions(decor_search="pick-0")
+
+
+def test_a_design_without_correlation_holds_no_secret_and_draws_as_ldp() -> None:
+    graph = erdos_renyi(10, 0.5, 2)
+    uncorrelated = Decor(graph, 0.8, 0.0)
+    assert uncorrelated.secrets == () and uncorrelated.describe()["shared_secrets"] == 0
+    assert np.array_equal(uncorrelated.covariance(), LocalDP(10, 0.8).covariance())
+    assert np.array_equal(
+        uncorrelated.sample(np.random.default_rng(1), 5),
+        LocalDP(10, 0.8).sample(np.random.default_rng(1), 5),
+    )
+    assert len(Decor(graph, 0.8, 1e-300).secrets) == graph.number_of_edges()

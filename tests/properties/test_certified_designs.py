@@ -23,6 +23,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
+import dpdl.accounting.noise as noise_module
+import dpdl.mechanisms.decor as decor_module
 from dpdl.accounting import AgentLevel, calibrate, step_sensitivity
 from dpdl.accounting.phases import Phase, calibrate_last_phase
 from dpdl.accounting.sensitivity import factor_sensitivities
@@ -164,6 +166,27 @@ def test_no_calibrated_design_overshoots_in_60_digits(
     for budget, calibration, mechanism in _designs(name, kind, options, count, sizes, seed):
         threat = mechanism.default_threat
         mu_step = exact_step(mechanism, threat, budget.clip)
+        delta = true_delta(budget.eps, mp.sqrt(budget.steps) * mu_step)
+        if mu_step > mp.mpf(calibration.mu_step) or delta > mp.mpf(budget.delta):
+            overshoots.append((budget, float(mu_step / mp.mpf(calibration.mu_step) - 1)))
+    assert not overshoots
+
+
+@pytest.mark.parametrize("kind", ["er", "complete"])
+def test_spectral_searches_and_sparse_factors_never_overshoot_in_60_digits(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The paths of large DECOR designs forced on small ones: the eavesdropper's search from one
+    eigendecomposition (:data:`dpdl.mechanisms.decor.SPECTRAL_MIN_AGENTS`), then one certified
+    account to move its estimate, and every factor kept sparse
+    (:data:`dpdl.accounting.noise.DENSE_FACTOR_ENTRIES`): the accountant's sparse Gram route, with
+    rounding constants counting the terms a sparse row sums (11-16 agents: a sparser generator
+    than a fifth of its entries)."""
+    monkeypatch.setattr(decor_module, "SPECTRAL_MIN_AGENTS", 1)
+    monkeypatch.setattr(noise_module, "DENSE_FACTOR_ENTRIES", 0)
+    overshoots = []
+    for budget, calibration, mechanism in _designs("decor", kind, {}, 60, (11, 16), 90_000):
+        mu_step = exact_step(mechanism, mechanism.default_threat, budget.clip)
         delta = true_delta(budget.eps, mp.sqrt(budget.steps) * mu_step)
         if mu_step > mp.mpf(calibration.mu_step) or delta > mp.mpf(budget.delta):
             overshoots.append((budget, float(mu_step / mp.mpf(calibration.mu_step) - 1)))
