@@ -107,6 +107,11 @@ OPTIMISER_MATRICES = 28
 OPTIMISER_ITERATIONS_PER_PARTICIPATION = 10
 OPTIMISER_MAX_ITERATIONS = 2000
 OPTIMISER_ITERATION_CUBES = 1
+#: DECOR's design from 1000 agents on (:data:`dpdl.mechanisms.decor.SPECTRAL_MIN_AGENTS`, the
+#: sparse threshold): one eigendecomposition of the Laplacian and a certified account of a sparse
+#: factor, in units of n^3 at :data:`FLOP_RATE` (a ring of 4039 agents, where the search runs:
+#: 9.65 s, 0.29 n^3; the SNAP Facebook graph, where a bound settles it: 0.20 s).
+DECOR_SPECTRAL_CUBES = 0.3
 #: Mechanisms that draw one normal per edge and coordinate (a secret per edge).
 EDGE_SECRETS = ("decor", "zero-sum", "lppa")
 #: float64 copies of every agent's ``(n, d)`` parameters live in a step (parameters, gradients,
@@ -400,6 +405,8 @@ def _setup_seconds(sizes: JobSizes) -> float:
     n = float(sizes.n)
     dense = 10.0 * n**3 if sizes.dense else 0.0
     design = 20.0 * DENSE_DESIGN_MATRICES.get(sizes.mechanism, 0) * n**3
+    if sizes.mechanism == "decor" and n >= SPARSE_MIN_AGENTS:  # one eigendecomposition of L
+        design = DECOR_SPECTRAL_CUBES * n**3
     if sizes.encoders and sizes.optimised:
         participations = -(-sizes.steps // (sizes.cycle or 1))
         iterations = min(
