@@ -23,5 +23,6 @@ the design rebuilt on the remaining graph, both phases accounted together).
 #: same distribution for every design with shared secrets; independent noise draws as before.
 #: 5: torch models with convolutions computed agent by agent on a CPU (:mod:`dpdl.tasks.replicas`:
 #: the same gradients up to float32 rounding), and the agents' models of an evaluation of more
-#: than 200,000 (model, test example) pairs scored on a fixed sample of the test set.
+#: than 200,000 (model, test example) pairs scored on a fixed sample of the test set; a DECOR
+#: design without correlation holds no secret, so its seeded draws are LDP's.
 ENGINE_VERSION = 5
