@@ -273,7 +273,8 @@ class TorchModelTask(Task):
         self, models: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean loss and accuracy (NaN unless :attr:`classification`) of each of ``models``
-        ``(m, d)`` on ``inputs``: two ``(m,)`` float64 tensors."""
+        ``(m, d)`` on ``inputs``: two ``(m,)`` tensors (the loss in float32 where vmapped, the
+        metric's precision before the loop of replicas, which sums it in float64)."""
         if self.strategy_for(len(targets), None) == "loop":
             return self._replicas().scores(
                 models.float(), inputs, targets, self.loss, self.classification
@@ -287,7 +288,7 @@ class TorchModelTask(Task):
             losses.append(vmap(self.loss, in_dims=(0, None))(outputs, rows))
             if self.classification:
                 correct.append(outputs.argmax(dim=-1) == rows)
-        loss = torch.cat(losses, dim=1).double().mean(dim=1)
+        loss = torch.cat(losses, dim=1).mean(dim=1)  # float32, as these metrics always were
         if not self.classification:
             return loss, torch.full_like(loss, math.nan)
         return loss, torch.cat(correct, dim=1).double().mean(dim=1)
