@@ -150,11 +150,16 @@ class LogisticRegression(Task):
         if len(blocks) > 1:
             parts = [self._losses(params[b], features, labels) for b in blocks]
             return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-        margins = labels[:, None] * (features @ params.T)  # (m, k)
+        scores = features @ params.T  # (m, k)
+        margins = labels[:, None] * scores
         losses = torch.logaddexp(
             torch.zeros((), dtype=margins.dtype, device=margins.device), -margins
         )
-        return losses.mean(dim=0), (margins > 0).double().mean(dim=0)
+        # the predicted label is +1 where the score is > 0 and -1 elsewhere (scikit-learn's rule),
+        # so a score of exactly 0 (the all-zero model at step 0) predicts -1, not neither label:
+        # the all-zero model on a9a scores 0.76, the share of its -1 labels
+        correct = torch.where(scores > 0, labels[:, None] > 0, labels[:, None] < 0)
+        return losses.mean(dim=0), correct.double().mean(dim=0)
 
     def evaluate(self, params: torch.Tensor) -> dict[str, float]:
         average = params.mean(dim=0, keepdim=True)
