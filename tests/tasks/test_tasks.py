@@ -172,6 +172,29 @@ def test_noise_free_dsgd_on_a9a_matches_centralized_sklearn_within_two_percent()
     assert result.final_metrics()["test_loss"] <= 1.02 * reference_loss
 
 
+def test_the_all_zero_logistic_model_predicts_the_negative_label() -> None:
+    """A score of exactly 0 predicts -1 (scikit-learn's rule), so the zero start's accuracy is the
+    share of -1 labels (about 0.76 on a9a), not 0."""
+    task = build_task("logreg-a9a", 4, seed=0)
+    metrics = task.evaluate(torch.zeros(4, task.dim, dtype=torch.float64))
+    share = float((task.test_labels < 0).double().mean())
+    assert 0.7 < share < 0.8
+    assert metrics["test_accuracy"] == metrics["test_accuracy_average_model"] == share
+    unit = torch.zeros(1, task.dim, dtype=torch.float64)
+    unit[0, 0] = 1.0  # a model with nonzero scores keeps the sign rule
+    scores = task.test_features @ unit[0]
+    expected = float(((scores > 0) == (task.test_labels > 0)).double().mean())
+    assert task.evaluate(unit)["test_accuracy"] == expected
+
+
+def test_a_decor_summary_states_its_noise_scales_not_a_sigma_of_zero() -> None:
+    config = TrainConfig(task="logreg-a9a", graph="ring", n=6, mechanism="decor", steps=5)
+    summary = run_training(config).summary()
+    noise = summary["noise"]
+    assert set(noise) == {"sigma_pair2", "sigma_cor2"} and noise["sigma_pair2"] > 0
+    assert "sigma" not in summary
+
+
 @pytest.mark.full_data
 def test_housing_has_the_published_rows_and_means() -> None:
     features, values = load_california_housing()
