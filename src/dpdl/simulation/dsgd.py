@@ -156,7 +156,7 @@ def iterate(
     def record(t: int) -> None:
         # at step 0 every agent holds the initial point, so one row has every agent's metrics (a
         # CNN's test pass costs as much as a few dozen training steps)
-        metrics = {"step": float(t), **task.evaluate(params[:1] if t == 0 else params)}
+        metrics = {"step": t, **task.evaluate(params[:1] if t == 0 else params)}
         history.append(metrics)
         if callback is not None:
             callback(t, metrics)
