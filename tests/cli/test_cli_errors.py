@@ -410,6 +410,11 @@ def test_train_smoke(processes):
     with open(folder / "metrics.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert rows, "metrics.csv has no rows"
+    # steps are integers, and the all-zero start predicts a9a's majority label -1 (about 76% of
+    # the test examples), not neither label
+    assert [row["step"] for row in rows] == ["0", "25", "50"], rows
+    assert 0.7 < float(rows[0]["test_accuracy"]) < 0.8
+    assert summary["noise"]["sigma"] > 0
     config = json.loads((folder / "config.json").read_text())
     assert "ring" in json.dumps(config) and "logreg-a9a" in json.dumps(config)
 

@@ -138,7 +138,7 @@ def test_train_is_the_run_assembled_by_hand(method: str, authors: bool) -> None:
         reference = _assembled(method, config.resolved())
         result = run_training(config)
     summary = result.summary()
-    assert summary["sigma"] == reference["sigma"]
+    assert summary["noise"].get("sigma", 0.0) == reference["sigma"]
     assert summary["privacy"][0]["epsilon"] == gdp.epsilon(reference["mu"], config.delta)
     for key in ("test_loss", "test_loss_average_model", "consensus_distance"):
         assert summary[key] == reference[key], key

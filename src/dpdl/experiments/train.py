@@ -109,7 +109,7 @@ class TrainResult:
             "steps": self.config.steps,
             "seeds": list(self.config.seeds),
             "lr": self.config.lr,
-            "sigma": first.mechanism.get("sigma", 0.0),
+            "noise": noise_scales(first.mechanism),
             "trace_WRW": float(np.mean([run.trace_wrw for run in self.runs])),
             "privacy": [report.as_dict() for report in first.privacy],
             **(
@@ -119,6 +119,14 @@ class TrainResult:
             ),
             **self.final_metrics(),
         }
+
+
+def noise_scales(mechanism: dict[str, Any]) -> dict[str, float]:
+    """The noise scales of a mechanism's description (its `sigma*` entries: `sigma` of LDP, CDP
+    and the time-correlated encoders, `sigma_pair2` and `sigma_cor2` of DECOR, `sigma_mix2` of
+    Whisper, ...); empty without noise. A mechanism has no single `sigma` in general, so none
+    is made up (a DECOR run's summary once said `"sigma": 0.0`)."""
+    return {key: value for key, value in mechanism.items() if key.startswith("sigma")}
 
 
 def run_seed(
