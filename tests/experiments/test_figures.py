@@ -126,3 +126,27 @@ def test_rows_read_back_as_written(tmp_path: Path) -> None:
     )
     assert back[1]["loss"] == math.inf and math.isnan(back[1]["gap"])
     assert (back[1]["tiny"], back[1]["word"], back[1]["couple"]) == (1e-7, "1.0.2", None)
+
+
+def test_a_categorical_panel_names_its_values_on_the_x_axis(tmp_path: Path, drawn: list) -> None:
+    """Graphs at x = 0, 1, ...: their names are the ticks, even for one graph (whose numeric axis
+    ran from -0.04 to 0.04 with the label "graph: 0 ring")."""
+    for graphs in (["ring"], ["ring", "er"]):
+        xs = list(range(len(graphs)))
+        plots.plot_panels(
+            {"a9a": xs},
+            {"a9a": {"ldp": [1.0 + x for x in xs]}},
+            {"a9a": "graph"},
+            "test loss",
+            tmp_path / "panels.png",
+            "title",
+            bands={"a9a": {"ldp": ([0.5 + x for x in xs], [1.5 + x for x in xs])}},
+            ticks={"a9a": graphs},
+        )
+        ax = drawn[-1].axes[0]
+        assert [tick.get_text() for tick in ax.get_xticklabels()] == graphs
+        assert ax.get_xlim() == (-0.5, len(graphs) - 0.5)
+        # the interval is an error bar at each graph, from 0.5 to 1.5 above x
+        (bars,) = ax.collections
+        segments = [segment.tolist() for segment in bars.get_segments()]
+        assert segments == [[[x, 0.5 + x], [x, 1.5 + x]] for x in xs]

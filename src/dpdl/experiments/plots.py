@@ -10,7 +10,7 @@ import math
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -74,6 +74,36 @@ def plot_curves(
     return _save(fig, path)
 
 
+def _dodge(k: int, lines: int) -> float:
+    """The shift of line ``k`` of ``lines`` on a categorical axis: spread over 0.3 of a unit."""
+    return 0.0 if lines < 2 else 0.3 * (k / (lines - 1) - 0.5)
+
+
+def _band(
+    ax: Any,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    band: tuple[Sequence[float], Sequence[float]],
+    colour: str,
+    dashed: bool,
+    categorical: bool,
+) -> None:
+    """A spread ``(low, high)`` around a line: shaded, or an error bar at each category (a band
+    shaded between categories means nothing, and one category has no width to shade)."""
+    low, high = band
+    if categorical:
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=[np.subtract(ys, low), np.subtract(high, ys)],
+            fmt="none",
+            ecolor=colour,
+            capsize=3,
+        )
+    else:
+        ax.fill_between(xs, low, high, color=colour, alpha=0.12 if dashed else 0.2, linewidth=0)
+
+
 def plot_panels(
     grid: Mapping[str, Sequence[float]],
     series: Mapping[str, Mapping[str, Sequence[float]]],
@@ -86,9 +116,13 @@ def plot_panels(
     columns: int | None = None,
     log_x: bool = False,
     titles: bool = False,
+    ticks: Mapping[str, Sequence[str]] | None = None,
 ) -> Path:
     """One panel per key of ``grid`` (x values), each with the lines ``series[panel][label]``, and
     with ``titles`` that key above it (for keys that name the panel, not just its x axis).
+    ``ticks[panel]`` names a panel's x values (a categorical axis, such as graphs at x = 0, 1,
+    ...): one tick per value, labelled, with half a unit of room on each side; its lines are
+    set a little apart and their bands drawn as error bars.
 
     Labels ending in ``"(paper calibration)"`` or ``"(authors' calibration)"`` are drawn dashed in
     the colour of their base label, so the two calibrations of a method read as a pair.
@@ -101,12 +135,15 @@ def plot_panels(
     fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.2 * rows), squeeze=False)
     colours: dict[str, str] = {}
     for ax, (panel, xs) in zip(axes.flat, grid.items(), strict=False):
-        for label, ys in series[panel].items():
+        categorical = ticks is not None and panel in ticks
+        for k, (label, ys) in enumerate(series[panel].items()):
             dashed = label.endswith(suffixes)
             base = next((label.removesuffix(end) for end in suffixes if label.endswith(end)), label)
             colour = colours.setdefault(base, f"C{len(colours)}")
+            # categories: each line a little aside, so that its error bars do not hide another's
+            at = np.add(xs, _dodge(k, len(series[panel]))) if categorical else xs
             ax.plot(
-                xs,
+                at,
                 ys,
                 marker="o",
                 markersize=3,
@@ -115,16 +152,11 @@ def plot_panels(
                 label=label,
             )
             if bands is not None and label in bands[panel]:
-                low, high = bands[panel][label]
-                ax.fill_between(
-                    xs,
-                    low,
-                    high,
-                    color=colour,
-                    alpha=0.12 if dashed else 0.2,
-                    linewidth=0,
-                )
+                _band(ax, at, ys, bands[panel][label], colour, dashed, categorical)
         ax.set_xlabel(xlabels[panel])
+        if categorical:
+            ax.set_xticks(list(xs), list(ticks[panel]))
+            ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)
         ax.set_ylabel(ylabel)
         if titles:
             ax.set_title(panel, fontsize=10)
