@@ -329,16 +329,14 @@ def analyse(
     figure = plot_panels(
         {panel: list(range(len(graphs))) for panel in series},
         series,
-        {
-            panel: "graph: " + ", ".join(f"{i} {g}" for i, g in enumerate(graphs))
-            for panel in series
-        },
+        dict.fromkeys(series, "graph"),
         "final error (optimality gap; test loss for a9a)",
         out / "final_error.png",
         f"One-step vs horizon noise designs at eps = {EPS:g} (mean, 95% t interval)",
         bands=bands,
         titles=True,
         columns=len(series),
+        ticks=dict.fromkeys(series, graphs),
     )
     notes = []
     for task, spec in tasks.items():
