@@ -4,6 +4,8 @@ does not end the sweep. Small settings (the quadratic, n = 5) keep the file unde
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import signal
@@ -543,3 +545,11 @@ def test_set_tune_changes_every_search_and_only_searches(tmp_path) -> None:
         read_sweep(path, ["tune.seeds=0"])
     with pytest.raises(ConfigError, match=r"--set tune.seeds: .* has no search"):
         read_sweep(_file(tmp_path, SMALL, "plain.toml"), ["tune.seeds=1"])
+
+
+def test_a_row_states_sigma_only_for_a_mechanism_that_has_one(local_table) -> None:
+    """LDP's rows hold its noise's sigma; DECOR's, with no single sigma, an empty cell (they once
+    said 0.0, as if DECOR added no noise)."""
+    rows = list(csv.DictReader(io.StringIO(local_table)))
+    sigma = {row["mechanism"]: row["sigma"] for row in rows}
+    assert float(sigma["ldp"]) > 0 and sigma["decor"] == ""

@@ -87,7 +87,9 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
         "privacy": {
             "epsilon": run.privacy[0].epsilon if run.privacy else math.nan,
             "threat": run.privacy[0].threat if run.privacy else "",
-            "sigma": run.mechanism.get("sigma", 0.0),
+            # None (an empty cell) where the mechanism has no single sigma (DECOR, Whisper):
+            # their noise scales are in config.json, not a made-up 0
+            "sigma": run.mechanism.get("sigma"),
             "trace_WRW": run.trace_wrw,
             "exact_epsilon_of_calibration": result.calibration.achieved_epsilon
             if result.calibration
