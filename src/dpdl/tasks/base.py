@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from dpdl.tasks.layout import ParameterLayout
+
 __all__ = ["Batch", "Task"]
 
 
@@ -111,6 +113,11 @@ class Task(ABC):
         ``_average_model``, and ``train_loss``; torch models
         (:class:`~dpdl.tasks.torch_model.TorchModelTask`) ``test_loss`` and, for classification,
         ``test_accuracy``, each with its ``_average_model``."""
+
+    def parameter_layout(self) -> ParameterLayout:
+        """The names and shapes of the flat parameter vector's pieces, which a saved model is
+        written under: one vector named `params` unless a task names its own."""
+        return ParameterLayout(("params",), ((self.dim,),), module=False)
 
     def describe(self) -> dict[str, object]:
         """Parameters for the run's config file."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -25,6 +26,7 @@ from dpdl.tasks.torch_model import TorchModelTask
 
 __all__ = [
     "TASKS",
+    "TASK_NETWORKS",
     "TASK_REGISTRY",
     "HousingFeatures",
     "TaskOptions",
@@ -36,6 +38,7 @@ __all__ = [
     "partition_labels",
     "split_examples",
     "standardised_census",
+    "task_network",
     "train_test_split",
 ]
 
@@ -190,9 +193,7 @@ def _mnist_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> Tor
         seed,
         options,
         standardise,
-        lambda: nn.Sequential(
-            nn.Linear(28 * 28, options.hidden), nn.ReLU(), nn.Linear(options.hidden, 10)
-        ),
+        lambda: task_network("mnist-mlp", options, (28 * 28,)),
     )
 
 
@@ -217,8 +218,7 @@ def _mnist_linear(name: str, n_agents: int, seed: int, options: TaskOptions) -> 
         seed,
         options,
         normalise,
-        # a sequence: per-example clipping by ghost norms
-        lambda: nn.Sequential(nn.Linear(28 * 28, 10)),
+        lambda: task_network("mnist-linear", options, (28 * 28,)),
     )
 
 
@@ -266,9 +266,7 @@ def housing_task(
     deciles = np.searchsorted(np.quantile(targets[train], np.linspace(0.1, 0.9, 9)), targets[train])
     parts = partition_labels(deciles, n_agents, options, purpose_rng(seed, "partition"))
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
-    model = nn.Sequential(
-        nn.Linear(table.shape[1], options.hidden), nn.ReLU(), nn.Linear(options.hidden, 1)
-    )
+    model = task_network("housing-mlp", options, table.shape[1:])
     return TorchModelTask(
         name,
         model,
@@ -292,11 +290,7 @@ def _adult_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> Tor
     test_features, test_labels = load_adult("test")
     parts = partition_labels(train_labels, n_agents, options, purpose_rng(seed, "partition"))
     torch.manual_seed(int(purpose_rng(seed, "model init").integers(2**31)))
-    model = nn.Sequential(
-        nn.Linear(train_features.shape[1], options.hidden),
-        nn.Sigmoid(),
-        nn.Linear(options.hidden, 2),
-    )
+    model = task_network("adult-mlp", options, train_features.shape[1:])
     return TorchModelTask(
         "adult-mlp",
         model,
@@ -340,14 +334,45 @@ def lenet(classes: int = 10) -> nn.Sequential:
     )  # fmt: skip
 
 
-#: The networks of the built-in image tasks by the suffix of their names.
-_IMAGE_MODELS: dict[str, Callable[[], nn.Sequential]] = {"cnn": image_cnn, "lenet": lenet}
+def _mlp(inputs: int, hidden: int, outputs: int, activation: type[nn.Module]) -> nn.Sequential:
+    """One hidden layer of `hidden` units with `activation` between two linear layers."""
+    return nn.Sequential(nn.Linear(inputs, hidden), activation(), nn.Linear(hidden, outputs))
+
+
+#: The network of every built-in torch task by the task's name, built from the task's options and
+#: the shape of one example's input alone (no data): `network(options, input_shape)`. The tasks
+#: build theirs with it, and a saved model of a task is loaded back into it
+#: ([`task_network`][dpdl.tasks.catalog.task_network]).
+TASK_NETWORKS: dict[str, Callable[[TaskOptions, tuple[int, ...]], nn.Module]] = {
+    "mnist-mlp": lambda options, shape: _mlp(math.prod(shape), options.hidden, 10, nn.ReLU),
+    # a sequence: per-example clipping by ghost norms
+    "mnist-linear": lambda options, shape: nn.Sequential(nn.Linear(math.prod(shape), 10)),
+    "housing-mlp": lambda options, shape: _mlp(math.prod(shape), options.hidden, 1, nn.ReLU),
+    "adult-mlp": lambda options, shape: _mlp(math.prod(shape), options.hidden, 2, nn.Sigmoid),
+    "mnist-cnn": lambda options, shape: image_cnn(),
+    "fashion-cnn": lambda options, shape: image_cnn(),
+    "mnist-lenet": lambda options, shape: lenet(),
+    "fashion-lenet": lambda options, shape: lenet(),
+}
+
+
+def task_network(name: str, options: TaskOptions, input_shape: tuple[int, ...]) -> nn.Module:
+    """A fresh network of the built-in torch task `name` (of
+    [`TASK_NETWORKS`][dpdl.tasks.catalog.TASK_NETWORKS]) for `options` and examples of
+    `input_shape`, initialised by torch's current random state."""
+    if name not in TASK_NETWORKS:
+        raise ConfigError(
+            f"task {name!r} has no built-in network; those that do: {', '.join(TASK_NETWORKS)}"
+        )
+    return TASK_NETWORKS[name](options, tuple(input_shape))
 
 
 def _image_task(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
     """MNIST or Fashion-MNIST (``mnist-*``, ``fashion-*``) with :func:`image_cnn` (``*-cnn``) or
     :func:`lenet` (``*-lenet``): :func:`image_task` with standardised pixels."""
-    return image_task(name, n_agents, seed, options, _IMAGE_MODELS[name.split("-", 1)[1]])
+    return image_task(
+        name, n_agents, seed, options, lambda: task_network(name, options, (1, 28, 28))
+    )
 
 
 def image_task(

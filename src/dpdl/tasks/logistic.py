@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from dpdl.tasks.base import Batch, Task
+from dpdl.tasks.layout import ParameterLayout
 
 __all__ = ["BLOCK_ENTRIES", "SPARSE_FEATURES", "LogisticRegression"]
 
@@ -176,6 +177,11 @@ class LogisticRegression(Task):
             "train_objective": float((train_loss + regulariser).mean()),
             "consensus_distance": float(((params - average) ** 2).sum(dim=1).mean()),
         }
+
+    def parameter_layout(self) -> ParameterLayout:
+        """One vector `weight` of `d` coefficients, one per feature (no bias: a9a's features hold
+        none, and the model is `sigma(a^T x)`); no torch module."""
+        return ParameterLayout(("weight",), ((self.dim,),), module=False)
 
     def describe(self) -> dict[str, object]:
         sizes = self.agent_sizes

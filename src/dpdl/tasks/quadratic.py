@@ -31,6 +31,7 @@ import torch
 
 from dpdl.scale import SPARSE_MIN_AGENTS
 from dpdl.tasks.base import Batch, Task
+from dpdl.tasks.layout import ParameterLayout
 
 __all__ = ["QuadraticObjectives", "decor_least_squares", "whisper_quadratic", "zeros"]
 
@@ -67,6 +68,10 @@ class QuadraticObjectives(Task):
     def initial_params(self) -> torch.Tensor:
         """:attr:`start` (zero by default)."""
         return torch.as_tensor(self.start, dtype=self.dtype, device=self.device)
+
+    def parameter_layout(self) -> ParameterLayout:
+        """The point `x` (`d` numbers) where the objectives are evaluated; no torch module."""
+        return ParameterLayout(("x",), ((self.dim,),), module=False)
 
     def objective(self, params: torch.Tensor) -> torch.Tensor:
         """Global objective ``F`` at each row of ``params`` (m, d) -> (m,).

@@ -37,6 +37,7 @@ from dpdl.errors import ConfigError
 from dpdl.scale import agent_test_count
 from dpdl.seeding import purpose_rng
 from dpdl.tasks.base import Batch, Task
+from dpdl.tasks.layout import ParameterLayout
 from dpdl.tasks.linear_stack import LinearStack
 from dpdl.tasks.replicas import ReplicaPool, has_convolution
 
@@ -244,6 +245,11 @@ class TorchModelTask(Task):
             torch.clamp(example_clip / torch.clamp(norms, min=1e-30), max=1.0) * weights[..., None]
         )
         return (per_example * scale).sum(dim=1).double()
+
+    def parameter_layout(self) -> ParameterLayout:
+        """The model's parameters by their names in `named_parameters` order (the flat vector's),
+        and the shape of one example's input."""
+        return ParameterLayout.of_module(self.model, tuple(self.test_inputs.shape[1:]))
 
     def describe(self) -> dict[str, object]:
         """The task's parameters, with what an evaluation scores (every agent's model on
