@@ -8,8 +8,10 @@ jobs).
 
 Bring your own model, data and graph: :func:`dpdl.fit` trains a torch model by noisy D-SGD on any
 graph and accounts its privacy; :func:`dpdl.design_noise` is a calibrated noise design alone, for a
-training loop of your own (:mod:`dpdl.experiments.fit`). Both are imported on first use, so
-``import dpdl`` stays light.
+training loop of your own (:mod:`dpdl.experiments.fit`); :func:`dpdl.load_models` reads back the
+models that ``dpdl train --save-models`` and ``FitResult.save`` write
+(:mod:`dpdl.experiments.saved_models`). They are imported on first use, so ``import dpdl`` stays
+light.
 """
 
 from dpdl.lazy import lazy_exports
@@ -17,5 +19,9 @@ from dpdl.lazy import lazy_exports
 __version__ = "0.2.0"
 
 __all__, __getattr__, __dir__ = lazy_exports(
-    __name__, {"dpdl.experiments.fit": ("FitResult", "design_noise", "fit")}
+    __name__,
+    {
+        "dpdl.experiments.fit": ("FitResult", "design_noise", "fit"),
+        "dpdl.experiments.saved_models": ("SavedModels", "load_models"),
+    },
 )

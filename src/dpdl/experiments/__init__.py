@@ -12,6 +12,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "demo": ("STEP_SIZE_GRID", "run_demo"),
         "fit": ("FitResult", "design_noise", "fit"),
         "results": ("write_results",),
+        "saved_models": ("SavedModels", "load_models"),
         "train": ("TrainConfig", "TrainResult", "run_training"),
     },
 )

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -38,6 +39,13 @@ from torch import nn
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
 from dpdl.choices import PARTITIONS
 from dpdl.errors import ConfigError
+from dpdl.experiments.saved_models import (
+    OWN_MODEL,
+    ModelsInfo,
+    SavedModels,
+    load_models,
+    save_models,
+)
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.graphs.mixing import validate_mixing_matrix
 from dpdl.graphs.topologies import require_connected
@@ -257,6 +265,8 @@ class FitResult:
     graph: nx.Graph
     weights: np.ndarray
     task: TorchModelTask = field(repr=False)
+    #: The seed the run was drawn from (None: not known).
+    seed: int | None = None
 
     @property
     def final_metrics(self) -> dict[str, float]:
@@ -279,6 +289,32 @@ class FitResult:
             torch.as_tensor(flat, dtype=like.dtype, device=like.device), model.parameters()
         )
         return model
+
+    def save(self, folder: Path | str) -> Path:
+        """Write the result into `folder`: every agent's model and their average as state dicts
+        of the model's parameter names (safetensors files), the graph and mixing matrix, and a
+        manifest with the metrics recorded, the mechanism, the privacy reports and every file's
+        SHA-256 ([`dpdl.experiments.saved_models`][dpdl.experiments.saved_models]). Returns
+        `folder`; [`FitResult.load`][dpdl.experiments.fit.FitResult.load] reads it back."""
+        info = ModelsInfo(
+            task={"name": OWN_MODEL, "module": type(self.task.model).__name__},
+            seed=self.seed,
+            mechanism=self.mechanism.describe(),
+            privacy=[report.as_dict() for report in self.privacy],
+            history=self.history,
+            calibration=None if self.calibration is None else self.calibration.as_dict(),
+        )
+        layout = self.task.parameter_layout()
+        return save_models(folder, self.models, layout, info, self.graph, self.weights)
+
+    @staticmethod
+    def load(folder: Path | str) -> SavedModels:
+        """The result [`save`][dpdl.experiments.fit.FitResult.save] wrote into `folder`, checked
+        ([`load_models`][dpdl.experiments.saved_models.load_models]): its `models`,
+        `average_model`, `history`, `final_metrics`, `privacy` (plain data), `graph` and
+        `weights`, and `load_into(model, agent=None)` as here. The mechanism and the task are not
+        rebuilt: they hold the training data."""
+        return load_models(folder)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data of the result (for JSON): metrics, privacy and the noise design."""
@@ -418,7 +454,9 @@ def fit(
     reports = _reports(noise, adjacent, steps, delta, threats)
     if budget is not None and calibration == "exact" and reports[0].epsilon > eps:
         raise RuntimeError(f"calibration overshoot: {reports[0]} exceeds the target eps={eps}")
-    return FitResult(result.params, result.history, reports, noise, budget, graph_, weights, task)
+    return FitResult(
+        result.params, result.history, reports, noise, budget, graph_, weights, task, seed
+    )
 
 
 def design_noise(

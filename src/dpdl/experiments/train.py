@@ -23,6 +23,7 @@ from dpdl.jobspec.factorized import with_gdp_budget
 from dpdl.jobspec.job import Job, build_job, privacy_reports, with_epochs
 from dpdl.simulation import run_dsgd, run_dsgt
 from dpdl.tasks import Task
+from dpdl.tasks.layout import ParameterLayout
 
 __all__ = [
     "DEFAULT_STEP_SIZES",
@@ -69,6 +70,8 @@ class TrainResult:
     lower_is_better: bool
     calibration: Calibration | None
     runs: list[SeedRun]
+    #: The names and shapes of the models' parameters (``dpdl train --save-models``).
+    layout: ParameterLayout | None = None
 
     def final_metrics(self) -> dict[str, float]:
         """Mean over seeds of every final metric, plus ``<metric>_std`` when there are several
@@ -199,5 +202,11 @@ def run_training(config: TrainConfig, progress: bool = False, device: str = "cpu
                 f"calibration overshoot: {run.privacy[0]} exceeds the target eps={config.eps}"
             )
     return TrainResult(
-        config, task.describe(), task.primary_metric, task.lower_is_better, calibration, runs
+        config,
+        task.describe(),
+        task.primary_metric,
+        task.lower_is_better,
+        calibration,
+        runs,
+        task.parameter_layout(),
     )
