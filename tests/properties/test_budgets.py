@@ -265,8 +265,8 @@ def test_several_seeds_released_together_state_their_composed_budget(
     assert true_delta(together["epsilon"] * (1 - 1e-9), total) > mp.mpf(1e-5)
     assert f"eps={together['epsilon']:.4g}" in err
     assert "3 seeds' results released together" in err
-    assert sorted(p.name for p in folder.glob("models-seed*.npy")) == [
-        f"models-seed{k}.npy" for k in range(3)
+    assert sorted(p.parent.name for p in folder.glob("models/seed*/manifest.json")) == [
+        f"seed{k}" for k in range(3)
     ]
 
 

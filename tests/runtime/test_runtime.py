@@ -22,6 +22,7 @@ from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
 from dpdl.accounting import account, noise_scale, step_sensitivity
 from dpdl.cli import main
 from dpdl.errors import AuthenticationError, ConfigError, GraphError, PrivacyParameterError
+from dpdl.experiments.saved_models import load_models
 from dpdl.experiments.train import TrainConfig, build_job, run_training
 from dpdl.jobspec.departure import second_phase, two_phase_reports
 from dpdl.jobspec.job import Job
@@ -670,5 +671,5 @@ def test_torchrun_launches_run_agent_and_reaches_the_models_of_dpdl_train(tmp_pa
         == 0
     )
     np.testing.assert_allclose(
-        models, np.load(tmp_path / "sim" / "models-seed0.npy"), rtol=1e-9, atol=1e-12
+        models, load_models(tmp_path / "sim" / "models" / "seed0").models, rtol=1e-9, atol=1e-12
     )

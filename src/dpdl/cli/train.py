@@ -33,7 +33,8 @@ def train_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--save-models",
         action="store_true",
-        help="also write every agent's final model, models-seed<s>.npy",
+        help="also write every agent's final model and their average, as state dicts in "
+        "safetensors files with a manifest, in models/seed<s>/ (read back by dpdl.load_models)",
     )
     parser.add_argument(
         "--threads",
@@ -48,9 +49,8 @@ def train_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from dpdl.experiments.results import json_safe, write_results
+    from dpdl.experiments.saved_models import save_training_models
     from dpdl.experiments.train import run_training
     from dpdl.threads import compute_threads, require_threads
 
@@ -74,8 +74,8 @@ def _train(args: argparse.Namespace) -> int:
     paths = write_results(result, folder)
     _write_options(args, result.config, folder)
     if args.save_models:
-        for run in result.runs:
-            np.save(folder / f"models-seed{run.seed}.npy", run.models)
+        for saved in save_training_models(result, folder):
+            print(f"models: {saved}", file=sys.stderr)
     summary = result.summary()
     metric = result.primary_metric
     print(f"results: {folder}", file=sys.stderr)
