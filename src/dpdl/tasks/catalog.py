@@ -357,9 +357,8 @@ TASK_NETWORKS: dict[str, Callable[[TaskOptions, tuple[int, ...]], nn.Module]] = 
 
 
 def task_network(name: str, options: TaskOptions, input_shape: tuple[int, ...]) -> nn.Module:
-    """A fresh network of the built-in torch task `name` (of
-    [`TASK_NETWORKS`][dpdl.tasks.catalog.TASK_NETWORKS]) for `options` and examples of
-    `input_shape`, initialised by torch's current random state."""
+    """A fresh network of the built-in torch task `name` (a key of `TASK_NETWORKS`) for `options`
+    and examples of `input_shape`, initialised by torch's current random state."""
     if name not in TASK_NETWORKS:
         raise ConfigError(
             f"task {name!r} has no built-in network; those that do: {', '.join(TASK_NETWORKS)}"
