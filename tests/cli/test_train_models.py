@@ -76,3 +76,31 @@ def test_a_task_without_a_module_saves_its_named_vector_per_seed(tmp_path: Path)
     assert saved.manifest["task"]["catalogue"] and saved.privacy[0]["epsilon"] <= 10.0
     with pytest.raises(ConfigError, match="has no torch module: its parameters are the tensors"):
         saved.module()
+
+
+def test_a_plugin_tasks_model_loads_into_the_network_its_task_builds(tmp_path: Path) -> None:
+    """A registered task has no network built without data: `module()` builds the task, data
+    included, to take its network, and the average model scores there what the run reported."""
+    from dpdl.choices import TASK_REGISTRY
+    from dpdl.tasks.catalog import image_task
+
+    def task(name: str, n_agents: int, seed: int, options: TaskOptions):
+        network = lambda: nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 10))  # noqa: E731
+        return image_task("mnist-flat", n_agents, seed, options, network)
+
+    TASK_REGISTRY.register("test-mnist-flat", help="a test's task")(task)
+    try:
+        final = _train(tmp_path, "test-mnist-flat", "--lr", "0.1", "--test-examples", "200")
+        saved = dpdl.load_models(tmp_path / "models" / "seed0")
+        assert not saved.manifest["task"]["catalogue"]
+        network = saved.module()
+        built = task("test-mnist-flat", 3, 0, TaskOptions(**saved.manifest["task"]["options"]))
+    finally:
+        TASK_REGISTRY.unregister("test-mnist-flat")
+    with torch.no_grad():
+        outputs = network(built.test_inputs)
+    accuracy = float((outputs.argmax(dim=1) == built.test_targets).double().mean())
+    assert accuracy == final["test_accuracy_average_model"]
+    np.testing.assert_allclose(
+        float(loss(outputs, built.test_targets).mean()), final["test_loss_average_model"], rtol=1e-5
+    )
