@@ -121,6 +121,7 @@ def test_a_missing_or_foreign_manifest_is_refused(saved: Path, tmp_path: Path) -
     [
         (lambda m: m.update(format_version=2), "format version 2; this dpdl"),
         (lambda m: m.pop("files"), "missing fields files"),
+        (lambda m: m.update(history=[]), "history must be a non-empty list of records"),
         (lambda m: m["files"]["agents"].pop(), "34 agents, but 33 agents' files listed"),
         (lambda m: m["files"]["average"].update(path="../fit/x"), "not a file name in the folder"),
         (lambda m: m["files"]["average"].update(path="gone.safetensors"), "cannot be read"),

@@ -385,6 +385,12 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
     missing = [key for key in _REQUIRED if key not in manifest]
     if missing or not isinstance(manifest["task"], dict) or "name" not in manifest["task"]:
         raise FileFormatError(f"{path}: missing fields {', '.join(missing) or 'task.name'}")
+    history, privacy = manifest["history"], manifest["privacy"]
+    records = isinstance(history, list) and history and all(isinstance(r, dict) for r in history)
+    if not records or not isinstance(privacy, list):
+        raise FileFormatError(
+            f"{path}: history must be a non-empty list of records, privacy a list of reports"
+        )
     return manifest
 
 
