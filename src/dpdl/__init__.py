@@ -8,10 +8,12 @@ jobs).
 
 Bring your own model, data and graph: :func:`dpdl.fit` trains a torch model by noisy D-SGD on any
 graph and accounts its privacy; :func:`dpdl.design_noise` is a calibrated noise design alone, for a
-training loop of your own (:mod:`dpdl.experiments.fit`); :func:`dpdl.load_models` reads back the
-models that ``dpdl train --save-models`` and ``FitResult.save`` write
-(:mod:`dpdl.experiments.saved_models`). They are imported on first use, so ``import dpdl`` stays
-light.
+training loop of your own (:mod:`dpdl.experiments.fit`); :func:`dpdl.tune` searches the step size
+of ``fit`` on a validation split of the training data, and :func:`dpdl.diagnose` runs a
+configuration again without noise, clipped and unclipped (:mod:`dpdl.experiments.tune`);
+:func:`dpdl.load_models` reads back the models that ``dpdl train --save-models`` and
+``FitResult.save`` write (:mod:`dpdl.experiments.saved_models`). They are imported on first use,
+so ``import dpdl`` stays light.
 """
 
 from dpdl.lazy import lazy_exports
@@ -23,5 +25,6 @@ __all__, __getattr__, __dir__ = lazy_exports(
     {
         "dpdl.experiments.fit": ("FitResult", "design_noise", "fit"),
         "dpdl.experiments.saved_models": ("SavedModels", "load_models"),
+        "dpdl.experiments.tune": ("Diagnosis", "TuneResult", "diagnose", "tune"),
     },
 )
