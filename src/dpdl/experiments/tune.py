@@ -346,7 +346,9 @@ def _references(
         "reference runs without noise: not private (eps = inf), a diagnostic not to release"
     )
     clipped = fit(copy.deepcopy(model), loss, train, test, graph, **noise_free)
-    unclipped = fit(copy.deepcopy(model), loss, train, test, graph, **noise_free, clip=NO_CLIP)
+    unclipped = fit(
+        copy.deepcopy(model), loss, train, test, graph, **{**noise_free, "clip": NO_CLIP}
+    )
     return Diagnosis(private, clipped, unclipped)
 
 
