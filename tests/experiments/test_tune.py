@@ -23,6 +23,7 @@ import dpdl
 from dpdl.accounting import AgentLevel, ExampleLevel
 from dpdl.accounting.accountant import compose_runs
 from dpdl.errors import ConfigError
+from dpdl.experiments.fit import split_examples
 
 tuning = importlib.import_module("dpdl.experiments.tune")  # the module, not the function it exports
 
@@ -100,6 +101,27 @@ def test_the_choice_is_the_best_validation_metric_and_the_refit_is_fit_s_own_run
     assert by_loss.goal == "min" and by_loss.lr == LRS[int(np.argmin(losses))]
 
 
+def test_a_validation_set_given_scores_every_search_run_on_all_the_training_data(data) -> None:
+    """With `validation`, each candidate is `fit`'s run on the full training data (split over the
+    agents from `seed`, the same for every candidate) on its own seed, scored on the validation
+    set: its validation metrics are that run's test metrics."""
+    train, test = data
+    (inputs, labels), held = train, (test[0][:30], test[1][:30])
+    result = dpdl.tune(
+        model(), loss, train, nx.cycle_graph(N), test=test, lr=LRS[1:], validation=held,
+        refit=False, **OPTIONS,
+    )  # fmt: skip
+    assert result.validation_size == 30 and result.runs == 2
+    parts = split_examples(labels, N, "iid", seed=0)
+    for candidate in result.candidates:
+        alone = dpdl.fit(
+            model(), loss, (inputs, labels), held, nx.cycle_graph(N), lr=candidate.lr,
+            partition=parts, seed=candidate.seed, **OPTIONS,
+        )  # fmt: skip
+        assert candidate.metrics["validation_accuracy"] == alone.final_metrics["test_accuracy"]
+        assert candidate.metrics["validation_loss"] == alone.final_metrics["test_loss"]
+
+
 def test_the_test_set_is_read_by_the_refit_alone(data, counted) -> None:
     train, test = data
     guarded = Guarded(test, counted)
@@ -175,6 +197,8 @@ def test_the_reference_runs_are_the_configuration_without_noise(data) -> None:
         ({"validation_fraction": 0.0}, r"must be in \(0, 1\), got 0"),
         ({"validation_fraction": 1.0}, r"must be in \(0, 1\), got 1"),
         ({"validation_fraction": 0.01}, "holds out no example"),
+        ({"validation": ([[0.0] * 8], [0]), "validation_fraction": 0.1}, "not both"),
+        ({"validation": ([[0.0] * 8], [0, 1])}, "validation: 1 inputs and 2 targets"),
         ({"metric": "f1"}, "unknown 'f1'"),
         ({"metric": "accuracy", "classification": False}, "needs classification=True"),
         ({"test": None}, "the refit of the chosen step size needs a test set"),

@@ -270,7 +270,7 @@ def _hold_out(
     parts: list[np.ndarray], fraction: float, seed: int
 ) -> tuple[list[np.ndarray], np.ndarray]:
     """Each agent's examples kept for the search, and the validation examples: every agent holds
-    out `floor(fraction * its examples)` of its own, drawn from `seed` (so it keeps at least
+    out `floor(fraction x its examples)` of its own, drawn from `seed` (so it keeps at least
     one)."""
     if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real):
         raise ConfigError(f"validation_fraction: expected a number, got {fraction!r}")
@@ -386,6 +386,62 @@ def _require_flag(value: Any, name: str) -> None:
         raise ConfigError(f"{name}: expected True or False, got {value!r}")
 
 
+def _split(
+    train: tuple[np.ndarray, np.ndarray],
+    parts: list[np.ndarray],
+    validation: Data | None,
+    fraction: float | None,
+    seed: int,
+) -> tuple[tuple[np.ndarray, np.ndarray], list[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The search's training data, its parts (one index array per agent) and the validation
+    data: the validation set given, or the examples every agent holds out (:func:`_hold_out`)."""
+    if validation is not None:
+        if fraction is not None:
+            raise ConfigError("give a validation set or a validation_fraction, not both")
+        return train, parts, _arrays(validation, "validation")
+    kept, held = _hold_out(parts, 0.2 if fraction is None else fraction, seed)
+    order = np.concatenate(kept)
+    search_parts = np.split(np.arange(len(order)), np.cumsum([len(k) for k in kept])[:-1])
+    inputs, targets = train
+    return (inputs[order], targets[order]), search_parts, (inputs[held], targets[held])
+
+
+def _search(
+    model: nn.Module,
+    loss: Loss,
+    data: tuple[tuple[np.ndarray, np.ndarray], list[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    graph: GraphLike,
+    lrs: list[float],
+    seeds: list[int],
+    score: str,
+    goal: str,
+    options: dict[str, Any],
+) -> tuple[list[Candidate], Candidate, FitResult]:
+    """One `fit` per step size; every candidate, the best and its run."""
+    search, parts, held = data
+    candidates: list[Candidate] = []
+    best: tuple[float, Candidate, FitResult] | None = None
+    for value, run_seed in zip(lrs, seeds, strict=True):
+        result = fit(
+            copy.deepcopy(model), loss, search, held, graph,
+            partition=parts, seed=run_seed, lr=value, **options,
+        )  # fmt: skip
+        metrics = _renamed(result.final_metrics)
+        candidate = Candidate(
+            value, run_seed, metrics, [_renamed(r) for r in result.history], result.privacy
+        )
+        candidates.append(candidate)
+        logger.info("tune: lr=%g: %s=%.4g", value, score, metrics.get(score, math.nan))
+        value_cost = cost(metrics.get(score, math.nan), goal)
+        if best is None or value_cost < best[0]:
+            best = (value_cost, candidate, result)
+        del result  # one search run's models alive at a time, besides the best's
+    assert best is not None
+    if math.isinf(best[0]):
+        logger.warning("tune: every step size diverged; the first is kept")
+    return candidates, best[1], best[2]
+
+
 def tune(
     model: nn.Module,
     loss: Loss,
@@ -394,7 +450,8 @@ def tune(
     *,
     lr: Sequence[float],
     test: Data | None = None,
-    validation_fraction: float = 0.2,
+    validation_fraction: float | None = None,
+    validation: Data | None = None,
     metric: str | None = None,
     refit: bool = True,
     reference: bool = False,
@@ -410,16 +467,19 @@ def tune(
     training data, then refit the best on all of it.
 
     The training examples are split over the agents by `partition` (as `fit` splits them); each
-    agent then holds out `floor(validation_fraction x its examples)` of its own, drawn from
-    `seed`, as the validation split. `fit` runs once per step size of `lr` on the rest (each run
-    with a seed of its own), scored on the validation split by `metric` (`"accuracy"` for
-    classification, else `"loss"`; or `"accuracy_average_model"`, `"loss_average_model"`: the
-    agents' average model's). The best final value wins (a diverged run is the worst, the first
-    on a tie: the rule of the sweeps' search, [`cost`][dpdl.experiments.sweeps.tuning.cost]).
-    With `refit` the chosen step size runs on the full training data, scored on `test`, which
-    nothing reads before (the search chooses without it); without, the chosen search run is the
-    result and `test` may be None. `reference=True` also runs the final configuration without
-    noise, clipped and unclipped ([`diagnose`][dpdl.experiments.tune.diagnose]).
+    agent then holds out `floor(validation_fraction x its examples)` of its own (default 0.2),
+    drawn from `seed`, as the validation split; or, given `validation` (data as `train`), the
+    search trains on all the training data and is scored on it. `fit` runs once per step size of
+    `lr` on the rest (each run with a seed of its own), scored on the validation split by
+    `metric` (`"accuracy"` for classification, else `"loss"`; or `"accuracy_average_model"`,
+    `"loss_average_model"`: the agents' average model's). The best final value wins (a diverged
+    run is the worst, the first on a tie: the rule of the sweeps' search,
+    [`cost`][dpdl.experiments.sweeps.tuning.cost]). With `refit` the chosen step size runs on the
+    full training data with `seed`, scored on `test`, which nothing reads before (the search
+    chooses without it): the run `fit(..., lr=chosen, seed=seed)` makes. Without, the chosen
+    search run is the result and `test` may be None. `reference=True` also runs the final
+    configuration without noise, clipped and unclipped
+    ([`diagnose`][dpdl.experiments.tune.diagnose]).
 
     `options` are `fit`'s (`mechanism`, `eps`, `delta`, `steps`, `clip`, `clip_level`,
     `batch_size`, ...: `FORWARDED`), the same for every run; `eps` is each run's budget.
@@ -428,8 +488,9 @@ def tune(
     together are only as private as all the runs composed. `TuneResult.privacy` states that
     guarantee per threat ([`compose_runs`][dpdl.accounting.accountant.compose_runs]), larger
     than one run's (`TuneResult.privacy_per_run`). It covers the examples the runs train on;
-    the validation examples choose the step size without noise, so the choice is not
-    differentially private with respect to them (see the how-to "Your own model and data").
+    held-out validation examples choose the step size without noise, so the choice is not
+    differentially private with respect to them (give a `validation` set you may publish where
+    that matters).
     """
     lrs = _require_lrs(lr)
     _require_options(options, FORWARDED, "tune")
@@ -445,40 +506,19 @@ def tune(
     built, weights = graph_and_weights(graph, mixing, seed, n, p)
     fixed = built if isinstance(graph, (str, nx.Graph)) else graph  # a random draw made once
     parts = split_examples(targets, len(weights), partition, seed, alpha)
-    kept, validation = _hold_out(parts, validation_fraction, seed)
+    split = _split((inputs, targets), parts, validation, validation_fraction, seed)
     search_relation = _relation(
-        options, [len(k) for k in kept], "the search (each agent less its validation examples)"
+        options, [len(k) for k in split[1]], "the search (each agent less its validation examples)"
     )
-    final_relation = _relation(options, [len(part) for part in parts], "train") if refit else None
-    order = np.concatenate(kept)
-    search_parts = np.split(np.arange(len(order)), np.cumsum([len(k) for k in kept])[:-1])
-    search = (inputs[order], targets[order])
-    held = (inputs[validation], targets[validation])
+    final_relation = _relation(options, [len(part) for part in parts], "train")
     common = {**options, "mixing": mixing}
     logger.info(
-        "tune: %d step sizes on %d examples, validated on %d", len(lrs), len(order), len(validation)
+        "tune: %d step sizes on %d examples, validated on %d",
+        len(lrs), len(split[0][1]), len(split[2][1]),
+    )  # fmt: skip
+    candidates, chosen, chosen_run = _search(
+        model, loss, split, fixed, lrs, _search_seeds(seed, len(lrs)), score, goal, common
     )
-    candidates: list[Candidate] = []
-    best: tuple[float, Candidate, FitResult] | None = None
-    for value, run_seed in zip(lrs, _search_seeds(seed, len(lrs)), strict=True):
-        result = fit(
-            copy.deepcopy(model), loss, search, held, fixed,
-            partition=search_parts, seed=run_seed, lr=value, **common,
-        )  # fmt: skip
-        metrics = _renamed(result.final_metrics)
-        candidate = Candidate(
-            value, run_seed, metrics, [_renamed(r) for r in result.history], result.privacy
-        )
-        candidates.append(candidate)
-        logger.info("tune: lr=%g: %s=%.4g", value, score, metrics.get(score, math.nan))
-        value_cost = cost(metrics.get(score, math.nan), goal)
-        if best is None or value_cost < best[0]:
-            best = (value_cost, candidate, result)
-        del result  # one search run's models alive at a time, besides the best's
-    assert best is not None
-    if math.isinf(best[0]):
-        logger.warning("tune: every step size diverged; the first is kept")
-    chosen = best[1]
     runs = [(c.privacy, search_relation) for c in candidates]
     if refit:
         data = ((inputs, targets), test, parts, seed)
@@ -488,8 +528,8 @@ def tune(
         )  # fmt: skip
         runs.append((final.privacy, final_relation))
     else:
-        data = (search, held, search_parts, chosen.seed)
-        final = best[2]
+        data = (split[0], split[2], split[1], chosen.seed)
+        final = chosen_run
     privacy = _compose(runs)
     logger.info("tune: chose lr=%g (%s %s)", chosen.lr, goal, score)
     for together in privacy:
@@ -502,5 +542,5 @@ def tune(
         same = {**common, "partition": data[2], "seed": data[3], "lr": chosen.lr}
         diagnosis = _references(model, loss, data[0], data[1], fixed, same, final)
     return TuneResult(
-        candidates, chosen.lr, score, goal, final, refit, privacy, len(validation), diagnosis
+        candidates, chosen.lr, score, goal, final, refit, privacy, len(split[2][1]), diagnosis
     )
