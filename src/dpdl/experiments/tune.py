@@ -474,7 +474,7 @@ def tune(
     `metric` (`"accuracy"` for classification, else `"loss"`; or `"accuracy_average_model"`,
     `"loss_average_model"`: the agents' average model's). The best final value wins (a diverged
     run is the worst, the first on a tie: the rule of the sweeps' search,
-    [`cost`][dpdl.experiments.sweeps.tuning.cost]). With `refit` the chosen step size runs on the
+    `dpdl.experiments.sweeps.tuning.cost`). With `refit` the chosen step size runs on the
     full training data with `seed`, scored on `test`, which nothing reads before (the search
     chooses without it): the run `fit(..., lr=chosen, seed=seed)` makes. Without, the chosen
     search run is the result and `test` may be None. `reference=True` also runs the final
