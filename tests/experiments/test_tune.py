@@ -6,6 +6,7 @@ and refuses bad input before any run. Its example runs."""
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import subprocess
 import sys
@@ -180,6 +181,10 @@ def test_the_reference_runs_are_the_configuration_without_noise(data) -> None:
     numbers = reference.compare("test_loss")
     assert list(numbers) == ["noise-free, unclipped", "noise-free, clipped", "private"]
     assert any("not private (eps = inf)" in line for line in result.lines())
+    plain = json.loads(json.dumps(result.as_dict()))
+    assert plain["reference"] == reference.compare("test_accuracy")
+    assert plain["privacy_released_together"][0]["steps"] == 3 * STEPS
+    assert plain["privacy_per_run"][0]["steps"] == STEPS
     diagnosis = dpdl.diagnose(model(), loss, train, test, nx.cycle_graph(N), lr=0.5, **OPTIONS)
     assert math.isinf(diagnosis.unclipped.privacy[0].epsilon)
     assert diagnosis.private.privacy[0].epsilon == pytest.approx(4.0, rel=1e-3)
