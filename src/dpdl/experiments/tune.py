@@ -52,7 +52,16 @@ from dpdl.jobspec.engine import poisson_rates
 from dpdl.seeding import purpose_rng, purpose_seed
 from dpdl.tasks.torch_model import Loss
 
-__all__ = ["NO_CLIP", "Candidate", "Diagnosis", "TuneResult", "diagnose", "tune"]
+__all__ = [
+    "FORWARDED",
+    "METRICS",
+    "NO_CLIP",
+    "Candidate",
+    "Diagnosis",
+    "TuneResult",
+    "diagnose",
+    "tune",
+]
 
 logger = logging.getLogger(__name__)
 
