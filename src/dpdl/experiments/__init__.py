@@ -14,6 +14,5 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "results": ("write_results",),
         "saved_models": ("SavedModels", "load_models"),
         "train": ("TrainConfig", "TrainResult", "run_training"),
-        "tune": ("Diagnosis", "TuneResult", "diagnose", "tune"),
     },
 )
