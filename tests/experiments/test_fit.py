@@ -177,7 +177,7 @@ def test_bad_input_is_one_clear_error(data, change, error, message) -> None:
         run((train, test), graph, **options)
 
 
-@pytest.mark.parametrize("script", ["own_model", "own_graph", "calibrate_only"])
+@pytest.mark.parametrize("script", ["own_model", "own_graph", "calibrate_only", "tune_own_model"])
 def test_the_examples_print_what_their_pages_show(script: str) -> None:
     """Each example runs and prints, byte for byte, ``examples/outputs/<script>.txt``, the output
     its how-to page includes (a run is deterministic); after a change that moves the numbers,
@@ -195,6 +195,7 @@ def test_the_how_to_pages_include_the_examples_outputs() -> None:
         ("own-model", "own_model"),
         ("own-graph", "own_graph"),
         ("calibrate-only", "calibrate_only"),
+        ("own-model", "tune_own_model"),
     ]:
         text = (ROOT / "docs" / "howto" / f"{page}.md").read_text()
         assert f'--8<-- "examples/outputs/{script}.txt"' in text, page

@@ -1,17 +1,14 @@
 """The step-size search for your own model (:mod:`dpdl.experiments.tune`): it chooses the best
 validation metric of the training data's held-out split, never reads the test set before the
 refit, states the privacy of all its runs composed, runs the noise-free references it promises,
-and refuses bad input before any run. Its example runs."""
+and refuses bad input before any run (its example runs in test_fit.py, against its page)."""
 
 from __future__ import annotations
 
 import importlib
 import json
 import math
-import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -28,7 +25,6 @@ from dpdl.experiments.fit import split_examples
 
 tuning = importlib.import_module("dpdl.experiments.tune")  # the module, not the function it exports
 
-ROOT = Path(__file__).resolve().parents[2]
 N, STEPS, LRS = 6, 15, [1e-4, 0.5, 0.05]
 OPTIONS = {"mechanism": "ldp", "eps": 4.0, "steps": STEPS, "batch_size": 8, "progress": False}
 
@@ -229,12 +225,3 @@ def test_diagnose_refuses_an_option_fit_does_not_know(data) -> None:
     train, test = data
     with pytest.raises(ConfigError, match="diagnose: unknown option\\(s\\) learning_rate"):
         dpdl.diagnose(model(), loss, train, test, nx.cycle_graph(N), learning_rate=0.1)
-
-
-def test_the_example_runs() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "tune_own_model.py")],
-        capture_output=True, text=True, timeout=600, check=True,
-    )  # fmt: skip
-    assert "privacy of the 5 runs released together" in result.stdout
-    assert "test accuracy, noise-free, unclipped" in result.stdout
