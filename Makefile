@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-reproductions test-all test-full-data lint docs bench clean gpu-check gpu-wheels
+.PHONY: setup demo test test-reproductions test-all test-full-data lint docs docs-preview bench clean gpu-check gpu-wheels
 
 setup: $(STAMP)
 
@@ -43,10 +43,17 @@ lint: $(STAMP)
 	PYTHONPATH=src:reproductions/src $(BIN)/lint-imports
 
 # The documentation site (mkdocs-material, mkdocstrings) into site/, strictly: a broken link or a
-# missing reference fails the build.
+# missing reference fails the build. Its figures come from committed data (scripts/docs_figures.py),
+# about half a minute on 2 cores.
 docs: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[docs]'
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# The same site without drawing its covariance and audit figures (blank placeholders), for a
+# quick look at the pages: DPDL_DOCS_FIGURES=0.
+docs-preview: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[docs]'
+	DPDL_DOCS_FIGURES=0 NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_engine.py
