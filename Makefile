@@ -44,10 +44,15 @@ lint: $(STAMP)
 
 # The documentation site (mkdocs-material, mkdocstrings) into site/, strictly: a broken link or a
 # missing reference fails the build. Its figures come from committed data (scripts/docs_figures.py),
-# about half a minute on 2 cores.
+# about half a minute on 2 cores. Then scripts/check_site.py checks the built pages:
+# no raw reST or stray TeX, and, where chromium and chromium-driver are installed (CI installs
+# them and sets CHECK_SITE=--browser, which fails without them), the maths typeset by KaTeX and
+# the search answering a query typed into its box, in headless Chromium.
+CHECK_SITE ?=
 docs: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[docs]'
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+	$(BIN)/python scripts/check_site.py site $(CHECK_SITE)
 
 # The same site without drawing its covariance and audit figures (blank placeholders), for a
 # quick look at the pages: DPDL_DOCS_FIGURES=0.
