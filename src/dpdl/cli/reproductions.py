@@ -4,6 +4,7 @@ a sweep's runs (:mod:`dpdl.experiments.reproduction`; the reproductions are a se
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from dpdl.cli.options import (
@@ -12,6 +13,17 @@ from dpdl.cli.options import (
     executor_from,
     output_folder,
 )
+
+#: The markup a docstring's first line may hold: a Markdown cross-reference [`x`][path], a reST
+#: role :func:`~a.x`, code in single or double backticks.
+_MARKUP = re.compile(r"\[`*([^\]`]+)`*\]\[[^\]]*\]|:[a-z]+:`~?(?:[\w.]*\.)?([^`.]+)`|`+([^`]+?)`+")
+
+
+def plain_summary(name: str, summary: str) -> str:
+    """A reproduction's summary (its module docstring's first line) as plain text for a terminal:
+    markup dropped, and the name it may start with (`` `name`: ``) too, as the listing shows it."""
+    text = _MARKUP.sub(lambda m: next(group for group in m.groups() if group), summary)
+    return text.removeprefix(f"{name}:").strip()
 
 
 def reproduce_parser(sub: argparse._SubParsersAction) -> None:
@@ -65,7 +77,7 @@ def _reproduce(args: argparse.Namespace) -> int:
                 parts += f" (sweep file: dpdl sweep {name}; --from-sweep writes the report" + (
                     f" of {stated})" if stated else ")"
                 )
-            print(f"{name:<20} {entry.summary}{parts}")
+            print(f"{name:<20} {plain_summary(name, entry.summary)}{parts}")
         return 0
     chosen = reproduction(args.name)
     if args.from_sweep is not None:
