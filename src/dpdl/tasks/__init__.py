@@ -12,6 +12,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "base": ("Batch", "Task"),
         "catalog": ("TASKS", "TaskOptions", "build_task"),
         "logistic": ("LogisticRegression",),
+        "metrics": ("METRIC_RANGES", "MetricRange", "clip_to_range", "metric_range"),
         "quadratic": ("QuadraticObjectives", "decor_least_squares", "whisper_quadratic"),
     },
 )
