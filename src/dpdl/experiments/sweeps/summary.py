@@ -1,11 +1,13 @@
 """A sweep's summary: every setting's metrics over seeds, with Student t intervals, and figures.
 
 The runs of one setting (the same options but the seed) are replicates; their mean and its t
-interval at 95% (``mean +- t_{0.975, n-1} s / sqrt(n)``) go to ``DIR/summary.csv``, one row per
-setting. With a step-size search (:class:`~dpdl.experiments.sweeps.spec.Tune`) a setting is the
-search's choice, over every seed (:mod:`dpdl.experiments.sweeps.tuning`). Each metric gets a figure
-``DIR/<metric>.png``: a panel per grid, the mean against the grid's first numeric option that moves
-(eps, say), one line per value of its other moving options, the t interval shaded.
+interval at 95% (``mean +- t_{0.975, n-1} s / sqrt(n)``, its ends clipped to the metric's range:
+an accuracy's to [0, 1], a loss's at 0, :mod:`dpdl.tasks.metrics`) go to ``DIR/summary.csv``,
+one row per setting. With a step-size search (:class:`~dpdl.experiments.sweeps.spec.Tune`) a
+setting is the search's choice, over every seed (:mod:`dpdl.experiments.sweeps.tuning`). Each
+metric gets a figure ``DIR/<metric>.png``: a panel per grid, the mean against the grid's first
+numeric option that moves (eps, say), one line per value of its other moving options, the t
+interval shaded.
 """
 
 from __future__ import annotations
@@ -23,8 +25,17 @@ from scipy.stats import t as student_t
 from dpdl.experiments.results import write_rows
 from dpdl.experiments.sweeps.spec import Grid, run_key, runs_of
 from dpdl.experiments.sweeps.tuning import Setting
+from dpdl.tasks.metrics import clip_to_range
 
-__all__ = ["LEVEL", "summarise", "t_interval", "write_summary"]
+__all__ = [
+    "LEVEL",
+    "clipped_interval",
+    "grid_label",
+    "moving_options",
+    "summarise",
+    "t_interval",
+    "write_summary",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -46,11 +57,21 @@ def t_interval(values: list[float], level: float = LEVEL) -> tuple[float, float,
     return mean, mean - half, mean + half
 
 
-def _moving(grid: Grid) -> list[str]:
+def clipped_interval(metric: str, values: list[float]) -> tuple[float, float, float]:
+    """[`t_interval`][dpdl.experiments.sweeps.summary.t_interval] of `values`, its ends brought
+    inside the range of `metric` ([`clip_to_range`][dpdl.tasks.metrics.clip_to_range]: an
+    accuracy in `[0, 1]`, a loss or a gap `>= 0`; an unknown metric's are left as they are)."""
+    mean, low, high = t_interval(values)
+    return mean, clip_to_range(metric, low), clip_to_range(metric, high)
+
+
+def moving_options(grid: Grid) -> list[str]:
+    """The options that move in ``grid`` (in its file's order), but the seed."""
     return [key for key in grid.swept if key != "seed"]
 
 
-def _label(grid: Grid, grids: list[Grid]) -> str:
+def grid_label(grid: Grid, grids: list[Grid]) -> str:
+    """``grid``'s label, or its place among ``grids`` where it has none."""
     return grid.label or f"grid {grids.index(grid) + 1}"
 
 
@@ -59,7 +80,8 @@ def summarise(
 ) -> list[dict[str, Any]]:
     """One row per setting (its search's choice, where the grid searches): the grid (where there
     are several), the moving options, the number of runs, and each metric's mean, low and high
-    (t interval over seeds; None where the setting's task does not report it). Failed runs are
+    (t interval over seeds, clipped to the metric's range: :func:`clipped_interval`; None where
+    the setting's task does not report it). Failed runs are
     left out, and so is a setting none of whose runs finished."""
     grids = list(dict.fromkeys(setting.grid for setting in chosen))
     summary = []
@@ -68,13 +90,13 @@ def summarise(
         runs = [run for run in runs if "error" not in run]
         if not runs:
             continue
-        line: dict[str, Any] = {GRID: _label(setting.grid, grids)} if len(grids) > 1 else {}
-        line |= {key: runs[0][key] for key in _moving(setting.grid)}
+        line: dict[str, Any] = {GRID: grid_label(setting.grid, grids)} if len(grids) > 1 else {}
+        line |= {key: runs[0][key] for key in moving_options(setting.grid)}
         line["runs"] = len(runs)
         for metric in metrics:
             # A metric the setting's task does not report (a sweep over tasks) stays empty.
             mean, low, high = (
-                t_interval([run[metric] for run in runs])
+                clipped_interval(metric, [run[metric] for run in runs])
                 if all(metric in run for run in runs)
                 else (None, None, None)
             )
@@ -97,10 +119,10 @@ def plot_summary(
     several = len(grids) > 1
     panels: dict[str, tuple[str, list[Any], dict[str, dict[Any, dict[str, Any]]]]] = {}
     for grid in grids:
-        label = _label(grid, grids)
+        label = grid_label(grid, grids)
         lines_of = [line for line in summary if not several or line[GRID] == label]
         searched = grid.tune.over if grid.tune else ()
-        moving = [key for key in _moving(grid) if key not in searched]
+        moving = [key for key in moving_options(grid) if key not in searched]
         x = next((key for key in moving if _numeric([line[key] for line in lines_of])), None)
         if x is None or not lines_of:
             continue
