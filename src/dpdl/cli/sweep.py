@@ -19,8 +19,10 @@ def sweep_parser(sub: argparse._SubParsersAction) -> None:
         description="Expand the sweep file's grid ([base]: the options of 'dpdl train --config'; "
         "[sweep]: lists crossed, 'zip' pairs lists, 'tune' names the metric a step-size search "
         "tunes), run every point not already stored in DIR/points, and write DIR/runs.csv (one "
-        "row per run), DIR/summary.csv (t intervals over seeds) and a figure per metric. An "
-        "interrupted sweep resumes; see docs/sweeps.md.",
+        "row per run), DIR/summary.csv (t intervals over seeds) and a figure per metric, and print "
+        "the answer (DIR/table.md, DIR/answer.png: the task's metric per setting, each mechanism "
+        "tested against the best at its eps over paired seeds). An interrupted sweep resumes; "
+        "see docs/sweeps.md.",
     )
     parser.add_argument(
         "file",
@@ -102,5 +104,7 @@ def _sweep(args: argparse.Namespace) -> int:
         result = run_sweep(sweep, out, executor, progress=not args.no_progress, label=name)
     for what, written in result.paths.items():
         print(f"{what}: {written}", file=sys.stderr)
+    if "table" in result.paths:  # the answer: the primary metric per setting, the paired tests
+        print(result.paths["table"].read_text())
     print(f"{len(result.rows)} runs, {result.failed} failed; results: {out}")
     return 1 if result.failed else 0

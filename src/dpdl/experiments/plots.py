@@ -23,7 +23,14 @@ from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter
 if TYPE_CHECKING:
     from dpdl.experiments.noise import NoiseReport
 
-__all__ = ["plot_audit", "plot_covariances", "plot_curves", "plot_images", "plot_panels"]
+__all__ = [
+    "plot_answer",
+    "plot_audit",
+    "plot_covariances",
+    "plot_curves",
+    "plot_images",
+    "plot_panels",
+]
 
 
 def _save(fig: plt.Figure, path: Path, layout: bool = True) -> Path:
@@ -169,6 +176,65 @@ def plot_panels(
         ax.set_visible(False)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_answer(
+    panels: Mapping[str, Mapping[str, Sequence[tuple[float, float, float, float, str]]]],
+    xlabels: Mapping[str, str],
+    ylabel: str,
+    path: Path,
+    title: str,
+) -> Path:
+    """One panel per key of `panels`, a line per label of `panels[panel]` through its points
+    `(x, mean, low, high, mark)`, the interval `[low, high]` shaded; `mark` draws the point as
+    the best of its x (`"best"`: a large star), one a test tells apart from it (`"worse"`: a
+    filled dot), one it cannot (`"tied"`: a hollow dot), or a plain dot (`""`). The legend
+    names the lines and the marks; x values over a decade or more get a log axis."""
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(5.2 * len(panels), 4.4), squeeze=False, sharey=True
+    )
+    for ax, (panel, lines) in zip(axes.flat, panels.items(), strict=True):
+        for i, (label, points) in enumerate(lines.items()):
+            points = sorted(points)
+            xs, means, lows, highs, marks = zip(*points, strict=True)
+            colour = f"C{i}"
+            ax.plot(xs, means, color=colour, label=label, linewidth=1.5)
+            ax.fill_between(xs, lows, highs, color=colour, alpha=0.15, linewidth=0)
+            for x, mean, mark in zip(xs, means, marks, strict=True):
+                style = {
+                    "best": {"marker": "*", "markersize": 14, "markerfacecolor": colour},
+                    "worse": {"marker": "o", "markersize": 6, "markerfacecolor": colour},
+                    "tied": {"marker": "o", "markersize": 7, "markerfacecolor": "white"},
+                }.get(mark, {"marker": "o", "markersize": 4, "markerfacecolor": colour})
+                ax.plot([x], [mean], color=colour, markeredgecolor=colour, **style)
+        xs = sorted({point[0] for points in lines.values() for point in points})
+        if xs[0] > 0 and xs[-1] >= 10 * xs[0]:  # budgets spread over decades: a log axis
+            ax.set_xscale("log")
+            ax.set_xticks(xs)
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel(xlabels[panel])
+        ax.set_ylabel(ylabel)
+        if panel:
+            ax.set_title(panel, fontsize=10)
+        ax.grid(True, alpha=0.3)
+    marks = [
+        Line2D([], [], color="grey", marker="*", markersize=12, linestyle="", label="best"),
+        Line2D(
+            [],
+            [],
+            color="grey",
+            marker="o",
+            markerfacecolor="white",
+            linestyle="",
+            label="not significantly worse",
+        ),
+        Line2D([], [], color="grey", marker="o", linestyle="", label="significantly worse"),
+    ]
+    handles, _ = axes[0][0].get_legend_handles_labels()
+    axes[0][0].legend(handles=handles + marks, fontsize=7)
+    fig.suptitle(title, fontsize=11)
     return _save(fig, path)
 
 

@@ -61,8 +61,10 @@ VERSION = 5
 
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
     """Train one point (one seed); its resolved options, final metrics, every metric at every
-    evaluation (``curves``), every agent's final metrics (``agents``) and privacy. One BLAS /
-    torch thread: the points themselves fill the cores."""
+    evaluation (``curves``), every agent's final metrics (``agents``), privacy, and the metric
+    its task judges it by (``primary_metric``, ``lower_is_better``: absent from the points cached
+    before it was recorded, which the summary reads as the task's default). One BLAS / torch
+    thread: the points themselves fill the cores."""
     import torch
     from threadpoolctl import threadpool_limits
 
@@ -84,6 +86,8 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
             for key in dict.fromkeys(key for record in run.history for key in record)
         },
         "agents": {key: list(values) for key, values in run.agent_metrics.items()},
+        "primary_metric": result.primary_metric,
+        "lower_is_better": result.lower_is_better,
         "privacy": {
             "epsilon": run.privacy[0].epsilon if run.privacy else math.nan,
             "threat": run.privacy[0].threat if run.privacy else "",
@@ -163,6 +167,7 @@ def _row(job: dict[str, Any], entry: dict[str, Any], sweep: Sweep) -> dict[str, 
     row.update(entry.get("metrics", {}))
     row.update({f"initial_{key}": value for key, value in entry.get("initial", {}).items()})
     row.update(entry.get("privacy", {}))
+    row.update({key: entry[key] for key in ("primary_metric", "lower_is_better") if key in entry})
     if "error" in entry:
         row["error"] = entry["error"]
     else:

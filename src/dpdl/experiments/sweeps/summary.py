@@ -7,7 +7,8 @@ one row per setting. With a step-size search (:class:`~dpdl.experiments.sweeps.s
 setting is the search's choice, over every seed (:mod:`dpdl.experiments.sweeps.tuning`). Each
 metric gets a figure ``DIR/<metric>.png``: a panel per grid, the mean against the grid's first
 numeric option that moves (eps, say), one line per value of its other moving options, the t
-interval shaded.
+interval shaded. The answer (a short table of the primary metric per setting, each mechanism
+tested against the best at its budget, and its figure) is :mod:`dpdl.experiments.sweeps.answer`'s.
 """
 
 from __future__ import annotations
@@ -181,10 +182,15 @@ def plot_summary(
 def write_summary(
     chosen: list[Setting], by_run: Mapping[str, dict[str, Any]], metrics: list[str], out: Path
 ) -> dict[str, Path]:
-    """``out/summary.csv`` (:func:`summarise`) and the figures (:func:`plot_summary`)."""
+    """``out/summary.csv`` (:func:`summarise`), the figures (:func:`plot_summary`), and the
+    answer: the table of the cells and the tests between them, and its figure
+    (:func:`dpdl.experiments.sweeps.answer.write_answer`)."""
+    from dpdl.experiments.sweeps.answer import answer_cells, write_answer
+
     summary = summarise(chosen, by_run, metrics)
     if not summary:
         return {}
     paths = {"summary": write_rows(summary, out / "summary.csv")}
     figures = plot_summary(chosen, summary, metrics, out)
-    return paths | {f"figure {metric}": path for metric, path in figures.items()}
+    paths |= {f"figure {metric}": path for metric, path in figures.items()}
+    return paths | write_answer(answer_cells(chosen, by_run, metrics), out)
