@@ -60,3 +60,19 @@ def test_a_thread_count_that_is_not_a_whole_number_is_refused(bad) -> None:
         threads.compute_threads(bad),
     ):
         pass
+
+
+def test_a_job_computes_on_its_executors_threads_and_on_one_alone() -> None:
+    """A job function entering job_threads() computes on one thread when called directly, and on
+    the count its executor set when run inside one; both are restored after."""
+    before = torch.get_num_threads()
+    with threads.job_threads() as alone:
+        assert alone == 1 == torch.get_num_threads()
+    # the executor's wrapper, then the job's own function
+    with threads.job_threads(2), threads.job_threads() as inside:
+        assert inside == 2 == torch.get_num_threads()
+        blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+        assert set(blas) == {2}
+    assert torch.get_num_threads() == before and threads._job_threads == 1
+    with pytest.raises(ConfigError, match="threads must be a whole number"), threads.job_threads(0):
+        pass

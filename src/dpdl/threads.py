@@ -20,7 +20,13 @@ from pathlib import Path
 
 from dpdl.errors import ConfigError
 
-__all__ = ["allowed_cores", "compute_threads", "default_threads", "require_threads"]
+__all__ = [
+    "allowed_cores",
+    "compute_threads",
+    "default_threads",
+    "job_threads",
+    "require_threads",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -73,17 +79,48 @@ def require_threads(threads: int | None) -> None:
 def compute_threads(threads: int | None) -> Iterator[int]:
     """Run the block with ``threads`` threads in torch and the BLAS libraries (None:
     :func:`default_threads`), and restore the counts they had after it; yields the count."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
     require_threads(threads)
     if threads is None:
         threads = default_threads()
-    before = torch.get_num_threads()
     logger.info("computing with %d thread(s) (allowed cores: %d)", threads, allowed_cores())
+    with _limited(threads):
+        yield threads
+
+
+@contextmanager
+def _limited(threads: int) -> Iterator[None]:
+    """torch's and the BLAS libraries' thread counts set to `threads` for the block, restored
+    after it."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         with threadpool_limits(limits=threads):
-            yield threads
+            yield
     finally:
         torch.set_num_threads(before)
+
+
+#: The threads of the job this process runs now: set by the executor that runs it
+#: ([`job_threads`][dpdl.threads.job_threads]), one outside any.
+_job_threads = 1
+
+
+@contextmanager
+def job_threads(threads: int | None = None) -> Iterator[int]:
+    """Run one job of a grid with `threads` threads in torch and the BLAS libraries, restored
+    after it. An executor gives the count (`--threads` of `dpdl sweep` and `dpdl reproduce`);
+    the job's own function enters it again with None, the count of the job it runs in: so a job
+    function computes on one thread when called directly, as on one worker of a default grid,
+    and on the executor's count inside one. Yields the count."""
+    global _job_threads
+    count = _job_threads if threads is None else threads
+    require_threads(count)
+    before, _job_threads = _job_threads, count
+    try:
+        with _limited(count):
+            yield count
+    finally:
+        _job_threads = before

@@ -149,10 +149,10 @@ def add_plot_argument(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser, jobs: str) -> None:
-    """``--executor``, ``--address`` and the number of points at once (option ``--<jobs>``, dest
+    """``--executor``, ``--address``, the number of points at once (option ``--<jobs>``, dest
     ``jobs``; the other of ``--jobs`` and ``--workers`` is taken too, so that either command
-    accepts the other's habit): where the points of a grid run
-    (:mod:`dpdl.experiments.executors`)."""
+    accepts the other's habit) and the threads of each (``--threads``): where and how the points
+    of a grid run (:mod:`dpdl.experiments.executors`)."""
     group = parser.add_argument_group("executor (where the points run)")
     group.add_argument(
         f"--{jobs}",
@@ -162,6 +162,15 @@ def add_executor_arguments(parser: argparse.ArgumentParser, jobs: str) -> None:
         default=None,
         help="points at once on this machine (default: all cores; with --executor ray, the CPUs "
         "of the Ray started here)",
+    )
+    group.add_argument(
+        "--threads",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="threads torch and BLAS compute each point with (default 1: the points at once fill "
+        "the cores); with --threads N and no --" + jobs + ", the cores / N points at once; with "
+        "--executor ray, declare as many CPUs per point in the sweep file's [resources]",
     )
     group.add_argument(
         "--executor",
@@ -188,11 +197,12 @@ def output_folder(folder: Path, option: str = "--out") -> Path:
 
 
 def executor_from(args: argparse.Namespace, cpus: float = 1.0, gpus: float = 0.0):  # noqa: ANN202 (an Executor, imported late)
-    """The executor that ``--executor``, ``--address`` and ``--jobs`` name
+    """The executor that ``--executor``, ``--address``, ``--jobs`` and ``--threads`` name
     (:func:`add_executor_arguments`), giving each point ``cpus`` and ``gpus``."""
     from dpdl.experiments.executors import ExecutorOptions, open_executor
 
-    return open_executor(args.executor, ExecutorOptions(args.jobs, args.address, cpus, gpus))
+    options = ExecutorOptions(args.jobs, args.address, cpus, gpus, args.threads)
+    return open_executor(args.executor, options)
 
 
 def graph_and_weights(args: argparse.Namespace, method: str | None = None) -> tuple:

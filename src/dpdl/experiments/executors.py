@@ -33,6 +33,7 @@ from dpdl.choices import EXECUTORS
 from dpdl.errors import ConfigError
 from dpdl.optional import require
 from dpdl.processes import worker_context
+from dpdl.threads import allowed_cores, job_threads, require_threads
 
 __all__ = [
     "Executor",
@@ -71,17 +72,27 @@ class Outcome:
 @dataclass(frozen=True)
 class ExecutorOptions:
     """How an executor runs jobs: ``workers`` at once at most on this machine (default: every
-    core; ``--jobs``), the Ray cluster to join (``address``; None: a Ray started here), and what
-    each job declares to Ray (``cpus``, ``gpus``)."""
+    core, divided by ``threads``; ``--jobs``), the Ray cluster to join (``address``; None: a Ray
+    started here), what each job declares to Ray (``cpus``, ``gpus``), and the threads torch and
+    the BLAS libraries compute each job with (``threads``, ``--threads``: one by default, the jobs
+    themselves filling the cores). A thread count that is not a whole number >= 1 is refused
+    here, before any job runs."""
 
     workers: int | None = None
     address: str | None = None
     cpus: float = 1.0
     gpus: float = 0.0
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        require_threads(self.threads)
 
 
 class Executor(Protocol):
-    """Runs jobs somewhere; a context manager, closed when the grid is done."""
+    """Runs jobs somewhere, each on ``threads`` threads; a context manager, closed when the grid
+    is done."""
+
+    threads: int
 
     def map(self, run_job: RunJob, jobs: list[Job]) -> Iterator[Outcome]:
         """One outcome per job of ``jobs``, as each finishes. ``run_job`` must be a module-level
@@ -94,6 +105,13 @@ class Executor(Protocol):
     def __enter__(self) -> Executor: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+def _threaded(run_job: RunJob, threads: int, job: Job) -> dict[str, Any]:
+    """``run_job(job)`` with ``threads`` threads in torch and the BLAS libraries
+    (:func:`dpdl.threads.job_threads`), in the process that runs it."""
+    with job_threads(threads):
+        return run_job(job)
 
 
 def _call(run_job: RunJob, job: Job) -> dict[str, Any]:
@@ -138,9 +156,22 @@ class LocalExecutor(_Closing):
         if options.address is not None:
             raise ConfigError("--address names a Ray cluster: it needs --executor ray")
         self.workers = options.workers
+        self.threads = options.threads
+        cores = allowed_cores()
+        if self.workers is not None and self.workers * self.threads > cores:
+            logger.warning(
+                "%d workers of %d threads each: %d threads on the %d cores this process may use "
+                "(their thread pools will compete; fewer --jobs or --threads run faster)",
+                self.workers,
+                self.threads,
+                self.workers * self.threads,
+                cores,
+            )
 
     def map(self, run_job: RunJob, jobs: list[Job]) -> Iterator[Outcome]:
-        workers = max(1, min(self.workers or os.cpu_count() or 1, len(jobs) or 1))
+        default = max(1, (os.cpu_count() or 1) // self.threads)
+        workers = max(1, min(self.workers or default, len(jobs) or 1))
+        run_job = partial(_threaded, run_job, self.threads)
         chunk = workers * MAX_JOBS_PER_WORKER
         for start in range(0, len(jobs), chunk):
             orphans = yield from _pooled(run_job, jobs[start : start + chunk], workers)
@@ -205,6 +236,16 @@ class RayExecutor(_Closing):
     def __init__(self, options: ExecutorOptions) -> None:
         self.ray = require("ray", "ray", "the Ray executor (--executor ray)")
         self.options = options
+        self.threads = options.threads
+        if options.threads > options.cpus:
+            logger.warning(
+                "each job computes with %d threads but declares %g CPU(s) to Ray: set cpus = %d "
+                "in the sweep file's [resources] so that Ray does not put more on a node than "
+                "its cores",
+                options.threads,
+                options.cpus,
+                options.threads,
+            )
         self.started = not self.ray.is_initialized()
         if self.started:
             try:
@@ -224,6 +265,7 @@ class RayExecutor(_Closing):
         task = ray.remote(num_cpus=self.options.cpus, num_gpus=self.options.gpus, max_retries=0)(
             _call
         )
+        run_job = partial(_threaded, run_job, self.threads)
         waiting = {task.remote(run_job, job): job for job in jobs}
         try:
             while waiting:

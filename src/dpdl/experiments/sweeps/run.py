@@ -22,8 +22,9 @@ file's ``[record]`` asks for (``<metric>_curve``: the metric at every evaluation
 ``<metric>_node<i>``: agent i's final metrics), and ``error`` for a run that failed (the same
 table, byte for byte, from every executor).
 ``DIR/runs.parquet`` too when pyarrow is installed. ``DIR/timing.json`` holds what the last
-invocation cost: its wall time, and the compute time of the runs, summed (what each recorded
-when it ran, :data:`~dpdl.experiments.cache.RUN_SECONDS`).
+invocation cost: its wall time, the compute time of the runs, summed (what each recorded
+when it ran, :data:`~dpdl.experiments.cache.RUN_SECONDS`), and the threads each run it made
+computed with (``--threads``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from dpdl.experiments.sweeps.spec import Sweep, run_key
 from dpdl.experiments.sweeps.summary import write_summary
 from dpdl.experiments.sweeps.tuning import final_runs, search_runs, settings
 from dpdl.files import atomic_write
+from dpdl.threads import job_threads
 
 __all__ = ["KIND", "VERSION", "SweepResult", "run_point", "run_sweep"]
 
@@ -63,17 +65,14 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     """Train one point (one seed); its resolved options, final metrics, every metric at every
     evaluation (``curves``), every agent's final metrics (``agents``), privacy, and the metric
     its task judges it by (``primary_metric``, ``lower_is_better``: absent from the points cached
-    before it was recorded, which the summary reads as the task's default). One BLAS / torch
-    thread: the points themselves fill the cores."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
+    before it was recorded, which the summary reads as the task's default). Its threads are the
+    executor's (:class:`~dpdl.experiments.executors.ExecutorOptions`: one unless ``--threads``;
+    one when called outside an executor): the points themselves fill the cores."""
     from dpdl.accounting import ExampleLevel
     from dpdl.experiments.train import TrainConfig, run_training
     from dpdl.settings import from_options, to_options
 
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
+    with job_threads():
         result = run_training(from_options(TrainConfig, job["options"]))
     run = result.runs[0]
     relation = result.calibration.neighbouring if result.calibration else None
@@ -249,6 +248,7 @@ def run_sweep(
         "wall_seconds": round(time.perf_counter() - start, 1),
         "compute_seconds": round(sum(recorded), 1),
         "runs_with_compute_seconds": len(recorded),
+        "threads_per_run": executor.threads if executor is not None else 1,
     }
     paths["timing"] = out / "timing.json"
     atomic_write(paths["timing"], (json.dumps(timing, indent=2) + "\n").encode())
