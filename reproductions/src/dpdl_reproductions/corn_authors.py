@@ -23,14 +23,12 @@ import math
 from dataclasses import replace
 from typing import Any
 
-import torch
-from threadpoolctl import threadpool_limits
-
 from dpdl.accounting import ExampleLevel, calibrate, gdp
 from dpdl.accounting.accountant import pld_epsilon
 from dpdl.experiments.train import run_training
 from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import TaskOptions
+from dpdl.threads import job_threads
 from dpdl_reproductions import tradeoff
 from dpdl_reproductions.report import Claim, Verdict
 from dpdl_reproductions.tradeoff import Job
@@ -73,8 +71,7 @@ def run_job(job: Job) -> dict[str, Any]:
     calibration (``exact``), trained by dpdl's engine; the row of
     :func:`~dpdl_reproductions.tradeoff.run_job` (its ``epsilon``: dpdl's exact
     example-level eps of the run's noise) and the run's Poisson sampling rate."""
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
+    with job_threads():
         result = run_training(config_of(job))
     assert result.calibration is not None  # every method of the protocol adds noise
     relation = result.calibration.neighbouring

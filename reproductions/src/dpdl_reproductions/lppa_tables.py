@@ -28,8 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from threadpoolctl import threadpool_limits
 
 from dpdl.attacks.inversion import invert_gradient
 from dpdl.errors import ConfigError
@@ -42,6 +40,7 @@ from dpdl.settings import TrackingOptions
 from dpdl.tasks import TaskOptions, build_task
 from dpdl.tasks.base import Batch
 from dpdl.tasks.torch_model import TorchModelTask
+from dpdl.threads import job_threads
 from dpdl_reproductions.report import AVERAGE_MODEL, Claim, checked, no_average_model
 from dpdl_reproductions.sweep_jobs import SweepJobs
 
@@ -289,8 +288,7 @@ def _task_options(job: dict[str, Any]) -> TaskOptions:
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """A training run (final accuracy and its curve) or one DLG attack (MSE, and the image for the
     first examples)."""
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
+    with job_threads():
         return _train(job) if job["kind"] == "train" else _attack(job)
 
 

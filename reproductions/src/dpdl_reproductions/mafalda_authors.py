@@ -33,14 +33,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import torch
-from threadpoolctl import threadpool_limits
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.train import run_training
 from dpdl.graphs import NotDoublyStochasticWarning
 from dpdl.jobspec.config import TrainConfig
 from dpdl.tasks import TaskOptions
+from dpdl.threads import job_threads
 from dpdl_reproductions.mafalda_tradeoff import (
     DELTA,
     per_agent_design,
@@ -158,11 +157,11 @@ def config_of(job: dict[str, Any]) -> TrainConfig:
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """One seed of the code's protocol: its training configuration (:func:`config_of`) as ``dpdl
     train`` runs it, the test loss at every evaluation, and node :data:`PLOTTED_NODE`'s final test
-    loss. All of it on one thread, the encoders' factorization too: MAFALDA-L-SGD's 148 L-BFGS
+    loss. All of it on the executor's threads, one by default (:func:`dpdl.threads.job_threads`;
+    the encoders' factorization on one whatever they are): MAFALDA-L-SGD's 148 L-BFGS
     runs on the Facebook ego graph take about 5 minutes so, and did not finish in 30 with the BLAS
     threads of two processes competing for two cores."""
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1), warnings.catch_warnings():
+    with job_threads(), warnings.catch_warnings():
         warnings.simplefilter("ignore", NotDoublyStochasticWarning)  # the report states it
         result = run_training(config_of(job))
         run = result.runs[0]

@@ -34,12 +34,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-from threadpoolctl import threadpool_limits
-
 from dpdl.errors import ConfigError
 from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.settings import TaskOptions
+from dpdl.threads import job_threads
 from dpdl_reproductions.mafalda_authors import (
     PLOTTED_NODE,
     PROTOCOL,
@@ -129,10 +127,10 @@ def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """One seed of the code's protocol: its training configuration (:func:`config_of`) as ``dpdl
-    train`` runs it, on one thread (the MAFALDA encoder's optimisation too); the final test
+    train`` runs it, on the executor's threads (one by default: :func:`dpdl.threads.job_threads`;
+    the MAFALDA encoder's optimisation on one whatever they are); the final test
     accuracy of every agent and their mean."""
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
+    with job_threads():
         run = run_training(config_of(job)).runs[0]
     agents = [float(value) for value in run.agent_metrics["test_accuracy"]]
     return {

@@ -31,8 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from threadpoolctl import threadpool_limits
 
 from dpdl.experiments.plots import plot_panels
 from dpdl.experiments.train import run_training
@@ -42,6 +40,7 @@ from dpdl.graphs import NotDoublyStochasticWarning, build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.factorized import encoder_for
 from dpdl.tasks import TaskOptions
+from dpdl.threads import job_threads
 from dpdl_reproductions import tradeoff
 from dpdl_reproductions.sweep_jobs import SweepJobs
 from dpdl_reproductions.tradeoff import (
@@ -241,10 +240,10 @@ def mixing(graph: str, rule: str = "metropolis-hastings") -> np.ndarray:
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """One seed of dpdl's protocol: the training configuration of ``job`` (:func:`config_of`), as
     ``dpdl train`` and ``dpdl sweep`` run it (its noise multiplier calibrated to (eps, delta)
-    under LDP by :mod:`dpdl.jobspec.factorized`), on one thread; its final metrics, its guarantee
+    under LDP by :mod:`dpdl.jobspec.factorized`), on the executor's threads (one by default:
+    :func:`dpdl.threads.job_threads`); its final metrics, its guarantee
     against the eavesdropper, the noise multiplier and the encoder's sensitivity."""
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
+    with job_threads():
         result = run_training(config_of(job))
     run = result.runs[0]
     return {

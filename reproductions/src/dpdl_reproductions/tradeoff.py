@@ -27,9 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from scipy.stats import t as student_t
-from threadpoolctl import threadpool_limits
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.plots import plot_panels
@@ -37,6 +35,7 @@ from dpdl.experiments.sweeps.tuning import cost
 from dpdl.experiments.train import TrainConfig, TrainResult, run_training
 from dpdl.mechanisms.registry import DesignOptions
 from dpdl.settings import TaskOptions
+from dpdl.threads import job_threads
 from dpdl_reproductions.report import AVERAGE_MODEL, Claim, budget_verdict, no_average_model
 
 __all__ = [
@@ -365,10 +364,10 @@ def train(job: Job) -> TrainResult:
     """Train one seed of one grid point (:func:`run_job` without the row: a study that reports
     more of the run starts from it).
 
-    One BLAS / torch thread per job: the jobs themselves fill the cores.
+    One BLAS / torch thread per job, the jobs themselves filling the cores, unless the executor
+    says otherwise (``--threads``: :func:`dpdl.threads.job_threads`).
     """
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
+    with job_threads():
         return run_training(config_of(job))
 
 
