@@ -17,7 +17,12 @@ from scipy.stats import ttest_rel
 
 from dpdl.experiments.sweeps.answer import answer_cells, answer_table, paired_test, write_answer
 from dpdl.experiments.sweeps.spec import read_sweep, run_key
-from dpdl.experiments.sweeps.summary import clipped_interval, summarise, t_interval
+from dpdl.experiments.sweeps.summary import (
+    clipped_interval,
+    summarise,
+    t_interval,
+    write_summary,
+)
 from dpdl.experiments.sweeps.tuning import search_runs, settings
 from dpdl.tasks.metrics import clip_to_range
 
@@ -125,6 +130,11 @@ def test_the_answer_marks_the_best_mechanism_at_each_eps_and_tests_the_others(tm
     rows = [row for row in text.splitlines() if row.startswith("|")][2:]
     assert [row.split("|")[1].strip() for row in rows] == ["1"] * 3 + ["10"] * 3  # by eps
     assert "best" in rows[1] and "p = " in rows[0] and "significant at 5%" in rows[0]
+    # summary.csv puts the primary metric first, whatever order the runs gave
+    written = write_summary(chosen, by_run, ["test_loss", "test_accuracy"], tmp_path / "summary")
+    header = written["summary"].read_text().splitlines()[0]
+    assert header.startswith("mechanism,eps,runs,test_accuracy_mean,test_accuracy_low,")
+    assert written["table"].read_text() == answer_table(cells)
     paths = write_answer(cells, tmp_path / "out")
     assert paths["table"].read_text() == text
     assert paths["answer"].stat().st_size > 10_000

@@ -182,15 +182,18 @@ def plot_summary(
 def write_summary(
     chosen: list[Setting], by_run: Mapping[str, dict[str, Any]], metrics: list[str], out: Path
 ) -> dict[str, Path]:
-    """``out/summary.csv`` (:func:`summarise`), the figures (:func:`plot_summary`), and the
-    answer: the table of the cells and the tests between them, and its figure
-    (:func:`dpdl.experiments.sweeps.answer.write_answer`)."""
+    """``out/summary.csv`` (:func:`summarise`; the grids' primary metrics first), the figures
+    (:func:`plot_summary`), and the answer: the table of the cells and the tests between them,
+    and its figure (:func:`dpdl.experiments.sweeps.answer.write_answer`)."""
     from dpdl.experiments.sweeps.answer import answer_cells, write_answer
 
+    cells = answer_cells(chosen, by_run, metrics)
+    primary = list(dict.fromkeys(cell.primary.metric for cell in cells))
+    metrics = [*primary, *(metric for metric in metrics if metric not in primary)]
     summary = summarise(chosen, by_run, metrics)
     if not summary:
         return {}
     paths = {"summary": write_rows(summary, out / "summary.csv")}
     figures = plot_summary(chosen, summary, metrics, out)
     paths |= {f"figure {metric}": path for metric, path in figures.items()}
-    return paths | write_answer(answer_cells(chosen, by_run, metrics), out)
+    return paths | write_answer(cells, out)
