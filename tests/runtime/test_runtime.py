@@ -520,9 +520,12 @@ def test_after_an_agent_leaves_the_others_finish_with_the_design_recomputed_and_
 #: (calibration, departure round) -> the second phase's (mu_step, achieved eps) and the two-phase
 #: reports' (threat, eps, mu_step), as departure.py composed them before the accountant did; the
 #: reports as the certified accountant (issue 45) gives them, its designs a step or two of
-#: safe_scale (1e-12 relative) noisier. Compared to 1e-12 relative: the designs'
-#: eigendecompositions round differently on other processors (the eavesdropper's eps moves by
-#: 1e-14 between two x86 machines), far below what an accounting change would move.
+#: safe_scale (1e-12 relative) noisier. The designs' eigendecompositions round differently on
+#: other processors and builds (the eavesdropper's eps moves by 1e-14 between two x86 machines),
+#: and so the certification may take one step of safe_scale fewer or more: with numpy 2.4.6 and
+#: scipy 1.17.1 the eavesdropper's exact design reports 4.9999999999999964 where 4.99999999999416
+#: was recorded. So the reports are compared to 3e-12 relative (a step and a half), far below what
+#: an accounting change would move, and the design's own threat never above the target.
 OLD_DEPARTURES = [
     (
         "exact",
@@ -581,8 +584,9 @@ def test_a_departures_two_phase_accounting_keeps_its_numbers(
     got = [(r.threat, r.epsilon, r.mu_step) for r in two_phase_reports(config, first, phase)]
     assert [threat for threat, _, _ in got] == [threat for threat, _, _ in reports]
     assert [x for _, *numbers in got for x in numbers] == pytest.approx(
-        [x for _, *numbers in reports for x in numbers], rel=1e-12
+        [x for _, *numbers in reports for x in numbers], rel=3e-12
     )
+    assert got[0][1] <= eps  # the design's own threat: calibrated, never above the target
 
 
 def test_a_departure_that_disconnects_the_graph_is_refused() -> None:
