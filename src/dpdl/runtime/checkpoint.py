@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import io
 import json
 import zipfile
 import zlib
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from dpdl.archives import archive_digest, read_archive, setting_changes, write_archive
 from dpdl.errors import FileFormatError
 from dpdl.files import atomic_write, json_safe
 from dpdl.jobspec import ENGINE_VERSION
@@ -86,29 +86,6 @@ def run_fingerprint(config: TrainConfig, seed: int, job: Job) -> str:
     return hashlib.sha256(text.encode() + job.design_digest()).hexdigest()
 
 
-def _digest(manifest: bytes, arrays: Mapping[str, np.ndarray]) -> bytes:
-    digest = hashlib.sha256(manifest)
-    for name in sorted(arrays):
-        array = np.ascontiguousarray(arrays[name])
-        digest.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode())
-        digest.update(array.tobytes())
-    return digest.digest()
-
-
-def _changes(saved: Any, settings: Mapping[str, Any]) -> list[str]:
-    """``key: A then, B now`` for every setting that differs between a checkpoint's settings and
-    this run's."""
-    if not isinstance(saved, dict):
-        return []
-    keys = sorted(set(saved) | set(settings))
-    missing = "(not set)"
-    return [
-        f"{key} was {saved.get(key, missing)!r} and is {settings.get(key, missing)!r}"
-        for key in keys
-        if saved.get(key, missing) != settings.get(key, missing)
-    ]
-
-
 def save_checkpoint(
     path: Path,
     states: list[AgentState],
@@ -138,32 +115,7 @@ def save_checkpoint(
         "agent": agent,
         "states": described,
     }
-    manifest_bytes = json.dumps(manifest, sort_keys=True).encode()
-    stored = {**arrays, "manifest": np.frombuffer(manifest_bytes, dtype=np.uint8)}
-    stored["sha256"] = np.frombuffer(_digest(manifest_bytes, arrays), dtype=np.uint8)
-    buffer = io.BytesIO()
-    np.savez(buffer, **stored)
-    atomic_write(path, buffer.getvalue())
-
-
-def _read(path: Path) -> tuple[bytes, dict[str, np.ndarray], bytes]:
-    """The manifest, the arrays and the stored checksum of the archive at ``path``."""
-    loaded = np.load(path, allow_pickle=False)
-    if not isinstance(loaded, np.lib.npyio.NpzFile):  # an array, from a .npy file
-        raise ValueError("a single array, not an .npz archive")
-    with loaded as archive:
-        arrays = {name: archive[name] for name in archive.files}
-    if "manifest" not in arrays or "sha256" not in arrays:
-        raise ValueError(f"an archive without manifest and checksum (entries {sorted(arrays)[:5]})")
-    manifest, stored = arrays.pop("manifest"), arrays.pop("sha256")
-    if (
-        manifest.dtype != np.uint8
-        or stored.dtype != np.uint8
-        or manifest.ndim != 1
-        or stored.shape != (32,)
-    ):
-        raise ValueError("a manifest and checksum that are not byte strings")
-    return manifest.tobytes(), arrays, stored.tobytes()
+    write_archive(path, json.dumps(manifest, sort_keys=True).encode(), arrays)
 
 
 def load_checkpoint(
@@ -182,14 +134,14 @@ def load_checkpoint(
         f"{FORMAT_VERSION})"
     )
     try:
-        manifest_bytes, arrays, stored = _read(path)
+        manifest_bytes, arrays, stored = read_archive(path)
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:
         # a pickle, random bytes, a truncated archive, an object array: numpy refuses without
         # running anything
         raise FileFormatError(
             f"{path} is not a readable checkpoint ({error}); {expected}"
         ) from None
-    if not hmac.compare_digest(_digest(manifest_bytes, arrays), stored):
+    if not hmac.compare_digest(archive_digest(manifest_bytes, arrays), stored):
         raise FileFormatError(
             f"{path} fails its checksum: altered or torn after it was written; {expected}"
         )
@@ -214,7 +166,7 @@ def load_checkpoint(
                 f"{path} is a checkpoint of agent {manifest['agent']}, not of agent {agent}"
             )
         if manifest["run"] != run:
-            changes = _changes(manifest.get("settings"), settings or {}) if settings else []
+            changes = setting_changes(manifest.get("settings"), settings or {}) if settings else []
             what = (
                 "; ".join(changes)
                 if changes

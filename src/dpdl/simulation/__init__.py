@@ -17,6 +17,7 @@ _exports, __getattr__, __dir__ = lazy_exports(
         "dsgd": ("CLIP_LEVELS", "DSGDConfig", "DSGDResult", "StepSize", "run_dsgd"),
         "dpdl.jobspec.sampling": ("SAMPLERS", "CyclicSampler", "PoissonSampler", "UniformSampler"),
         "dpdl.jobspec.step": ("clip_rows",),
+        "resume": ("Checkpoints", "EngineState"),
         "tracking": ("run_dsgt",),
     },
 )

@@ -23,6 +23,8 @@ the seeds it holds (:meth:`~dpdl.mechanisms.base.NoiseMechanism.agent_noise`), a
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
@@ -39,13 +41,16 @@ from dpdl.jobspec.step import agent_batches, clip_rows, local_gradients, make_sa
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
+from dpdl.simulation.resume import Checkpoints, EngineState
 from dpdl.simulation.tensors import mixing_operator, to_device
 from dpdl.tasks.base import Task
 
 __all__ = [
     "CLIP_LEVELS",
+    "Checkpoints",
     "DSGDConfig",
     "DSGDResult",
+    "EngineState",
     "StepSize",
     "agent_batches",
     "clip_rows",
@@ -54,6 +59,8 @@ __all__ = [
     "make_sampler",
     "run_dsgd",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -78,6 +85,7 @@ def run_dsgd(
     callback: Callable[[int, dict[str, float]], None] | None = None,
     agent_seeds: SeedBook | None = None,
     device: str | torch.device = "cpu",
+    checkpoints: Checkpoints | None = None,
 ) -> DSGDResult:
     """Run ``config.steps`` steps of noisy D-SGD and return the final state and metric history.
 
@@ -85,7 +93,8 @@ def run_dsgd(
     record holds ``step`` plus the task's metrics. ``callback(step, metrics)`` sees each record.
     With ``agent_seeds``, batches and noise are drawn agent by agent as a deployment draws them
     (module doc; not for noise correlated over time). ``device``: where to compute (``cpu``,
-    ``cuda``, ``cuda:K`` or ``auto``); the task is moved there.
+    ``cuda``, ``cuda:K`` or ``auto``); the task is moved there. ``checkpoints``: save the run's
+    state along the way and/or continue from a saved one (:mod:`dpdl.simulation.resume`).
     """
     n = task.n_agents
     if weights.shape != (n, n):
@@ -123,8 +132,15 @@ def run_dsgd(
             grads = grads + to_device(next(noise), device)
         return mixing @ (params - config.step_size(t) * grads)
 
+    def replay(t: int) -> None:  # step t's draws, in step's order, without its arithmetic
+        if draw is not None:
+            draw()
+        if noise is not None:
+            next(noise)
+
+    label = f"{task.name}/{mechanism.name}"
     return iterate(
-        task.to(device), config, step, f"{task.name}/{mechanism.name}", progress, callback
+        task.to(device), config, step, label, progress, callback, replay, checkpoints=checkpoints
     )
 
 
@@ -140,6 +156,9 @@ def iterate(
     label: str,
     progress: bool = False,
     callback: Callable[[int, dict[str, float]], None] | None = None,
+    replay: Callable[[int], None] | None = None,
+    variables: dict[str, torch.Tensor] | None = None,
+    checkpoints: Checkpoints | None = None,
 ) -> DSGDResult:
     """Apply ``params <- step(t, params)`` for t = 1..T from the task's initial point on every
     agent, on the task's device, recording metrics at step 0, every ``config.eval_every`` steps and
@@ -148,10 +167,25 @@ def iterate(
 
     With ``config.average_last = k``, the iterates of steps T - k + 1 .. T are evaluated too and
     the last record also holds each metric's mean over them, as ``<metric>_tail`` (DECOR's
-    released least squares plots its error averaged over the last iterates, not at T)."""
-    params = task.initial_params().repeat(task.n_agents, 1)
-    history: list[dict[str, float]] = []
-    tail: list[dict[str, float]] = []
+    released least squares plots its error averaged over the last iterates, not at T).
+
+    ``checkpoints`` (:mod:`dpdl.simulation.resume`): the states saved along the way and the one to
+    start from; ``replay(t)`` draws step t's random numbers without computing (what a resumed run
+    fast-forwards its streams by), and ``variables`` are the engine's other state, by name, which
+    ``step`` reads and writes and a checkpoint holds. A resumed run's callback sees the records
+    made after its start only."""
+    variables = {} if variables is None else variables
+    start = None if checkpoints is None else checkpoints.start
+    if start is not None and start.step >= config.steps:
+        _check_start(task, config, start)
+        return DSGDResult(start.params, start.history)  # finished when it was saved
+    if start is None:
+        params = task.initial_params().repeat(task.n_agents, 1)
+        history: list[dict[str, float]] = []
+        tail: list[dict[str, float]] = []
+    else:
+        params, history, tail = _restore(task, config, start, variables, replay)
+    first = 1 if start is None else start.step + 1
 
     def record(t: int) -> None:
         # at step 0 every agent holds the initial point, so one row has every agent's metrics (a
@@ -163,11 +197,17 @@ def iterate(
 
     from tqdm.auto import tqdm  # here, not above: only a run with a progress bar needs it
 
-    record(0)
+    if start is None:
+        record(0)
     bar = tqdm(
-        total=config.steps, disable=None if progress else True, desc=label, unit="step", leave=False
+        total=config.steps,
+        initial=first - 1,
+        disable=None if progress else True,
+        desc=label,
+        unit="step",
+        leave=False,
     )
-    for t in range(1, config.steps + 1):
+    for t in range(first, config.steps + 1):
         params = step(t, params)
         if t % config.eval_every == 0 or t == config.steps:
             record(t)
@@ -177,6 +217,9 @@ def iterate(
         if t > config.steps - config.average_last:
             recorded = history[-1]["step"] == t
             tail.append(history[-1] if recorded else task.evaluate(params))
+        if checkpoints is not None and t < config.steps and checkpoints.due(t, config.steps):
+            checkpoints.save(_state(t, params, history, tail, variables))
+            checkpoints.saved()
         bar.update()
     bar.close()
     if tail:
@@ -187,4 +230,67 @@ def iterate(
                 if key != "step"
             }
         )
-    return DSGDResult(params.cpu().numpy(), history)
+    result = DSGDResult(params.cpu().numpy(), history)
+    if checkpoints is not None:
+        checkpoints.save(_state(config.steps, params, history, tail, variables, result.params))
+        checkpoints.saved()
+    return result
+
+
+def _state(
+    t: int,
+    params: torch.Tensor,
+    history: list[dict[str, float]],
+    tail: list[dict[str, float]],
+    variables: dict[str, torch.Tensor],
+    host: np.ndarray | None = None,
+) -> EngineState:
+    """The run after step ``t`` as host data (the records copied; the arrays are the tensors' own
+    on a CPU, which the engine replaces rather than changes, and the save writes them at once)."""
+    return EngineState(
+        step=t,
+        params=params.cpu().numpy() if host is None else host,
+        history=[dict(record) for record in history],
+        tail=[dict(record) for record in tail],
+        variables={name: value.cpu().numpy() for name, value in variables.items()},
+        torch_rng=torch.get_rng_state().numpy(),
+    )
+
+
+def _check_start(task: Task, config: DSGDConfig, start: EngineState) -> None:
+    shape = (task.n_agents, task.dim)
+    if start.params.shape != shape or start.step < 0 or start.step > config.steps:
+        raise ConfigError(
+            f"the state to resume is of step {start.step} with parameters {start.params.shape}; "
+            f"this run has {config.steps} steps and parameters {shape}"
+        )
+
+
+def _restore(
+    task: Task,
+    config: DSGDConfig,
+    start: EngineState,
+    variables: dict[str, torch.Tensor],
+    replay: Callable[[int], None] | None,
+) -> tuple[torch.Tensor, list[dict[str, float]], list[dict[str, float]]]:
+    """Parameters, history and last-iterate records of ``start``, with the engine's variables and
+    torch's generator set back and the random streams fast-forwarded past its steps (module doc
+    of :mod:`dpdl.simulation.resume`: exact by construction)."""
+    _check_start(task, config, start)
+    if replay is None:
+        raise ConfigError("this engine cannot resume: it has no way to replay its random draws")
+    began = time.perf_counter()
+    for t in range(1, start.step + 1):
+        replay(t)
+    logger.info(
+        "resumed at step %d of %d: the random streams fast-forwarded in %.2f s",
+        start.step,
+        config.steps,
+        time.perf_counter() - began,
+    )
+    for name, value in start.variables.items():
+        variables[name] = torch.from_numpy(value).to(task.device)
+    if start.torch_rng is not None:
+        torch.set_rng_state(torch.from_numpy(start.torch_rng))
+    params = torch.from_numpy(start.params).to(task.device)
+    return params, [dict(r) for r in start.history], [dict(r) for r in start.tail]

@@ -39,6 +39,7 @@ from dpdl.mechanisms.base import SeedBook
 from dpdl.mechanisms.lppa import TrackingNoise
 from dpdl.seeding import purpose_rng
 from dpdl.simulation.dsgd import DSGDConfig, DSGDResult, iterate
+from dpdl.simulation.resume import Checkpoints
 from dpdl.simulation.tensors import mixing_operator, to_device
 from dpdl.tasks.base import Task
 
@@ -56,6 +57,7 @@ def run_dsgt(
     agent_seeds: SeedBook | None = None,
     device: str | torch.device = "cpu",
     local_steps: int = 1,
+    checkpoints: Checkpoints | None = None,
 ) -> DSGDResult:
     """Run ``config.steps`` rounds of DSGT, with ``injection`` (LPPA, the DP baseline or none) added
     to the tracking variable, and return the final models and the metric history (as
@@ -63,7 +65,8 @@ def run_dsgt(
     with ``agent_seeds``, agent by agent from the seeds of the injection's
     :meth:`~dpdl.mechanisms.lppa.TrackingNoise.seed_structure`, as :mod:`dpdl.runtime` draws
     them). ``device`` as for :func:`~dpdl.simulation.run_dsgd`; ``local_steps``: the updates of
-    each round, the last of which communicates."""
+    each round, the last of which communicates; ``checkpoints``: as for
+    :func:`~dpdl.simulation.run_dsgd` (the tracking variable and last gradient are saved too)."""
     n = task.n_agents
     if isinstance(local_steps, bool) or not isinstance(local_steps, int) or local_steps < 1:
         raise ConfigError(f"local_steps must be an integer >= 1, got {local_steps!r}")
@@ -117,5 +120,17 @@ def run_dsgt(
         state["grads"] = grads
         return params
 
+    def replay(t: int) -> None:  # step t's draws, in step's order, without its arithmetic
+        if t == 1 and draw is not None:  # the initial gradient's batch
+            draw()
+        if t == 1 and injection is not None:
+            inject(0)
+        if draw is not None:
+            draw()
+        if injection is not None and injection.every_round and t % local_steps == 0:
+            inject(t)
+
     label = f"{task.name}/dsgt" + (f"+{injection.name}" if injection is not None else "")
-    return iterate(task.to(device), config, step, label, progress, callback)
+    return iterate(
+        task.to(device), config, step, label, progress, callback, replay, state, checkpoints
+    )
