@@ -123,6 +123,18 @@ def add_output_arguments(
     group.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
+def add_tensorboard_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--tensorboard DIR``: write ``what`` as TensorBoard scalars as they are recorded."""
+    parser.add_argument(
+        "--tensorboard",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"also write {what} as TensorBoard scalars while it runs (tensorboard --logdir DIR "
+        "shows them; needs pip install 'dpdl[tensorboard]'); metrics.csv is written as before",
+    )
+
+
 #: The figure formats ``--plot`` writes, by file suffix (matplotlib's names for them).
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 

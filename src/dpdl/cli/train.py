@@ -4,7 +4,9 @@ options that replay the run (``config.toml``)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -13,9 +15,11 @@ from dpdl.cli.options import (
     add_device_argument,
     add_options_file_arguments,
     add_output_arguments,
+    add_tensorboard_argument,
     add_training_arguments,
     output_folder,
 )
+from dpdl.errors import ConfigError
 from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import from_options, to_options
 
@@ -44,17 +48,49 @@ def train_parser(sub: argparse._SubParsersAction) -> None:
         help="threads torch and BLAS compute with (default: the cores this process may use that "
         "the machine's other work leaves idle)",
     )
+    add_checkpoint_arguments(parser)
+    add_tensorboard_argument(parser, "every seed's metrics, in DIR/seed<s>")
     add_options_file_arguments(parser)
     parser.set_defaults(handler=_train, parser=parser)
+
+
+def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--checkpoint-every`` and ``--resume``."""
+    group = parser.add_argument_group("checkpoints (continue an interrupted run)")
+    group.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="save each seed's state in OUT/checkpoints every N steps (default: at each "
+        "evaluation, at most once a minute; 0: no checkpoints); a seed is also saved when it "
+        "finishes, and the folder is removed once the results are written",
+    )
+    group.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run of --out (or of the default folder) from its checkpoints: seeds "
+        "finished are kept, the others go on from their last checkpoint, and the results equal "
+        "an uninterrupted run's bit for bit; the options must be the run's own (a checkpoint of "
+        "other options is refused, naming what differs)",
+    )
 
 
 def _train(args: argparse.Namespace) -> int:
     from dpdl.experiments.results import json_safe, write_results
     from dpdl.experiments.saved_models import save_training_models
-    from dpdl.experiments.train import run_training
+    from dpdl.experiments.tensorboard import SeedLogs
+    from dpdl.experiments.train import RunCheckpoints, run_training
+    from dpdl.files import folder_lock
     from dpdl.threads import compute_threads, require_threads
 
     require_threads(args.threads)
+    if args.checkpoint_every is not None and args.checkpoint_every < 0:
+        raise ConfigError(f"--checkpoint-every: expected N >= 0 steps, got {args.checkpoint_every}")
+    if args.resume and args.checkpoint_every == 0:
+        raise ConfigError(
+            "--resume: continues from checkpoints, which --checkpoint-every 0 turns off"
+        )
 
     # the budget the noise is calibrated to: none without noise or under gradient tracking
     budget = f"-eps{args.eps:g}"
@@ -67,15 +103,24 @@ def _train(args: argparse.Namespace) -> int:
         f"{budget}-seed{'_'.join(map(str, args.seed))}"
     )
     folder = output_folder(args.out or Path("results") / "train" / name)
-    with compute_threads(args.threads):
-        result = run_training(
-            from_options(TrainConfig, args), progress=not args.no_progress, device=args.device
-        )
+    checkpoints = (
+        None
+        if args.checkpoint_every == 0
+        else RunCheckpoints(folder / "checkpoints", args.checkpoint_every, args.resume)
+    )
+    config = from_options(TrainConfig, args)
+    with compute_threads(args.threads), contextlib.ExitStack() as stack:
+        if checkpoints is not None:  # two runs resuming one folder would overwrite each other's
+            stack.enter_context(folder_lock(checkpoints.folder, "training run"))
+        logs = None if args.tensorboard is None else stack.enter_context(SeedLogs(args.tensorboard))
+        result = run_training(config, not args.no_progress, args.device, checkpoints, logs)
     paths = write_results(result, folder)
     _write_options(args, result.config, folder)
     if args.save_models:
         for saved in save_training_models(result, folder):
             print(f"models: {saved}", file=sys.stderr)
+    if checkpoints is not None:  # the results are written: nothing is left to resume
+        shutil.rmtree(checkpoints.folder, ignore_errors=True)
     summary = result.summary()
     metric = result.primary_metric
     print(f"results: {folder}", file=sys.stderr)

@@ -41,8 +41,10 @@ __all__ = [
 
 #: Options that are not part of a run's definition: the options file itself and its overrides,
 #: help, and the results folder (a replay that changes a key must not overwrite the run it came
-#: from, so the folder is chosen again: ``--out``, or the default named after the options).
-NOT_RECORDED = ("help", "config", "set", "out")
+#: from, so the folder is chosen again: ``--out``, or the default named after the options), and
+#: what acts on that folder or beside it: ``--resume`` (a replay starts afresh) and
+#: ``--tensorboard`` (a replay would add its curves to the run's own).
+NOT_RECORDED = ("help", "config", "set", "out", "resume", "tensorboard")
 
 
 def option_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:

@@ -10,24 +10,32 @@ batches and noise, all derived from the seed (:mod:`dpdl.seeding`).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dpdl.accounting import Calibration, PrivacyReport
 from dpdl.accounting.accountant import compose_runs
+from dpdl.errors import ConfigError
+from dpdl.experiments.checkpoints import load_state, save_state
 from dpdl.graphs import summarize
 from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
 from dpdl.jobspec.factorized import with_gdp_budget
 from dpdl.jobspec.job import Job, build_job, privacy_reports, with_epochs
-from dpdl.simulation import run_dsgd, run_dsgt
+from dpdl.runtime.checkpoint import run_fingerprint
+from dpdl.simulation import Checkpoints, EngineState, run_dsgd, run_dsgt
 from dpdl.tasks import Task
 from dpdl.tasks.layout import ParameterLayout
 
 __all__ = [
     "DEFAULT_STEP_SIZES",
     "Job",
+    "RunCheckpoints",
     "SeedRun",
     "TrainConfig",
     "TrainResult",
@@ -36,6 +44,46 @@ __all__ = [
     "run_seed",
     "run_training",
 ]
+
+logger = logging.getLogger(__name__)
+
+#: A callback of every seed's metric records: ``(seed, step, metrics)``.
+SeedCallback = Callable[[int, int, dict[str, float]], None]
+
+#: Without ``every``: a checkpoint at each evaluation, at most once in this many seconds.
+CHECKPOINT_SECONDS = 60.0
+
+
+@dataclass
+class RunCheckpoints:
+    """Where :func:`run_training` keeps each seed's checkpoint (``folder/seed<s>.npz``), how often
+    (``every`` steps; None: at each evaluation, at most once a minute, :data:`CHECKPOINT_SECONDS`;
+    a seed is also saved when it finishes, so that a resumed run keeps it), and whether it
+    continues from them (``resume``) or starts afresh, removing the folder's old checkpoints."""
+
+    folder: Path
+    every: int | None = None
+    resume: bool = False
+
+    def path(self, seed: int) -> Path:
+        return self.folder / f"seed{seed}.npz"
+
+    def engine(
+        self, config: TrainConfig, seed: int, job: Job, start: EngineState | None
+    ) -> Checkpoints:
+        """The engine's checkpoints of replicate ``seed`` of ``config``, built in ``job``."""
+        settings = config.as_dict()
+        fingerprint = run_fingerprint(config, seed, job)
+
+        def save(state: EngineState) -> None:
+            agents = {
+                key: list(values) for key, values in getattr(job.task, "agent_metrics", {}).items()
+            }
+            save_state(self.path(seed), state, settings, fingerprint, {"agent_metrics": agents})
+
+        every = config.eval_every if self.every is None else self.every
+        seconds = CHECKPOINT_SECONDS if self.every is None else 0.0
+        return Checkpoints(save, every, seconds, start)
 
 
 @dataclass
@@ -133,10 +181,26 @@ def noise_scales(mechanism: dict[str, Any]) -> dict[str, float]:
 
 
 def run_seed(
-    config: TrainConfig, seed: int, progress: bool = False, device: str = "cpu"
+    config: TrainConfig,
+    seed: int,
+    progress: bool = False,
+    device: str = "cpu",
+    checkpoints: RunCheckpoints | None = None,
+    callback: SeedCallback | None = None,
 ) -> tuple[Task, Calibration | None, SeedRun]:
-    """Build and run one replicate of ``config`` (which must be resolved) on ``device``."""
+    """Build and run one replicate of ``config`` (which must be resolved) on ``device``;
+    ``checkpoints``: save it along the way, or continue it from its checkpoint
+    (:class:`RunCheckpoints`); ``callback(seed, step, metrics)`` sees each metric record."""
     job = build_job(config, seed)
+    start, agent_metrics = None, None
+    if checkpoints is not None and checkpoints.resume and checkpoints.path(seed).is_file():
+        fingerprint = run_fingerprint(config, seed, job)
+        start, extra = load_state(checkpoints.path(seed), config.as_dict(), fingerprint)
+        if start.step >= config.steps:  # finished: its agents' metrics were saved with it
+            agent_metrics = {k: tuple(v) for k, v in extra.get("agent_metrics", {}).items()}
+        logger.info("seed %d: resuming from step %d of %d", seed, start.step, config.steps)
+    engine = None if checkpoints is None else checkpoints.engine(config, seed, job, start)
+    on_record = None if callback is None else partial(callback, seed)
     book = None
     if config.key_seed is not None:
         from dpdl.keys import simulated_seed_book  # cryptography: an optional extra (dpdl[runtime])
@@ -150,9 +214,11 @@ def run_seed(
             job.injection,
             seed=seed,
             progress=progress,
+            callback=on_record,
             agent_seeds=book,
             device=device,
             local_steps=config.tracking.local_steps,
+            checkpoints=engine,
         )
         privacy: list[PrivacyReport] = []  # the injection is sized for the attacks, not accounted
     else:
@@ -163,8 +229,10 @@ def run_seed(
             job.dsgd,
             seed=seed,
             progress=progress,
+            callback=on_record,
             agent_seeds=book,
             device=device,
+            checkpoints=engine,
         )
         privacy = job.privacy(config.steps, config.delta)
     run = SeedRun(
@@ -178,19 +246,59 @@ def run_seed(
         privacy=privacy,
         history=result.history,
         models=result.params,
-        agent_metrics=dict(getattr(job.task, "agent_metrics", {})),
+        agent_metrics=agent_metrics
+        if agent_metrics is not None
+        else dict(getattr(job.task, "agent_metrics", {})),
     )
     return job.task, job.calibration, run
 
 
-def run_training(config: TrainConfig, progress: bool = False, device: str = "cpu") -> TrainResult:
+def _prepare_checkpoints(config: TrainConfig, checkpoints: RunCheckpoints) -> None:
+    """Before anything runs: with ``resume``, every seed's checkpoint read and checked to be of
+    these settings (one error naming what differs), and at least one there; without it, the
+    folder's old checkpoints removed (this run replaces the run they belong to)."""
+    if checkpoints.every is not None and checkpoints.every < 0:
+        raise ConfigError(f"checkpoints every {checkpoints.every} steps: expected N >= 0")
+    found = sorted(checkpoints.folder.glob("seed*.npz")) if checkpoints.folder.is_dir() else []
+    if not checkpoints.resume:
+        for path in found:
+            logger.info("removing %s, a checkpoint of the run this one replaces", path)
+            path.unlink()
+        return
+    if not found:
+        raise ConfigError(
+            f"no checkpoint in {checkpoints.folder}: nothing to resume (a run writes its "
+            "checkpoints there, and removes them once it has written its results); run without "
+            "resuming"
+        )
+    for path in found:  # the settings hold every seed: a checkpoint of another seed list differs
+        load_state(path, config.as_dict())
+
+
+def run_training(
+    config: TrainConfig,
+    progress: bool = False,
+    device: str = "cpu",
+    checkpoints: RunCheckpoints | None = None,
+    callback: SeedCallback | None = None,
+) -> TrainResult:
     """Run every seed of ``config`` on ``device`` (cpu, cuda, cuda:K or auto) and collect the
     results.
+
+    ``checkpoints``: keep each seed's checkpoints, and with ``resume`` continue from them: the
+    seeds finished are kept, the others continue where they were saved (or start), and the result
+    equals an uninterrupted run's bit for bit (:mod:`dpdl.simulation.resume`). Checkpoints of
+    other settings are refused before anything runs. ``callback(seed, step, metrics)`` sees every
+    metric record as it is made (a resumed seed's records after its checkpoint only).
 
     The result's configuration holds the graph's real number of agents as ``n``: a real graph or
     a graph file has its own size, not the ``n`` given for synthetic graphs (20 by default)."""
     config = with_epochs(with_gdp_budget(config.resolved()))
-    outcomes = [run_seed(config, seed, progress, device) for seed in config.seeds]
+    if checkpoints is not None:
+        _prepare_checkpoints(config, checkpoints)
+    outcomes = [
+        run_seed(config, seed, progress, device, checkpoints, callback) for seed in config.seeds
+    ]
     task, calibration, _ = outcomes[0]
     runs = [run for _, _, run in outcomes]
     config = replace(config, n=runs[0].graph["nodes"])
