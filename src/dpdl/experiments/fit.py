@@ -24,9 +24,10 @@ the run against the threat it is designed for, or a mechanism the user built, on
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from torch import nn
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
 from dpdl.choices import PARTITIONS
 from dpdl.errors import ConfigError
+from dpdl.experiments.checkpoints import load_state, save_state
 from dpdl.experiments.saved_models import (
     OWN_MODEL,
     ModelsInfo,
@@ -46,9 +48,11 @@ from dpdl.experiments.saved_models import (
     load_models,
     save_models,
 )
+from dpdl.files import json_safe
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.graphs.mixing import validate_mixing_matrix
 from dpdl.graphs.topologies import require_connected
+from dpdl.jobspec.device import resolve_device
 from dpdl.jobspec.engine import DSGDConfig, StepSize
 from dpdl.jobspec.job import neighbouring_relation, privacy_reports
 from dpdl.jobspec.resources import (
@@ -65,6 +69,7 @@ from dpdl.scale import SPARSE_MIN_AGENTS
 from dpdl.seeding import purpose_rng
 from dpdl.settings import DesignOptions, TaskOptions
 from dpdl.simulation.dsgd import run_dsgd
+from dpdl.simulation.resume import Checkpoints, EngineState
 from dpdl.tasks.catalog import partition_labels
 from dpdl.tasks.torch_model import Loss, TorchModelTask, require_strategy
 from dpdl.threads import compute_threads, require_threads
@@ -360,6 +365,10 @@ def fit(
     device: str | torch.device = "cpu",
     threads: int | None = None,
     strategy: str = "auto",
+    callbacks: Sequence[Callable[[int, dict[str, float]], None]] = (),
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int | None = None,
+    resume_from: str | Path | None = None,
 ) -> FitResult:
     """Train copies of ``model`` on the agents of ``graph`` by noisy D-SGD and account the privacy.
 
@@ -387,9 +396,27 @@ def fit(
     (:func:`dpdl.threads.default_threads`). ``strategy``: how every agent's gradient is computed
     (:data:`dpdl.tasks.torch_model.STRATEGIES`; ``auto``: the fastest measured for the model and
     device).
+
+    ``callbacks``: functions called with ``(step, metrics)`` at each evaluation, as the record is
+    made (e.g. :class:`dpdl.experiments.tensorboard.TensorBoardLog`). ``checkpoint``: a file the
+    run's state is saved to every ``checkpoint_every`` steps (default: at each evaluation) and at
+    the end, atomically (:mod:`dpdl.experiments.checkpoints`). ``resume_from``: such a file, of a
+    call with the same arguments, model, data and graph, to continue from: the result equals the
+    uninterrupted run's bit for bit; a checkpoint of other arguments is refused, naming what
+    differs. A resumed run's callbacks see the records made after the checkpoint only.
     """
+    arguments = dict(locals())  # the plain ones name the run in a checkpoint
     require_threads(threads)
     require_strategy(strategy)
+    callbacks = _callbacks(callbacks)
+    if checkpoint_every is not None and (
+        isinstance(checkpoint_every, bool)
+        or not isinstance(checkpoint_every, int)
+        or checkpoint_every < 1
+    ):
+        raise ConfigError(f"checkpoint_every: expected an integer >= 1, got {checkpoint_every!r}")
+    if resume_from is not None and not Path(resume_from).is_file():
+        raise ConfigError(f"resume_from: {resume_from} is not a file (a checkpoint of fit)")
     if not isinstance(model, nn.Module):
         raise ConfigError(f"model: expected a torch nn.Module, got {type(model).__name__}")
     threats = _threats(threats)  # an unknown name fails here, not after training
@@ -449,14 +476,84 @@ def fit(
         mechanism, graph_, weights, adjacent, eps, delta, steps, calibration, design
     )
     logger.info("fit: %d agents, %s, %d steps", agents, noise.name or "custom noise", steps)
+    saving = None
+    if checkpoint is not None or resume_from is not None:
+        arguments.update(
+            mechanism=name,
+            partition=partition if isinstance(partition, str) else _digest(*parts),
+            design=None if design is None else json_safe(asdict(design)),
+            eval_every=dsgd.eval_every,
+            device=resolve_device(device).type,
+            model=f"{model!r} {_digest(task.initial_params().cpu().numpy())}",
+            train=_digest(inputs, targets),
+            test=_digest(test_inputs, test_targets),
+        )
+        saving = _checkpoints(arguments, _digest(weights, noise.covariance()), checkpoint)
+        saving.every = checkpoint_every or dsgd.eval_every
+        if resume_from is not None:
+            saving.start, _ = load_state(Path(resume_from), saving.settings, saving.fingerprint)
+
+    def record(step: int, metrics: dict[str, float]) -> None:
+        for callback in callbacks:
+            callback(step, metrics)
+
     with compute_threads(threads):
-        result = run_dsgd(task, weights, noise, dsgd, seed=seed, progress=progress, device=device)
+        result = run_dsgd(
+            task, weights, noise, dsgd, seed=seed, progress=progress, device=device,
+            callback=record, checkpoints=saving,
+        )  # fmt: skip
     reports = _reports(noise, adjacent, steps, delta, threats)
     if budget is not None and calibration == "exact" and reports[0].epsilon > eps:
         raise RuntimeError(f"calibration overshoot: {reports[0]} exceeds the target eps={eps}")
     return FitResult(
         result.params, result.history, reports, noise, budget, graph_, weights, task, seed
     )
+
+
+def _callbacks(
+    callbacks: Sequence[Callable[[int, dict[str, float]], None]],
+) -> list[Callable[[int, dict[str, float]], None]]:
+    if callable(callbacks) or not all(callable(c) for c in callbacks):
+        raise ConfigError("callbacks: expected a sequence of functions (step, metrics)")
+    return list(callbacks)
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is plain data that a checkpoint's settings keep as it is."""
+    return value is None or isinstance(value, (bool, int, float, str, dict))
+
+
+def _digest(*arrays: Any) -> str:
+    """SHA-256 (hex) of arrays' dtypes, shapes and bytes (a dense copy of a sparse one)."""
+    digest = hashlib.sha256()
+    for array in arrays:
+        array = np.ascontiguousarray(array.toarray() if sparse.issparse(array) else array)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes() if array.dtype.kind != "O" else repr(array).encode())
+    return digest.hexdigest()
+
+
+@dataclass
+class _Saving(Checkpoints):
+    """A fit's checkpoints, with the settings and fingerprint that name its run."""
+
+    settings: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str = ""
+
+
+def _checkpoints(arguments: dict[str, Any], fingerprint: str, path: str | Path | None) -> _Saving:
+    """The engine's checkpoints of a fit of ``arguments`` (those of plain data, resolved) and
+    ``fingerprint`` (its mixing matrix and noise), saved to ``path`` (None: not saved)."""
+    unnamed = ("checkpoint", "checkpoint_every", "resume_from", "progress", "threads")
+    settings = {  # where and how often it saves is not what it computes
+        key: value for key, value in arguments.items() if _plain(value) and key not in unnamed
+    }
+
+    def save(state: EngineState) -> None:
+        if path is not None:
+            save_state(Path(path), state, settings, fingerprint)
+
+    return _Saving(save, settings=settings, fingerprint=fingerprint)
 
 
 def design_noise(
