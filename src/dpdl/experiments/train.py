@@ -10,6 +10,8 @@ batches and noise, all derived from the seed (:mod:`dpdl.seeding`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from dpdl.accounting import Calibration, PrivacyReport
 from dpdl.accounting.accountant import compose_runs
@@ -27,7 +30,8 @@ from dpdl.graphs import summarize
 from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
 from dpdl.jobspec.factorized import with_gdp_budget
 from dpdl.jobspec.job import Job, build_job, privacy_reports, with_epochs
-from dpdl.runtime.checkpoint import run_fingerprint
+from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
+from dpdl.runtime.checkpoint import run_fingerprint, run_settings
 from dpdl.simulation import Checkpoints, EngineState, run_dsgd, run_dsgt
 from dpdl.tasks import Task
 from dpdl.tasks.layout import ParameterLayout
@@ -54,6 +58,20 @@ SeedCallback = Callable[[int, int, dict[str, float]], None]
 CHECKPOINT_SECONDS = 60.0
 
 
+def _fingerprint(config: TrainConfig, seed: int, job: Job) -> str:
+    """What names replicate ``seed`` of ``config`` as built in ``job``: the runtime's
+    :func:`~dpdl.runtime.checkpoint.run_fingerprint` (settings, mixing matrix, noise covariance),
+    or for noise correlated over time, which has no per-step covariance, the settings, mixing
+    matrix, encoder and noise multiplier."""
+    if not isinstance(job.mechanism, LocalCorrelatedNoise) or job.injection is not None:
+        return run_fingerprint(config, seed, job)
+    weights = job.weights.toarray() if sparse.issparse(job.weights) else job.weights
+    digest = hashlib.sha256(json.dumps(run_settings(config, seed), sort_keys=True).encode())
+    for array in (weights, job.mechanism.encoder, np.array(job.mechanism.sigma)):
+        digest.update(np.ascontiguousarray(array, dtype=float).tobytes())
+    return digest.hexdigest()
+
+
 @dataclass
 class RunCheckpoints:
     """Where :func:`run_training` keeps each seed's checkpoint (``folder/seed<s>.npz``), how often
@@ -73,7 +91,7 @@ class RunCheckpoints:
     ) -> Checkpoints:
         """The engine's checkpoints of replicate ``seed`` of ``config``, built in ``job``."""
         settings = config.as_dict()
-        fingerprint = run_fingerprint(config, seed, job)
+        fingerprint = _fingerprint(config, seed, job)
 
         def save(state: EngineState) -> None:
             agents = {
@@ -194,7 +212,7 @@ def run_seed(
     job = build_job(config, seed)
     start, agent_metrics = None, None
     if checkpoints is not None and checkpoints.resume and checkpoints.path(seed).is_file():
-        fingerprint = run_fingerprint(config, seed, job)
+        fingerprint = _fingerprint(config, seed, job)
         start, extra = load_state(checkpoints.path(seed), config.as_dict(), fingerprint)
         if start.step >= config.steps:  # finished: its agents' metrics were saved with it
             agent_metrics = {k: tuple(v) for k, v in extra.get("agent_metrics", {}).items()}

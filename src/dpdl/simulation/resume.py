@@ -1,8 +1,9 @@
 """Where a simulated run stands, to stop it and continue it later with the same numbers.
 
-[`iterate`][dpdl.simulation.dsgd.iterate] hands an [`EngineState`][dpdl.simulation.resume.EngineState]
-to [`Checkpoints.save`][dpdl.simulation.resume.Checkpoints] every `every` steps (and at the last
-one), and continues from `Checkpoints.start` when it is given: a resumed run's parameters, metric
+[`iterate`][dpdl.simulation.dsgd.iterate] hands an
+[`EngineState`][dpdl.simulation.resume.EngineState] to
+[`Checkpoints.save`][dpdl.simulation.resume.Checkpoints] every `every` steps (and at the last one),
+and continues from `Checkpoints.start` when it is given: a resumed run's parameters, metric
 history and final metrics equal an uninterrupted run's, bit for bit. Files are the experiments'
 business ([`dpdl.experiments.checkpoints`][dpdl.experiments.checkpoints]); this module is the
 engine's side.
