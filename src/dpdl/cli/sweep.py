@@ -8,7 +8,12 @@ import json
 import sys
 from pathlib import Path
 
-from dpdl.cli.options import add_executor_arguments, add_output_arguments, executor_from
+from dpdl.cli.options import (
+    add_executor_arguments,
+    add_output_arguments,
+    add_tensorboard_argument,
+    executor_from,
+)
 from dpdl.errors import ConfigError
 
 
@@ -49,6 +54,7 @@ def sweep_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_executor_arguments(parser, "jobs")
     add_output_arguments(parser, None, "results/sweeps/<file name>", None)
+    add_tensorboard_argument(parser, "each run's metrics, in DIR/<point>/seed<s>")
     parser.set_defaults(handler=_sweep)
 
 
@@ -101,7 +107,14 @@ def _sweep(args: argparse.Namespace) -> int:
 
     out = args.out or Path("results") / "sweeps" / name
     with executor_from(args, sweep.cpus, sweep.gpus) as executor:
-        result = run_sweep(sweep, out, executor, progress=not args.no_progress, label=name)
+        result = run_sweep(
+            sweep,
+            out,
+            executor,
+            progress=not args.no_progress,
+            label=name,
+            tensorboard=args.tensorboard,
+        )
     for what, written in result.paths.items():
         print(f"{what}: {written}", file=sys.stderr)
     if "table" in result.paths:  # the answer: the primary metric per setting, the paired tests

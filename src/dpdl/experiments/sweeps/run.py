@@ -29,6 +29,8 @@ computed with (``--threads``).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import json
 import logging
@@ -47,6 +49,7 @@ from dpdl.experiments.results import write_rows
 from dpdl.experiments.sweeps.spec import Sweep, run_key
 from dpdl.experiments.sweeps.summary import write_summary
 from dpdl.experiments.sweeps.tuning import final_runs, search_runs, settings
+from dpdl.experiments.tensorboard import require_tensorboard
 from dpdl.files import atomic_write
 from dpdl.threads import job_threads
 
@@ -61,19 +64,25 @@ KIND = "dpdl-sweep-point"
 VERSION = 5
 
 
-def run_point(job: dict[str, Any]) -> dict[str, Any]:
+def run_point(job: dict[str, Any], tensorboard: Path | None = None) -> dict[str, Any]:
     """Train one point (one seed); its resolved options, final metrics, every metric at every
     evaluation (``curves``), every agent's final metrics (``agents``), privacy, and the metric
     its task judges it by (``primary_metric``, ``lower_is_better``: absent from the points cached
     before it was recorded, which the summary reads as the task's default). Its threads are the
     executor's (:class:`~dpdl.experiments.executors.ExecutorOptions`: one unless ``--threads``;
-    one when called outside an executor): the points themselves fill the cores."""
+    one when called outside an executor): the points themselves fill the cores. ``tensorboard``:
+    also write its records as they are made into ``tensorboard/<point>``
+    (:mod:`dpdl.experiments.tensorboard`)."""
     from dpdl.accounting import ExampleLevel
+    from dpdl.experiments.tensorboard import SeedLogs
     from dpdl.experiments.train import TrainConfig, run_training
     from dpdl.settings import from_options, to_options
 
-    with job_threads():
-        result = run_training(from_options(TrainConfig, job["options"]))
+    with job_threads(), contextlib.ExitStack() as stack:
+        logs = None
+        if tensorboard is not None:
+            logs = stack.enter_context(SeedLogs(Path(tensorboard) / job_key(job)))
+        result = run_training(from_options(TrainConfig, job["options"]), callback=logs)
     run = result.runs[0]
     relation = result.calibration.neighbouring if result.calibration else None
     return {
@@ -185,12 +194,17 @@ def run_sweep(
     workers: int | None = None,
     progress: bool = True,
     label: str = "sweep",
+    tensorboard: Path | None = None,
 ) -> SweepResult:
     """Run every point of ``sweep`` not already in ``out/points`` on ``executor`` (default:
     ``workers`` local processes), in two stages where a grid searches (the search, then each
     setting's choice on every seed), then write ``out/runs.csv`` (and ``runs.parquet``), the
     summary over seeds and its figures (:func:`dpdl.experiments.sweeps.summary.write_summary`). A
-    point that fails is logged and kept as a row with its ``error``; the others go on."""
+    point that fails is logged and kept as a row with its ``error``; the others go on.
+    ``tensorboard``: each point run here also writes its records, as they are made, into
+    ``tensorboard/<point>/seed<s>`` (points found in ``out/points`` are not run again)."""
+    if tensorboard is not None:
+        require_tensorboard()  # here, not in every point
     start = time.perf_counter()
     first = search_runs(sweep)
     _check_nodes(sweep, first)
@@ -203,8 +217,13 @@ def run_sweep(
         if not new:
             return
         batch = [{"kind": KIND, "version": VERSION, "options": options} for options in new]
+        point = (
+            run_point
+            if tensorboard is None
+            else functools.partial(run_point, tensorboard=tensorboard)
+        )
         found = run_jobs(
-            batch, run_point, out / "points", workers, progress, name, executor, keep_going=True
+            batch, point, out / "points", workers, progress, name, executor, keep_going=True
         )
         for job, entry in zip(batch, found, strict=True):
             done[run_key(job["options"])] = entry
