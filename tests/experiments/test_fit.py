@@ -167,6 +167,9 @@ def test_design_noise_is_calibrated_for_the_privacy_unit_given() -> None:
         ({"train": [1, 2, 3]}, ConfigError, "expected \\(inputs, targets\\)"),
         ({"threads": 0}, ConfigError, "threads must be a whole number >= 1"),
         ({"strategy": "fast"}, ConfigError, "unknown gradient strategy 'fast'"),
+        ({"callbacks": print}, ConfigError, "callbacks: expected a sequence of functions"),
+        ({"checkpoint_every": 0}, ConfigError, "checkpoint_every: expected an integer >= 1"),
+        ({"resume_from": "no-such.npz"}, ConfigError, "resume_from: no-such.npz is not a file"),
     ],
 )
 def test_bad_input_is_one_clear_error(data, change, error, message) -> None:
@@ -265,3 +268,69 @@ def test_fit_shows_its_progress_in_a_terminal_unless_told_not_to(how: str, bar: 
     os.close(leader)
     assert done.returncode == 0, written.decode(errors="replace")
     assert (b"/300 [" in written) is bar, written.decode(errors="replace")[-500:]
+
+
+class Interrupted(Exception):
+    """Raised by a callback to stop a run at a step, as a crash would."""
+
+
+def dropout_model() -> nn.Module:
+    torch.manual_seed(3)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3))
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "build", "strategy"),
+    [("ldp", model, "vmap"), ("decor", model, "auto"), ("decor", dropout_model, "loop")],
+)
+def test_a_fit_interrupted_and_resumed_equals_the_uninterrupted_fit(
+    data, tmp_path, mechanism, build, strategy
+) -> None:
+    """Dropout draws from torch's generator (agent by agent: vmap refuses random operations),
+    which the checkpoint holds."""
+    train, test = data
+    options = {
+        "mechanism": mechanism, "eps": 5.0, "steps": 20, "eval_every": 5, "lr": 0.2,
+        "batch_size": 8, "strategy": strategy, "progress": False, "graph": nx.cycle_graph(N),
+    }  # fmt: skip
+    torch.manual_seed(11)  # dropout's draws: the same for the two runs
+    whole = dpdl.fit(build(), loss, train, test, **options)
+    seen: list[int] = []
+
+    def stop(step: int, metrics: dict[str, float]) -> None:
+        seen.append(step)
+        assert metrics is not None and metrics["step"] == step
+        if step == 15:
+            raise Interrupted
+
+    path = tmp_path / "fit.ckpt"
+    torch.manual_seed(11)
+    with pytest.raises(Interrupted):
+        dpdl.fit(build(), loss, train, test, callbacks=[stop], checkpoint=path,
+                 checkpoint_every=6, **options)  # fmt: skip
+    assert seen == [0, 5, 10, 15]
+    torch.manual_seed(999)  # the resumed run takes torch's generator from the checkpoint
+    later: list[int] = []
+    resumed = dpdl.fit(
+        build(), loss, train, test, callbacks=[lambda step, m: later.append(step)],
+        checkpoint=path, resume_from=path, **options,
+    )  # fmt: skip
+    assert later == [15, 20]  # the records after the checkpoint of step 12
+    np.testing.assert_array_equal(resumed.models, whole.models)
+    assert resumed.history == whole.history
+
+
+def test_a_fit_resumed_with_other_arguments_or_data_is_refused(data, tmp_path) -> None:
+    train, test = data
+    path = tmp_path / "fit.ckpt"
+    run(data, nx.cycle_graph(N), checkpoint=path, progress=False)
+    with pytest.raises(dpdl.errors.FileFormatError) as error:
+        run(data, nx.cycle_graph(N), resume_from=path, lr=0.3, eps=4.0, progress=False)
+    message = str(error.value)
+    assert "eps was 5.0 and is 4.0" in message and "lr was 0.2 and is 0.3" in message
+    assert message.count("another run") == 1
+    shifted = ((train[0] + 1.0, train[1]), test)
+    with pytest.raises(dpdl.errors.FileFormatError, match="train was"):
+        run(shifted, nx.cycle_graph(N), resume_from=path, progress=False)
+    with pytest.raises(dpdl.errors.FileFormatError, match="data, graph or noise design differ"):
+        run(data, nx.path_graph(N), resume_from=path, progress=False)
