@@ -131,6 +131,7 @@ def test_file_records_every_option_of_the_parser(runs):
         "examples-per-agent",
         "test-examples",
         "threads",
+        "checkpoint-every",
     }
     options = {
         s.removeprefix("--")
