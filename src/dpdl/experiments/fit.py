@@ -408,15 +408,8 @@ def fit(
     arguments = dict(locals())  # the plain ones name the run in a checkpoint
     require_threads(threads)
     require_strategy(strategy)
-    callbacks = _callbacks(callbacks)
-    if checkpoint_every is not None and (
-        isinstance(checkpoint_every, bool)
-        or not isinstance(checkpoint_every, int)
-        or checkpoint_every < 1
-    ):
-        raise ConfigError(f"checkpoint_every: expected an integer >= 1, got {checkpoint_every!r}")
-    if resume_from is not None and not Path(resume_from).is_file():
-        raise ConfigError(f"resume_from: {resume_from} is not a file (a checkpoint of fit)")
+    record = _calling(callbacks)
+    _require_checkpoints(checkpoint_every, resume_from)
     if not isinstance(model, nn.Module):
         raise ConfigError(f"model: expected a torch nn.Module, got {type(model).__name__}")
     threats = _threats(threats)  # an unknown name fails here, not after training
@@ -476,27 +469,8 @@ def fit(
         mechanism, graph_, weights, adjacent, eps, delta, steps, calibration, design
     )
     logger.info("fit: %d agents, %s, %d steps", agents, noise.name or "custom noise", steps)
-    saving = None
-    if checkpoint is not None or resume_from is not None:
-        arguments.update(
-            mechanism=name,
-            partition=partition if isinstance(partition, str) else _digest(*parts),
-            design=None if design is None else json_safe(asdict(design)),
-            eval_every=dsgd.eval_every,
-            device=resolve_device(device).type,
-            model=f"{model!r} {_digest(task.initial_params().cpu().numpy())}",
-            train=_digest(inputs, targets),
-            test=_digest(test_inputs, test_targets),
-        )
-        saving = _checkpoints(arguments, _digest(weights, noise.covariance()), checkpoint)
-        saving.every = checkpoint_every or dsgd.eval_every
-        if resume_from is not None:
-            saving.start, _ = load_state(Path(resume_from), saving.settings, saving.fingerprint)
-
-    def record(step: int, metrics: dict[str, float]) -> None:
-        for callback in callbacks:
-            callback(step, metrics)
-
+    data = (inputs, targets, test_inputs, test_targets)
+    saving = _fit_checkpoints(arguments, name, parts, data, task, dsgd, weights, noise)
     with compute_threads(threads):
         result = run_dsgd(
             task, weights, noise, dsgd, seed=seed, progress=progress, device=device,
@@ -510,12 +484,26 @@ def fit(
     )
 
 
-def _callbacks(
+def _calling(
     callbacks: Sequence[Callable[[int, dict[str, float]], None]],
-) -> list[Callable[[int, dict[str, float]], None]]:
+) -> Callable[[int, dict[str, float]], None]:
+    """One callback that calls each of ``callbacks`` in turn."""
     if callable(callbacks) or not all(callable(c) for c in callbacks):
         raise ConfigError("callbacks: expected a sequence of functions (step, metrics)")
-    return list(callbacks)
+    callbacks = list(callbacks)
+
+    def record(step: int, metrics: dict[str, float]) -> None:
+        for callback in callbacks:
+            callback(step, metrics)
+
+    return record
+
+
+def _require_checkpoints(every: Any, resume_from: str | Path | None) -> None:
+    if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+        raise ConfigError(f"checkpoint_every: expected an integer >= 1, got {every!r}")
+    if resume_from is not None and not Path(resume_from).is_file():
+        raise ConfigError(f"resume_from: {resume_from} is not a file (a checkpoint of fit)")
 
 
 def _plain(value: Any) -> bool:
@@ -533,27 +521,52 @@ def _digest(*arrays: Any) -> str:
     return digest.hexdigest()
 
 
-@dataclass
-class _Saving(Checkpoints):
-    """A fit's checkpoints, with the settings and fingerprint that name its run."""
-
-    settings: dict[str, Any] = field(default_factory=dict)
-    fingerprint: str = ""
+#: Arguments of :func:`fit` that say where and how it runs, not what it computes: a checkpoint
+#: does not hold them, and a resumed run may change them.
+UNNAMED = ("checkpoint", "checkpoint_every", "resume_from", "progress", "threads", "callbacks")
 
 
-def _checkpoints(arguments: dict[str, Any], fingerprint: str, path: str | Path | None) -> _Saving:
-    """The engine's checkpoints of a fit of ``arguments`` (those of plain data, resolved) and
-    ``fingerprint`` (its mixing matrix and noise), saved to ``path`` (None: not saved)."""
-    unnamed = ("checkpoint", "checkpoint_every", "resume_from", "progress", "threads")
-    settings = {  # where and how often it saves is not what it computes
-        key: value for key, value in arguments.items() if _plain(value) and key not in unnamed
+def _fit_checkpoints(
+    arguments: dict[str, Any],
+    name: str,
+    parts: list[np.ndarray],
+    data: tuple[np.ndarray, ...],
+    task: TorchModelTask,
+    dsgd: DSGDConfig,
+    weights: np.ndarray,
+    noise: NoiseMechanism,
+) -> Checkpoints | None:
+    """The engine's checkpoints of a fit of ``arguments`` (None: it neither saves nor resumes).
+    Its run is named by the plain arguments, the mechanism's name, digests of the partition,
+    model (architecture and initial parameters) and data (``(inputs, targets, test inputs, test
+    targets)``), and, as fingerprint, the digest of the mixing matrix and noise covariance."""
+    path, resume_from = arguments["checkpoint"], arguments["resume_from"]
+    if path is None and resume_from is None:
+        return None
+    partition, design = arguments["partition"], arguments["design"]
+    settings = {
+        **{key: value for key, value in arguments.items() if _plain(value)},
+        "mechanism": name,
+        "partition": partition if isinstance(partition, str) else _digest(*parts),
+        "design": None if design is None else json_safe(asdict(design)),
+        "eval_every": dsgd.eval_every,
+        "device": resolve_device(arguments["device"]).type,
+        "model": f"{arguments['model']!r} {_digest(task.initial_params().cpu().numpy())}",
+        "train": _digest(*data[:2]),
+        "test": _digest(*data[2:]),
     }
+    for key in UNNAMED:
+        settings.pop(key, None)
+    fingerprint = _digest(weights, noise.covariance())
 
     def save(state: EngineState) -> None:
         if path is not None:
             save_state(Path(path), state, settings, fingerprint)
 
-    return _Saving(save, settings=settings, fingerprint=fingerprint)
+    saving = Checkpoints(save, arguments["checkpoint_every"] or dsgd.eval_every)
+    if resume_from is not None:
+        saving.start, _ = load_state(Path(resume_from), settings, fingerprint)
+    return saving
 
 
 def design_noise(
