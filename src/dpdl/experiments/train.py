@@ -28,6 +28,7 @@ from dpdl.errors import ConfigError
 from dpdl.experiments.checkpoints import load_state, save_state
 from dpdl.graphs import summarize
 from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
+from dpdl.jobspec.device import resolve_device
 from dpdl.jobspec.factorized import with_gdp_budget
 from dpdl.jobspec.job import Job, build_job, privacy_reports, with_epochs
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
@@ -86,11 +87,17 @@ class RunCheckpoints:
     def path(self, seed: int) -> Path:
         return self.folder / f"seed{seed}.npz"
 
+    def settings(self, config: TrainConfig, device: str) -> dict[str, Any]:
+        """What names a run in its checkpoints: ``config``'s settings (every seed), and the kind
+        of device it computes on (another rounds differently, so would not continue the same
+        numbers)."""
+        return {**config.as_dict(), "device": resolve_device(device).type}
+
     def engine(
-        self, config: TrainConfig, seed: int, job: Job, start: EngineState | None
+        self, config: TrainConfig, seed: int, job: Job, start: EngineState | None, device: str
     ) -> Checkpoints:
         """The engine's checkpoints of replicate ``seed`` of ``config``, built in ``job``."""
-        settings = config.as_dict()
+        settings = self.settings(config, device)
         fingerprint = _fingerprint(config, seed, job)
 
         def save(state: EngineState) -> None:
@@ -213,11 +220,12 @@ def run_seed(
     start, agent_metrics = None, None
     if checkpoints is not None and checkpoints.resume and checkpoints.path(seed).is_file():
         fingerprint = _fingerprint(config, seed, job)
-        start, extra = load_state(checkpoints.path(seed), config.as_dict(), fingerprint)
+        settings = checkpoints.settings(config, device)
+        start, extra = load_state(checkpoints.path(seed), settings, fingerprint)
         if start.step >= config.steps:  # finished: its agents' metrics were saved with it
             agent_metrics = {k: tuple(v) for k, v in extra.get("agent_metrics", {}).items()}
         logger.info("seed %d: resuming from step %d of %d", seed, start.step, config.steps)
-    engine = None if checkpoints is None else checkpoints.engine(config, seed, job, start)
+    engine = None if checkpoints is None else checkpoints.engine(config, seed, job, start, device)
     on_record = None if callback is None else partial(callback, seed)
     book = None
     if config.key_seed is not None:
@@ -271,7 +279,7 @@ def run_seed(
     return job.task, job.calibration, run
 
 
-def _prepare_checkpoints(config: TrainConfig, checkpoints: RunCheckpoints) -> None:
+def _prepare_checkpoints(config: TrainConfig, checkpoints: RunCheckpoints, device: str) -> None:
     """Before anything runs: with ``resume``, every seed's checkpoint read and checked to be of
     these settings (one error naming what differs), and at least one there; without it, the
     folder's old checkpoints removed (this run replaces the run they belong to)."""
@@ -290,7 +298,7 @@ def _prepare_checkpoints(config: TrainConfig, checkpoints: RunCheckpoints) -> No
             "resuming"
         )
     for path in found:  # the settings hold every seed: a checkpoint of another seed list differs
-        load_state(path, config.as_dict())
+        load_state(path, checkpoints.settings(config, device))
 
 
 def run_training(
@@ -313,7 +321,7 @@ def run_training(
     a graph file has its own size, not the ``n`` given for synthetic graphs (20 by default)."""
     config = with_epochs(with_gdp_budget(config.resolved()))
     if checkpoints is not None:
-        _prepare_checkpoints(config, checkpoints)
+        _prepare_checkpoints(config, checkpoints, device)
     outcomes = [
         run_seed(config, seed, progress, device, checkpoints, callback) for seed in config.seeds
     ]
