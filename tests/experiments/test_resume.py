@@ -25,7 +25,7 @@ CONFIGS = {
         batch_size=8, seeds=(0, 1),
     ),
     "decor": TrainConfig(
-        task="logreg-a9a", graph="er", n=6, mechanism="decor", eps=5.0, steps=20, eval_every=6,
+        task="logreg-a9a", graph="er", n=6, mechanism="decor", eps=5.0, steps=20, eval_every=10,
         batch_size=8, seeds=(0, 1), average_last=4,
     ),
     # a torch MLP, per-example clipping on cyclic batches, noise correlated over time
