@@ -131,7 +131,7 @@ def add_tensorboard_argument(parser: argparse.ArgumentParser, what: str) -> None
         default=None,
         metavar="DIR",
         help=f"also write {what} as TensorBoard scalars while it runs (tensorboard --logdir DIR "
-        "shows them; needs pip install 'dpdl[tensorboard]'); metrics.csv is written as before",
+        "shows them; needs pip install 'dpdl[tensorboard]'); the CSV files are written as before",
     )
 
 
