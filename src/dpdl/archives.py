@@ -4,7 +4,7 @@ writes (a runtime agent's, :mod:`dpdl.runtime.checkpoint`, and a simulated run's
 
 An archive is an `.npz` file holding the caller's arrays, `manifest` (UTF-8 JSON bytes) and
 `sha256` (the SHA-256 of the manifest and of every array's name, dtype, shape and bytes). It is
-written atomically ([`atomic_write`][dpdl.files.atomic_write]: a crash leaves the previous file
+written atomically (`dpdl.files.atomic_write`: a crash leaves the previous file
 whole) and read with `allow_pickle=False`, so reading a file, whatever it holds, never runs code.
 """
 

@@ -6,7 +6,7 @@ runtime's checkpoints: read with `allow_pickle=False`, written atomically, so a 
 writing leaves the previous checkpoint whole). Its arrays are the parameters (`params`), the
 engine's other variables (`variables/<name>`) and torch's generator state (`torch_rng`); its
 manifest (JSON) holds the format and version, the engine version
-([`ENGINE_VERSION`][dpdl.jobspec.ENGINE_VERSION]), the run's settings (plain data: every option)
+(`dpdl.jobspec.ENGINE_VERSION`), the run's settings (plain data: every option)
 and fingerprint (a hash of what else makes the run, such as its data and noise design), the step,
 the metric history and what the caller adds (`extra`). Python's JSON writes a float so that it
 reads back the same float, so the history continues bit for bit.

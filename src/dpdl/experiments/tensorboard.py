@@ -62,7 +62,7 @@ class TensorBoardLog:
 
 class SeedLogs:
     """A callback `(seed, step, metrics)` of a run of several seeds (the `callback` of
-    [`run_training`][dpdl.experiments.train.run_training]): each seed's records go to
+    `dpdl.experiments.train.run_training`): each seed's records go to
     `log_dir/seed<s>`, which TensorBoard shows as one run each. Checks at once that
     `tensorboard` is installed."""
 
