@@ -19,6 +19,7 @@ from dpdl.data import adult, housing
 from dpdl.data.idx import read_idx
 from dpdl.errors import DataError, FileFormatError, GraphError
 from dpdl.experiments.cache import _write_entry, job_key, scan_cache
+from dpdl.experiments.checkpoints import load_state
 from dpdl.graphs.readers import read_graph_file
 from dpdl.runtime.checkpoint import AgentState, load_checkpoint, save_checkpoint
 
@@ -243,6 +244,21 @@ def test_bad_checkpoint(name: str, tmp_path: Path) -> None:
         load_checkpoint(path, "run", 1)
     message = str(caught.value)
     assert str(path) in message and CHECKPOINT_CASES[name] in message, message
+
+
+@pytest.mark.parametrize("name", [*CHECKPOINT_CASES, "agent-checkpoint"])
+def test_bad_run_checkpoint(name: str, tmp_path: Path) -> None:
+    """``dpdl train --resume`` and ``fit(resume_from=...)`` read the same damaged files, and a
+    runtime agent's whole checkpoint, with one error naming the file."""
+    path = tmp_path / "seed0.npz"
+    if name == "agent-checkpoint":
+        _checkpoint(path)
+    else:
+        _damaged_checkpoint(name, path)
+    with pytest.raises(FileFormatError) as caught:
+        load_state(path, {"steps": 10})
+    message = str(caught.value)
+    assert str(path) in message and CHECKPOINT_CASES.get(name, "another format") in message
 
 
 def test_checkpoint_of_another_agent(tmp_path: Path) -> None:
