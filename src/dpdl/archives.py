@@ -1,6 +1,6 @@
 """Checksummed archives of arrays and a JSON manifest: the file layout of every checkpoint dpdl
-writes (a runtime agent's, :mod:`dpdl.runtime.checkpoint`, and a simulated run's,
-:mod:`dpdl.experiments.checkpoints`).
+writes (a runtime agent's, [`dpdl.runtime.checkpoint`][dpdl.runtime.checkpoint], and a simulated
+run's, [`dpdl.experiments.checkpoints`][dpdl.experiments.checkpoints]).
 
 An archive is an `.npz` file holding the caller's arrays, `manifest` (UTF-8 JSON bytes) and
 `sha256` (the SHA-256 of the manifest and of every array's name, dtype, shape and bytes). It is

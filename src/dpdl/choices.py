@@ -1,18 +1,18 @@
 """The names and defaults the command line offers (tasks, mechanisms, graphs, ...), apart from the
 code they name.
 
-They live here, in a module that imports nothing heavy, so that ``dpdl --help`` builds its parser
+They live here, in a module that imports nothing heavy, so that `dpdl --help` builds its parser
 without importing torch, scipy or networkx (seconds) for names it only prints. Each home module
-re-exports its names from here (``dpdl.tasks.TASKS``, ``dpdl.accounting.CALIBRATIONS``, ...).
+re-exports its names from here (`dpdl.tasks.TASKS`, `dpdl.accounting.CALIBRATIONS`, ...).
 
 Mechanisms, tasks, graph sources, mixing rules, threat models, calibrations, DECOR's couple
 searches and the quadratics' starting points are open: each has one
-:class:`~dpdl.registry.Registry` here (:data:`MECHANISM_REGISTRY`, :data:`TASK_REGISTRY`,
-:data:`GRAPH_SOURCES`, :data:`MIXING_RULE_REGISTRY`, :data:`THREAT_REGISTRY`,
-:data:`CALIBRATION_REGISTRY`, :data:`DECOR_SEARCH_REGISTRY`, :data:`START_REGISTRY`) whose built-in
+[`Registry`][dpdl.registry.Registry] here (`MECHANISM_REGISTRY`, `TASK_REGISTRY`,
+`GRAPH_SOURCES`, `MIXING_RULE_REGISTRY`, `THREAT_REGISTRY`,
+`CALIBRATION_REGISTRY`, `DECOR_SEARCH_REGISTRY`, `START_REGISTRY`) whose built-in
 entries name their code by import path, imported on first use; code outside the package registers
-more with ``@REGISTRY.register(name, help=...)``. The tuples and dicts of names below
-(:data:`MECHANISM_NAMES`, :data:`TASKS`, ...) are the built-in entries, read from the registries;
+more with `@REGISTRY.register(name, help=...)`. The tuples and dicts of names below
+(`MECHANISM_NAMES`, `TASKS`, ...) are the built-in entries, read from the registries;
 the command line reads the registries themselves, so it offers what plugins registered too.
 """
 
@@ -184,8 +184,8 @@ MECHANISM_NAMES = MECHANISM_REGISTRY.names()
 
 
 def mechanism_names() -> tuple[str, ...]:
-    """Every name ``--mechanism`` takes: none, the calibrated mechanisms and the time-correlated
-    ones, plugins' included, and the noise gradient tracking injects (:data:`INJECTIONS`)."""
+    """Every name `--mechanism` takes: none, the calibrated mechanisms and the time-correlated
+    ones, plugins' included, and the noise gradient tracking injects (`INJECTIONS`)."""
     names = ("none", *MECHANISM_REGISTRY.names(), *FACTORIZED_REGISTRY.names(), *INJECTIONS)
     return tuple(dict.fromkeys(names))
 

@@ -1,10 +1,10 @@
 """Errors that dpdl raises on bad input.
 
-Every error a user can cause (a disconnected graph, a non-stochastic mixing matrix, a privacy
-budget out of range, a missing data file) is a :class:`DpdlError`; the CLI prints its message as
-one line and exits non-zero instead of showing a traceback. The errors of a bad value are also
-:class:`ValueError` (and a missing dependency an :class:`ImportError`), so code that catches the
-standard exceptions keeps working.
+Every error a user can cause (a disconnected graph, a non-stochastic mixing matrix, a privacy budget
+out of range, a missing data file) is a [`DpdlError`][dpdl.errors.DpdlError]; the CLI prints its
+message as one line and exits non-zero instead of showing a traceback. The errors of a bad value are
+also `ValueError` (and a missing dependency an `ImportError`), so code that catches the standard
+exceptions keeps working.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class ConfigError(DpdlError, ValueError):
 
 class ResourceError(ConfigError):
     """A job that cannot fit: its estimated memory exceeds what this machine has available, or its
-    estimated time a bound (:mod:`dpdl.jobspec.resources`); raised before anything large is
+    estimated time a bound (`dpdl.jobspec.resources`); raised before anything large is
     allocated, naming the estimate, its largest term and the limit."""
 
 

@@ -1,10 +1,10 @@
 """Writing files that a crash cannot leave half-written, and fingerprints of files' contents.
 
 Checkpoints and cache entries are read back by later runs, so a run killed while writing one must
-leave either the previous file or the new one, never a torn mix: :func:`atomic_write` writes a
+leave either the previous file or the new one, never a torn mix: `atomic_write` writes a
 temporary file in the same folder (same file system, so the rename is atomic), flushes it to disk
-and renames it over the target. :func:`json_safe` makes values writable as strict JSON.
-:func:`folder_lock` keeps two jobs out of one working folder.
+and renames it over the target. `json_safe` makes values writable as strict JSON.
+`folder_lock` keeps two jobs out of one working folder.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ LOCK_NAME = ".dpdl.lock"
 
 
 def json_safe(value: Any) -> Any:
-    """``value`` with non-finite floats as the strings ``"Infinity"`` / ``"NaN"`` (valid JSON)."""
+    """`value` with non-finite floats as the strings `"Infinity"` / `"NaN"` (valid JSON)."""
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, dict):
@@ -46,8 +46,8 @@ def json_safe(value: Any) -> Any:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` by ``data`` atomically: a temporary file beside it, ``fsync``,
-    ``os.replace``, then ``fsync`` of the folder so that the rename itself survives a power cut."""
+    """Replace `path` by `data` atomically: a temporary file beside it, `fsync`,
+    `os.replace`, then `fsync` of the folder so that the rename itself survives a power cut."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(
@@ -79,9 +79,10 @@ def file_sha256(path: Path) -> str:
 
 
 def require_folder(folder: Path, what: str) -> None:
-    """Raise :class:`ConfigError` unless ``folder`` is a folder or can be made one: neither it nor
-    a folder above it is a file. Checked before a command does any work, so that a run is not lost
-    to an output folder it cannot write (``what``: the option or role that names the folder)."""
+    """Raise [`ConfigError`][dpdl.errors.ConfigError] unless `folder` is a folder or can be made
+    one: neither it nor a folder above it is a file. Checked before a command does any work, so
+    that a run is not lost to an output folder it cannot write (`what`: the option or role that
+    names the folder)."""
     folder = Path(folder)
     for place in (folder, *folder.parents):
         if place.exists():
@@ -93,10 +94,11 @@ def require_folder(folder: Path, what: str) -> None:
 
 @contextlib.contextmanager
 def folder_lock(folder: Path, what: str = "job") -> Iterator[None]:
-    """Hold ``folder``'s lock (an advisory ``flock`` on ``folder/.dpdl.lock``, created with the
-    folder) for the duration; a second holder is refused at once with a :class:`ConfigError`
-    naming the folder and the process that holds it. The operating system releases the lock when
-    its holder exits, however it exits (a killed job leaves no stale lock)."""
+    """Hold `folder`'s lock (an advisory `flock` on `folder/.dpdl.lock`, created with the folder)
+    for the duration; a second holder is refused at once with a
+    [`ConfigError`][dpdl.errors.ConfigError] naming the folder and the process that holds it. The
+    operating system releases the lock when its holder exits, however it exits (a killed job
+    leaves no stale lock)."""
     folder = Path(folder)
     require_folder(folder, f"the {what}'s folder")
     folder.mkdir(parents=True, exist_ok=True)

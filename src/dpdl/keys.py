@@ -1,9 +1,9 @@
 """Secrets without a trusted party: X25519 key agreement (RFC 7748) and HKDF-SHA256 (RFC 5869).
 
-Every seed a noise design needs (:mod:`dpdl.mechanisms.base`) is derived here:
+Every seed a noise design needs ([`dpdl.mechanisms.base`][dpdl.mechanisms.base]) is derived here:
 
 - an agent's *private* seed from its own X25519 private key;
-- a secret held by two agents (DECOR's and zero-sum noise's ``v_ij = -v_ji``) from the pair's
+- a secret held by two agents (DECOR's and zero-sum noise's `v_ij = -v_ji`) from the pair's
   Diffie-Hellman shared secret, which only the two endpoints can compute;
 - a secret held by a larger group (Whisper's seed shared by all, CorN-DSGD's group seeds) is drawn
   by the group's *leader* (its smallest member) from its private key and sent to every other
@@ -11,13 +11,13 @@ Every seed a noise design needs (:mod:`dpdl.mechanisms.base`) is derived here:
   party ever sees it. Under the honest-but-curious model of the papers a leader follows the
   protocol; a contributory group key agreement would be needed against a leader who biases it.
 
-Each derivation is labelled with what it is for (HKDF's ``info``), so the keys for noise, for
-message authentication and for wrapping group seeds are independent. With ``key_seed`` the private
-keys are derived from that number instead of the operating system's randomness: the run is then
-reproducible and :func:`simulated_seed_book` gives the simulation the very seeds the agents agree on
-(for checking a deployment against ``dpdl train --key-seed``; never for a real deployment).
-The public keys are assumed authentic (exchanged through the launcher's rendezvous); binding them
-to identities (certificates) is outside dpdl.
+Each derivation is labelled with what it is for (HKDF's `info`), so the keys for noise, for message
+authentication and for wrapping group seeds are independent. With `key_seed` the private keys are
+derived from that number instead of the operating system's randomness: the run is then reproducible
+and [`simulated_seed_book`][dpdl.keys.simulated_seed_book] gives the simulation the very seeds the
+agents agree on (for checking a deployment against `dpdl train --key-seed`; never for a real
+deployment). The public keys are assumed authentic (exchanged through the launcher's rendezvous);
+binding them to identities (certificates) is outside dpdl.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ KEY_BYTES = 32
 
 
 def derive(material: bytes, label: str) -> bytes:
-    """32 bytes of HKDF-SHA256 from ``material`` for the purpose ``label``."""
+    """32 bytes of HKDF-SHA256 from `material` for the purpose `label`."""
     return HKDF(
         algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=_PROTOCOL + label.encode()
     ).derive(material)
@@ -69,7 +69,7 @@ def _seed(key: bytes) -> np.random.SeedSequence:
 
 
 class AgentKey:
-    """Agent ``agent``'s X25519 key pair and what it derives from it."""
+    """Agent `agent`'s X25519 key pair and what it derives from it."""
 
     def __init__(self, agent: int, private: X25519PrivateKey) -> None:
         self.agent = agent
@@ -85,8 +85,8 @@ class AgentKey:
 
     @classmethod
     def create(cls, agent: int, key_seed: int | None = None, epoch: int = 0) -> AgentKey:
-        """A fresh key from the operating system's randomness, or (``key_seed``) a reproducible one;
-        ``epoch`` counts the restarts after departures, each with keys the departed never held."""
+        """A fresh key from the operating system's randomness, or (`key_seed`) a reproducible one;
+        `epoch` counts the restarts after departures, each with keys the departed never held."""
         if key_seed is None:
             return cls(agent, X25519PrivateKey.generate())
         if key_seed < 0:
@@ -97,8 +97,9 @@ class AgentKey:
 
     @classmethod
     def from_private_bytes(cls, agent: int, raw: bytes) -> AgentKey:
-        """The key whose raw private bytes are ``raw`` (:meth:`private_bytes`): a key an agent
-        saved at its first start, so that a resumed agent draws the noise it drew before."""
+        """The key whose raw private bytes are `raw`
+        ([`private_bytes`][dpdl.keys.AgentKey.private_bytes]): a key an agent saved at its first
+        start, so that a resumed agent draws the noise it drew before."""
         if len(raw) != KEY_BYTES:
             raise ConfigError(f"an agent key has {KEY_BYTES} bytes, got {len(raw)}")
         return cls(agent, X25519PrivateKey.from_private_bytes(raw))
@@ -113,7 +114,7 @@ class AgentKey:
         return _seed(derive(self._raw, "private noise"))
 
     def pair_key(self, peer: int, peer_public: bytes) -> bytes:
-        """The key this agent shares with ``peer`` (X25519, then HKDF bound to the pair)."""
+        """The key this agent shares with `peer` (X25519, then HKDF bound to the pair)."""
         if peer == self.agent:
             raise ConfigError(f"agent {peer} cannot agree a pairwise key with itself")
         shared = self._private.exchange(X25519PublicKey.from_public_bytes(peer_public))
@@ -121,7 +122,7 @@ class AgentKey:
         return derive(shared, f"pair {low}-{high}")
 
     def group_seed(self, secret: int) -> bytes:
-        """The seed of shared secret ``secret`` when this agent leads its group."""
+        """The seed of shared secret `secret` when this agent leads its group."""
         return derive(self._raw, f"group secret {secret}")
 
 
@@ -131,8 +132,8 @@ def leader(secret: SharedSecret) -> int:
 
 
 def mac_key(pair_key: bytes, sender: int, receiver: int, session: bytes) -> bytes:
-    """Key authenticating messages from ``sender`` to ``receiver`` (one per direction) in the run
-    whose fresh nonces are ``session`` (so that no key outlives a start of the agents)."""
+    """Key authenticating messages from `sender` to `receiver` (one per direction) in the run
+    whose fresh nonces are `session` (so that no key outlives a start of the agents)."""
     return HKDF(
         algorithm=hashes.SHA256(),
         length=KEY_BYTES,
@@ -142,7 +143,7 @@ def mac_key(pair_key: bytes, sender: int, receiver: int, session: bytes) -> byte
 
 
 def pair_secret_seed(pair_key: bytes, secret: int) -> np.random.SeedSequence:
-    """Seed of two-holder secret ``secret`` from its holders' pairwise key."""
+    """Seed of two-holder secret `secret` from its holders' pairwise key."""
     return _seed(derive(pair_key, f"pair secret {secret}"))
 
 
@@ -156,8 +157,8 @@ def wrap_seed(pair_key: bytes, secret: int, seed: bytes) -> bytes:
 
 
 def unwrap_seed(pair_key: bytes, secret: int, wrapped: bytes, sender: int) -> bytes:
-    """The group seed from :func:`wrap_seed`; a forged or altered one raises
-    :class:`AuthenticationError`."""
+    """The group seed from [`wrap_seed`][dpdl.keys.wrap_seed]; a forged or altered one raises
+    [`AuthenticationError`][dpdl.errors.AuthenticationError]."""
     try:
         return ChaCha20Poly1305(derive(pair_key, "wrap")).decrypt(_nonce(secret), wrapped, None)
     except InvalidTag as error:
@@ -173,8 +174,8 @@ def secret_seed(
     publics: Mapping[int, bytes],
     group_seed: bytes | None,
 ) -> np.random.SeedSequence:
-    """Seed of shared secret ``secret`` as holder ``key.agent`` computes it: from the pairwise key
-    for two holders, else from the leader's group seed (``group_seed``, received or its own)."""
+    """Seed of shared secret `secret` as holder `key.agent` computes it: from the pairwise key
+    for two holders, else from the leader's group seed (`group_seed`, received or its own)."""
     if len(holders) == 2:
         peer = holders[1] if holders[0] == key.agent else holders[0]
         return pair_secret_seed(key.pair_key(peer, publics[peer]), secret)
@@ -188,9 +189,9 @@ def secret_seed(
 def simulated_seed_book(
     source: GaussianNoise | NoiseSource, key_seed: int, epoch: int = 0
 ) -> SeedBook:
-    """Every seed that agents with keys from ``key_seed`` (and ``epoch``) agree on for the noise
-    ``source`` describes (a description, or a mechanism holding one), computed in one process by
-    the same derivations the agents run (:mod:`dpdl.runtime.handshake`)."""
+    """Every seed that agents with keys from `key_seed` (and `epoch`) agree on for the noise
+    `source` describes (a description, or a mechanism holding one), computed in one process by
+    the same derivations the agents run ([`dpdl.runtime.handshake`][dpdl.runtime.handshake])."""
     noise = noise_of(source)
     keys = [AgentKey.create(i, key_seed, epoch) for i in range(noise.n)]
     publics = {i: key.public for i, key in enumerate(keys)}

@@ -1,10 +1,10 @@
-"""Lazy exports of a package (PEP 562): ``from dpdl.tasks import build_task`` imports
-:mod:`dpdl.tasks.catalog` (and torch) when the name is first asked for, not when anything of the
-package is imported.
+"""Lazy exports of a package (PEP 562): `from dpdl.tasks import build_task` imports
+[`dpdl.tasks.catalog`][dpdl.tasks.catalog] (and torch) when the name is first asked for, not when
+anything of the package is imported.
 
 Packages whose submodules pull in torch, matplotlib or the other slow libraries use it, so that
-importing one light submodule (:mod:`dpdl.tasks.partition`, :mod:`dpdl.attacks.membership`) does
-not import its heavy siblings through the package's ``__init__``.
+importing one light submodule ([`dpdl.tasks.partition`][dpdl.tasks.partition],
+`dpdl.attacks.membership`) does not import its heavy siblings through the package's `__init__`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ __all__ = ["lazy_exports"]
 def lazy_exports(
     package: str, exports: Mapping[str, tuple[str, ...]]
 ) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
-    """``__all__``, ``__getattr__`` and ``__dir__`` of ``package``, which exports the names
-    ``exports[module]`` of each of its submodules ``module`` (relative, e.g. ``"catalog"``), or of
-    a module of a lower layer that it re-exports (absolute, ``"dpdl...."``).
+    """`__all__`, `__getattr__` and `__dir__` of `package`, which exports the names
+    `exports[module]` of each of its submodules `module` (relative, e.g. `"catalog"`), or of
+    a module of a lower layer that it re-exports (absolute, `"dpdl...."`).
 
     A name is imported from its submodule on first access and then kept on the package, so later
     accesses are plain attribute lookups.

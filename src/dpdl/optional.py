@@ -2,8 +2,8 @@
 
 The core install (numpy, scipy, networkx, torch, dp-accounting, scikit-learn, matplotlib, tqdm)
 runs every mechanism, task and reproduction that needs no convex solver and no cryptography.
-Two parts are extras (``pyproject.toml``): ``dpdl[solvers]`` (cvxpy, for CorN-DSGD's coalition
-program (10) and the solvers' independent checks) and ``dpdl[runtime]`` (cryptography, for the
+Two parts are extras (`pyproject.toml`): `dpdl[solvers]` (cvxpy, for CorN-DSGD's coalition
+program (10) and the solvers' independent checks) and `dpdl[runtime]` (cryptography, for the
 peer-to-peer runtime's key agreement and message tags).
 """
 
@@ -18,8 +18,8 @@ __all__ = ["require"]
 
 
 def require(module: str, extra: str, feature: str) -> ModuleType:
-    """``module`` imported, or a :class:`MissingDependencyError` naming ``feature`` and the extra
-    that installs it (``pip install 'dpdl[extra]'``)."""
+    """`module` imported, or a [`MissingDependencyError`][dpdl.errors.MissingDependencyError]
+    naming `feature` and the extra that installs it (`pip install 'dpdl[extra]'`)."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as error:

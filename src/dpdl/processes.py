@@ -3,9 +3,9 @@ runtime's local agents, and one log level for all of them.
 
 A child started from the fork server is a copy of the server, not of its parent: it has neither
 the parent's logging handlers nor (when the server started earlier) the parent's current
-environment. So each child process records the parent's :data:`dpdl.logs.LEVEL_ENV` when it is
+environment. So each child process records the parent's `dpdl.logs.LEVEL_ENV` when it is
 created and, before running its target, sets up logging at that level
-(:func:`dpdl.logs.configure`): ``dpdl -v reproduce ...`` shows its workers' INFO records too.
+(`dpdl.logs.configure`): `dpdl -v reproduce ...` shows its workers' INFO records too.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ PRELOAD = [
 
 
 def worker_context(*modules: str) -> multiprocessing.context.BaseContext:
-    """Start method of child processes: ``forkserver`` with :data:`PRELOAD` and ``modules`` (the
+    """Start method of child processes: `forkserver` with `PRELOAD` and `modules` (the
     module of the function the children run: a sweep's, a plugin's reproduction) imported. Plain
-    ``fork`` copies a parent whose BLAS / torch thread pools may hold locks, and the children then
+    `fork` copies a parent whose BLAS / torch thread pools may hold locks, and the children then
     hang (seen under pytest); the fork server imports in one thread and forks before any pool
     starts.
 
@@ -48,7 +48,7 @@ def worker_context(*modules: str) -> multiprocessing.context.BaseContext:
 
 
 class _Process(multiprocessing.context.ForkServerProcess):
-    """A fork-server process that takes its parent's log level along (:mod:`dpdl.logs`)."""
+    """A fork-server process that takes its parent's log level along (`dpdl.logs`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -72,7 +72,7 @@ def _one_thread() -> None:
 
 
 class _Context(multiprocessing.context.ForkServerContext):
-    """The ``forkserver`` start method, with :class:`_Process` as its process class (which
-    :class:`~concurrent.futures.ProcessPoolExecutor` and :meth:`Process` both use)."""
+    """The `forkserver` start method, with `_Process` as its process class (which
+    `ProcessPoolExecutor` and `Process` both use)."""
 
     Process = _Process

@@ -1,25 +1,29 @@
 """Open registries: name -> entry, with a one-line help and a target imported on first use.
 
 Each kind of named thing the command line offers (mechanisms, tasks, graph sources, mixing rules,
-threat models) has one :class:`Registry`, declared in :mod:`dpdl.choices`. A built-in entry names
-its target by import path (``"dpdl.mechanisms.registry:_ldp"``), so listing the names and their
-help (``dpdl --help``) imports nothing heavy; the target is imported when first used. Code outside
-the package registers its own with the decorator::
+threat models) has one [`Registry`][dpdl.registry.Registry], declared in
+[`dpdl.choices`][dpdl.choices]. A built-in entry names its target by import path
+(`"dpdl.mechanisms.registry:_ldp"`), so listing the names and their help (`dpdl --help`) imports
+nothing heavy; the target is imported when first used. Code outside the package registers its own
+with the decorator:
 
-    from dpdl.choices import MECHANISM_REGISTRY
+```python
+from dpdl.choices import MECHANISM_REGISTRY
 
-    @MECHANISM_REGISTRY.register("my-mechanism", help="what it is, in one line")
-    def build(graph, weights, calibration, options): ...
+@MECHANISM_REGISTRY.register("my-mechanism", help="what it is, in one line")
+def build(graph, weights, calibration, options): ...
+```
 
-A name may be a template with one ``<parameter>`` (``colluding-<q>``, ``gnutella-<k>``): it matches
-any name with text in place of the parameter, and :meth:`Registry.match` returns that text.
+A name may be a template with one `<parameter>` (`colluding-<q>`, `gnutella-<k>`): it matches any
+name with text in place of the parameter, and [`Registry.match`][dpdl.registry.Registry.match]
+returns that text.
 
-Plugins: :func:`load_plugins` imports the modules named by the environment variable
-``DPDL_PLUGINS`` (comma-separated module names importable on ``sys.path``, or ``.py`` file paths)
-and the entry points of group ``dpdl.plugins``; the command line calls it before it builds its
-parser, so what they register is in ``dpdl train --help`` and accepted as a choice.
+Plugins: [`load_plugins`][dpdl.registry.load_plugins] imports the modules named by the environment
+variable `DPDL_PLUGINS` (comma-separated module names importable on `sys.path`, or `.py` file paths)
+and the entry points of group `dpdl.plugins`; the command line calls it before it builds its parser,
+so what they register is in `dpdl train --help` and accepted as a choice.
 
-Standard library only (and :mod:`dpdl.errors`).
+Standard library only (and [`dpdl.errors`][dpdl.errors]).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ _PARAMETER = re.compile(r"<[^<>]+>")
 
 @dataclass
 class Entry:
-    """A registered name: its one-line help and its target, an object or ``"module:attribute"``."""
+    """A registered name: its one-line help and its target, an object or `"module:attribute"`."""
 
     name: str
     help: str
@@ -74,9 +78,9 @@ class Entry:
 
 
 class Registry:
-    """Names of one kind (``kind``, as error messages say it) and what each stands for.
+    """Names of one kind (`kind`, as error messages say it) and what each stands for.
 
-    ``error``: the exception class an unknown name raises (:class:`~dpdl.errors.ConfigError`
+    `error`: the exception class an unknown name raises ([`ConfigError`][dpdl.errors.ConfigError]
     unless given); its message lists the known names.
     """
 
@@ -86,8 +90,8 @@ class Registry:
         self._entries: dict[str, Entry] = {}
 
     def add(self, name: str, target: Any, help: str = "", *, replace: bool = False) -> Entry:
-        """Register ``target`` (an object, or ``"module:attribute"`` to import on first use) as
-        ``name``; a name already taken is an error unless ``replace``."""
+        """Register `target` (an object, or `"module:attribute"` to import on first use) as
+        `name`; a name already taken is an error unless `replace`."""
         if not name or len(_PARAMETER.findall(name)) > 1:
             raise ConfigError(f"a {self.kind} name is non-empty with at most one <parameter>")
         if name in self._entries and not replace:
@@ -100,7 +104,8 @@ class Registry:
         return entry
 
     def register(self, name: str, help: str = "", *, replace: bool = False) -> Callable[[T], T]:
-        """Decorator: register the decorated object as ``name`` (see :meth:`add`)."""
+        """Decorator: register the decorated object as `name` (see
+        [`add`][dpdl.registry.Registry.add])."""
 
         def decorate(target: T) -> T:
             self.add(name, target, help, replace=replace)
@@ -109,7 +114,7 @@ class Registry:
         return decorate
 
     def unregister(self, name: str) -> None:
-        """Forget ``name`` (a test's or a plugin's own entry)."""
+        """Forget `name` (a test's or a plugin's own entry)."""
         self.entry(name)
         del self._entries[name]
 
@@ -122,14 +127,14 @@ class Registry:
         return {name: entry.help for name, entry in self._entries.items()}
 
     def described(self) -> str:
-        """``name: help`` of every entry, ``;``-separated (an option's help lists them so)."""
+        """`name: help` of every entry, `;`-separated (an option's help lists them so)."""
         return "; ".join(f"{name}: {what}" for name, what in self.helps().items())
 
     def match(self, name: str) -> tuple[Entry, str | None]:
-        """The entry ``name`` is (exactly, else by a template), with the template's parameter text
-        (``None`` for an exact name); a name not registered yet loads the plugins
-        (:func:`load_plugins`) before it is refused: an unknown name raises ``error`` listing the
-        known ones."""
+        """The entry `name` is (exactly, else by a template), with the template's parameter text
+        (`None` for an exact name); a name not registered yet loads the plugins
+        ([`load_plugins`][dpdl.registry.load_plugins]) before it is refused: an unknown name
+        raises `error` listing the known ones."""
         found = self._find(name)
         if found is None and load_plugins():
             found = self._find(name)
@@ -152,11 +157,11 @@ class Registry:
         return None
 
     def entry(self, name: str) -> Entry:
-        """The entry ``name`` is (see :meth:`match`)."""
+        """The entry `name` is (see [`match`][dpdl.registry.Registry.match])."""
         return self.match(name)[0]
 
     def get(self, name: str) -> Any:
-        """The target registered as ``name``, imported on first use."""
+        """The target registered as `name`, imported on first use."""
         return self.entry(name).load()
 
     def __contains__(self, name: object) -> bool:
@@ -182,8 +187,9 @@ _loaded = False
 
 
 def load_plugins(*, force: bool = False) -> list[str]:
-    """Import the plugins (``DPDL_PLUGINS``, then the ``dpdl.plugins`` entry points) once; returns
-    what was imported. A plugin that fails to import is a :class:`~dpdl.errors.ConfigError`."""
+    """Import the plugins (`DPDL_PLUGINS`, then the `dpdl.plugins` entry points) once; returns
+    what was imported. A plugin that fails to import is a
+    [`ConfigError`][dpdl.errors.ConfigError]."""
     global _loaded
     if _loaded and not force:
         return []
@@ -223,10 +229,10 @@ def _import_plugin(spec: str) -> None:
 
 
 def _entry_points() -> list[Any]:
-    """The ``dpdl.plugins`` entry points of the installed distributions.
+    """The `dpdl.plugins` entry points of the installed distributions.
 
-    :mod:`importlib.metadata` takes 30 ms to import and more to read every distribution, half of
-    ``dpdl --help``: it is used only where a distribution's ``entry_points.txt`` on ``sys.path``
+    `importlib.metadata` takes 30 ms to import and more to read every distribution, half of
+    `dpdl --help`: it is used only where a distribution's `entry_points.txt` on `sys.path`
     names the group (a scan of the folders, about a millisecond)."""
     if not _declares_plugins():
         return []
@@ -236,7 +242,7 @@ def _entry_points() -> list[Any]:
 
 
 def _declares_plugins() -> bool:
-    """Whether an installed distribution's ``entry_points.txt`` has a ``[dpdl.plugins]`` section."""
+    """Whether an installed distribution's `entry_points.txt` has a `[dpdl.plugins]` section."""
     section = f"[{PLUGIN_GROUP}]"
     for folder in sys.path:
         try:

@@ -1,16 +1,16 @@
 """How large dpdl goes dense, and how much memory this machine has for a job.
 
-Below :data:`SPARSE_MIN_AGENTS` agents every matrix over agents is a dense numpy array, as the
+Below `SPARSE_MIN_AGENTS` agents every matrix over agents is a dense numpy array, as the
 papers' 20-100 agents need (and every seeded result of that size is unchanged). From it on, the
-mixing matrix W is a ``scipy.sparse`` CSR matrix built from the graph's edges, so a D-SGD step
+mixing matrix W is a `scipy.sparse` CSR matrix built from the graph's edges, so a D-SGD step
 costs O(|E| d) instead of O(n^2 d); spectral facts and mixing validation use sparse eigensolvers;
 independent noise is accounted in closed form per agent. Designs that need a dense n x n
 covariance (Whisper, CorN-DSGD's multi-seed design) stay dense and check first, with
-:func:`require_dense`, that the matrices fit in memory.
+`require_dense`, that the matrices fit in memory.
 
-:func:`memory_limit` is the memory a job may use: ``DPDL_MEMORY_LIMIT`` when set, else what the
-operating system says is available (``MemAvailable`` of ``/proc/meminfo``, capped by a cgroup's
-``memory.max``; elsewhere the physical memory). :mod:`dpdl.jobspec.resources` compares a whole
+`memory_limit` is the memory a job may use: `DPDL_MEMORY_LIMIT` when set, else what the
+operating system says is available (`MemAvailable` of `/proc/meminfo`, capped by a cgroup's
+`memory.max`; elsewhere the physical memory). `dpdl.jobspec.resources` compares a whole
 job's estimate with it.
 """
 
@@ -48,12 +48,12 @@ _SUFFIXES = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 
 
 def dense_bytes(n: int, matrices: int = 1) -> int:
-    """Bytes of ``matrices`` dense float64 n x n matrices."""
+    """Bytes of `matrices` dense float64 n x n matrices."""
     return 8 * n * n * matrices
 
 
 def format_bytes(count: float) -> str:
-    """``count`` bytes in binary units, e.g. ``74.5 GiB``."""
+    """`count` bytes in binary units, e.g. `74.5 GiB`."""
     for unit, size in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
         if count >= size:
             return f"{count / size:.1f} {unit}"
@@ -61,8 +61,8 @@ def format_bytes(count: float) -> str:
 
 
 def parse_bytes(text: str, what: str = MEMORY_LIMIT_ENV) -> float:
-    """``text`` (``"8G"``, ``"512MiB"``, ``"1e9"``, ``"inf"``) as bytes; a :class:`ConfigError`
-    naming ``what`` when it is not a size."""
+    """`text` (`"8G"`, `"512MiB"`, `"1e9"`, `"inf"`) as bytes; a
+    [`ConfigError`][dpdl.errors.ConfigError] naming `what` when it is not a size."""
     match = re.fullmatch(r"\s*([0-9.eE+]+|inf)\s*([KMGTP]?)(?:i?B)?\s*", text, re.IGNORECASE)
     try:
         value = float(match.group(1)) * _SUFFIXES[match.group(2).upper()] if match else math.nan
@@ -77,7 +77,7 @@ def parse_bytes(text: str, what: str = MEMORY_LIMIT_ENV) -> float:
 
 
 def _meminfo_available() -> int | None:
-    """``MemAvailable`` of ``/proc/meminfo`` in bytes (Linux), or None."""
+    """`MemAvailable` of `/proc/meminfo` in bytes (Linux), or None."""
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
@@ -88,7 +88,7 @@ def _meminfo_available() -> int | None:
 
 
 def _cgroup_room() -> int | None:
-    """What a cgroup v2 ``memory.max`` leaves above the group's ``memory.current``, or None."""
+    """What a cgroup v2 `memory.max` leaves above the group's `memory.current`, or None."""
     try:
         limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
         if limit == "max":
@@ -108,8 +108,8 @@ def _physical_bytes() -> int | None:
 
 def memory_limit() -> tuple[float, str] | None:
     """The memory a job may use, in bytes, and where that figure comes from; None where nothing
-    says (then nothing is checked). ``DPDL_MEMORY_LIMIT`` wins; else the smaller of
-    ``MemAvailable`` and a cgroup's room; else the physical memory."""
+    says (then nothing is checked). `DPDL_MEMORY_LIMIT` wins; else the smaller of
+    `MemAvailable` and a cgroup's room; else the physical memory."""
     text = os.environ.get(MEMORY_LIMIT_ENV)
     if text:
         value = parse_bytes(text)
@@ -129,9 +129,9 @@ def memory_limit() -> tuple[float, str] | None:
 
 
 def require_dense(n: int, what: str, matrices: int) -> None:
-    """Raise a :class:`ResourceError` naming ``n``, the bytes needed and the limit, before anything
-    is allocated, when ``matrices`` dense n x n float64 matrices (what the design ``what`` holds
-    at once) exceed the memory a job may use (:func:`memory_limit`)."""
+    """Raise a [`ResourceError`][dpdl.errors.ResourceError] naming `n`, the bytes needed and the
+    limit, before anything is allocated, when `matrices` dense n x n float64 matrices (what the
+    design `what` holds at once) exceed the memory a job may use (`memory_limit`)."""
     needed, limit = dense_bytes(n, matrices), memory_limit()
     if limit is not None and needed > limit[0]:
         raise ResourceError(
@@ -150,9 +150,9 @@ AGENT_EVAL_PAIRS = 200_000
 
 
 def agent_test_count(tests: int, agents: int, examples: int | None) -> int:
-    """How many of ``tests`` test examples each of ``agents`` models is scored on: ``examples``
-    (all of them if fewer); None: all while ``agents * tests <= AGENT_EVAL_PAIRS``, otherwise
-    ``max(1000, AGENT_EVAL_PAIRS // agents)``."""
+    """How many of `tests` test examples each of `agents` models is scored on: `examples`
+    (all of them if fewer); None: all while `agents * tests <= AGENT_EVAL_PAIRS`, otherwise
+    `max(1000, AGENT_EVAL_PAIRS // agents)`."""
     if examples is None:
         examples = tests if agents * tests <= AGENT_EVAL_PAIRS else AGENT_EVAL_PAIRS // agents
         examples = max(examples, 1000)

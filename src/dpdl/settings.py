@@ -2,22 +2,27 @@
 range, so that a run's settings are declared once and the command line, the checks and the Python
 API all read that one declaration.
 
-A settings class is a frozen dataclass whose fields are made by :func:`setting`, and whose
-``__post_init__`` calls :func:`check_fields`. A field whose type is itself a settings class is a
-nested group of settings (:class:`~dpdl.jobspec.config.TrainConfig` holds :class:`TaskOptions`,
-:class:`DesignOptions` and :class:`TrackingOptions`); its fields are options of the command line
-like the outer ones (``--partition``, not ``--task-options-partition``).
+A settings class is a frozen dataclass whose fields are made by [`setting`][dpdl.settings.setting],
+and whose `__post_init__` calls [`check_fields`][dpdl.settings.check_fields]. A field whose type is
+itself a settings class is a nested group of settings
+([`TrainConfig`][dpdl.jobspec.config.TrainConfig] holds [`TaskOptions`][dpdl.settings.TaskOptions],
+[`DesignOptions`][dpdl.settings.DesignOptions] and
+[`TrackingOptions`][dpdl.settings.TrackingOptions]); its fields are options of the command line like
+the outer ones (`--partition`, not `--task-options-partition`).
 
-- :func:`add_arguments` adds an :mod:`argparse` option per field that has one;
-- :func:`from_options` builds the settings class back from the parsed options, generically, and
-  :func:`to_options` gives the options back from an instance;
-- :func:`check_fields` checks every field's type, choices and range, naming the field.
+- [`add_arguments`][dpdl.settings.add_arguments] adds an `argparse` option per field that has one;
+- [`from_options`][dpdl.settings.from_options] builds the settings class back from the parsed
+  options, generically, and [`to_options`][dpdl.settings.to_options] gives the options back from an
+  instance;
+- [`check_fields`][dpdl.settings.check_fields] checks every field's type, choices and range, naming
+  the field.
 
 The option classes of the layers below the job spec (tasks, mechanisms) are declared here, beside
-:mod:`dpdl.choices`, and re-exported by their homes (:class:`dpdl.tasks.TaskOptions`,
-:class:`dpdl.mechanisms.registry.DesignOptions`, :class:`dpdl.mechanisms.lppa.TrackingOptions`):
-this module imports the standard library, :mod:`dpdl.choices` and :mod:`dpdl.errors` only, so the
-``dpdl`` parser is built from it without importing numpy, torch or networkx.
+[`dpdl.choices`][dpdl.choices], and re-exported by their homes (`dpdl.tasks.TaskOptions`,
+[`dpdl.mechanisms.registry.DesignOptions`][dpdl.settings.DesignOptions],
+[`dpdl.mechanisms.lppa.TrackingOptions`][dpdl.settings.TrackingOptions]): this module imports the
+standard library, [`dpdl.choices`][dpdl.choices] and [`dpdl.errors`][dpdl.errors] only, so the
+`dpdl` parser is built from it without importing numpy, torch or networkx.
 """
 
 from __future__ import annotations
@@ -73,12 +78,12 @@ T = TypeVar("T")
 class Setting:
     """What a field declares besides its type and default.
 
-    ``help_text``: the option's help text, or a function giving it. ``option``: its long option
-    without ``--`` (the field name with ``-`` for ``_`` unless given). ``cli``: False for a setting
-    of the Python API alone, with no option. ``allowed``: the values allowed, or a function giving
-    them (a registry's ``names``: read when the parser is built and when a value is checked, so
-    names registered later count). ``positive``: an integer >= 1. ``group``: the help section of
-    the option (``None``: the command's own options). ``metavar``: the option's value in the help.
+    `help_text`: the option's help text, or a function giving it. `option`: its long option
+    without `--` (the field name with `-` for `_` unless given). `cli`: False for a setting
+    of the Python API alone, with no option. `allowed`: the values allowed, or a function giving
+    them (a registry's `names`: read when the parser is built and when a value is checked, so
+    names registered later count). `positive`: an integer >= 1. `group`: the help section of
+    the option (`None`: the command's own options). `metavar`: the option's value in the help.
     A field without a default is a required option.
     """
 
@@ -99,7 +104,7 @@ class Setting:
 
     @property
     def choices(self) -> tuple[str, ...] | None:
-        """The values allowed, as of now (``None``: any)."""
+        """The values allowed, as of now (`None`: any)."""
         return self.allowed() if callable(self.allowed) else self.allowed
 
 
@@ -117,8 +122,8 @@ def setting(
     interval: str | None = None,
     unique: bool = False,
 ) -> Any:
-    """A dataclass field declared with its :class:`Setting`; ``cli=False``: no command-line
-    option."""
+    """A dataclass field declared with its [`Setting`][dpdl.settings.Setting]; `cli=False`: no
+    command-line option."""
     if interval is not None:
         _bounds(interval)  # a malformed interval fails where it is declared
     meta = Setting(help, option, cli, choices, positive, group, metavar, interval, unique)
@@ -130,7 +135,7 @@ def setting(
 @dataclass(frozen=True)
 class Leaf:
     """One command-line option of a settings class: its field, the field's type and its
-    declaration; ``dest`` is the option's name in the parsed namespace."""
+    declaration; `dest` is the option's name in the parsed namespace."""
 
     field: dataclasses.Field
     hint: Any
@@ -163,7 +168,7 @@ def _declared(field: dataclasses.Field) -> Setting | None:
 
 
 def _optional(hint: Any) -> tuple[Any, bool]:
-    """``(T, True)`` for ``T | None``, else ``(hint, False)``."""
+    """`(T, True)` for `T | None`, else `(hint, False)`."""
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
         if len(args) == 1:
@@ -172,7 +177,7 @@ def _optional(hint: Any) -> tuple[Any, bool]:
 
 
 def leaves(cls: type) -> Iterator[Leaf]:
-    """Every command-line option of settings class ``cls``, nested groups flattened, in field
+    """Every command-line option of settings class `cls`, nested groups flattened, in field
     order."""
     for field in dataclasses.fields(cls):
         hint = _hints(cls)[field.name]
@@ -190,7 +195,7 @@ def _type_error(name: str, wanted: str, value: Any) -> ConfigError:
 
 @functools.cache
 def _bounds(interval: str) -> tuple[float, bool, float, bool]:
-    """``(low, low included, high, high included)`` of an interval written ``"(0, 1]"``."""
+    """`(low, low included, high, high included)` of an interval written `"(0, 1]"`."""
     low, comma, high = interval[1:-1].partition(",")
     if not comma or interval[0] not in "[(" or interval[-1] not in "])":
         raise ValueError(f"malformed interval {interval!r}; write it as (0, 1] or [0, inf)")
@@ -205,7 +210,7 @@ def _in_interval(value: float, interval: str) -> bool:
 
 
 def _check(name: str, hint: Any, meta: Setting | None, value: Any) -> Any:
-    """``value`` of field ``name`` checked against its type and declaration; lists of a tuple
+    """`value` of field `name` checked against its type and declaration; lists of a tuple
     field become tuples."""
     base, optional = _optional(hint)
     if value is None:
@@ -259,9 +264,10 @@ def _check(name: str, hint: Any, meta: Setting | None, value: Any) -> Any:
 
 
 def check_fields(instance: Any) -> None:
-    """Check every field of the frozen settings dataclass ``instance`` against its type, choices and
-    range (:class:`Setting`); raise :class:`ConfigError` naming the first field that fails. A tuple
-    field given as a list is stored as a tuple."""
+    """Check every field of the frozen settings dataclass `instance` against its type, choices
+    and range ([`Setting`][dpdl.settings.Setting]); raise
+    [`ConfigError`][dpdl.errors.ConfigError] naming the first field that fails. A tuple field
+    given as a list is stored as a tuple."""
     cls = type(instance)
     for field in dataclasses.fields(cls):
         declared = _declared(field)
@@ -285,8 +291,8 @@ def add_arguments(
     groups: tuple[str | None, ...] | None = None,
     skip: tuple[str, ...] = (),
 ) -> dict[str, argparse._ArgumentGroup]:
-    """One option of ``parser`` per command-line setting of ``cls`` (or of those in ``groups``,
-    but those whose ``dest`` is in ``skip``: settings a command would not honour), with the
+    """One option of `parser` per command-line setting of `cls` (or of those in `groups`,
+    but those whose `dest` is in `skip`: settings a command would not honour), with the
     field's default, help, type, choices and range; each option's group is a help section.
     Returns the sections by title, for a command to add its own options to."""
     sections: dict[str, argparse._ArgumentGroup] = {}
@@ -331,7 +337,7 @@ def add_arguments(
 
 
 def from_options(cls: type[T], values: Mapping[str, Any] | argparse.Namespace) -> T:
-    """An instance of settings class ``cls`` from parsed options (option ``dest`` -> value, or the
+    """An instance of settings class `cls` from parsed options (option `dest` -> value, or the
     namespace itself): every command-line setting from its option, the others at their defaults."""
     if isinstance(values, argparse.Namespace):
         values = vars(values)
@@ -339,8 +345,9 @@ def from_options(cls: type[T], values: Mapping[str, Any] | argparse.Namespace) -
 
 
 def to_options(instance: Any) -> dict[str, Any]:
-    """The parsed options (option ``dest`` -> value) that :func:`from_options` turns into the
-    settings ``instance``, nested groups included; tuples as the lists argparse gives."""
+    """The parsed options (option `dest` -> value) that
+    [`from_options`][dpdl.settings.from_options] turns into the settings `instance`, nested
+    groups included; tuples as the lists argparse gives."""
     values: dict[str, Any] = {}
     for field in dataclasses.fields(instance):
         value = getattr(instance, field.name)
@@ -446,10 +453,10 @@ class TaskOptions:
         check_fields(self)
 
     def check_applies(self, task: str) -> None:
-        """Raise :class:`ConfigError` naming an option set away from its default that ``task``
-        does not read (the test file and the share of the data: a9a's and MNIST's one-split
-        tasks only; the starting point: the quadratic tasks only). A plugin's task may read any
-        option."""
+        """Raise [`ConfigError`][dpdl.errors.ConfigError] naming an option set away from its
+        default that `task` does not read (the test file and the share of the data: a9a's and
+        MNIST's one-split tasks only; the starting point: the quadratic tasks only). A plugin's
+        task may read any option."""
         if task not in TASKS:
             return
         defaults = TaskOptions()
@@ -478,17 +485,17 @@ _TASK_OPTION_USERS: dict[str, tuple[str, ...]] = {
 class DesignOptions:
     """How designs with choices are made.
 
-    ``threat``: the adversary DECOR is calibrated against (eavesdropper by default, as in the
-    papers' experiments). ``decor_search``: ``trace`` (minimise Tr(W R W^T)) or ``appendix-d``
-    (DECOR's own search; the couple of least Tr(W R W^T) among its grid), or another name of
-    :data:`dpdl.choices.DECOR_SEARCH_REGISTRY`. ``groups`` and ``q``:
-    the seed groups (m disjoint groups) and coalition size of ``whisper-multiseed``.
-    ``objective``: what the correlated designs (Whisper, the multi-seed program, DECOR's couple)
-    minimise under their privacy constraint: ``one-step``, the variance one gossip round leaves,
-    ``Tr(W R W^T)`` (the papers'), or ``horizon``, the loss the noise leaves after the whole run
-    (:mod:`dpdl.mechanisms.horizon`), for which ``horizon`` holds the run's step size, steps and
-    curvature (a :class:`dpdl.mechanisms.horizon.Horizon`; ``dpdl train`` and sweeps fill it in
-    from the run and its task).
+    `threat`: the adversary DECOR is calibrated against (eavesdropper by default, as in the papers'
+    experiments). `decor_search`: `trace` (minimise Tr(W R W^T)) or `appendix-d` (DECOR's own
+    search; the couple of least Tr(W R W^T) among its grid), or another name of
+    `dpdl.choices.DECOR_SEARCH_REGISTRY`. `groups` and `q`: the seed groups (m disjoint groups) and
+    coalition size of `whisper-multiseed`. `objective`: what the correlated designs (Whisper, the
+    multi-seed program, DECOR's couple) minimise under their privacy constraint: `one-step`, the
+    variance one gossip round leaves, `Tr(W R W^T)` (the papers'), or `horizon`, the loss the noise
+    leaves after the whole run ([`dpdl.mechanisms.horizon`][dpdl.mechanisms.horizon]), for which
+    `horizon` holds the run's step size, steps and curvature (a
+    [`dpdl.mechanisms.horizon.Horizon`][dpdl.mechanisms.horizon.Horizon]; `dpdl train` and sweeps
+    fill it in from the run and its task).
     """
 
     threat: str = setting(
@@ -542,9 +549,9 @@ class DesignOptions:
             raise ConfigError(f"decor_search (--decor-search): {error}") from None
 
     def check_applies(self, mechanism: str) -> None:
-        """Raise :class:`ConfigError` naming an option set away from its default that
-        ``mechanism`` does not read (``--groups`` for ``ldp``, say): silently ignoring it would
-        run another design than the user asked for. A plugin mechanism may read any option."""
+        """Raise [`ConfigError`][dpdl.errors.ConfigError] naming an option set away from its
+        default that `mechanism` does not read (`--groups` for `ldp`, say): silently ignoring it
+        would run another design than the user asked for. A plugin mechanism may read any option."""
         if mechanism not in ("none", *MECHANISM_NAMES, *FACTORIZED_NAMES):
             return
         defaults = DesignOptions()
@@ -577,7 +584,7 @@ class TrackingOptions:
     """The injected noise of a gradient-tracking job: its scale (Laplace scale or Gaussian standard
     deviation, not calibrated to a budget: LPPA sizes it for the attacks), distribution, and
     whether it is injected every round or once (Algorithm 1); and the local updates of each
-    communication round (:func:`dpdl.simulation.run_dsgt`)."""
+    communication round (`dpdl.simulation.run_dsgt`)."""
 
     scale: float = setting(
         0.025,
@@ -609,8 +616,9 @@ class TrackingOptions:
         check_fields(self)
 
     def check_applies(self, algorithm: str) -> None:
-        """Raise :class:`ConfigError` naming an option set away from its default when
-        ``algorithm`` is not gradient tracking (``dsgt``), the only one that injects this noise."""
+        """Raise [`ConfigError`][dpdl.errors.ConfigError] naming an option set away from its
+        default when `algorithm` is not gradient tracking (`dsgt`), the only one that injects
+        this noise."""
         if algorithm == "dsgt":
             return
         defaults = TrackingOptions()

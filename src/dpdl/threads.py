@@ -4,7 +4,7 @@ torch (and the BLAS under numpy) start one thread per core of the machine. On a 
 with other work that oversubscribes the cores, and their thread pools, which spin while they wait,
 then run many times slower than one thread would: the MNIST CNN's step took 342 ms on two threads
 of a 2-core machine with one other busy process, against 32 ms on one thread (BENCHMARKS.md,
-"Per-agent gradients of torch models"). :func:`default_threads` counts instead the cores the
+"Per-agent gradients of torch models"). `default_threads` counts instead the cores the
 process is allowed (its CPU affinity, and its cgroup's CPU quota, which containers set), less those
 the machine's other work keeps busy (the one-minute load average, read before the run starts).
 """
@@ -56,7 +56,7 @@ def allowed_cores() -> int:
 
 
 def default_threads() -> int:
-    """:func:`allowed_cores`, less the cores the machine's other work keeps busy now (its
+    """`allowed_cores`, less the cores the machine's other work keeps busy now (its
     one-minute load average, rounded down), and at least one."""
     allowed = allowed_cores()
     try:
@@ -77,8 +77,8 @@ def require_threads(threads: int | None) -> None:
 
 @contextmanager
 def compute_threads(threads: int | None) -> Iterator[int]:
-    """Run the block with ``threads`` threads in torch and the BLAS libraries (None:
-    :func:`default_threads`), and restore the counts they had after it; yields the count."""
+    """Run the block with `threads` threads in torch and the BLAS libraries (None:
+    `default_threads`), and restore the counts they had after it; yields the count."""
     require_threads(threads)
     if threads is None:
         threads = default_threads()

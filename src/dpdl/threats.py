@@ -1,16 +1,18 @@
 """Threat models: who observes what, and which seeds they hold.
 
-In one D-SGD step agent i sends ``x_i - eta (g_i + v_i)``; an adversary that saw the previous
-round's messages knows ``x`` and so observes the noisy clipped gradients ``g + v`` (MAFALDA-SGD,
+In one D-SGD step agent i sends `x_i - eta (g_i + v_i)`; an adversary that saw the previous
+round's messages knows `x` and so observes the noisy clipped gradients `g + v` (MAFALDA-SGD,
 Definition 5: O = A G + B Z). Adversaries differ in which of these they see and which noise seeds
 they hold (DECOR Section 2, adversaries I-IV; CorN-DSGD Section V-D):
 
-- :class:`Eavesdropper`: every message, no seed (SecLDP adversary I).
-- :class:`Colluding`: a coalition of q honest-but-curious agents sees every message and pools the
-  seeds its members hold; members' own data are not protected. q = 1 is DECOR's adversary II
-  (honest-but-curious, no collusion); q = n-1 is full collusion, i.e. LDP (adversary IV). The
-  guarantee is the worst over all coalitions of size q (enumerated: C(n, q) of them).
-- :class:`CentralObserver`: only the network average (central DP), the CDP baseline's adversary.
+- [`Eavesdropper`][dpdl.threats.Eavesdropper]: every message, no seed (SecLDP adversary I).
+- [`Colluding`][dpdl.threats.Colluding]: a coalition of q honest-but-curious agents sees every
+  message and pools the seeds its members hold; members' own data are not protected. q = 1 is
+  DECOR's adversary II (honest-but-curious, no collusion); q = n-1 is full collusion, i.e. LDP
+  (adversary IV). The guarantee is the worst over all coalitions of size q (enumerated: C(n, q) of
+  them).
+- [`CentralObserver`][dpdl.threats.CentralObserver]: only the network average (central DP), the CDP
+  baseline's adversary.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class ThreatModel:
         return 1
 
     def view(self, honest: int) -> np.ndarray:
-        """``(k, honest)`` matrix P: the adversary observes ``P (g + v)`` of the honest agents."""
+        """`(k, honest)` matrix P: the adversary observes `P (g + v)` of the honest agents."""
         return np.eye(honest)
 
     def __str__(self) -> str:
@@ -67,7 +69,7 @@ class Eavesdropper(ThreatModel):
 
 @dataclass(frozen=True)
 class Colluding(ThreatModel):
-    """Coalitions of ``q`` honest-but-curious agents that see all messages and pool their seeds."""
+    """Coalitions of `q` honest-but-curious agents that see all messages and pool their seeds."""
 
     q: int = 1
 
@@ -98,7 +100,7 @@ class Colluding(ThreatModel):
 
 @dataclass(frozen=True)
 class CentralObserver(ThreatModel):
-    """Central-DP adversary: observes only the network average, ``P = 1^T / n``."""
+    """Central-DP adversary: observes only the network average, `P = 1^T / n`."""
 
     name: str = "central"
     description: str = "observer of the network average only (central DP)"
@@ -113,7 +115,7 @@ def honest_but_curious() -> Colluding:
 
 
 def colluding(q: str) -> Colluding:
-    """Coalitions of ``q`` agents, ``q`` the digits of the name ``colluding-<q>``."""
+    """Coalitions of `q` agents, `q` the digits of the name `colluding-<q>`."""
     if not q.isdigit():
         raise ConfigError(
             f"unknown threat model 'colluding-{q}'; known: {', '.join(THREAT_REGISTRY.names())}"
@@ -122,8 +124,8 @@ def colluding(q: str) -> Colluding:
 
 
 def threat_by_name(name: str) -> ThreatModel:
-    """The threat model called ``name`` in :data:`dpdl.choices.THREAT_REGISTRY`:
-    ``eavesdropper``, ``honest-but-curious``, ``colluding-<q>``, ``central``, or one registered
+    """The threat model called `name` in `dpdl.choices.THREAT_REGISTRY`:
+    `eavesdropper`, `honest-but-curious`, `colluding-<q>`, `central`, or one registered
     there."""
     entry, parameter = THREAT_REGISTRY.match(name)
     factory = entry.load()

@@ -1,16 +1,17 @@
 """Accounting: one accountant for every linear Gaussian mechanism, and calibration.
 
-- :mod:`~dpdl.accounting.noise`: one round's Gaussian noise as plain data (what every mechanism
+- [`noise`][dpdl.accounting.noise]: one round's Gaussian noise as plain data (what every mechanism
   describes and the accountant reads; this package imports no mechanism).
-- :mod:`~dpdl.accounting.gdp`: exact Gaussian-DP algebra (pure maths).
-- :mod:`~dpdl.accounting.rdp_bound`: the papers' closed-form RDP bound, for reproduction.
-- :mod:`~dpdl.accounting.subsampled_rdp`: Wang et al. (2019)'s RDP bound for subsampling, DECOR's
-  example-level accounting, for reproduction.
-- :mod:`~dpdl.accounting.sensitivity`: Mahalanobis sensitivity of a covariance under a view.
-- :mod:`~dpdl.accounting.neighbouring`: agent- and example-level relations.
-- :mod:`~dpdl.accounting.accountant`: covariance + threat + relation + steps -> epsilon.
-- :mod:`~dpdl.accounting.calibration`: target epsilon -> allowed per-step sensitivity.
-- :mod:`~dpdl.accounting.phases`: composition of phases of different per-step sensitivities.
+- [`gdp`][dpdl.accounting.gdp]: exact Gaussian-DP algebra (pure maths).
+- [`rdp_bound`][dpdl.accounting.rdp_bound]: the papers' closed-form RDP bound, for reproduction.
+- [`subsampled_rdp`][dpdl.accounting.subsampled_rdp]: Wang et al. (2019)'s RDP bound for
+  subsampling, DECOR's example-level accounting, for reproduction.
+- [`sensitivity`][dpdl.accounting.sensitivity]: Mahalanobis sensitivity of a covariance under a
+  view.
+- [`neighbouring`][dpdl.accounting.neighbouring]: agent- and example-level relations.
+- [`accountant`][dpdl.accounting.accountant]: covariance + threat + relation + steps -> epsilon.
+- [`calibration`][dpdl.accounting.calibration]: target epsilon -> allowed per-step sensitivity.
+- [`phases`][dpdl.accounting.phases]: composition of phases of different per-step sensitivities.
 """
 
 from dpdl.accounting.accountant import (

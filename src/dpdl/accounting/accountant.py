@@ -1,23 +1,23 @@
 """The one accountant: (noise description, threat model, neighbouring relation, steps) -> eps.
 
-The noise is plain data (:class:`~dpdl.accounting.noise.GaussianNoise`, or anything holding one,
-such as every mechanism; or a bare covariance for threats without coalitions): this layer imports
-no mechanism.
+The noise is plain data ([`GaussianNoise`][dpdl.accounting.noise.GaussianNoise], or anything holding
+one, such as every mechanism; or a bare covariance for threats without coalitions): this layer
+imports no mechanism.
 
-Per step, the adversary's view is a Gaussian mechanism of Mahalanobis sensitivity
-``mu_step = s * max_i sqrt(e_i^T P^T (P R P^T)^+ P e_i)``, certified from the factor the agents
-sample: never below the exact value, whatever the rounding (:mod:`dpdl.accounting.sensitivity`).
-Over T steps:
+Per step, the adversary's view is a Gaussian mechanism of Mahalanobis sensitivity `mu_step = s *
+max_i sqrt(e_i^T P^T (P R P^T)^+ P e_i)`, certified from the factor the agents sample: never below
+the exact value, whatever the rounding
+([`dpdl.accounting.sensitivity`][dpdl.accounting.sensitivity]). Over T steps:
 
-- agent level, ``"gdp"`` (default): exact, ``mu = sqrt(T) mu_step``-GDP (adaptive composition),
-  converted to (eps, delta) exactly (:mod:`dpdl.accounting.gdp`);
-- agent level, ``"paper-rdp"``: the Whisper / DECOR RDP bound (:mod:`dpdl.accounting.rdp_bound`),
-  kept to reproduce the papers;
-- example level, ``"pld"``: the privacy-loss distribution of T Poisson-subsampled Gaussian
-  mechanisms of noise multiplier ``1 / mu_step``, from dp_accounting (exact up to its
+- agent level, `"gdp"` (default): exact, `mu = sqrt(T) mu_step`-GDP (adaptive composition),
+  converted to (eps, delta) exactly ([`dpdl.accounting.gdp`][dpdl.accounting.gdp]);
+- agent level, `"paper-rdp"`: the Whisper / DECOR RDP bound
+  ([`dpdl.accounting.rdp_bound`][dpdl.accounting.rdp_bound]), kept to reproduce the papers;
+- example level, `"pld"`: the privacy-loss distribution of T Poisson-subsampled Gaussian
+  mechanisms of noise multiplier `1 / mu_step`, from dp_accounting (exact up to its
   discretisation, which errs on the pessimistic side);
-- example level, ``"paper-rdp"``: the same mechanisms through Renyi DP (dp_accounting's
-  ``RdpAccountant``), how DECOR (Appendix D, "RDP privacy amplification by subsampling") accounts
+- example level, `"paper-rdp"`: the same mechanisms through Renyi DP (dp_accounting's
+  `RdpAccountant`), how DECOR (Appendix D, "RDP privacy amplification by subsampling") accounts
   example-level privacy; an upper bound on the PLD value, kept to reproduce the papers.
 """
 
@@ -84,7 +84,7 @@ class PrivacyReport:
 
     @property
     def mu(self) -> float:
-        """Total GDP parameter ``sqrt(T) mu_step`` (meaningful for the agent-level accountants)."""
+        """Total GDP parameter `sqrt(T) mu_step` (meaningful for the agent-level accountants)."""
         return math.sqrt(self.steps) * self.mu_step
 
     def as_dict(self) -> dict[str, float | int | str]:
@@ -125,15 +125,15 @@ def _is_identity(threat: ThreatModel) -> bool:
 
 
 def _diagonal(stds: np.ndarray) -> np.ndarray:
-    """Certified ``1 / s_i`` of independent noise seen message by message: the next float up from
-    the rounded quotient (within half a unit of the exact one), inf where ``s_i`` is zero."""
+    """Certified `1 / s_i` of independent noise seen message by message: the next float up from
+    the rounded quotient (within half a unit of the exact one), inf where `s_i` is zero."""
     with np.errstate(divide="ignore"):
         return np.where(stds > 0.0, np.nextafter(1.0 / stds, np.inf), np.inf)
 
 
 def _diagonal_of(factor: np.ndarray | sparse.sparray) -> np.ndarray | None:
     """The diagonal of a square factor with no entry off it (each agent's noise its own, read in
-    closed form by :func:`_diagonal`), else None."""
+    closed form by `_diagonal`), else None."""
     if factor.shape[0] != factor.shape[1]:
         return None
     if sparse.issparse(factor):
@@ -147,10 +147,11 @@ def _diagonal_of(factor: np.ndarray | sparse.sparray) -> np.ndarray | None:
 def view_sensitivities(
     factor: np.ndarray | sparse.sparray, threat: ThreatModel, floor: float = 0.0
 ) -> np.ndarray:
-    """Certified unit sensitivities of the agents whose rows ``factor`` holds, noise ``factor z``
-    seen through the threat's view: the identity reads the factor as it is (``floor``, the
-    smallest private standard deviation, bounds it below); another view ``P`` reads ``P B``,
-    whose rounding enters the bound (:func:`~dpdl.accounting.sensitivity.factor_sensitivities`)."""
+    """Certified unit sensitivities of the agents whose rows `factor` holds, noise `factor z`
+    seen through the threat's view: the identity reads the factor as it is (`floor`, the smallest
+    private standard deviation, bounds it below); another view `P` reads `P B`, whose rounding
+    enters the bound
+    ([`factor_sensitivities`][dpdl.accounting.sensitivity.factor_sensitivities])."""
     if _is_identity(threat):
         diagonal = _diagonal_of(factor)
         if diagonal is not None:  # independent noise after all (DECOR with sigma_cor = 0)
@@ -165,11 +166,11 @@ def view_sensitivities(
 def hidden_sensitivities(
     noise: GaussianNoise, coalition: Iterable[int], threat: ThreatModel
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The honest agents (not in ``coalition``) and their certified unit sensitivities against
-    ``threat``'s view after the coalition subtracts the noise of the seeds it holds, from the
-    factor the agents sample (:meth:`~dpdl.accounting.noise.GaussianNoise.unknown_factor`). The
-    accountant's rule, which the membership attack shares: inf exactly where no finite value is
-    certified."""
+    """The honest agents (not in `coalition`) and their certified unit sensitivities against
+    `threat`'s view after the coalition subtracts the noise of the seeds it holds, from the
+    factor the agents sample
+    ([`unknown_factor`][dpdl.accounting.noise.GaussianNoise.unknown_factor]). The accountant's
+    rule, which the membership attack shares: inf exactly where no finite value is certified."""
     coalition = list(coalition)
     if not noise.secrets:  # independent noise, never an n x n matrix (n may be 10^5)
         honest = np.setdiff1d(np.arange(noise.n), coalition)
@@ -187,10 +188,10 @@ def hidden_sensitivities(
 
 
 def _sampled_by_simulation(noise: GaussianNoise, threat: ThreatModel) -> float:
-    """Worst certified unit sensitivity of the simulation's draw ``L z``
-    (:attr:`~dpdl.accounting.noise.GaussianNoise.sampling_factor`) through the threat's view, no
-    seed subtracted (one generator draws it, which no agent holds); 0 where the simulation draws
-    the agents' own factor."""
+    """Worst certified unit sensitivity of the simulation's draw `L z`
+    ([`sampling_factor`][dpdl.accounting.noise.GaussianNoise.sampling_factor]) through the
+    threat's view, no seed subtracted (one generator draws it, which no agent holds); 0 where the
+    simulation draws the agents' own factor."""
     factor = noise.sampling_factor
     if factor is None:
         return 0.0
@@ -203,7 +204,7 @@ def _unit_sensitivity(
     """Worst certified unit Mahalanobis sensitivity over the threat's coalitions, whether it is
     exact (not the full-collusion bound), and how many coalitions were enumerated to find it
     (the cost: each is a factorisation of an n-row factor). The simulation's own draw is
-    certified beside the agents' (:func:`_sampled_by_simulation`)."""
+    certified beside the agents' (`_sampled_by_simulation`)."""
     if isinstance(source, np.ndarray):
         if threat.coalition_count(source.shape[0]) != 1:
             raise ConfigError(
@@ -236,7 +237,7 @@ def _unit_sensitivity(
 
 
 def _private_only(noise: GaussianNoise, threat: ThreatModel) -> float:
-    """Worst certified unit sensitivity of the private parts of ``noise`` alone (what full
+    """Worst certified unit sensitivity of the private parts of `noise` alone (what full
     collusion leaves)."""
     private = GaussianNoise(noise.n, noise.private_variances)
     return float(hidden_sensitivities(private, (), threat)[1].max(initial=0.0))
@@ -245,12 +246,12 @@ def _private_only(noise: GaussianNoise, threat: ThreatModel) -> float:
 def step_sensitivity(
     noise: Noise, threat: ThreatModel, neighbouring: Neighbouring, simulated: bool = True
 ) -> float:
-    """Per-step Mahalanobis sensitivity ``mu_step`` of the worst agent (``inf`` if unprotected).
+    """Per-step Mahalanobis sensitivity `mu_step` of the worst agent (`inf` if unprotected).
 
-    ``noise`` is a description (or a mechanism holding one), or a bare covariance for threats
-    without coalitions. ``simulated=False`` leaves out the simulation's own draw (the agents'
+    `noise` is a description (or a mechanism holding one), or a bare covariance for threats
+    without coalitions. `simulated=False` leaves out the simulation's own draw (the agents'
     factor only): for the steps of a design search, whose result
-    :func:`~dpdl.accounting.calibration.safe_scale` then certifies in full.
+    [`safe_scale`][dpdl.accounting.calibration.safe_scale] then certifies in full.
     """
     return neighbouring.sensitivity * _unit_sensitivity(noise, threat, simulated)[0]
 
@@ -263,8 +264,8 @@ def pld_epsilon(
     delta: float,
     discretization: float = PLD_DISCRETIZATION,
 ) -> float:
-    """Epsilon of ``steps`` Poisson-subsampled Gaussian mechanisms with noise multiplier
-    ``1/mu_step``."""
+    """Epsilon of `steps` Poisson-subsampled Gaussian mechanisms with noise multiplier
+    `1/mu_step`."""
     import dp_accounting  # 1.3 s to import, and only example-level accounting needs it
 
     event = dp_accounting.SelfComposedDpEvent(
@@ -279,8 +280,8 @@ def pld_epsilon(
 
 @lru_cache(maxsize=4096)
 def subsampled_rdp_epsilon(mu_step: float, sampling_rate: float, steps: int, delta: float) -> float:
-    """Epsilon of the same mechanisms as :func:`pld_epsilon` by Renyi DP (dp_accounting's default
-    orders), the papers' example-level accounting."""
+    """Epsilon of the same mechanisms as [`pld_epsilon`][dpdl.accounting.accountant.pld_epsilon]
+    by Renyi DP (dp_accounting's default orders), the papers' example-level accounting."""
     import dp_accounting
 
     event = dp_accounting.SelfComposedDpEvent(
@@ -295,7 +296,7 @@ def subsampled_rdp_epsilon(mu_step: float, sampling_rate: float, steps: int, del
 def epsilon_from_mu_step(
     mu_step: float, steps: int, delta: float, neighbouring: Neighbouring, accountant: str = "gdp"
 ) -> float:
-    """Epsilon after ``steps`` steps of per-step sensitivity ``mu_step`` under ``accountant``."""
+    """Epsilon after `steps` steps of per-step sensitivity `mu_step` under `accountant`."""
     gdp.check_steps(steps)
     if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
         raise PrivacyParameterError(f"delta must be in (0, 1), got {delta}")
@@ -322,7 +323,7 @@ def epsilon_from_mu_step(
 
 
 def default_accountant(neighbouring: Neighbouring) -> str:
-    """``"pld"`` for example-level relations, ``"gdp"`` for agent-level ones."""
+    """`"pld"` for example-level relations, `"gdp"` for agent-level ones."""
     return "pld" if isinstance(neighbouring, ExampleLevel) else "gdp"
 
 
@@ -334,8 +335,8 @@ def account(
     delta: float,
     accountant: str | None = None,
 ) -> PrivacyReport:
-    """Privacy of ``steps`` D-SGD steps of ``noise`` (a description or a mechanism holding one, or
-    a bare per-step covariance for threats without coalitions) against ``threat``."""
+    """Privacy of `steps` D-SGD steps of `noise` (a description or a mechanism holding one, or
+    a bare per-step covariance for threats without coalitions) against `threat`."""
     accountant = accountant or default_accountant(neighbouring)
     unit, exact, coalitions = _unit_sensitivity(noise, threat)
     mu_step = neighbouring.sensitivity * unit
@@ -350,9 +351,9 @@ def compose_runs(
 ) -> PrivacyReport:
     """The guarantee of releasing together the results of several runs on the same data, one
     report each (same threat, relation, accountant and delta): the runs compose like one run of
-    all their steps. Under the Gaussian-DP accountant exactly (``sqrt(sum_k T_k mu_k^2)``, Dong,
-    Roth and Su 2022, Corollary 3.3); under the others (``neighbouring`` then names the relation)
-    as ``sum_k T_k`` steps at the largest per-step sensitivity, an upper bound (they are
+    all their steps. Under the Gaussian-DP accountant exactly (`sqrt(sum_k T_k mu_k^2)`, Dong,
+    Roth and Su 2022, Corollary 3.3); under the others (`neighbouring` then names the relation)
+    as `sum_k T_k` steps at the largest per-step sensitivity, an upper bound (they are
     monotone in it). Three seeds of one (eps = 1, delta = 1e-5)-run are, released together,
     (eps = 1.83)-DP, not (eps = 1)."""
     if not reports:

@@ -1,25 +1,26 @@
 """Calibration: from a target (eps, delta) over T steps to the largest per-step sensitivity allowed.
 
 Every Gaussian noise design in dpdl is calibrated through one number, the per-step Mahalanobis
-sensitivity ``mu_step`` the budget allows. For a covariance R seen in full (eavesdropper) it is the
-constraint ``max_i [R^-1]_ii <= (mu_step / s)^2`` of the Whisper and DECOR programs; for a fixed
-covariance shape it fixes the noise scale (:func:`noise_scale`).
+sensitivity `mu_step` the budget allows. For a covariance R seen in full (eavesdropper) it is the
+constraint `max_i [R^-1]_ii <= (mu_step / s)^2` of the Whisper and DECOR programs; for a fixed
+covariance shape it fixes the noise scale
+([`noise_scale`][dpdl.accounting.calibration.noise_scale]).
 
 Methods:
 
-- ``"exact"`` (default): the largest ``mu_step`` (to 1e-3 relative at example level) whose exact
+- `"exact"` (default): the largest `mu_step` (to 1e-3 relative at example level) whose exact
   accounting (GDP at agent level, PLD at example level) gives at most the target eps. It never
   overshoots: the returned value is checked against the accountant and moved to the safe side.
-- ``"paper"``: the papers' closed form ``mu_step^2 = eps^2 / (4 T log(1/delta))``
+- `"paper"`: the papers' closed form `mu_step^2 = eps^2 / (4 T log(1/delta))`
   (CorN-DSGD eq. (9b)) at agent level; at example level the papers' Renyi-DP accounting of the
   Poisson-subsampled Gaussian (DECOR Appendix D), calibrated like the exact one. To reproduce
   their settings. Its exact epsilon is
-  reported next to it (:attr:`Calibration.achieved_epsilon`): it is below target for moderate eps
+  reported next to it (`Calibration.achieved_epsilon`): it is below target for moderate eps
   and above it (an overshoot) at large eps.
 
-Both are entries of :data:`dpdl.choices.CALIBRATION_REGISTRY`; a plugin registers more (the
+Both are entries of `dpdl.choices.CALIBRATION_REGISTRY`; a plugin registers more (the
 reproductions register the Whisper / CorN-DSGD and DECOR authors' released codes' zCDP bound as
-``authors``). Whatever the method, the calibration reports the exact epsilon of what it chose.
+`authors`). Whatever the method, the calibration reports the exact epsilon of what it chose.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class Calibration:
 
     @property
     def inverse_variance_bound(self) -> float:
-        """The bound c in ``max_i [R^-1]_ii <= c`` for a fully observed covariance R."""
+        """The bound c in `max_i [R^-1]_ii <= c` for a fully observed covariance R."""
         return (self.mu_step / self.neighbouring.sensitivity) ** 2
 
     @property
@@ -96,8 +97,8 @@ class Calibration:
 def _subsampled_mu_step(
     eps: float, delta: float, steps: int, neighbouring: ExampleLevel, accountant: str
 ) -> float:
-    """Largest mu_step (to 1e-3 relative) whose example-level ``accountant`` (``"pld"`` or
-    ``"paper-rdp"``) epsilon is at most eps, by bisection in log space.
+    """Largest mu_step (to 1e-3 relative) whose example-level `accountant` (`"pld"` or
+    `"paper-rdp"`) epsilon is at most eps, by bisection in log space.
 
     Bracket: without subsampling the exact GDP value is feasible for the PLD (subsampling only
     amplifies privacy; RDP may need it halved); doubling from there finds an infeasible value
@@ -127,8 +128,8 @@ def _subsampled_mu_step(
 
 
 def exact_mu_step(eps: float, delta: float, steps: int, neighbouring: Neighbouring) -> float:
-    """Calibration ``exact``: the largest per-step sensitivity whose exact accounting (GDP at agent
-    level, PLD at example level) gives at most ``eps``, moved to the safe side of rounding."""
+    """Calibration `exact`: the largest per-step sensitivity whose exact accounting (GDP at agent
+    level, PLD at example level) gives at most `eps`, moved to the safe side of rounding."""
     accountant = default_accountant(neighbouring)
     if isinstance(neighbouring, ExampleLevel):
         return _subsampled_mu_step(eps, delta, steps, neighbouring, accountant)
@@ -141,10 +142,10 @@ def exact_mu_step(eps: float, delta: float, steps: int, neighbouring: Neighbouri
 def paper_calibration_mu_step(
     eps: float, delta: float, steps: int, neighbouring: Neighbouring
 ) -> float:
-    """Calibration ``paper``: the papers' closed form ``mu_step^2 = eps^2 / (4 T log(1/delta))``
+    """Calibration `paper`: the papers' closed form `mu_step^2 = eps^2 / (4 T log(1/delta))`
     (CorN-DSGD eq. (9b)) at agent level; at example level the largest per-step sensitivity whose
     Renyi-DP accounting of the Poisson-subsampled Gaussian (DECOR Appendix D) gives at most
-    ``eps``."""
+    `eps`."""
     if isinstance(neighbouring, ExampleLevel):
         return _subsampled_mu_step(eps, delta, steps, neighbouring, "paper-rdp")
     return paper_mu_step(eps, delta, steps)
@@ -153,8 +154,8 @@ def paper_calibration_mu_step(
 def calibrate(
     eps: float, delta: float, steps: int, neighbouring: Neighbouring, method: str = "exact"
 ) -> Calibration:
-    """Per-step sensitivity allowed by an (eps, delta) budget over ``steps`` steps, by ``method``
-    (a name of :data:`~dpdl.choices.CALIBRATION_REGISTRY`), with the exact epsilon it achieves."""
+    """Per-step sensitivity allowed by an (eps, delta) budget over `steps` steps, by `method`
+    (a name of `CALIBRATION_REGISTRY`), with the exact epsilon it achieves."""
     gdp.check_budget(eps, delta)
     gdp.check_steps(steps)
     if not isinstance(neighbouring, (AgentLevel, ExampleLevel)):
@@ -176,14 +177,13 @@ def calibrate(
 def safe_scale(
     build: Callable[[float], Noise], threat: ThreatModel, calibration: Calibration, scale: float
 ) -> float:
-    """``scale``, raised until the accountant certifies that ``build(scale)`` (a noise
-    description, or a mechanism holding one) meets the calibration (steps of 1e-12 relative,
-    doubling): the certified sensitivity is an upper bound on the exact one
-    (:mod:`~dpdl.accounting.sensitivity`), so a promise is never exceeded, not even by rounding.
-    Both the per-step sensitivity and the epsilon the accountant reports of it are checked:
-    :func:`~dpdl.accounting.gdp.epsilon` is monotone in mu only up to rounding (1e-15 relative),
-    so a design at the calibrated mu_step, or one ulp below it, could report an eps 1e-15 above
-    the target.
+    """`scale`, raised until the accountant certifies that `build(scale)` (a noise description, or a
+    mechanism holding one) meets the calibration (steps of 1e-12 relative, doubling): the certified
+    sensitivity is an upper bound on the exact one ([`sensitivity`][dpdl.accounting.sensitivity]),
+    so a promise is never exceeded, not even by rounding. Both the per-step sensitivity and the
+    epsilon the accountant reports of it are checked: [`epsilon`][dpdl.accounting.gdp.epsilon] is
+    monotone in mu only up to rounding (1e-15 relative), so a design at the calibrated mu_step, or
+    one ulp below it, could report an eps 1e-15 above the target.
     """
     neighbouring = calibration.neighbouring
     promised = max(calibration.eps, calibration.achieved_epsilon)  # the papers' form may overshoot
@@ -218,9 +218,9 @@ def safe_scale(
 def noise_scale(
     unit: GaussianNoise | ScalableNoise, threat: ThreatModel, calibration: Calibration
 ) -> float:
-    """Standard-deviation multiplier sigma such that ``unit`` scaled by sigma (its own ``scaled``)
-    meets ``calibration`` (the Mahalanobis sensitivity scales as ``1 / sigma``:
-    ``sigma = mu_step(unit) / mu_step``).
+    """Standard-deviation multiplier sigma such that `unit` scaled by sigma (its own `scaled`)
+    meets `calibration` (the Mahalanobis sensitivity scales as `1 / sigma`:
+    `sigma = mu_step(unit) / mu_step`).
     """
     unit_mu = step_sensitivity(unit, threat, calibration.neighbouring)
     if math.isinf(unit_mu):

@@ -1,20 +1,21 @@
 """Gaussian differential privacy (Dong, Roth & Su, JRSS-B 2022): the exact algebra.
 
-A Gaussian mechanism whose output shifts by at most ``mu`` noise standard deviations (Mahalanobis
-sensitivity ``mu``) is mu-GDP; T adaptively composed mechanisms of sensitivities ``mu_t`` are
-``sqrt(sum mu_t^2)``-GDP (their Corollary 3.3), and mu-GDP is (eps, delta)-DP exactly for
+A Gaussian mechanism whose output shifts by at most `mu` noise standard deviations (Mahalanobis
+sensitivity `mu`) is mu-GDP; T adaptively composed mechanisms of sensitivities `mu_t` are
+`sqrt(sum mu_t^2)`-GDP (their Corollary 3.3), and mu-GDP is (eps, delta)-DP exactly for
 
     delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)          (their Corollary 2.13)
 
-which is also the analytic Gaussian mechanism of Balle & Wang (ICML 2018). Nothing here is an
-upper bound that could be tightened: for Gaussian noise without subsampling this *is* the privacy
-profile. The inverses are bisections to one unit in the last place, in the safe direction:
-:func:`epsilon` never under-reports, :func:`mu_for_budget` never over-reports. Both decide with
-:func:`within`, which accepts a point only when the float delta plus a bound on its rounding error
-(:data:`ROUNDING`) is at most the target: the float delta alone is off by up to 8.5e-15 of its
-first term, 5e-12 of delta itself at eps = 0.05, delta = 1e-10 (the two terms cancel: the first is
-600 times delta there), enough to put 79 of 200 budgets (eps 0.05-60, delta 1e-3-1e-10) above
-their target when measured in 60-digit arithmetic (the tests do so).
+which is also the analytic Gaussian mechanism of Balle & Wang (ICML 2018). Nothing here is an upper
+bound that could be tightened: for Gaussian noise without subsampling this *is* the privacy profile.
+The inverses are bisections to one unit in the last place, in the safe direction:
+[`epsilon`][dpdl.accounting.gdp.epsilon] never under-reports,
+[`mu_for_budget`][dpdl.accounting.gdp.mu_for_budget] never over-reports. Both decide with
+[`within`][dpdl.accounting.gdp.within], which accepts a point only when the float delta plus a bound
+on its rounding error (`ROUNDING`) is at most the target: the float delta alone is off by up to
+8.5e-15 of its first term, 5e-12 of delta itself at eps = 0.05, delta = 1e-10 (the two terms cancel:
+the first is 600 times delta there), enough to put 79 of 200 budgets (eps 0.05-60, delta 1e-3-1e-10)
+above their target when measured in 60-digit arithmetic (the tests do so).
 
 Written by hand (a dozen lines) so that the tests can check it against dp_accounting's RDP, PLD and
 analytic-Gaussian code as independent computations.
@@ -57,8 +58,8 @@ MAX_EPSILON = 1e6
 
 
 def check_budget(eps: float, delta_: float) -> None:
-    """Raise :class:`PrivacyParameterError` unless ``0 < eps <= MAX_EPSILON`` and
-    ``0 < delta < 1``."""
+    """Raise [`PrivacyParameterError`][dpdl.errors.PrivacyParameterError] unless `0 < eps <=
+    MAX_EPSILON` and `0 < delta < 1`."""
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
         raise PrivacyParameterError(f"epsilon must be a finite number > 0, got {eps}")
     if eps > MAX_EPSILON:
@@ -71,14 +72,14 @@ def check_budget(eps: float, delta_: float) -> None:
 
 
 def check_steps(steps: int) -> None:
-    """Raise :class:`PrivacyParameterError` unless ``steps`` is an integer >= 1 (a fractional
-    step count is a mistake, not a budget)."""
+    """Raise [`PrivacyParameterError`][dpdl.errors.PrivacyParameterError] unless `steps` is an
+    integer >= 1 (a fractional step count is a mistake, not a budget)."""
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
         raise PrivacyParameterError(f"the number of steps must be an integer >= 1, got {steps!r}")
 
 
 def _terms(eps: float, mu: float) -> tuple[float, float]:
-    """``Phi(-eps/mu + mu/2)`` and ``e^eps Phi(-eps/mu - mu/2)`` (the second through log Phi, stable
+    """`Phi(-eps/mu + mu/2)` and `e^eps Phi(-eps/mu - mu/2)` (the second through log Phi, stable
     for large eps; it is at most the first, so its exponent is capped at 0 against overflow)."""
     first = float(ndtr(-eps / mu + mu / 2.0))
     second = math.exp(min(eps + float(log_ndtr(-eps / mu - mu / 2.0)), 0.0))
@@ -97,7 +98,7 @@ def delta(eps: float, mu: float) -> float:
 
 def within(eps: float, mu: float, delta_: float) -> bool:
     """Whether mu-GDP is certainly (eps, delta_)-DP: the float delta plus its rounding-error bound
-    (:data:`ROUNDING`) is at most ``delta_``. The margin is tiny (below 1e-10 of delta for the
+    (`ROUNDING`) is at most `delta_`. The margin is tiny (below 1e-10 of delta for the
     budgets of the tests, grid eps 0.05-60, delta 1e-3-1e-10), but the float delta alone is not a
     promise."""
     if mu <= 0.0:
@@ -110,7 +111,7 @@ def within(eps: float, mu: float, delta_: float) -> bool:
 
 
 def compose(mus: np.ndarray | list[float]) -> float:
-    """GDP parameter of the adaptive composition of mechanisms with GDP parameters ``mus``."""
+    """GDP parameter of the adaptive composition of mechanisms with GDP parameters `mus`."""
     mus = np.asarray(mus, dtype=float)
     if np.isinf(mus).any():
         return math.inf
@@ -118,9 +119,9 @@ def compose(mus: np.ndarray | list[float]) -> float:
 
 
 def _bisect_floats(holds: Callable[[float], bool], low: float, high: float) -> tuple[float, float]:
-    """Shrink ``[low, high]`` with ``not holds(low)`` and ``holds(high)`` (or the reverse for a
+    """Shrink `[low, high]` with `not holds(low)` and `holds(high)` (or the reverse for a
     decreasing property) to adjacent floats: the answer is exact to one unit in the last place,
-    and monotone in the inputs wherever ``holds`` is (a root finder's tolerance is not)."""
+    and monotone in the inputs wherever `holds` is (a root finder's tolerance is not)."""
     while True:
         middle = (low + high) / 2.0
         if middle in (low, high):
@@ -132,8 +133,9 @@ def _bisect_floats(holds: Callable[[float], bool], low: float, high: float) -> t
 
 
 def epsilon(mu: float, delta_: float) -> float:
-    """Smallest float eps at which mu-GDP is :func:`within` ``(eps, delta_)`` (never below the exact
-    value); ``inf`` when no float eps is (mu so large that the rounding bound exceeds delta)."""
+    """Smallest float eps at which mu-GDP is [`within`][dpdl.accounting.gdp.within] `(eps,
+    delta_)` (never below the exact value); `inf` when no float eps is (mu so large that the
+    rounding bound exceeds delta)."""
     if not 0.0 < delta_ < 1.0:
         raise PrivacyParameterError(f"delta must be in (0, 1), got {delta_}")
     if math.isinf(mu):
@@ -149,8 +151,8 @@ def epsilon(mu: float, delta_: float) -> float:
 
 
 def mu_for_budget(eps: float, delta_: float) -> float:
-    """Largest float mu such that mu-GDP is :func:`within` (eps, delta_) (never above the exact
-    value)."""
+    """Largest float mu such that mu-GDP is [`within`][dpdl.accounting.gdp.within] (eps, delta_)
+    (never above the exact value)."""
     check_budget(eps, delta_)
     upper = 1.0
     while within(eps, upper, delta_):
@@ -159,7 +161,7 @@ def mu_for_budget(eps: float, delta_: float) -> float:
 
 
 def renyi(mu: float, alpha: float) -> float:
-    """Renyi DP of order ``alpha > 1`` of a mu-GDP Gaussian mechanism, ``alpha mu^2 / 2`` (the Renyi
+    """Renyi DP of order `alpha > 1` of a mu-GDP Gaussian mechanism, `alpha mu^2 / 2` (the Renyi
     divergence of N(mu, 1) from N(0, 1); Mironov 2017, Proposition 7)."""
     if not alpha > 1.0:
         raise PrivacyParameterError(f"the Renyi order must be > 1, got {alpha}")

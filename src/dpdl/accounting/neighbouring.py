@@ -1,10 +1,10 @@
 """Neighbouring relations: what a privacy guarantee protects, and the L2 sensitivity that follows.
 
 - Agent level (the papers' default): two data sets differ in one agent's whole local data set
-  (replace-one). Its clipped gradient moves by at most ``2C``: sensitivity ``2C`` per step.
+  (replace-one). Its clipped gradient moves by at most `2C`: sensitivity `2C` per step.
 - Example level (DECOR's MNIST experiment): one example is added to or removed from one agent's
   data set (add/remove-one). With Poisson sampling at rate q and per-example clipping, the batch
-  sum moves by at most C and the engine divides by the expected batch size B: sensitivity ``C/B``,
+  sum moves by at most C and the engine divides by the expected batch size B: sensitivity `C/B`,
   and the step is a Poisson-subsampled Gaussian mechanism (accounted by PLD).
 """
 
@@ -27,7 +27,7 @@ def _check_clip(clip: float) -> None:
 
 @dataclass(frozen=True)
 class AgentLevel:
-    """Agent-level replace-one adjacency with per-agent gradient clipping at ``clip``."""
+    """Agent-level replace-one adjacency with per-agent gradient clipping at `clip`."""
 
     clip: float
 
@@ -48,8 +48,8 @@ class AgentLevel:
 
 @dataclass(frozen=True)
 class ExampleLevel:
-    """Example-level add/remove-one adjacency, per-example clipping at ``clip``, Poisson sampling
-    of each agent's examples at ``sampling_rate`` with expected batch size ``batch_size``.
+    """Example-level add/remove-one adjacency, per-example clipping at `clip`, Poisson sampling
+    of each agent's examples at `sampling_rate` with expected batch size `batch_size`.
     """
 
     clip: float

@@ -1,24 +1,26 @@
 """Per-round Gaussian noise as plain data: what the accountant reads, whatever mechanism made it.
 
 The accountant never imports a mechanism. As dp_accounting describes every mechanism by a
-plain-data event (``GaussianDpEvent``, ...) that its accountants read, every dpdl noise design
-describes one round's noise by a :class:`GaussianNoise`:
+plain-data event (`GaussianDpEvent`, ...) that its accountants read, every dpdl noise design
+describes one round's noise by a [`GaussianNoise`][dpdl.accounting.noise.GaussianNoise]:
 
-- a *private* part per agent, ``N(0, private_variances[i])``, from a seed only agent i holds;
-- *shared secrets* (:class:`SharedSecret`): a seed known to a set of agents (its holders), from
-  which each holder computes its row of ``F z``, ``z ~ N(0, I_r)``, contributing ``F F^T`` on
-  holders x holders.
+- a *private* part per agent, `N(0, private_variances[i])`, from a seed only agent i holds;
+- *shared secrets* ([`SharedSecret`][dpdl.accounting.noise.SharedSecret]): a seed known to a set of
+  agents (its holders), from which each holder computes its row of `F z`, `z ~ N(0, I_r)`,
+  contributing `F F^T` on holders x holders.
 
-So ``R = diag(private) + sum_k F_k F_k^T`` (CorN-DSGD Section III; DECOR Algorithm 1), and what
-a coalition I cannot subtract is ``R^(I)``: the private parts of non-members and the secrets none
+So `R = diag(private) + sum_k F_k F_k^T` (CorN-DSGD Section III; DECOR Algorithm 1), and what
+a coalition I cannot subtract is `R^(I)`: the private parts of non-members and the secrets none
 of its members holds (CorN-DSGD Section V-D; DECOR Theorem 6).
 
-Which noise is accounted here: every :class:`~dpdl.mechanisms.base.NoiseMechanism` (its
-``noise``). Noise correlated over time (:mod:`dpdl.mechanisms.time_correlated`) is accounted by
-the matrix-factorization sensitivity of its encoder (:mod:`dpdl.factorization.mafalda`), not per
-round; the injections into gradient tracking (:class:`~dpdl.mechanisms.lppa.TrackingNoise`) are
-sized for the attacks, not for a budget, and are not accounted (their Gaussian per-step
-counterpart, :class:`~dpdl.mechanisms.lppa.NoiseFlow`, is).
+Which noise is accounted here: every [`NoiseMechanism`][dpdl.mechanisms.base.NoiseMechanism] (its
+`noise`). Noise correlated over time
+([`dpdl.mechanisms.time_correlated`][dpdl.mechanisms.time_correlated]) is accounted by the
+matrix-factorization sensitivity of its encoder
+([`dpdl.factorization.mafalda`][dpdl.factorization.mafalda]), not per round; the injections into
+gradient tracking ([`TrackingNoise`][dpdl.mechanisms.lppa.TrackingNoise]) are sized for the attacks,
+not for a budget, and are not accounted (their Gaussian per-step counterpart,
+[`NoiseFlow`][dpdl.mechanisms.lppa.NoiseFlow], is).
 """
 
 from __future__ import annotations
@@ -51,16 +53,16 @@ MULTIPLY_ADDS_PER_NORMAL = 100
 
 
 def psd_root(matrix: np.ndarray, tolerance: float = 1e-9, scale: float | None = None) -> np.ndarray:
-    """The principal square root ``R^1/2 = V diag(sqrt w) V^T`` of a symmetric positive
-    semidefinite ``R = V diag(w) V^T``. Eigenvalues within rounding of zero are zero; one below
-    ``-tolerance * scale`` is an error, those above it are zero (``scale``: the size rounding is
+    """The principal square root `R^1/2 = V diag(sqrt w) V^T` of a symmetric positive
+    semidefinite `R = V diag(w) V^T`. Eigenvalues within rounding of zero are zero; one below
+    `-tolerance * scale` is an error, those above it are zero (`scale`: the size rounding is
     judged against, by default the largest eigenvalue).
 
-    Noise is drawn as ``R^1/2 z``. Unlike the thin factor ``V diag(sqrt w)``, the principal root is
+    Noise is drawn as `R^1/2 z`. Unlike the thin factor `V diag(sqrt w)`, the principal root is
     a continuous function of R alone: where R has repeated eigenvalues (DECOR on a ring or torus,
     whose Laplacians have them) LAPACK may return any basis of their eigenspaces, and another BLAS
-    kernel's rounding returns another; ``V diag(sqrt w)`` then draws other numbers on another
-    machine, ``R^1/2`` the same to rounding. Written here because scipy's ``sqrtm`` (a Schur
+    kernel's rounding returns another; `V diag(sqrt w)` then draws other numbers on another
+    machine, `R^1/2` the same to rounding. Written here because scipy's `sqrtm` (a Schur
     method for any square matrix) neither uses the symmetry nor sets rounding-negative eigenvalues
     of a singular R (zero-sum noise) to zero.
     """
@@ -78,7 +80,7 @@ def psd_root(matrix: np.ndarray, tolerance: float = 1e-9, scale: float | None = 
 
 @dataclass(frozen=True)
 class SharedSecret:
-    """Noise from one seed known to ``holders``: ``F z``, ``z ~ N(0, I_r)``, on the holders'
+    """Noise from one seed known to `holders`: `F z`, `z ~ N(0, I_r)`, on the holders'
     rows."""
 
     holders: tuple[int, ...]
@@ -108,7 +110,7 @@ def _generator(
 
     Built from the concatenated factors in a few array operations (no per-secret numpy call: a
     DECOR design on the SNAP Facebook graph has 88,234 secrets): secret k's entries, row-major in
-    its factor, lie on its holders' rows and its columns ``offsets[k] ...``."""
+    its factor, lie on its holders' rows and its columns `offsets[k] ...`."""
     holders, counts = _layout(secrets)
     widths = np.diff(offsets)
     sizes = counts * widths  # entries per secret
@@ -129,7 +131,7 @@ def _holders(secrets: Sequence[SharedSecret], n: int) -> sparse.csr_matrix:
 
 
 def _spans(starts: np.ndarray, widths: np.ndarray) -> np.ndarray:
-    """The integers ``starts[k] ... starts[k] + widths[k] - 1`` for every k, concatenated."""
+    """The integers `starts[k] ... starts[k] + widths[k] - 1` for every k, concatenated."""
     ends = np.cumsum(widths)
     total = int(ends[-1]) if len(ends) else 0
     return np.repeat(starts - (ends - widths), widths) + np.arange(total)
@@ -137,8 +139,8 @@ def _spans(starts: np.ndarray, widths: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class GaussianNoise:
-    """One round's Gaussian noise across ``n`` agents, per coordinate: private variances plus
-    shared secrets (see the module docstring). ``name`` labels it in messages only."""
+    """One round's Gaussian noise across `n` agents, per coordinate: private variances plus
+    shared secrets (see the module docstring). `name` labels it in messages only."""
 
     n: int
     private_variances: np.ndarray
@@ -163,7 +165,7 @@ class GaussianNoise:
 
     @functools.cached_property
     def generator(self) -> np.ndarray | sparse.csr_matrix:
-        """(n, total width) generator of all shared noise: the shared part of v is ``G z``."""
+        """(n, total width) generator of all shared noise: the shared part of v is `G z`."""
         return _generator(self.secrets, self.offsets, self.n)
 
     @functools.cached_property
@@ -181,9 +183,9 @@ class GaussianNoise:
         return np.diag(self.private_variances) + self._gram(slice(None))
 
     def variance_after_mixing(self, weights: np.ndarray | sparse.csr_array) -> float:
-        """``Tr(W R W^T)``: noise variance one gossip round leaves, per coordinate, summed over
+        """`Tr(W R W^T)`: noise variance one gossip round leaves, per coordinate, summed over
         agents (the privacy term of CorN-DSGD Theorem 1, eq. (6)). A sparse W is never multiplied
-        by R: ``Tr(W R W^T) = sum_i r_i ||W e_i||^2 + ||W G||_F^2`` (R's private variances r and
+        by R: `Tr(W R W^T) = sum_i r_i ||W e_i||^2 + ||W G||_F^2` (R's private variances r and
         secrets' generator G), O(nnz) work and memory."""
         if not sparse.issparse(weights):
             return float(np.sum((weights @ self.covariance()) * weights))
@@ -201,13 +203,13 @@ class GaussianNoise:
         return np.flatnonzero(np.asarray(self.holder_matrix @ members.astype(float)).ravel() == 0)
 
     def _hidden_columns(self, members: np.ndarray) -> np.ndarray:
-        """Columns of :attr:`generator` of the secrets no member of the coalition (a boolean
-        mask) holds."""
+        """Columns of [`generator`][dpdl.accounting.noise.GaussianNoise.generator] of the secrets
+        no member of the coalition (a boolean mask) holds."""
         hidden = self._hidden_secrets(members)
         return _spans(self.offsets[hidden], self.offsets[hidden + 1] - self.offsets[hidden])
 
     def unknown_covariance(self, coalition: Iterable[int] = ()) -> np.ndarray:
-        """``R^(I)``: covariance of the noise coalition I cannot reconstruct, the private parts of
+        """`R^(I)`: covariance of the noise coalition I cannot reconstruct, the private parts of
         non-members and the secrets none of its members holds (rows and columns of members are
         zero; CorN-DSGD Section V-D, DECOR Theorem 6)."""
         members = np.zeros(self.n, dtype=bool)
@@ -219,16 +221,17 @@ class GaussianNoise:
 
     @functools.cached_property
     def private_stds(self) -> np.ndarray:
-        """Each agent's private standard deviation as it samples it, ``sqrt`` of its variance
+        """Each agent's private standard deviation as it samples it, `sqrt` of its variance
         rounded once: what the accountant's factors hold."""
         return np.sqrt(self.private_variances)
 
     def unknown_factor(self, coalition: Iterable[int] = ()) -> tuple[np.ndarray, np.ndarray]:
-        """The honest agents (those not in the coalition) and the factor ``B`` of the noise the
-        coalition cannot subtract, on their rows: ``[diag(s) | G_hidden]`` (their private standard
+        """The honest agents (those not in the coalition) and the factor `B` of the noise the
+        coalition cannot subtract, on their rows: `[diag(s) | G_hidden]` (their private standard
         deviations, then the factors of the secrets no member holds; zero columns dropped; sparse
-        where the generator is), so that ``B B^T`` is :meth:`unknown_covariance` on the honest
-        rows, as the agents sample it."""
+        where the generator is), so that `B B^T` is
+        [`unknown_covariance`][dpdl.accounting.noise.GaussianNoise.unknown_covariance] on the
+        honest rows, as the agents sample it."""
         members = np.zeros(self.n, dtype=bool)
         members[list(coalition)] = True
         honest = np.flatnonzero(~members)
@@ -245,19 +248,19 @@ class GaussianNoise:
 
     @functools.cached_property
     def sampling_factor(self) -> np.ndarray | None:
-        """``L`` (n, k) with ``L L^T = R``, k the agents whose noise is not zero (the others' rows
-        are zero, theirs the principal root :func:`psd_root`, the same on every machine), when
-        drawing ``L z`` costs less than drawing every secret's ``z`` (None otherwise, and without
-        secrets): the simulation's draw (``NoiseMechanism.sample``).
+        """`L` (n, k) with `L L^T = R`, k the agents whose noise is not zero (the others' rows are
+        zero, theirs the principal root [`psd_root`][dpdl.accounting.noise.psd_root], the same on
+        every machine), when drawing `L z` costs less than drawing every secret's `z` (None
+        otherwise, and without secrets): the simulation's draw (`NoiseMechanism.sample`).
 
-        A square root of R needs one normal per agent and coordinate where the seed structure
-        needs one per agent and one per secret column: DECOR on an Erdos-Renyi graph of 20 agents
-        has 96 secrets, so ``L`` draws 20 rows instead of 116. A square root stands in for a
-        Cholesky factor because R may be singular (zero-sum noise). ``L L^T`` is R only to
-        rounding (about ``n u cond(R)`` relative in the Mahalanobis norms): the accountant
-        certifies ``L`` as it certifies the agents' factor and reports the worse
-        (:func:`~dpdl.accounting.accountant.step_sensitivity`), so a simulated run carries the
-        guarantee it states.
+        A square root of R needs one normal per agent and coordinate where the seed structure needs
+        one per agent and one per secret column: DECOR on an Erdos-Renyi graph of 20 agents has 96
+        secrets, so `L` draws 20 rows instead of 116. A square root stands in for a Cholesky factor
+        because R may be singular (zero-sum noise). `L L^T` is R only to rounding (about `n u
+        cond(R)` relative in the Mahalanobis norms): the accountant certifies `L` as it certifies
+        the agents' factor and reports the worse
+        ([`step_sensitivity`][dpdl.accounting.accountant.step_sensitivity]), so a simulated run
+        carries the guarantee it states.
         """
         width = self.generator.shape[1]
         if width == 0:
@@ -274,7 +277,7 @@ class GaussianNoise:
 
     def unknown_to(self, coalition: Iterable[int]) -> GaussianNoise:
         """The noise a coalition cannot subtract, as a description of its own (its covariance is
-        :meth:`unknown_covariance`)."""
+        [`unknown_covariance`][dpdl.accounting.noise.GaussianNoise.unknown_covariance])."""
         members = set(coalition)
         if not members:
             return self
@@ -289,11 +292,11 @@ class GaussianNoise:
         )
 
     def secrets_of(self, agent: int) -> list[int]:
-        """Indices of the secrets whose seed ``agent`` holds."""
+        """Indices of the secrets whose seed `agent` holds."""
         return [int(k) for k in self.holder_matrix[:, agent].nonzero()[0]]
 
     def scaled(self, factor: float) -> GaussianNoise:
-        """The same noise with every standard deviation multiplied by ``factor``."""
+        """The same noise with every standard deviation multiplied by `factor`."""
         return GaussianNoise(
             self.n,
             self.private_variances * factor**2,
@@ -310,8 +313,10 @@ class NoiseSource(Protocol):
 
 
 class ScalableNoise(NoiseSource, Protocol):
-    """A noise source that can be rescaled (what :func:`~dpdl.accounting.calibration.noise_scale`
-    sizes): :class:`GaussianNoise` itself, or a mechanism with its own ``scaled``."""
+    """A noise source that can be rescaled (what
+    [`noise_scale`][dpdl.accounting.calibration.noise_scale] sizes):
+    [`GaussianNoise`][dpdl.accounting.noise.GaussianNoise] itself, or a mechanism with its own
+    `scaled`."""
 
     name: str
 
@@ -319,5 +324,5 @@ class ScalableNoise(NoiseSource, Protocol):
 
 
 def noise_of(source: GaussianNoise | NoiseSource) -> GaussianNoise:
-    """The description of ``source``: itself if it is one, else its ``noise``."""
+    """The description of `source`: itself if it is one, else its `noise`."""
     return source if isinstance(source, GaussianNoise) else source.noise

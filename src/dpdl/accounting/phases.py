@@ -1,12 +1,12 @@
 """Composition across phases: a run whose per-step sensitivity changes (an agent's departure).
 
-A phase is ``steps`` D-SGD steps of per-step Mahalanobis sensitivity ``mu_step`` (one noise
-design, :func:`~dpdl.accounting.accountant.step_sensitivity`). At agent level each step is a
-``mu_step``-GDP mechanism, and adaptively composed Gaussian mechanisms compose exactly:
-phases ``(mu_k, T_k)`` give ``sqrt(sum_k T_k mu_k^2)``-GDP (Dong, Roth and Su 2022,
-Corollary 3.3), converted to (eps, delta) exactly (:func:`dpdl.accounting.gdp.epsilon`). A phase
-of no steps releases nothing and adds nothing, whatever its ``mu_step``. Example-level
-composition (of subsampled Gaussians of different multipliers) is not implemented here.
+A phase is `steps` D-SGD steps of per-step Mahalanobis sensitivity `mu_step` (one noise design,
+[`step_sensitivity`][dpdl.accounting.accountant.step_sensitivity]). At agent level each step is a
+`mu_step`-GDP mechanism, and adaptively composed Gaussian mechanisms compose exactly: phases `(mu_k,
+T_k)` give `sqrt(sum_k T_k mu_k^2)`-GDP (Dong, Roth and Su 2022, Corollary 3.3), converted to (eps,
+delta) exactly ([`dpdl.accounting.gdp.epsilon`][dpdl.accounting.gdp.epsilon]). A phase of no steps
+releases nothing and adds nothing, whatever its `mu_step`. Example-level composition (of subsampled
+Gaussians of different multipliers) is not implemented here.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["Phase", "calibrate_last_phase", "compose_phases", "phases_mu_step"]
 
 @dataclass(frozen=True)
 class Phase:
-    """``steps`` steps of per-step Mahalanobis sensitivity ``mu_step`` (``inf``: unprotected)."""
+    """`steps` steps of per-step Mahalanobis sensitivity `mu_step` (`inf`: unprotected)."""
 
     mu_step: float
     steps: int
@@ -39,7 +39,7 @@ class Phase:
 
 
 def _squared_mu(phases: Sequence[Phase]) -> float:
-    """``sum_k T_k mu_k^2`` over the phases that release something (``inf`` if one is
+    """`sum_k T_k mu_k^2` over the phases that release something (`inf` if one is
     unprotected)."""
     released = [phase for phase in phases if phase.steps]
     if any(math.isinf(phase.mu_step) for phase in released):
@@ -48,7 +48,7 @@ def _squared_mu(phases: Sequence[Phase]) -> float:
 
 
 def compose_phases(phases: Sequence[Phase], delta: float) -> float:
-    """Epsilon at ``delta`` of the phases run one after the other (agent level, exact GDP)."""
+    """Epsilon at `delta` of the phases run one after the other (agent level, exact GDP)."""
     squared = _squared_mu(phases)
     if math.isinf(squared):
         return math.inf
@@ -57,16 +57,16 @@ def compose_phases(phases: Sequence[Phase], delta: float) -> float:
 
 def phases_mu_step(phases: Sequence[Phase]) -> float:
     """The constant per-step sensitivity that composes, over all the phases' steps, like the phases:
-    ``sqrt(sum_k T_k mu_k^2 / sum_k T_k)``."""
+    `sqrt(sum_k T_k mu_k^2 / sum_k T_k)`."""
     return math.sqrt(_squared_mu(phases) / sum(phase.steps for phase in phases))
 
 
 def calibrate_last_phase(
     eps: float, delta: float, before: Sequence[Phase], steps: int, neighbouring: AgentLevel
 ) -> Calibration:
-    """The per-step sensitivity that spends, over ``steps`` more steps, what the phases ``before``
-    left of the (eps, delta) budget's GDP parameter ``mu``: ``mu_2^2 = (mu^2 - sum_k T_k mu_k^2)
-    / steps``, lowered until the composed epsilon is at most eps (never overshoots)."""
+    """The per-step sensitivity that spends, over `steps` more steps, what the phases `before`
+    left of the (eps, delta) budget's GDP parameter `mu`: `mu_2^2 = (mu^2 - sum_k T_k mu_k^2)
+    / steps`, lowered until the composed epsilon is at most eps (never overshoots)."""
     if not isinstance(neighbouring, AgentLevel):
         raise ConfigError("composition across phases is implemented for agent-level privacy only")
     spent = _squared_mu(before)

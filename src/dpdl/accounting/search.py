@@ -11,8 +11,8 @@ __all__ = ["geometric_bisect"]
 def geometric_bisect(
     upper_side: Callable[[float], bool], low: float, high: float, rtol: float
 ) -> tuple[float, float]:
-    """Shrink ``[low, high]`` (positive, ``upper_side(high)`` true, ``upper_side(low)`` false, the
-    predicate monotone) at geometric midpoints until ``high / low <= 1 + rtol``; return the
+    """Shrink `[low, high]` (positive, `upper_side(high)` true, `upper_side(low)` false, the
+    predicate monotone) at geometric midpoints until `high / low <= 1 + rtol`; return the
     bracket."""
     while high / low > 1.0 + rtol:
         middle = math.sqrt(low * high)

@@ -1,43 +1,43 @@
 """Mahalanobis sensitivity of a linear Gaussian view, certified: the one number privacy depends on.
 
-The adversary observes ``P (g + v)`` with ``v = B z``, ``z ~ N(0, I)`` per coordinate: ``B`` is
-the factor the agents sample, ``[diag(s) | G]`` (each agent's private standard deviation, then
-the factors of the shared secrets it cannot subtract), so ``R = B B^T``. Changing agent i's
-clipped gradient by at most ``s`` in L2 norm shifts the observation's mean by ``s P e_i``, whose
-Mahalanobis norm under ``Sigma = P R P^T`` is
+The adversary observes `P (g + v)` with `v = B z`, `z ~ N(0, I)` per coordinate: `B` is
+the factor the agents sample, `[diag(s) | G]` (each agent's private standard deviation, then
+the factors of the shared secrets it cannot subtract), so `R = B B^T`. Changing agent i's
+clipped gradient by at most `s` in L2 norm shifts the observation's mean by `s P e_i`, whose
+Mahalanobis norm under `Sigma = P R P^T` is
 
     mu_i = s sqrt(e_i^T P^T Sigma^+ P e_i) = s ||(P B)^+ P e_i||,
 
-the norm of the smallest ``y`` with ``P B y = P e_i`` (infinite when there is none: a singular
+the norm of the smallest `y` with `P B y = P e_i` (infinite when there is none: a singular
 covariance leaks; MAFALDA-SGD Theorem 8, CorN-DSGD guideline (G1)).
 
 **Certified.** Every value returned is an upper bound on the exact value for the floats given
 (the factor's entries read as real numbers, which is what the agents sample), whatever the
 rounding; no float inverse is trusted. Two routes, both certified by the standard bound on a dot
 product's rounding (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., eq. (3.5):
-``|fl(x^T y) - x^T y| <= gamma_m |x|^T |y|``, ``gamma_m = m u / (1 - m u)``, whatever the order of
+`|fl(x^T y) - x^T y| <= gamma_m |x|^T |y|`, `gamma_m = m u / (1 - m u)`, whatever the order of
 summation):
 
-- the Gram route (:func:`_inverse_bounds`): ``Sigma = B B^T`` in floating point, its distance
-  from the exact Gram bounded entrywise, Cholesky's inverse ``Z``, and the exact residual
-  ``E = I - Sigma Z`` bounded from its float value, so that ``Sigma^-1 = Z (I - E)^-1`` and
-  ``x^T Sigma^-1 x <= x^T Z x + ||Z^T x|| ||E x|| / (1 - ||E||)``: ``k^3`` work, about
-  ``u cond(Sigma)`` above the exact value. A sparse factor keeps Sigma and its bound sparse:
-  ``E`` and its rounding come from sparse products, and ``gamma_m`` counts the terms a sparse
-  row sums (:func:`_row_terms`; DECOR: 1 + an agent's degree) rather than every column;
-- the QR route (:func:`_qr_bounds`), where the Gram route is loose (an ill-conditioned view) and
-  affordable: ``B^T = Q U``, the approximate right inverse ``Z = Q U^-T``, the exact residual
-  ``E = I - B Z`` bounded the same way; with ``y0 = Z x`` and ``r = x - B y0``,
-  ``||B^+ x|| <= ||y0|| + ||B^+||_2 ||r||``, ``||B^+||_2 <= min(1 / s_min, ||Z||_F / (1 -
-  ||E||_F))`` (``s_min``: the smallest private standard deviation, since ``B B^T >= diag(s)^2``;
-  the second form because ``Z (I - E)^-1`` is a right inverse of B): about ``gamma_m cond(B) =
-  gamma_m sqrt(cond(R))`` above, 1e-10 at ``cond(R) = 1e12``, where the inverse of an assembled R
-  errs by ``cond(R) u``, 1e-4, in either direction.
+- the Gram route (`_inverse_bounds`): `Sigma = B B^T` in floating point, its distance
+  from the exact Gram bounded entrywise, Cholesky's inverse `Z`, and the exact residual
+  `E = I - Sigma Z` bounded from its float value, so that `Sigma^-1 = Z (I - E)^-1` and
+  `x^T Sigma^-1 x <= x^T Z x + ||Z^T x|| ||E x|| / (1 - ||E||)`: `k^3` work, about
+  `u cond(Sigma)` above the exact value. A sparse factor keeps Sigma and its bound sparse:
+  `E` and its rounding come from sparse products, and `gamma_m` counts the terms a sparse
+  row sums (`_row_terms`; DECOR: 1 + an agent's degree) rather than every column;
+- the QR route (`_qr_bounds`), where the Gram route is loose (an ill-conditioned view) and
+  affordable: `B^T = Q U`, the approximate right inverse `Z = Q U^-T`, the exact residual
+  `E = I - B Z` bounded the same way; with `y0 = Z x` and `r = x - B y0`,
+  `||B^+ x|| <= ||y0|| + ||B^+||_2 ||r||`, `||B^+||_2 <= min(1 / s_min, ||Z||_F / (1 -
+  ||E||_F))` (`s_min`: the smallest private standard deviation, since `B B^T >= diag(s)^2`;
+  the second form because `Z (I - E)^-1` is a right inverse of B): about `gamma_m cond(B) =
+  gamma_m sqrt(cond(R))` above, 1e-10 at `cond(R) = 1e12`, where the inverse of an assembled R
+  errs by `cond(R) u`, 1e-4, in either direction.
 
 When no route certifies a finite value it is infinite: the one rule for singularity, which the
-membership attack shares (:mod:`dpdl.attacks.membership`), so a near-singular view is never
+membership attack shares (`dpdl.attacks.membership`), so a near-singular view is never
 reported finite below its true value. A bare covariance (no factor) takes the Gram route on
-``Sigma`` itself (:func:`unit_sensitivities`).
+`Sigma` itself ([`unit_sensitivities`][dpdl.accounting.sensitivity.unit_sensitivities]).
 """
 
 from __future__ import annotations
@@ -58,12 +58,12 @@ UNIT_ROUNDOFF = 2.0**-53
 
 
 def rounding_gamma(count: int) -> float:
-    """Higham's ``gamma_m = m u / (1 - m u)``: the relative error bound of a sum of m terms."""
+    """Higham's `gamma_m = m u / (1 - m u)`: the relative error bound of a sum of m terms."""
     return count * UNIT_ROUNDOFF / (1.0 - count * UNIT_ROUNDOFF)
 
 
 def _norms_up(matrix: np.ndarray, slack: np.ndarray) -> np.ndarray:
-    """Upper bounds on the column norms of any matrix within ``slack`` (entrywise) of ``matrix``,
+    """Upper bounds on the column norms of any matrix within `slack` (entrywise) of `matrix`,
     padded for the rounding of the norms themselves."""
     rows = matrix.shape[0]
     norms = np.linalg.norm(matrix, axis=0) + np.linalg.norm(slack, axis=0)
@@ -77,7 +77,7 @@ def _certify(
     inverse_norm: float,
     zero: np.ndarray,
 ) -> np.ndarray:
-    """``||y0|| + ||B^+||_2 ||r||`` per column, padded; zero for zero targets, inf uncertified."""
+    """`||y0|| + ||B^+||_2 ||r||` per column, padded; zero for zero targets, inf uncertified."""
     bound = _norms_up(solutions, np.zeros_like(solutions)) + inverse_norm * _norms_up(
         residuals, slack
     )
@@ -96,10 +96,10 @@ QR_WIDTH = 4
 
 
 def _cholesky_inverse(sigma: np.ndarray | sparse.sparray) -> np.ndarray | None:
-    """Cholesky's inverse ``Z`` of the symmetric float Sigma, None where Cholesky fails (Sigma not
+    """Cholesky's inverse `Z` of the symmetric float Sigma, None where Cholesky fails (Sigma not
     positive definite in floating point) or Z is not finite. A sparse Sigma (a sparse factor's
-    Gram) is factorised dense and inverted from its factor (LAPACK ``potrf``, ``potri``: ``k^3``
-    operations where solving for the identity takes ``7 k^3 / 3``); any Z will do, since only its
+    Gram) is factorised dense and inverted from its factor (LAPACK `potrf`, `potri`: `k^3`
+    operations where solving for the identity takes `7 k^3 / 3`); any Z will do, since only its
     residual certifies the bounds."""
     k = sigma.shape[0]
     if not sparse.issparse(sigma):
@@ -119,7 +119,7 @@ def _cholesky_inverse(sigma: np.ndarray | sparse.sparray) -> np.ndarray | None:
 
 def _row_terms(matrix: sparse.sparray) -> int:
     """The most entries a row of a sparse matrix stores: the most nonzero terms of a dot product
-    of its rows (Higham's ``gamma_m`` counts the terms summed; adding an exact zero rounds
+    of its rows (Higham's `gamma_m` counts the terms summed; adding an exact zero rounds
     nothing)."""
     return int(np.diff(sparse.csr_array(matrix).indptr).max(initial=0))
 
@@ -129,13 +129,13 @@ def _gap_norm(
     sigma_error: np.ndarray | sparse.sparray,
     inverse: np.ndarray,
 ) -> float:
-    """An upper bound on ``||E||_F`` of the exact residual ``E = I - Sigma Z`` (the exact Sigma
-    within ``sigma_error`` of ``sigma``, entrywise), from its float value and the rounding of the
-    product: ``gamma_{m+2} (I + |Sigma| |Z|) + (1 + gamma_{m+1}) sigma_error |Z|``, m the terms of
-    a row's product (k for a dense Sigma). A sparse Sigma takes two sparse products (``k nnz``
-    operations each, m the most entries of its rows) where a dense one takes three ``k^3``
+    """An upper bound on `||E||_F` of the exact residual `E = I - Sigma Z` (the exact Sigma
+    within `sigma_error` of `sigma`, entrywise), from its float value and the rounding of the
+    product: `gamma_{m+2} (I + |Sigma| |Z|) + (1 + gamma_{m+1}) sigma_error |Z|`, m the terms of
+    a row's product (k for a dense Sigma). A sparse Sigma takes two sparse products (`k nnz`
+    operations each, m the most entries of its rows) where a dense one takes three `k^3`
     products; its slack, itself one rounded product of non-negative terms, is raised by
-    ``gamma_{m+4}``."""
+    `gamma_{m+4}`."""
     k = inverse.shape[0]
     magnitude = np.abs(inverse)
     if sparse.issparse(sigma):
@@ -158,10 +158,10 @@ def _gap_norm(
 def _quadratic_terms(
     inverse: np.ndarray, goals: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per column x of ``goals`` (the identity when None): ``x^T Z x``, a bound on its rounding,
-    an upper bound on ``||Z^T x||`` and ``||x||``. For the identity these are Z's diagonal, its
-    magnitude times ``gamma_{2k+2}``, the norms of Z's rows and ones, read off Z without a product
-    (what the products with the identity give, to the bit: ``k^3`` operations each saved)."""
+    """Per column x of `goals` (the identity when None): `x^T Z x`, a bound on its rounding,
+    an upper bound on `||Z^T x||` and `||x||`. For the identity these are Z's diagonal, its
+    magnitude times `gamma_{2k+2}`, the norms of Z's rows and ones, read off Z without a product
+    (what the products with the identity give, to the bit: `k^3` operations each saved)."""
     k = inverse.shape[0]
     if goals is None:
         diagonal = np.diag(inverse).copy()
@@ -186,15 +186,15 @@ def _inverse_bounds(
     sigma_error: np.ndarray | sparse.sparray,
     goals: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Certified upper bounds on ``sqrt(x^T Sigma^-1 x)`` for the columns x of ``goals`` (the
-    identity when None), the exact Sigma within ``sigma_error`` (entrywise) of the symmetric float
-    ``sigma`` (both dense, or both sparse), and the float estimates ``sqrt(x^T Z x)`` they bound
+    """Certified upper bounds on `sqrt(x^T Sigma^-1 x)` for the columns x of `goals` (the
+    identity when None), the exact Sigma within `sigma_error` (entrywise) of the symmetric float
+    `sigma` (both dense, or both sparse), and the float estimates `sqrt(x^T Z x)` they bound
     (inf where nothing is certified).
 
-    ``Z``, Cholesky's inverse of the float Sigma, has an exact residual ``E = I - Sigma Z``
-    bounded from its float value and the rounding of the product, so ``Sigma^-1 = Z (I - E)^-1``
-    and ``x^T Sigma^-1 x <= x^T Z x + ||Z^T x|| ||x|| ||E|| / (1 - ||E||)``: an error of about
-    ``cond(Sigma) u``."""
+    `Z`, Cholesky's inverse of the float Sigma, has an exact residual `E = I - Sigma Z`
+    bounded from its float value and the rounding of the product, so `Sigma^-1 = Z (I - E)^-1`
+    and `x^T Sigma^-1 x <= x^T Z x + ||Z^T x|| ||x|| ||E|| / (1 - ||E||)`: an error of about
+    `cond(Sigma) u`."""
     k = sigma.shape[0]
     count = k if goals is None else goals.shape[1]
     unknown = (np.full(count, np.inf), np.full(count, np.inf))
@@ -214,8 +214,8 @@ def _inverse_bounds(
 def _gram(
     factor: np.ndarray | sparse.sparray, error: np.ndarray | None
 ) -> tuple[np.ndarray | sparse.sparray, ...]:
-    """``B B^T`` in floating point and a bound on its distance from the exact Gram of the exact
-    factor (within ``error`` of ``B``, entrywise): sparse products, and a sparse Gram and bound,
+    """`B B^T` in floating point and a bound on its distance from the exact Gram of the exact
+    factor (within `error` of `B`, entrywise): sparse products, and a sparse Gram and bound,
     where B is sparse and exact (DECOR's column per edge: an entry of the Gram sums at most as
     many terms as a row of B stores, 1 + the agent's degree, where a dense B's sums m)."""
     m = factor.shape[1]
@@ -240,8 +240,8 @@ def _gram(
 def _residual(
     factor: np.ndarray, error: np.ndarray, goals: np.ndarray, solutions: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``goals - B solutions`` in floating point, and an entrywise bound on its distance from the
-    exact residual of the exact factor (within ``error`` of ``B``)."""
+    """`goals - B solutions` in floating point, and an entrywise bound on its distance from the
+    exact residual of the exact factor (within `error` of `B`)."""
     m = factor.shape[1]
     residual = goals - factor @ solutions
     magnitude = np.abs(solutions)
@@ -254,8 +254,8 @@ def _residual(
 def _qr_bounds(
     factor: np.ndarray, goals: np.ndarray, identity: bool, error: np.ndarray, floor: float
 ) -> np.ndarray:
-    """The QR route of :func:`factor_sensitivities` (module docstring): bounds about
-    ``gamma_m cond(B)`` above the exact values."""
+    """The QR route of [`factor_sensitivities`][dpdl.accounting.sensitivity.factor_sensitivities]
+    (module docstring): bounds about `gamma_m cond(B)` above the exact values."""
     k = factor.shape[0]
     unknown = np.full(goals.shape[1], np.inf)
     orthogonal, upper = np.linalg.qr(factor.T)
@@ -288,16 +288,16 @@ def factor_sensitivities(
     entry_error: np.ndarray | None = None,
     floor: float = 0.0,
 ) -> np.ndarray:
-    """Certified upper bounds on ``||B^+ x_j||`` for a factor ``B`` (k, m; dense or sparse) and
-    the columns ``x_j`` of ``targets`` (k, t; the identity when None), inf where none can be
+    """Certified upper bounds on `||B^+ x_j||` for a factor `B` (k, m; dense or sparse) and
+    the columns `x_j` of `targets` (k, t; the identity when None), inf where none can be
     certified (see the module docstring).
 
-    Two routes, each certified: the Gram route (``B B^T`` with its rounding bounded, then
-    Cholesky; ``k^3`` work, about ``u cond(B B^T)`` above the exact values), and, where that is
-    looser than :data:`LOOSENESS` and the factor at most :data:`QR_WIDTH` times wider than tall,
-    the QR route (about ``u sqrt(cond(B B^T))`` above); the smaller bound is returned.
-    ``entry_error`` bounds, entrywise, how far the exact factor may be from ``factor`` (a view's
-    product ``P B`` is rounded); ``floor`` is a number with ``B B^T >= floor^2 I`` exactly (the
+    Two routes, each certified: the Gram route (`B B^T` with its rounding bounded, then
+    Cholesky; `k^3` work, about `u cond(B B^T)` above the exact values), and, where that is
+    looser than `LOOSENESS` and the factor at most `QR_WIDTH` times wider than tall,
+    the QR route (about `u sqrt(cond(B B^T))` above); the smaller bound is returned.
+    `entry_error` bounds, entrywise, how far the exact factor may be from `factor` (a view's
+    product `P B` is rounded); `floor` is a number with `B B^T >= floor^2 I` exactly (the
     smallest private standard deviation, when every row has one), or 0.
     """
     if targets is not None:  # a view's columns often repeat (the average's are all 1/n)
@@ -328,10 +328,10 @@ def factor_sensitivities(
 
 
 def unit_sensitivities(covariance: np.ndarray, view: np.ndarray) -> np.ndarray:
-    """Per-agent Mahalanobis sensitivity for a unit change, ``sqrt(e_i^T P^T Sigma^+ P e_i)``, of a
-    bare covariance R (no factor) seen through ``view``, ``Sigma = P R P^T``: certified upper
-    bounds, inf where none can be certified (:func:`_inverse_bounds`, with the rounding of
-    ``P R P^T`` in Sigma's error)."""
+    """Per-agent Mahalanobis sensitivity for a unit change, `sqrt(e_i^T P^T Sigma^+ P e_i)`, of a
+    bare covariance R (no factor) seen through `view`, `Sigma = P R P^T`: certified upper
+    bounds, inf where none can be certified (`_inverse_bounds`, with the rounding of
+    `P R P^T` in Sigma's error)."""
     covariance = np.asarray(covariance, dtype=float)
     view = np.asarray(view, dtype=float)
     n = covariance.shape[0]
@@ -353,5 +353,5 @@ def unit_sensitivities(covariance: np.ndarray, view: np.ndarray) -> np.ndarray:
 
 
 def unit_sensitivity(covariance: np.ndarray, view: np.ndarray) -> float:
-    """Worst agent's unit Mahalanobis sensitivity, ``max_i mu_i / s``."""
+    """Worst agent's unit Mahalanobis sensitivity, `max_i mu_i / s`."""
     return float(unit_sensitivities(covariance, view).max(initial=0.0))

@@ -1,7 +1,7 @@
 """Attacks that measure privacy empirically: membership inference, the sum eavesdropper, gradient
 inversion.
 
-The names are imported on first use (:mod:`dpdl.lazy`): the membership test needs numpy alone,
+The names are imported on first use (`dpdl.lazy`): the membership test needs numpy alone,
 gradient inversion needs torch.
 """
 

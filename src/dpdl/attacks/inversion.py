@@ -1,7 +1,7 @@
 """Gradient inversion: Deep Leakage from Gradients (DLG; Zhu, Liu & Han, NeurIPS 2019).
 
 An honest-but-curious neighbour receives agent j's message and knows the model and its parameters
-(in DSGT's first round every agent holds the same ``theta^0``, and ``gamma_j^0`` is j's gradient on
+(in DSGT's first round every agent holds the same `theta^0`, and `gamma_j^0` is j's gradient on
 its batch: exactly under DSGT, plus i.i.d. noise under the DP baseline, plus the noise difference
 under LPPA). It optimises a dummy example and a dummy soft label so that the gradient they induce
 matches the message,
@@ -9,7 +9,7 @@ matches the message,
     min_{x', y'}  || grad_theta sum_b l(f(x'_b; theta), softmax(y'_b)) / B - message ||^2,
 
 by L-BFGS, as DLG does and as LPPA's Section 6.2 attacks its baselines. The mean squared error
-between ``x'`` and the true examples (after matching each true example to its closest
+between `x'` and the true examples (after matching each true example to its closest
 reconstruction) is LPPA's privacy measure (Table 2).
 """
 
@@ -53,8 +53,8 @@ def invert_gradient(
     iterations: int = 300,
     seed: int = 0,
 ) -> Inversion:
-    """Reconstruct ``truth.shape[0]`` examples of ``task`` from ``message``, a gradient (d,) of the
-    model at ``params`` (d,) on them, possibly noisy; ``truth`` only scores the result."""
+    """Reconstruct `truth.shape[0]` examples of `task` from `message`, a gradient (d,) of the
+    model at `params` (d,) on them, possibly noisy; `truth` only scores the result."""
     if message.shape != params.shape or params.shape != (task.dim,):
         raise ConfigError(f"DLG needs parameters and a message of the model's dimension {task.dim}")
     if iterations < 1:

@@ -1,34 +1,34 @@
 """A likelihood-ratio membership test: an empirical lower bound on epsilon, beside the accountant's.
 
-The game of DP auditing (Jagielski, Ullman & Oprea, NeurIPS 2020; Nasr et al., IEEE S&P 2021):
-data sets D and D' differ in one agent's data, which moves that agent's clipped gradient by the
-full sensitivity s at every step (in one coordinate, the worst case). The adversary of a threat
-model (:mod:`dpdl.threats`) sees ``P (g + v)`` at every step, P its view of the honest agents
-(the identity: every message; ``1^T / n``: the average), after subtracting the noise of the seeds
-its coalition holds, and runs the Neyman-Pearson test of D against D': the statistic
-``sum_t a^T o_t`` with ``a = Sigma^+ P e_i``, ``Sigma = P R P^T`` for the unknown noise's
-covariance R, for the most exposed honest agent i; where ``P e_i`` leaves the range of Sigma, ``a``
-is its component in Sigma's kernel and the statistic carries no noise at all, so the test never
-errs and the lower bound is infinite (zero-sum designs, LPPA, no noise).
+The game of DP auditing (Jagielski, Ullman & Oprea, NeurIPS 2020; Nasr et al., IEEE S&P 2021): data
+sets D and D' differ in one agent's data, which moves that agent's clipped gradient by the full
+sensitivity s at every step (in one coordinate, the worst case). The adversary of a threat model
+([`dpdl.threats`][dpdl.threats]) sees `P (g + v)` at every step, P its view of the honest agents
+(the identity: every message; `1^T / n`: the average), after subtracting the noise of the seeds its
+coalition holds, and runs the Neyman-Pearson test of D against D': the statistic `sum_t a^T o_t`
+with `a = Sigma^+ P e_i`, `Sigma = P R P^T` for the unknown noise's covariance R, for the most
+exposed honest agent i; where `P e_i` leaves the range of Sigma, `a` is its component in Sigma's
+kernel and the statistic carries no noise at all, so the test never errs and the lower bound is
+infinite (zero-sum designs, LPPA, no noise).
 
 The noise comes from the mechanism's own sampler, T steps per trial; the attacker only uses R to
 aim. Half the trials choose the threshold, the other half count the errors, and Clopper-Pearson
 upper bounds on the false-positive and false-negative rates (each at level alpha / 2) give
-``eps >= log((1 - delta - FPR) / FNR)`` and ``eps >= log((1 - delta - FNR) / FPR)`` with
-probability at least ``1 - alpha``. This bound assumes nothing of the noise, and so stays far
+`eps >= log((1 - delta - FPR) / FNR)` and `eps >= log((1 - delta - FNR) / FPR)` with
+probability at least `1 - alpha`. This bound assumes nothing of the noise, and so stays far
 below the accountant's at small delta: certifying eps needs false-positive rates near
-``e^-eps``, which a few thousand trials cannot resolve.
+`e^-eps`, which a few thousand trials cannot resolve.
 
 For Gaussian noise the statistic is Gaussian under both hypotheses with one variance s^2 (a linear
-function of the noise), so the test separates ``N(0, s^2)`` from ``N(m, s^2)``, m the known shift:
-its trade-off curve is that of ``mu``-GDP with ``mu = m / s``, and no mechanism whose view yields
-this test is better than ``mu``-GDP (Dong, Roth & Su 2022, Sections 2-3; the "Gaussian fit" of
+function of the noise), so the test separates `N(0, s^2)` from `N(m, s^2)`, m the known shift:
+its trade-off curve is that of `mu`-GDP with `mu = m / s`, and no mechanism whose view yields
+this test is better than `mu`-GDP (Dong, Roth & Su 2022, Sections 2-3; the "Gaussian fit" of
 auditing, e.g. Nasr et al., USENIX Security 2023). An exact upper confidence bound on s from the
 chi-square law of the sample variance (all 2 x trials draws, the shift removed) gives a lower
-bound on mu, and ``eps(mu_lower, delta)`` is a lower bound on epsilon with probability at least
-``1 - fit_alpha``: it can meet the accountant's upper bound, and exceeding it means that the noise
+bound on mu, and `eps(mu_lower, delta)` is a lower bound on epsilon with probability at least
+`1 - fit_alpha`: it can meet the accountant's upper bound, and exceeding it means that the noise
 drawn is smaller, in the attacked direction, than the covariance the accountant read. Being
-nearly tight, it crosses the upper bound by chance with probability ``fit_alpha``: hence a default
+nearly tight, it crosses the upper bound by chance with probability `fit_alpha`: hence a default
 of 1e-3, so that an audit of dozens of (mechanism, threat) cells rarely shows a false alarm.
 """
 
@@ -120,16 +120,17 @@ class Aim:
 
 
 def aim(covariance: np.ndarray, view: np.ndarray, certified: np.ndarray | None = None) -> Aim:
-    """Where to attack when the adversary observes ``view @ (g + v)`` with ``v``'s covariance
-    ``covariance`` over the honest agents.
+    """Where to attack when the adversary observes `view @ (g + v)` with `v`'s covariance
+    `covariance` over the honest agents.
 
-    ``certified``: the accountant's per-agent unit sensitivities for this view (inf where it
-    certifies no finite value; :func:`~dpdl.accounting.accountant.hidden_sensitivities`), by
-    default those of the bare covariance: the attack and the accountant share one rule for
-    singularity. An agent the accountant leaves at inf is attacked along the component of
-    ``P e_i`` in Sigma's least-variance directions (its kernel, or its smallest eigenvector where
-    the kernel is empty but no finite value is certified); otherwise the agent of largest
-    ``(P e_i)^T Sigma^+ P e_i`` along ``Sigma^+ P e_i``."""
+    `certified`: the accountant's per-agent unit sensitivities for this view (inf where it
+    certifies no finite value;
+    [`hidden_sensitivities`][dpdl.accounting.accountant.hidden_sensitivities]), by default those
+    of the bare covariance: the attack and the accountant share one rule for singularity. An
+    agent the accountant leaves at inf is attacked along the component of `P e_i` in Sigma's
+    least-variance directions (its kernel, or its smallest eigenvector where the kernel is empty
+    but no finite value is certified); otherwise the agent of largest `(P e_i)^T Sigma^+ P e_i`
+    along `Sigma^+ P e_i`."""
     if certified is None:
         certified = unit_sensitivities(covariance, view)
     sigma = view @ covariance @ view.T
@@ -148,7 +149,7 @@ def aim(covariance: np.ndarray, view: np.ndarray, certified: np.ndarray | None =
 
 
 def clopper_pearson_upper(errors: np.ndarray | int, trials: int, alpha: float) -> np.ndarray:
-    """One-sided upper confidence bound at level ``1 - alpha`` on a rate seen ``errors`` times."""
+    """One-sided upper confidence bound at level `1 - alpha` on a rate seen `errors` times."""
     from scipy import stats  # 0.9 s to import, for one quantile
 
     errors = np.asarray(errors)
@@ -159,10 +160,10 @@ def clopper_pearson_upper(errors: np.ndarray | int, trials: int, alpha: float) -
 def gaussian_fit_lower_bound(
     statistic: np.ndarray, shift: float, delta: float, alpha: float = 0.05
 ) -> float:
-    """Lower bound on epsilon, with probability at least ``1 - alpha``, from draws of the test
-    statistic's noise (``statistic``, mean zero, Gaussian) and the known ``shift`` between the
-    hypotheses: ``eps(mu_lower, delta)`` with ``mu_lower = shift / s_upper`` and ``s_upper^2 =
-    (k - 1) s^2 / chi2_alpha(k - 1)`` (module docstring)."""
+    """Lower bound on epsilon, with probability at least `1 - alpha`, from draws of the test
+    statistic's noise (`statistic`, mean zero, Gaussian) and the known `shift` between the
+    hypotheses: `eps(mu_lower, delta)` with `mu_lower = shift / s_upper` and `s_upper^2 =
+    (k - 1) s^2 / chi2_alpha(k - 1)` (module docstring)."""
     from scipy import stats  # 0.9 s to import, for one quantile
 
     from dpdl.accounting.gdp import epsilon as gdp_epsilon
@@ -189,10 +190,10 @@ def membership_lower_bound(
     threat: ThreatModel = Eavesdropper(),
     fit_alpha: float = 1e-3,
 ) -> EmpiricalPrivacy:
-    """Run the membership test ``trials`` times under each hypothesis (see the module docstring),
-    as ``threat``: a coalition first subtracts the noise of the seeds its members hold, and attacks
+    """Run the membership test `trials` times under each hypothesis (see the module docstring),
+    as `threat`: a coalition first subtracts the noise of the seeds its members hold, and attacks
     through the threat's view; of all the threat's coalitions, the one whose target is most exposed
-    (at most :data:`MAX_COALITIONS` are searched)."""
+    (at most `MAX_COALITIONS` are searched)."""
     if trials < 100:
         raise ConfigError(
             f"the membership test needs at least 100 trials per hypothesis, got {trials}"

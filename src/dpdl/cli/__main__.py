@@ -1,5 +1,5 @@
-"""``python -m dpdl.cli``: the ``dpdl`` command (as torchrun starts the agents:
-``torchrun ... -m dpdl.cli -- run-agent ...``)."""
+"""`python -m dpdl.cli`: the `dpdl` command (as torchrun starts the agents:
+`torchrun ... -m dpdl.cli -- run-agent ...`)."""
 
 import sys
 

@@ -1,5 +1,5 @@
-"""``dpdl run-agent`` and ``dpdl run-local``: a job's agents as processes of the runtime, one rank
-of torch.distributed each (:mod:`dpdl.runtime`), and the runtime options both take."""
+"""`dpdl run-agent` and `dpdl run-local`: a job's agents as processes of the runtime, one rank
+of torch.distributed each (`dpdl.runtime`), and the runtime options both take."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from dpdl.settings import add_arguments, from_options
 
 
 def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
-    """How runtime agents run (:class:`AgentOptions`: checkpoints, timeout, resume, departures,
-    message authentication), and progress."""
+    """How runtime agents run ([`AgentOptions`][dpdl.runtime.options.AgentOptions]: checkpoints,
+    timeout, resume, departures, message authentication), and progress."""
     sections = add_arguments(parser, AgentOptions)
     sections["runtime"].add_argument(
         "--no-progress", action="store_true", help="hide the progress bar"
@@ -24,7 +24,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _agent_options(args: argparse.Namespace) -> AgentOptions:
-    """The runtime options of ``args``; the agents' key seed is the job's ``--key-seed``."""
+    """The runtime options of `args`; the agents' key seed is the job's `--key-seed`."""
     from dataclasses import replace
 
     if len(args.seed) != 1:

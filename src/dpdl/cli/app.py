@@ -1,5 +1,5 @@
-"""The ``dpdl`` command itself: the top-level parser (``--version``, ``-v`` / ``-q``) with every
-command's parser, and :func:`main`, which loads the plugins, sets up logging and turns errors
+"""The `dpdl` command itself: the top-level parser (`--version`, `-v` / `-q`) with every
+command's parser, and `main`, which loads the plugins, sets up logging and turns errors
 into one line and an exit status."""
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from dpdl.registry import load_plugins
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``dpdl`` argument parser with all subcommands, offering what the plugins
-    (:func:`dpdl.registry.load_plugins`: ``DPDL_PLUGINS``, entry points ``dpdl.plugins``)
-    register."""
+    """The `dpdl` argument parser with all subcommands, offering what the plugins
+    ([`dpdl.registry.load_plugins`][dpdl.registry.load_plugins]: `DPDL_PLUGINS`, entry points
+    `dpdl.plugins`) register."""
     load_plugins()
     parser = Parser(
         prog="dpdl",
@@ -68,8 +68,8 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:  # n
 
 
 def _configure_logging(args: argparse.Namespace) -> None:
-    """One stderr handler at the level of ``-v`` / ``-q``; without either, at the level a parent
-    ``dpdl`` passed on (:data:`dpdl.logs.LEVEL_ENV`, e.g. to agents started by torchrun), else
+    """One stderr handler at the level of `-v` / `-q`; without either, at the level a parent
+    `dpdl` passed on (`dpdl.logs.LEVEL_ENV`, e.g. to agents started by torchrun), else
     WARNING."""
     from dpdl import logs
 
@@ -80,7 +80,7 @@ def _configure_logging(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``dpdl`` command."""
+    """Entry point of the `dpdl` command."""
     warnings.formatwarning = _format_warning
     try:
         load_plugins()

@@ -1,5 +1,5 @@
-"""``dpdl audit``: every mechanism against every threat model, the accountant's epsilon beside
-each threat's attack (:mod:`dpdl.experiments.audit`)."""
+"""`dpdl audit`: every mechanism against every threat model, the accountant's epsilon beside
+each threat's attack ([`dpdl.experiments.audit`][dpdl.experiments.audit])."""
 
 from __future__ import annotations
 

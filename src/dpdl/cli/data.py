@@ -1,5 +1,5 @@
-"""``dpdl data list`` and ``dpdl data fetch``: where the data sets are, and downloading one,
-verified against the published sha256 (:mod:`dpdl.data`)."""
+"""`dpdl data list` and `dpdl data fetch`: where the data sets are, and downloading one,
+verified against the published sha256 (`dpdl.data`)."""
 
 from __future__ import annotations
 

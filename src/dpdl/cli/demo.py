@@ -1,5 +1,5 @@
-"""``dpdl demo``: the headline comparison, every mechanism on the papers' a9a setting
-(:mod:`dpdl.experiments.demo`)."""
+"""`dpdl demo`: the headline comparison, every mechanism on the papers' a9a setting
+(`dpdl.experiments.demo`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``dpdl factorize``: MAFALDA-SGD's noise correlation for a graph and cyclic participation,
-against DP-D-SGD and AntiPGD (:mod:`dpdl.experiments.factorize`)."""
+"""`dpdl factorize`: MAFALDA-SGD's noise correlation for a graph and cyclic participation,
+against DP-D-SGD and AntiPGD (`dpdl.experiments.factorize`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""``dpdl noise``: design one mechanism's noise for a graph and budget; report the variance left
-after mixing and epsilon against each threat (:mod:`dpdl.experiments.noise`)."""
+"""`dpdl noise`: design one mechanism's noise for a graph and budget; report the variance left
+after mixing and epsilon against each threat
+([`dpdl.experiments.noise`][dpdl.experiments.noise])."""
 
 from __future__ import annotations
 

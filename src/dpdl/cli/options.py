@@ -1,6 +1,6 @@
-"""The options several ``dpdl`` commands share, and what a handler makes of them.
+"""The options several `dpdl` commands share, and what a handler makes of them.
 
-:class:`Parser` (usage errors in one line; ``--config FILE`` and ``--set KEY=VALUE``), the groups
+`Parser` (usage errors in one line; `--config FILE` and `--set KEY=VALUE`), the groups
 of options more than one command adds (training, graph, budget, noise design, device, output,
 figure, executor), and the helpers that turn them into what a command runs with: a results folder
 checked before any work, an executor, a graph and its mixing matrix. Building the options imports
@@ -29,8 +29,8 @@ class Parser(argparse.ArgumentParser):
     def parse_known_args(
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        """With ``--config FILE`` / ``--set KEY=VALUE`` (:func:`add_options_file_arguments`), parse
-        again with the file's values, then the ``--set`` values, in place of the defaults: an option
+        """With `--config FILE` / `--set KEY=VALUE` (`add_options_file_arguments`), parse
+        again with the file's values, then the `--set` values, in place of the defaults: an option
         given on the command line still overrides both, wherever it stands."""
         if namespace is None and any(action.dest == "config" for action in self._actions):
             first, _ = super().parse_known_args(args, None)
@@ -45,8 +45,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_options_file_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config FILE`` and ``--set KEY=VALUE``: take the options from a TOML file, as a run writes
-    them (:mod:`dpdl.experiments.replay`); :class:`Parser` reads them."""
+    """`--config FILE` and `--set KEY=VALUE`: take the options from a TOML file, as a run writes
+    them (`dpdl.experiments.replay`); `Parser` reads them."""
     group = parser.add_argument_group("options file (replay a run)")
     group.add_argument(
         "--config",
@@ -69,13 +69,15 @@ def add_options_file_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
-    """Everything that defines a training job: one option per setting of :class:`TrainConfig`."""
+    """Everything that defines a training job: one option per setting of
+    [`TrainConfig`][dpdl.jobspec.config.TrainConfig]."""
     add_arguments(parser, TrainConfig)
 
 
 def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options that choose the communication graph and its mixing matrix (:class:`TrainConfig`'s;
-    not ``--graph-seed``: these commands draw a random graph from their ``--seed``)."""
+    """Options that choose the communication graph and its mixing matrix
+    ([`TrainConfig`][dpdl.jobspec.config.TrainConfig]'s; not `--graph-seed`: these commands draw
+    a random graph from their `--seed`)."""
     add_arguments(parser, TrainConfig, groups=("graph",), skip=("graph_seed",))
 
 
@@ -84,19 +86,20 @@ def add_graph_seed_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options that set the privacy budget and how it is calibrated (:class:`TrainConfig`'s; not
-    the time-correlated mechanisms' ``--gdp-mu`` and ``--neighbouring``: these commands calibrate
-    the per-step designs)."""
+    """Options that set the privacy budget and how it is calibrated
+    ([`TrainConfig`][dpdl.jobspec.config.TrainConfig]'s; not the time-correlated mechanisms'
+    `--gdp-mu` and `--neighbouring`: these commands calibrate the per-step designs)."""
     add_arguments(parser, TrainConfig, groups=("privacy",), skip=("gdp_mu", "neighbouring"))
 
 
 def add_design_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of the correlated-noise designs (:class:`~dpdl.settings.DesignOptions`)."""
+    """Options of the correlated-noise designs ([`DesignOptions`][dpdl.settings.DesignOptions])."""
     add_arguments(parser, DesignOptions)
 
 
 def add_device_argument(parser: argparse.ArgumentParser) -> None:
-    """``--device``: where the engine computes (:func:`dpdl.jobspec.device.resolve_device`)."""
+    """`--device`: where the engine computes
+    ([`dpdl.jobspec.device.resolve_device`][dpdl.jobspec.device.resolve_device])."""
     parser.add_argument(
         "--device",
         default="cpu",
@@ -110,8 +113,8 @@ def add_device_argument(parser: argparse.ArgumentParser) -> None:
 def add_output_arguments(
     parser: argparse.ArgumentParser, out: Path | None, out_help: str, json_help: str | None
 ) -> None:
-    """``--out`` (results folder), ``--json`` (when the command has a JSON result) and
-    ``--no-progress``."""
+    """`--out` (results folder), `--json` (when the command has a JSON result) and
+    `--no-progress`."""
     group = parser.add_argument_group("output")
     group.add_argument("--out", type=Path, default=out, help=f"results folder (default {out_help})")
     if json_help:
@@ -124,7 +127,7 @@ def add_output_arguments(
 
 
 def add_tensorboard_argument(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--tensorboard DIR``: write ``what`` as TensorBoard scalars as they are recorded."""
+    """`--tensorboard DIR`: write `what` as TensorBoard scalars as they are recorded."""
     parser.add_argument(
         "--tensorboard",
         type=Path,
@@ -140,7 +143,7 @@ FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def figure_file(text: str) -> Path:
-    """``--plot``'s value: a file name whose suffix names a format of :data:`FIGURE_SUFFIXES`."""
+    """`--plot`'s value: a file name whose suffix names a format of `FIGURE_SUFFIXES`."""
     path = Path(text)
     if path.suffix.lower() not in FIGURE_SUFFIXES:
         raise argparse.ArgumentTypeError(
@@ -150,7 +153,7 @@ def figure_file(text: str) -> Path:
 
 
 def add_plot_argument(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--plot FILE``: also draw ``what`` into FILE."""
+    """`--plot FILE`: also draw `what` into FILE."""
     parser.add_argument(
         "--plot",
         type=figure_file,
@@ -161,10 +164,10 @@ def add_plot_argument(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser, jobs: str) -> None:
-    """``--executor``, ``--address``, the number of points at once (option ``--<jobs>``, dest
-    ``jobs``; the other of ``--jobs`` and ``--workers`` is taken too, so that either command
-    accepts the other's habit) and the threads of each (``--threads``): where and how the points
-    of a grid run (:mod:`dpdl.experiments.executors`)."""
+    """`--executor`, `--address`, the number of points at once (option `--<jobs>`, dest
+    `jobs`; the other of `--jobs` and `--workers` is taken too, so that either command
+    accepts the other's habit) and the threads of each (`--threads`): where and how the points
+    of a grid run (`dpdl.experiments.executors`)."""
     group = parser.add_argument_group("executor (where the points run)")
     group.add_argument(
         f"--{jobs}",
@@ -201,7 +204,7 @@ def add_executor_arguments(parser: argparse.ArgumentParser, jobs: str) -> None:
 
 
 def output_folder(folder: Path, option: str = "--out") -> Path:
-    """``folder``, checked to be writable as a folder before the command does any work."""
+    """`folder`, checked to be writable as a folder before the command does any work."""
     from dpdl.files import require_folder
 
     require_folder(folder, option)
@@ -209,8 +212,8 @@ def output_folder(folder: Path, option: str = "--out") -> Path:
 
 
 def executor_from(args: argparse.Namespace, cpus: float = 1.0, gpus: float = 0.0):  # noqa: ANN202 (an Executor, imported late)
-    """The executor that ``--executor``, ``--address``, ``--jobs`` and ``--threads`` name
-    (:func:`add_executor_arguments`), giving each point ``cpus`` and ``gpus``."""
+    """The executor that `--executor`, `--address`, `--jobs` and `--threads` name
+    (`add_executor_arguments`), giving each point `cpus` and `gpus`."""
     from dpdl.experiments.executors import ExecutorOptions, open_executor
 
     options = ExecutorOptions(args.jobs, args.address, cpus, gpus, args.threads)
@@ -218,7 +221,7 @@ def executor_from(args: argparse.Namespace, cpus: float = 1.0, gpus: float = 0.0
 
 
 def graph_and_weights(args: argparse.Namespace, method: str | None = None) -> tuple:
-    """The graph and mixing matrix of ``args``; with ``method``, its design's memory checked first
+    """The graph and mixing matrix of `args`; with `method`, its design's memory checked first
     (before the graph is built where the topology's size is known without it)."""
     from dpdl.graphs import build_graph, mixing_matrix
     from dpdl.jobspec.resources import graph_size, require_design_fits

@@ -1,5 +1,5 @@
-"""``dpdl reproduce``: run a named reproduction of the papers' figures, or write its report from
-a sweep's runs (:mod:`dpdl.experiments.reproduction`; the reproductions are a separate package)."""
+"""`dpdl reproduce`: run a named reproduction of the papers' figures, or write its report from
+a sweep's runs (`dpdl.experiments.reproduction`; the reproductions are a separate package)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``dpdl sweep``: a grid of training runs from a TOML sweep file or a reproduction's name, run
-locally or on Ray (:mod:`dpdl.experiments.sweeps`), or shown with ``--dry-run``."""
+"""`dpdl sweep`: a grid of training runs from a TOML sweep file or a reproduction's name, run
+locally or on Ray (`dpdl.experiments.sweeps`), or shown with `--dry-run`."""
 
 from __future__ import annotations
 

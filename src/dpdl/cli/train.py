@@ -1,5 +1,5 @@
-"""``dpdl train``: train one model by private D-SGD and write a results folder, with the
-options that replay the run (``config.toml``)."""
+"""`dpdl train`: train one model by private D-SGD and write a results folder, with the
+options that replay the run (`config.toml`)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def train_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--checkpoint-every`` and ``--resume``."""
+    """`--checkpoint-every` and `--resume`."""
     group = parser.add_argument_group("checkpoints (continue an interrupted run)")
     group.add_argument(
         "--checkpoint-every",
@@ -151,8 +151,8 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _write_options(args: argparse.Namespace, config: TrainConfig, folder: Path) -> None:
-    """``folder/config.toml``: every option of the run, the settings as the run resolved them (the
-    task's step size and schedule filled in), so ``dpdl train --config`` on it replays the run."""
+    """`folder/config.toml`: every option of the run, the settings as the run resolved them (the
+    task's step size and schedule filled in), so `dpdl train --config` on it replays the run."""
     from dpdl.experiments.replay import dump_options
 
     values = {**vars(args), **to_options(config)}

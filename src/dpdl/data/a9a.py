@@ -33,7 +33,7 @@ def _load() -> tuple[np.ndarray, np.ndarray]:
 
 
 def load_a9a() -> tuple[np.ndarray, np.ndarray]:
-    """All 48842 rows of a9a as dense ``(features (m, 123) float64, labels (m,) in {-1, +1})``.
+    """All 48842 rows of a9a as dense `(features (m, 123) float64, labels (m,) in {-1, +1})`.
 
     The arrays are cached and read-only; copy them before changing them.
     """

@@ -1,15 +1,15 @@
-"""UCI Adult / Census Income, read from the original files ``adult/adult.data`` and
-``adult/adult.test`` (or their ``.gz``).
+"""UCI Adult / Census Income, read from the original files `adult/adult.data` and
+`adult/adult.test` (or their `.gz`).
 
 The original 32561 training and 16281 test rows, 14 attributes and the income label (>50K or not),
 the binary task of LPPA's Tables 1-4. Numeric attributes are standardised with the training rows'
 statistics; categorical ones are one-hot encoded by scikit-learn's
-:class:`~sklearn.preprocessing.OneHotEncoder` fitted on the training rows (a missing value, "?", is
+`OneHotEncoder` fitted on the training rows (a missing value, "?", is
 a category of its own, as in the original files).
 
 Every row is checked (15 fields, numbers where numbers belong, a known label), not the number of
 rows, so that a slice of the files reads too; a truncated file fails on its last, broken row or on
-its gzip check, and ``dpdl data list`` compares the files with the published checksums.
+its gzip check, and `dpdl data list` compares the files with the published checksums.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ _LABELS = {"<=50K": 0, ">50K": 1}
 
 def _read_rows(path: Path) -> list[list[str]]:
     """The data rows of one original file, fields stripped; blank lines and the test file's first
-    line (``|1x3 Cross validator``) skipped."""
+    line (`|1x3 Cross validator`) skipped."""
     opener = gzip.open if path.suffix == ".gz" else open
     rows = []
     try:
@@ -111,7 +111,7 @@ def _parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @lru_cache(maxsize=1)
 def _load(paths: tuple[Path, ...]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The splits of :data:`_FILES` read from ``paths`` (in its order)."""
+    """The splits of `_FILES` read from `paths` (in its order)."""
     parts = {}
     for split, path in zip(_FILES, paths, strict=True):
         parts[split] = _parse(path)
@@ -137,7 +137,7 @@ def _load(paths: tuple[Path, ...]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def load_adult(split: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(features (rows, 108), labels (rows,) in {0, 1})`` of the ``train`` or ``test`` rows
+    """`(features (rows, 108), labels (rows,) in {0, 1})` of the `train` or `test` rows
     (108 features on the full files: 6 numeric and the training rows' 102 categories); cached and
     read-only (cached for the files the data folders give now)."""
     if split not in ROWS:

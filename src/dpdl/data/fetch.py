@@ -1,12 +1,12 @@
-"""Download the full data sets of ``manifest.json`` and check them against their published sha256;
-report what is present where (``dpdl data fetch`` and ``dpdl data list``).
+"""Download the full data sets of `manifest.json` and check them against their published sha256;
+report what is present where (`dpdl data fetch` and `dpdl data list`).
 
 A file is streamed in chunks into a temporary file in its destination folder, hashed as it
 arrives, and renamed into place only once its size and sha256 match the manifest; a wrong file is
 deleted and reported. Connection errors (refused, reset, a transfer cut short, a server error) are
 retried with exponential backoff, each attempt starting the file again.
 
-Written with the standard library's urllib: the one thing ``requests`` would add here is connection
+Written with the standard library's urllib: the one thing `requests` would add here is connection
 pooling, and each data set is a few files fetched once.
 """
 
@@ -49,7 +49,7 @@ class _Transient(Exception):
 
 
 def _attempt(url: str, handle: Any, size: int | None, progress: Progress | None) -> str:
-    """One transfer of ``url`` into the open temporary file ``handle``; its sha256."""
+    """One transfer of `url` into the open temporary file `handle`; its sha256."""
     digest, done = hashlib.sha256(), 0
     handle.seek(0)
     handle.truncate()
@@ -91,10 +91,10 @@ def download(
     backoff: float = 1.0,
     progress: Progress | None = None,
 ) -> Path:
-    """Download ``url`` to ``path``, verified: streamed into a temporary file beside ``path``, which
-    is renamed to ``path`` only if its sha256 (and ``size`` where known) match; otherwise deleted,
-    and a :class:`DataError` says why. Transient failures are retried ``retries`` times in all,
-    waiting ``backoff``, ``2 backoff``, ... seconds between attempts."""
+    """Download `url` to `path`, verified: streamed into a temporary file beside `path`, which is
+    renamed to `path` only if its sha256 (and `size` where known) match; otherwise deleted, and a
+    [`DataError`][dpdl.errors.DataError] says why. Transient failures are retried `retries` times
+    in all, waiting `backoff`, `2 backoff`, ... seconds between attempts."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # closed by `with handle:` below, which needs its name outside it: the finally deletes it
     handle = tempfile.NamedTemporaryFile(  # noqa: SIM115
@@ -145,11 +145,11 @@ def fetch(
     datasets: dict[str, dict[str, Any]] | None = None,
     **options: Any,
 ) -> list[Path]:
-    """Download data set ``name`` of the manifest (``datasets``, default the packaged one) into
-    ``dest`` (default: the user cache folder), each file to its place in the data layout; files
-    already there with the right sha256 are kept. ``progress(file path)`` gives each file's progress
-    callback; ``options`` go to :func:`download`. A data set without a verifiable original raises a
-    :class:`DataError` that says where to get it and which sha256 to expect."""
+    """Download data set `name` of the manifest (`datasets`, default the packaged one) into
+    `dest` (default: the user cache folder), each file to its place in the data layout; files
+    already there with the right sha256 are kept. `progress(file path)` gives each file's progress
+    callback; `options` go to `download`. A data set without a verifiable original raises a
+    [`DataError`][dpdl.errors.DataError] that says where to get it and which sha256 to expect."""
     datasets = datasets if datasets is not None else manifest()
     if name not in datasets:
         raise DataError(f"unknown data set {name!r}; known: {', '.join(datasets)}")
@@ -180,8 +180,8 @@ def fetch(
 
 @dataclass(frozen=True)
 class FileStatus:
-    """Where one file of a data set was found: ``path`` None if nowhere; ``where`` the root's kind
-    (``DPDL_DATA_DIR`` or ``cache``); ``verified`` whether its sha256 is the manifest's for that
+    """Where one file of a data set was found: `path` None if nowhere; `where` the root's kind
+    (`DPDL_DATA_DIR` or `cache`); `verified` whether its sha256 is the manifest's for that
     layout (None where the manifest has none)."""
 
     dataset: str

@@ -1,13 +1,13 @@
-"""California housing (Pace & Barry 1997), read from ``california_housing/cal_housing.tgz`` (the
-archive ``dpdl data fetch california_housing`` downloads, as scikit-learn does) or from
-``california_housing/cal_housing.data.gz`` (its data file alone).
+"""California housing (Pace & Barry 1997), read from `california_housing/cal_housing.tgz` (the
+archive `dpdl data fetch california_housing` downloads, as scikit-learn does) or from
+`california_housing/cal_housing.data.gz` (its data file alone).
 
 20640 block groups, 8 features (longitude, latitude, housing median age, total rooms, total
 bedrooms, population, households, median income) and the median house value, the regression
 target of MAFALDA-SGD's Housing experiment (its OpenML 823 copy holds the same rows).
 
 The table's shape (9 finite numbers a row) is checked, not its number of rows, so that a slice
-reads too; a damaged file fails to parse or its gzip check, and ``dpdl data list`` compares the
+reads too; a damaged file fails to parse or its gzip check, and `dpdl data list` compares the
 files with the published checksums.
 """
 
@@ -85,7 +85,7 @@ def _load(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def load_california_housing() -> tuple[np.ndarray, np.ndarray]:
-    """``(features (rows, 8), median house value (rows,))`` as read (20640 rows in the full data
+    """`(features (rows, 8), median house value (rows,))` as read (20640 rows in the full data
     set); cached (for the file the data folders give now) and read-only."""
     return _load(
         data_file(

@@ -1,7 +1,7 @@
 """MNIST and Fashion-MNIST: the IDX format (LeCun et al., 1998).
 
-The files are the published ``.gz`` files (``mnist/``, ``fashion_mnist/``), found as
-:func:`dpdl.data.paths.data_file` says; ``dpdl data fetch mnist`` downloads and verifies them.
+The files are the published `.gz` files (`mnist/`, `fashion_mnist/`), found as
+`dpdl.data.paths.data_file` says; `dpdl data fetch mnist` downloads and verifies them.
 
 Written by hand: the format is a 4-byte magic number, big-endian dimension sizes and raw bytes,
 which numpy reads directly; torchvision (the usual reader) has no CPU build on these machines.
@@ -28,7 +28,7 @@ _DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4",
 
 
 def read_idx(path: Path) -> np.ndarray:
-    """The array stored in an IDX file (``.gz`` or plain)."""
+    """The array stored in an IDX file (`.gz` or plain)."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as handle:
@@ -53,8 +53,8 @@ def read_idx(path: Path) -> np.ndarray:
 
 
 def load_idx_dataset(folder: str, split: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(images (m, 28, 28) uint8, labels (m,) int64)`` of ``folder`` (``mnist`` or
-    ``fashion_mnist``), ``split`` being ``train`` or ``t10k``.
+    """`(images (m, 28, 28) uint8, labels (m,) int64)` of `folder` (`mnist` or
+    `fashion_mnist`), `split` being `train` or `t10k`.
 
     The arrays are cached for the files the data folders give now (a process that trains many
     runs decompresses once) and read-only."""

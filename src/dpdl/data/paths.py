@@ -1,15 +1,16 @@
 """Where data files live.
 
-Two sources: files bundled inside the package (a9a, so that ``make demo`` needs nothing else), and
-the full data sets listed in ``manifest.json`` (MNIST, Adult, real graphs, ...), which are looked
+Two sources: files bundled inside the package (a9a, so that `make demo` needs nothing else), and
+the full data sets listed in `manifest.json` (MNIST, Adult, real graphs, ...), which are looked
 up, in this order, in
 
-1. the folder named by the ``DPDL_DATA_DIR`` environment variable, if set (it must be a folder);
-2. the user cache folder, ``DPDL_CACHE_DIR`` if set, else the platform's (``~/.cache/dpdl`` on
-   Linux), where ``dpdl data fetch NAME`` writes.
+1. the folder named by the `DPDL_DATA_DIR` environment variable, if set (it must be a folder);
+2. the user cache folder, `DPDL_CACHE_DIR` if set, else the platform's (`~/.cache/dpdl` on
+   Linux), where `dpdl data fetch NAME` writes.
 
-Both hold the same layout, one folder per data set (``mnist/train-images-idx3-ubyte.gz``, ...).
-Nothing is downloaded at run time: a missing file is one :class:`DataError` that says how to get it.
+Both hold the same layout, one folder per data set (`mnist/train-images-idx3-ubyte.gz`, ...).
+Nothing is downloaded at run time: a missing file is one [`DataError`][dpdl.errors.DataError] that
+says how to get it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ __all__ = ["bundled_file", "cache_dir", "data_file", "data_roots", "manifest"]
 
 
 def bundled_file(relative: str) -> Path:
-    """Path of a data file shipped inside the ``dpdl.data`` package."""
+    """Path of a data file shipped inside the `dpdl.data` package."""
     path = Path(str(resources.files("dpdl.data").joinpath(relative)))
     if not path.is_file():
         raise DataError(
@@ -40,15 +41,15 @@ def bundled_file(relative: str) -> Path:
 
 @lru_cache(maxsize=1)
 def manifest() -> dict[str, dict[str, Any]]:
-    """The packaged ``manifest.json``: per data set, its title, licence, citation and files (path in
+    """The packaged `manifest.json`: per data set, its title, licence, citation and files (path in
     the data folder, URL or None where no verifiable original exists, sha256, size, and the other
     layouts a loader also reads, with their own sha256)."""
     return json.loads(bundled_file("manifest.json").read_text())
 
 
 def cache_dir() -> Path:
-    """The user cache folder: ``DPDL_CACHE_DIR`` if set, else
-    ``platformdirs.user_cache_dir("dpdl")``."""
+    """The user cache folder: `DPDL_CACHE_DIR` if set, else
+    `platformdirs.user_cache_dir("dpdl")`."""
     return Path(
         os.environ.get("DPDL_CACHE_DIR") or platformdirs.user_cache_dir("dpdl")
     ).expanduser()
@@ -71,9 +72,9 @@ def data_roots() -> list[tuple[str, Path]]:
 
 
 def data_file(dataset: str, *relatives: str) -> Path:
-    """The first of ``relatives`` (layouts of one file, in order of preference) found in the data
-    roots, searched in order; a :class:`DataError` naming the data set, where it was looked for and
-    how to get it if none is there."""
+    """The first of `relatives` (layouts of one file, in order of preference) found in the data
+    roots, searched in order; a [`DataError`][dpdl.errors.DataError] naming the data set, where
+    it was looked for and how to get it if none is there."""
     roots = data_roots()
     for _, root in roots:
         for relative in relatives:

@@ -1,7 +1,7 @@
 """Experiments: training jobs, the headline demo, results folders and figures.
 
-The names are imported on first use (:mod:`dpdl.lazy`), so a command that needs one experiment
-(``dpdl noise``) does not import the others' torch and matplotlib.
+The names are imported on first use (`dpdl.lazy`), so a command that needs one experiment
+(`dpdl noise`) does not import the others' torch and matplotlib.
 """
 
 from dpdl.lazy import lazy_exports

@@ -7,8 +7,8 @@ as a larger epsilon, or infinity where no guarantee holds at all (no noise, i.e.
 DSGT; zero-sum noise; LPPA's noise flow, sized like zero-sum noise since it has no calibration of
 its own). Beside each upper bound, the threat's adversary attacks: a likelihood-ratio membership
 test on the mechanism's own samples gives an empirical lower bound on epsilon
-(:mod:`dpdl.attacks.membership`), and the eavesdropper's sum attack the error with which it
-recovers the network's aggregate gradient (:mod:`dpdl.attacks.eavesdropper`). A lower bound above
+(`dpdl.attacks.membership`), and the eavesdropper's sum attack the error with which it
+recovers the network's aggregate gradient (`dpdl.attacks.eavesdropper`). A lower bound above
 the upper bound would be a bug in one of the two.
 """
 
@@ -43,7 +43,7 @@ ATTACKER = str(Eavesdropper())
 
 
 def audit_mechanisms(n: int, names: Sequence[str] | None = None) -> list[str]:
-    """Mechanisms audited on n agents: no noise first, then ``names`` in their order, or by default
+    """Mechanisms audited on n agents: no noise first, then `names` in their order, or by default
     every registered design, plugins included (the multi-seed SDP only for small n)."""
     if names is None:
         names = [
@@ -74,8 +74,9 @@ def run_audit(
     progress: bool = True,
     mechanisms: Sequence[str] | None = None,
 ) -> list[NoiseReport]:
-    """One :class:`NoiseReport` per audited mechanism (:func:`audit_mechanisms` of
-    ``mechanisms``), each attacked as every threat."""
+    """One [`NoiseReport`][dpdl.experiments.noise.NoiseReport] per audited mechanism
+    ([`audit_mechanisms`][dpdl.experiments.audit.audit_mechanisms] of `mechanisms`), each
+    attacked as every threat."""
     names = audit_mechanisms(graph.number_of_nodes(), mechanisms)
     reports = [
         noise_report(
@@ -240,8 +241,8 @@ def _report_markdown(reports: list[NoiseReport], table: str) -> str:
 
 
 def write_audit(reports: list[NoiseReport], folder: Path) -> None:
-    """``audit.json`` (every report in full), ``audit.csv`` (mechanism, Tr(W R W^T), epsilon per
-    threat, the attacks' results) and ``REPORT.md`` (the table and what it shows)."""
+    """`audit.json` (every report in full), `audit.csv` (mechanism, Tr(W R W^T), epsilon per
+    threat, the attacks' results) and `REPORT.md` (the table and what it shows)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "audit.json").write_text(
         json.dumps(json_safe([report.as_dict() for report in reports]), indent=2) + "\n"

@@ -1,28 +1,30 @@
 """The run cache: a grid of jobs (a sweep's, a reproduction's) run on an executor, each result
 cached as it comes back, so that an interrupted run resumes.
 
-The jobs run on an executor (:mod:`dpdl.experiments.executors`: processes here, or Ray); each
+The jobs run on an executor (`dpdl.experiments.executors`: processes here, or Ray); each
 result is cached the moment it comes back, so whatever finished before an interruption is kept.
 
-A job is a JSON-able dict; its result is cached as ``<cache>/<job_key(job)>.json``, so a finished
+A job is a JSON-able dict; its result is cached as `<cache>/<job_key(job)>.json`, so a finished
 job is never run again and a rerun after an interruption picks up where it stopped.
 
 A cache entry is used only if it is what this code would compute now. Beside the job, the numbers
-depend on the engine (:data:`dpdl.simulation.ENGINE_VERSION`) and on the data files read
-(:func:`data_fingerprint`), so an entry is JSON holding its whole key and a checksum::
+depend on the engine (`dpdl.simulation.ENGINE_VERSION`) and on the data files read
+(`data_fingerprint`), so an entry is JSON holding its whole key and a checksum:
 
-    {"format": "dpdl-cache-entry", "version": 1,
-     "key": {"job": ..., "engine": ENGINE_VERSION, "data": data_fingerprint()},
-     "row": {...the job's fields and its results...}, "sha256": "<of key and row>"}
+```text
+{"format": "dpdl-cache-entry", "version": 1,
+ "key": {"job": ..., "engine": ENGINE_VERSION, "data": data_fingerprint()},
+ "row": {...the job's fields and its results...}, "sha256": "<of key and row>"}
+```
 
-Each row computed records the seconds its job took in its worker (:data:`RUN_SECONDS`): a cost,
+Each row computed records the seconds its job took in its worker (`RUN_SECONDS`): a cost,
 not a result, so it is in the row and never in the key.
 
 An entry made under another engine version or other data is *stale*; a file that is not such an
 entry, whole and unaltered (truncated, empty, edited, of another type or another job) is
 *unusable*. Both are logged with their paths, counted in the progress label and run again: never
 used, never mixed with new results, never a traceback. Entries are written atomically
-(:func:`dpdl.files.atomic_write`), so an interrupted run leaves whole entries only.
+(`dpdl.files.atomic_write`), so an interrupted run leaves whole entries only.
 """
 
 from __future__ import annotations
@@ -91,8 +93,8 @@ def _digest_of(path: Path) -> str:
 
 def data_fingerprint() -> str:
     """SHA-256 (hex) of the contents of every data file a job can read: the files bundled in the
-    ``dpdl.data`` package, and every file of the manifest as the loaders resolve it in the data
-    roots (:func:`dpdl.data.paths.data_roots`: ``DPDL_DATA_DIR``, then the user cache; the first
+    `dpdl.data` package, and every file of the manifest as the loaders resolve it in the data
+    roots (`dpdl.data.paths.data_roots`: `DPDL_DATA_DIR`, then the user cache; the first
     layout found, recorded as absent where there is none), by relative name.
 
     Deliberately coarse: a job's data is not declared anywhere, so every job is keyed by all of
@@ -145,7 +147,7 @@ def _write_entry(path: Path, key: dict[str, Any], row: dict[str, Any]) -> None:
 
 
 def _read_entry(path: Path, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None, bool]:
-    """``(row, None, False)`` for an entry of ``key``; else ``(None, why, stale)``: ``stale`` when
+    """`(row, None, False)` for an entry of `key`; else `(None, why, stale)`: `stale` when
     the file is an entry of the same job under another engine version or data."""
     try:
         entry = json.loads(path.read_bytes())
@@ -184,7 +186,7 @@ def _read_entry(path: Path, key: dict[str, Any]) -> tuple[dict[str, Any] | None,
 
 @dataclass
 class CacheScan:
-    """What the cache holds for a list of jobs: the usable rows by :func:`job_key`, the jobs to
+    """What the cache holds for a list of jobs: the usable rows by `job_key`, the jobs to
     run, and the files found stale or unusable (path and why)."""
 
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -194,8 +196,8 @@ class CacheScan:
 
 
 def scan_cache(jobs: list[Job], cache: Path, data: str | None = None) -> CacheScan:
-    """Sort ``jobs`` into cached (an entry of this job, engine and ``data``, default
-    :func:`data_fingerprint`) and pending; reads, never writes or logs."""
+    """Sort `jobs` into cached (an entry of this job, engine and `data`, default
+    `data_fingerprint`) and pending; reads, never writes or logs."""
     data = data_fingerprint() if data is None else data
     scan = CacheScan()
     for job in jobs:
@@ -213,7 +215,7 @@ def scan_cache(jobs: list[Job], cache: Path, data: str | None = None) -> CacheSc
 
 
 def _timed(run_job: Callable[[Job], dict[str, Any]], job: Job) -> dict[str, Any]:
-    """``run_job(job)`` with the seconds it took as its :data:`RUN_SECONDS` field (run in the
+    """`run_job(job)` with the seconds it took as its `RUN_SECONDS` field (run in the
     worker, so only the job's own time counts, not its wait in the queue)."""
     start = time.perf_counter()
     result = run_job(job)
@@ -234,16 +236,16 @@ def run_jobs(
     executor: Executor | None = None,
     keep_going: bool = False,
 ) -> list[dict[str, Any]]:
-    """Results of ``run_job`` for every job (job fields merged in), in the order of ``jobs``:
+    """Results of `run_job` for every job (job fields merged in), in the order of `jobs`:
     from the cache where it holds an entry of the job under this engine and data, else computed by
-    ``executor`` (default: a :class:`~dpdl.experiments.executors.LocalExecutor` of ``workers``
+    `executor` (default: a `LocalExecutor` of `workers`
     processes, every core by default) and cached as each finishes. Stale and unusable entries are
     logged (a warning each, with its path) and run again. Each row computed here records the
-    seconds its job took (:data:`RUN_SECONDS`).
+    seconds its job took (`RUN_SECONDS`).
 
-    A job that fails is logged and the others go on; then :class:`JobsFailed` is raised at the end,
-    or, with ``keep_going``, the failed job's row is the job with its ``error`` (and it is not
-    cached, so the next run tries it again). ``run_job`` must be a module-level function (it runs
+    A job that fails is logged and the others go on; then `JobsFailed` is raised at the end,
+    or, with `keep_going`, the failed job's row is the job with its `error` (and it is not
+    cached, so the next run tries it again). `run_job` must be a module-level function (it runs
     in other processes).
     """
     cache.mkdir(parents=True, exist_ok=True)

@@ -51,7 +51,7 @@ NOT_IN_DEMO = ("whisper-multiseed", "lppa")
 
 
 def demo_mechanisms() -> list[str]:
-    """Every mechanism the library offers (but :data:`NOT_IN_DEMO`), the noiseless reference
+    """Every mechanism the library offers (but `NOT_IN_DEMO`), the noiseless reference
     first."""
     return ["none", *(name for name in MECHANISMS if name not in NOT_IN_DEMO)]
 
@@ -75,7 +75,7 @@ def run_demo(
     workers: int | None = None,
     progress: bool = True,
 ) -> DemoResult:
-    """Run every mechanism at every step size of ``grid``; keep the best by the task's metric."""
+    """Run every mechanism at every step size of `grid`; keep the best by the task's metric."""
     mechanisms = mechanisms or demo_mechanisms()
     jobs = [replace(base, mechanism=m, lr=lr) for m in mechanisms for lr in grid]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
@@ -136,7 +136,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def write_demo(result: DemoResult, folder: Path) -> tuple[str, Path]:
-    """Write ``grid.csv``, ``summary.json``, ``table.txt`` and ``test_loss.png``; return (table,
+    """Write `grid.csv`, `summary.json`, `table.txt` and `test_loss.png`; return (table,
     figure)."""
     folder.mkdir(parents=True, exist_ok=True)
     rows = [_row(r) for r in result.best.values()]

@@ -1,20 +1,20 @@
 """Where the points of a grid run: one interface, two executors.
 
 An executor takes a module-level function and a list of JSON-able jobs and yields one
-:class:`Outcome` per job as the jobs finish, in whatever order they finish; it never raises for a
+`Outcome` per job as the jobs finish, in whatever order they finish; it never raises for a
 job that failed (the outcome carries the error), so one crashed point does not end a grid. The
-caching, the progress bar and the table are the caller's (:func:`dpdl.experiments.cache.run_jobs`),
-so ``dpdl sweep`` and ``dpdl reproduce`` run their grids the same way on either executor.
+caching, the progress bar and the table are the caller's (`dpdl.experiments.cache.run_jobs`),
+so `dpdl sweep` and `dpdl reproduce` run their grids the same way on either executor.
 
-- :class:`LocalExecutor` (``local``, the default): worker processes on this machine, started from
-  the fork server that preloads dpdl and torch (:func:`dpdl.processes.worker_context`). A worker
+- `LocalExecutor` (`local`, the default): worker processes on this machine, started from
+  the fork server that preloads dpdl and torch (`dpdl.processes.worker_context`). A worker
   that dies (killed, out of memory, a crash in native code) breaks its whole pool; the jobs that
   pool had not finished are then run again one per process, so only the job that kills its
   process fails.
-- :class:`RayExecutor` (``ray``, the extra ``dpdl[ray]``): each job a Ray task declaring its CPUs
-  and GPUs; ``ray.init()`` starts a Ray on this machine, or joins the cluster at ``address``.
+- `RayExecutor` (`ray`, the extra `dpdl[ray]`): each job a Ray task declaring its CPUs
+  and GPUs; `ray.init()` starts a Ray on this machine, or joins the cluster at `address`.
 
-Both are registered in :data:`dpdl.choices.EXECUTORS`; :func:`open_executor` builds one by name.
+Both are registered in `dpdl.choices.EXECUTORS`; `open_executor` builds one by name.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ DIED = "its worker process died (killed, out of memory, or a crash in native cod
 
 @dataclass(frozen=True)
 class Outcome:
-    """One finished job: its result, or (``result`` None) why it failed."""
+    """One finished job: its result, or (`result` None) why it failed."""
 
     job: Job
     result: dict[str, Any] | None
@@ -71,10 +71,10 @@ class Outcome:
 
 @dataclass(frozen=True)
 class ExecutorOptions:
-    """How an executor runs jobs: ``workers`` at once at most on this machine (default: every
-    core, divided by ``threads``; ``--jobs``), the Ray cluster to join (``address``; None: a Ray
-    started here), what each job declares to Ray (``cpus``, ``gpus``), and the threads torch and
-    the BLAS libraries compute each job with (``threads``, ``--threads``: one by default, the jobs
+    """How an executor runs jobs: `workers` at once at most on this machine (default: every
+    core, divided by `threads`; `--jobs`), the Ray cluster to join (`address`; None: a Ray
+    started here), what each job declares to Ray (`cpus`, `gpus`), and the threads torch and
+    the BLAS libraries compute each job with (`threads`, `--threads`: one by default, the jobs
     themselves filling the cores). A thread count that is not a whole number >= 1 is refused
     here, before any job runs."""
 
@@ -89,14 +89,14 @@ class ExecutorOptions:
 
 
 class Executor(Protocol):
-    """Runs jobs somewhere, each on ``threads`` threads; a context manager, closed when the grid
+    """Runs jobs somewhere, each on `threads` threads; a context manager, closed when the grid
     is done."""
 
     threads: int
 
     def map(self, run_job: RunJob, jobs: list[Job]) -> Iterator[Outcome]:
-        """One outcome per job of ``jobs``, as each finishes. ``run_job`` must be a module-level
-        function or a ``functools.partial`` of one (it runs in other processes, maybe on other
+        """One outcome per job of `jobs`, as each finishes. `run_job` must be a module-level
+        function or a `functools.partial` of one (it runs in other processes, maybe on other
         machines)."""
         ...
 
@@ -108,21 +108,21 @@ class Executor(Protocol):
 
 
 def _threaded(run_job: RunJob, threads: int, job: Job) -> dict[str, Any]:
-    """``run_job(job)`` with ``threads`` threads in torch and the BLAS libraries
-    (:func:`dpdl.threads.job_threads`), in the process that runs it."""
+    """`run_job(job)` with `threads` threads in torch and the BLAS libraries
+    (`dpdl.threads.job_threads`), in the process that runs it."""
     with job_threads(threads):
         return run_job(job)
 
 
 def _call(run_job: RunJob, job: Job) -> dict[str, Any]:
-    """``run_job(job)``: the one function a Ray task is made of, whatever callable ``run_job`` is
-    (``ray.remote`` takes functions only, not partials)."""
+    """`run_job(job)`: the one function a Ray task is made of, whatever callable `run_job` is
+    (`ray.remote` takes functions only, not partials)."""
     return run_job(job)
 
 
 def _context(run_job: RunJob) -> multiprocessing.context.BaseContext:
-    """The workers' start method, their fork server preloading the modules of ``run_job``'s
-    functions (through ``functools.partial``: the cache's timing wrapper and the job's own)."""
+    """The workers' start method, their fork server preloading the modules of `run_job`'s
+    functions (through `functools.partial`: the cache's timing wrapper and the job's own)."""
     return worker_context(*dict.fromkeys(_modules(run_job)))
 
 
@@ -184,7 +184,7 @@ class LocalExecutor(_Closing):
 
 
 def _pooled(run_job: RunJob, jobs: list[Job], workers: int) -> Iterator[Outcome]:
-    """Outcomes of ``jobs`` run in one pool; returns the jobs left unfinished by a broken pool."""
+    """Outcomes of `jobs` run in one pool; returns the jobs left unfinished by a broken pool."""
     orphans = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=_context(run_job)) as pool:
         futures = {pool.submit(run_job, job): job for job in jobs}
@@ -202,7 +202,7 @@ def _pooled(run_job: RunJob, jobs: list[Job], workers: int) -> Iterator[Outcome]
 
 
 def _isolated(run_job: RunJob, jobs: list[Job], workers: int) -> Iterator[Outcome]:
-    """Outcomes of ``jobs``, each in a process of its own (``workers`` at once), so a job that
+    """Outcomes of `jobs`, each in a process of its own (`workers` at once), so a job that
     kills its process fails alone."""
     queue = list(jobs)
     running: dict[Future, tuple[Job, ProcessPoolExecutor]] = {}
@@ -228,9 +228,9 @@ def _isolated(run_job: RunJob, jobs: list[Job], workers: int) -> Iterator[Outcom
 
 
 class RayExecutor(_Closing):
-    """Each job a Ray task declaring ``cpus`` and ``gpus``; on the cluster at ``address``, else on
-    a Ray started here with ``workers`` CPUs (every core by default) and shut down on
-    :meth:`close`. A Ray already initialised in this process (a test's, a notebook's) is used as it
+    """Each job a Ray task declaring `cpus` and `gpus`; on the cluster at `address`, else on
+    a Ray started here with `workers` CPUs (every core by default) and shut down on
+    `close`. A Ray already initialised in this process (a test's, a notebook's) is used as it
     is and left running."""
 
     def __init__(self, options: ExecutorOptions) -> None:
@@ -289,6 +289,6 @@ class RayExecutor(_Closing):
 
 
 def open_executor(name: str, options: ExecutorOptions | None = None) -> Executor:
-    """The executor registered as ``name`` (:data:`dpdl.choices.EXECUTORS`), set up with
-    ``options``."""
+    """The executor registered as `name` (`dpdl.choices.EXECUTORS`), set up with
+    `options`."""
     return EXECUTORS.get(name)(options or ExecutorOptions())

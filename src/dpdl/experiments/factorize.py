@@ -1,13 +1,13 @@
-"""``dpdl factorize``: MAFALDA-SGD's local noise correlation for a graph, against the baselines.
+"""`dpdl factorize`: MAFALDA-SGD's local noise correlation for a graph, against the baselines.
 
-For a gossip matrix and cyclic (k, b)-participation (T = k b steps, or blocks of ``restart`` steps
+For a gossip matrix and cyclic (k, b)-participation (T = k b steps, or blocks of `restart` steps
 with correlation restarts), optimise the local encoder (Lemma 12, Algorithm 2) and compare it with
 independent noise (DP-D-SGD) and AntiPGD on the two numbers that matter: the encoder's
 sensitivity, and the squared error of the gossiped models that noise of unit privacy causes,
-``sens^2 tr(H X^-1)`` (eq. (9)); the noise multiplier each needs for (eps, delta)-DP against LDP
-follows from the sensitivity (per unit of per-row gradient sensitivity). With ``per_agent``, also
+`sens^2 tr(H X^-1)` (eq. (9)); the noise multiplier each needs for (eps, delta)-DP against LDP
+follows from the sensitivity (per unit of per-row gradient sensitivity). With `per_agent`, also
 MAFALDA-L-SGD (the authors' code): every agent's encoder optimised for its own share of the error,
-saved as ``encoders_per_agent.npy`` (``n x T x T``).
+saved as `encoders_per_agent.npy` (`n x T x T`).
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ def factorize(
     restart: int | None = None,
     per_agent: bool = False,
 ) -> FactorizeResult:
-    """MAFALDA's encoder for ``weights`` under cyclic (``participations``,
-    ``batches``)-participation; with ``per_agent``, MAFALDA-L-SGD's too (``n`` times the work,
-    ``n T^2`` floats for the agents' utility Gram matrices, refused beyond the memory limit)."""
+    """MAFALDA's encoder for `weights` under cyclic (`participations`,
+    `batches`)-participation; with `per_agent`, MAFALDA-L-SGD's too (`n` times the work,
+    `n T^2` floats for the agents' utility Gram matrices, refused beyond the memory limit)."""
     steps = participations * batches
     if restart is not None and (restart % batches or steps % restart):
         raise ConfigError(
@@ -149,8 +149,8 @@ def factorize(
 
 
 def write_factorize(result: FactorizeResult, folder: Path) -> tuple[str, dict[str, Any], Path]:
-    """A table for the terminal and the JSON-safe summary; ``encoder.npy`` (MAFALDA's C_local) and
-    ``factorize.json`` in ``folder``."""
+    """A table for the terminal and the JSON-safe summary; `encoder.npy` (MAFALDA's C_local) and
+    `factorize.json` in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     np.save(folder / "encoder.npy", result.encoder)
     if result.per_agent is not None:

@@ -1,25 +1,25 @@
 """Bring your own model, data and graph: one call from a torch model, arrays or a torch Dataset, a
 graph or a mixing matrix, a mechanism and a budget to trained models and their privacy report.
 
-::
+```python
+result = dpdl.fit(model, loss, train=(x, y), test=(x_test, y_test),
+                  graph=nx.karate_club_graph(), mechanism="decor", eps=10, delta=1e-5,
+                  steps=500, lr=0.1, clip=1.0)
+result.privacy[0].epsilon, result.final_metrics["test_accuracy"], result.load_into(model)
+```
 
-    result = dpdl.fit(model, loss, train=(x, y), test=(x_test, y_test),
-                      graph=nx.karate_club_graph(), mechanism="decor", eps=10, delta=1e-5,
-                      steps=500, lr=0.1, clip=1.0)
-    result.privacy[0].epsilon, result.final_metrics["test_accuracy"], result.load_into(model)
+What it does is what `dpdl train` does for a named task (Algorithm 1 of Whisper D-SGD / CorN-DSGD
+and of DECOR, [`dpdl.simulation.dsgd`][dpdl.simulation.dsgd]), with the user's parts in place of the
+catalogue's: the model becomes a [`TorchModelTask`][dpdl.tasks.torch_model.TorchModelTask] (batch or
+per-example gradients, `torch.func.vmap` over agents, or agent by agent on replicas of the model for
+convolutions on a CPU), the training examples are split over the graph's agents by a partitioner (a
+name of `dpdl.choices.PARTITIONS`, index arrays, or a function), the mixing matrix is the graph's
+under a mixing rule or the user's own (validated; its support is the graph), and the mechanism is a
+registered name, calibrated to `(eps, delta)` over the run against the threat it is designed for, or
+a mechanism the user built, only accounted.
 
-What it does is what ``dpdl train`` does for a named task (Algorithm 1 of Whisper D-SGD /
-CorN-DSGD and of DECOR, :mod:`dpdl.simulation.dsgd`), with the user's parts in place of the
-catalogue's: the model becomes a :class:`~dpdl.tasks.torch_model.TorchModelTask` (batch or
-per-example gradients, ``torch.func.vmap`` over agents, or agent by agent on replicas of the model
-for convolutions on a CPU), the training examples are split over the
-graph's agents by a partitioner (a name of :data:`dpdl.choices.PARTITIONS`, index arrays, or a
-function), the mixing matrix is the graph's under a mixing rule or the user's own (validated; its
-support is the graph), and the mechanism is a registered name, calibrated to ``(eps, delta)`` over
-the run against the threat it is designed for, or a mechanism the user built, only accounted.
-
-:func:`design_noise` is the noise alone, calibrated, for a training loop of the user's own
-(``examples/calibrate_only.py``).
+[`design_noise`][dpdl.experiments.fit.design_noise] is the noise alone, calibrated, for a training
+loop of the user's own (`examples/calibrate_only.py`).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ GraphLike = nx.Graph | np.ndarray | sparse.spmatrix | str
 
 
 def _arrays(data: Data, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(inputs, targets)`` as numpy arrays of equal, non-zero length."""
+    """`(inputs, targets)` as numpy arrays of equal, non-zero length."""
     if isinstance(data, (tuple, list)):
         if len(data) != 2:
             raise ConfigError(f"{what}: expected (inputs, targets), got a sequence of {len(data)}")
@@ -128,10 +128,10 @@ def split_examples(
     alpha: float = 10.0,
     labels_per_agent: int = 1,
 ) -> list[np.ndarray]:
-    """One index array per agent into ``targets``' examples: disjoint, none empty, every index in
-    range (checked whatever made them). A name draws them from ``seed`` (``alpha``: Dirichlet
-    concentration of ``dirichlet`` and ``quantity-skew``; ``labels_per_agent``: classes each agent
-    holds under ``labels-per-agent``)."""
+    """One index array per agent into `targets`' examples: disjoint, none empty, every index in
+    range (checked whatever made them). A name draws them from `seed` (`alpha`: Dirichlet
+    concentration of `dirichlet` and `quantity-skew`; `labels_per_agent`: classes each agent
+    holds under `labels-per-agent`)."""
     rng = purpose_rng(seed, "partition")
     if isinstance(partition, str):
         if partition not in PARTITIONS:
@@ -163,13 +163,13 @@ def graph_and_weights(
     n: int | None = None,
     p: float | None = None,
 ) -> tuple[nx.Graph, np.ndarray]:
-    """The graph over agents ``0..n-1`` and its mixing matrix.
+    """The graph over agents `0..n-1` and its mixing matrix.
 
-    A networkx graph is relabelled ``0..n-1`` in node order and must be connected; its matrix is
-    ``mixing``'s. A matrix is validated (square, nonnegative, doubly stochastic unless
+    A networkx graph is relabelled `0..n-1` in node order and must be connected; its matrix is
+    `mixing`'s. A matrix is validated (square, nonnegative, doubly stochastic unless
     row-stochastic on a directed support, and mixing) and its off-diagonal support is the graph. A
-    string is a ``dpdl train --graph`` specification: a synthetic topology takes ``n`` agents (and
-    the edge probability ``p`` of ``er``), drawn from ``seed`` when random."""
+    string is a `dpdl train --graph` specification: a synthetic topology takes `n` agents (and
+    the edge probability `p` of `er`), drawn from `seed` when random."""
     if isinstance(graph, str):
         built = build_graph(graph, n, p, seed=seed)
         return built, mixing_matrix(built, mixing)
@@ -194,7 +194,7 @@ def graph_and_weights(
 
 
 def _graph_size(graph: GraphLike, n: int | None, p: float | None) -> tuple[int, int] | None:
-    """``(agents, edges)`` of ``graph`` without building it, where that is known (a networkx
+    """`(agents, edges)` of `graph` without building it, where that is known (a networkx
     graph, a matrix, a synthetic topology's name)."""
     if isinstance(graph, str):
         return graph_size(graph, n, p)
@@ -218,8 +218,8 @@ def _reports(
     delta: float,
     threats: Sequence[str | ThreatModel],
 ) -> list[PrivacyReport]:
-    """The mechanism's own threat, the eavesdropper and one curious agent (as ``dpdl train``
-    reports), then each of ``threats`` not among them."""
+    """The mechanism's own threat, the eavesdropper and one curious agent (as `dpdl train`
+    reports), then each of `threats` not among them."""
     reports = privacy_reports(mechanism, adjacent, steps, delta)
     seen = {str(report.threat) for report in reports}
     for threat in _threats(threats):
@@ -256,11 +256,11 @@ def _mechanism(
 
 @dataclass
 class FitResult:
-    """What :func:`fit` returns: every agent's final parameters (``models``, ``(n, d)``), the
-    metrics recorded along the way (``history``; the last record is :attr:`final_metrics`), the
-    privacy accounted (``privacy``: the mechanism's own threat first), the mechanism and the
-    calibration it was sized by (None for no noise or a mechanism given built), and the graph and
-    mixing matrix the agents used."""
+    """What [`fit`][dpdl.experiments.fit.fit] returns: every agent's final parameters (`models`,
+    `(n, d)`), the metrics recorded along the way (`history`; the last record is
+    `final_metrics`), the privacy accounted (`privacy`: the mechanism's own threat first), the
+    mechanism and the calibration it was sized by (None for no noise or a mechanism given built),
+    and the graph and mixing matrix the agents used."""
 
     models: np.ndarray
     history: list[dict[str, float]]
@@ -279,11 +279,11 @@ class FitResult:
 
     @property
     def average_model(self) -> np.ndarray:
-        """The agents' parameters averaged, ``(d,)``."""
+        """The agents' parameters averaged, `(d,)`."""
         return self.models.mean(axis=0)
 
     def load_into(self, model: nn.Module, agent: int | None = None) -> nn.Module:
-        """Write agent ``agent``'s parameters (default: the average) into ``model``, a module of
+        """Write agent `agent`'s parameters (default: the average) into `model`, a module of
         the architecture trained; returns it."""
         flat = self.average_model if agent is None else self.models[agent]
         expected = sum(p.numel() for p in model.parameters())
@@ -370,38 +370,40 @@ def fit(
     checkpoint_every: int | None = None,
     resume_from: str | Path | None = None,
 ) -> FitResult:
-    """Train copies of ``model`` on the agents of ``graph`` by noisy D-SGD and account the privacy.
+    """Train copies of `model` on the agents of `graph` by noisy D-SGD and account the privacy.
 
-    ``loss(outputs, targets)`` gives per-example losses ``(B,)``. ``train`` and ``test`` are
-    :data:`Data`; the training examples are split over the agents by ``partition``
-    (:func:`split_examples`), and every agent's model and their average model are evaluated on
-    ``test`` (``test_loss``, ``test_accuracy`` when ``classification``, each with its
-    ``_average_model``; ``consensus_distance``). ``graph`` is a
-    :data:`GraphLike` (:func:`graph_and_weights`; ``n`` and ``p`` for a synthetic topology's name).
+    `loss(outputs, targets)` gives per-example losses `(B,)`. `train` and `test` are `Data`; the
+    training examples are split over the agents by `partition`
+    ([`split_examples`][dpdl.experiments.fit.split_examples]), and every agent's model and their
+    average model are evaluated on `test` (`test_loss`, `test_accuracy` when `classification`, each
+    with its `_average_model`; `consensus_distance`). `graph` is a `GraphLike`
+    ([`graph_and_weights`][dpdl.experiments.fit.graph_and_weights]; `n` and `p` for a synthetic
+    topology's name).
 
-    ``mechanism``: a registered name (``ldp``, ``cdp``, ``decor``, ``whisper``, ... or a
-    plugin's), calibrated so that the run is ``(eps, delta)``-DP against the threat it is designed
-    for, or ``"none"``, or a :class:`~dpdl.mechanisms.base.NoiseMechanism` built by the caller,
-    then only accounted. ``clip_level`` ``"agent"`` clips each agent's batch gradient at ``clip``
-    (agent-level privacy, uniform batches); ``"example"`` clips each example's and samples batches
-    by Poisson sampling of expected size ``batch_size`` (example-level privacy). ``threats``: more
-    threat models to account against (names of :data:`dpdl.choices.THREAT_REGISTRY`). Metrics are
-    recorded every ``eval_every`` steps (default: 10 records). Deterministic in ``seed``; the
-    model's initial parameters are its own at the call. ``device``: where to train (``cpu``,
-    ``cuda``, ``cuda:K`` or ``auto``); batches and noise are drawn on the host from the same seeds
-    whatever the device, so the numbers agree to rounding. ``progress``: a progress bar of the
-    steps where the error stream is a terminal (none elsewhere); ``False``: none at all.
-    ``threads``: the threads torch and BLAS compute with during the run (restored after it);
-    None: the cores this process may use that the machine's other work leaves idle
-    (:func:`dpdl.threads.default_threads`). ``strategy``: how every agent's gradient is computed
-    (:data:`dpdl.tasks.torch_model.STRATEGIES`; ``auto``: the fastest measured for the model and
+    `mechanism`: a registered name (`ldp`, `cdp`, `decor`, `whisper`, ... or a plugin's), calibrated
+    so that the run is `(eps, delta)`-DP against the threat it is designed for, or `"none"`, or a
+    [`NoiseMechanism`][dpdl.mechanisms.base.NoiseMechanism] built by the caller, then only
+    accounted. `clip_level` `"agent"` clips each agent's batch gradient at `clip` (agent-level
+    privacy, uniform batches); `"example"` clips each example's and samples batches by Poisson
+    sampling of expected size `batch_size` (example-level privacy). `threats`: more threat models to
+    account against (names of `dpdl.choices.THREAT_REGISTRY`). Metrics are recorded every
+    `eval_every` steps (default: 10 records). Deterministic in `seed`; the model's initial
+    parameters are its own at the call. `device`: where to train (`cpu`, `cuda`, `cuda:K` or
+    `auto`); batches and noise are drawn on the host from the same seeds whatever the device, so the
+    numbers agree to rounding. `progress`: a progress bar of the steps where the error stream is a
+    terminal (none elsewhere); `False`: none at all. `threads`: the threads torch and BLAS compute
+    with during the run (restored after it); None: the cores this process may use that the machine's
+    other work leaves idle (`dpdl.threads.default_threads`). `strategy`: how every agent's gradient
+    is computed (`dpdl.tasks.torch_model.STRATEGIES`; `auto`: the fastest measured for the model and
     device).
 
-    ``callbacks``: functions called with ``(step, metrics)`` at each evaluation, as the record is
-    made (e.g. :class:`dpdl.experiments.tensorboard.TensorBoardLog`). ``checkpoint``: a file the
-    run's state is saved to every ``checkpoint_every`` steps (default: at each evaluation) and at
-    the end, atomically (:mod:`dpdl.experiments.checkpoints`). ``resume_from``: such a file, of a
-    call with the same arguments, model, data and graph, to continue from: the result equals the
+    `callbacks`: functions called with `(step, metrics)` at each evaluation, as the record is made
+    (e.g.
+    [`dpdl.experiments.tensorboard.TensorBoardLog`][dpdl.experiments.tensorboard.TensorBoardLog]).
+    `checkpoint`: a file the run's state is saved to every `checkpoint_every` steps (default: at
+    each evaluation) and at the end, atomically
+    ([`dpdl.experiments.checkpoints`][dpdl.experiments.checkpoints]). `resume_from`: such a file, of
+    a call with the same arguments, model, data and graph, to continue from: the result equals the
     uninterrupted run's bit for bit; a checkpoint of other arguments is refused, naming what
     differs. A resumed run's callbacks see the records made after the checkpoint only.
     """
@@ -487,7 +489,7 @@ def fit(
 def _calling(
     callbacks: Sequence[Callable[[int, dict[str, float]], None]],
 ) -> Callable[[int, dict[str, float]], None]:
-    """One callback that calls each of ``callbacks`` in turn."""
+    """One callback that calls each of `callbacks` in turn."""
     if callable(callbacks) or not all(callable(c) for c in callbacks):
         raise ConfigError("callbacks: expected a sequence of functions (step, metrics)")
     callbacks = list(callbacks)
@@ -507,7 +509,7 @@ def _require_checkpoints(every: Any, resume_from: str | Path | None) -> None:
 
 
 def _plain(value: Any) -> bool:
-    """Whether ``value`` is plain data that a checkpoint's settings keep as it is."""
+    """Whether `value` is plain data that a checkpoint's settings keep as it is."""
     return value is None or isinstance(value, (bool, int, float, str, dict))
 
 
@@ -536,10 +538,10 @@ def _fit_checkpoints(
     weights: np.ndarray,
     noise: NoiseMechanism,
 ) -> Checkpoints | None:
-    """The engine's checkpoints of a fit of ``arguments`` (None: it neither saves nor resumes).
+    """The engine's checkpoints of a fit of `arguments` (None: it neither saves nor resumes).
     Its run is named by the plain arguments, the mechanism's name, digests of the partition,
-    model (architecture and initial parameters) and data (``(inputs, targets, test inputs, test
-    targets)``), and, as fingerprint, the digest of the mixing matrix and noise covariance."""
+    model (architecture and initial parameters) and data (`(inputs, targets, test inputs, test
+    targets)`), and, as fingerprint, the digest of the mixing matrix and noise covariance."""
     path, resume_from = arguments["checkpoint"], arguments["resume_from"]
     if path is None and resume_from is None:
         return None
@@ -585,16 +587,17 @@ def design_noise(
     threats: Sequence[str | ThreatModel] = (),
     seed: int = 0,
 ) -> tuple[NoiseMechanism, np.ndarray, list[PrivacyReport]]:
-    """The noise of ``mechanism`` for ``graph``, calibrated so that ``steps`` D-SGD steps are
-    ``(eps, delta)``-DP against its threat, for the privacy unit ``neighbouring``: one agent's data
-    with each agent's gradient clipped (:class:`~dpdl.accounting.AgentLevel`), or one example
-    with per-example clipping and Poisson sampling (:class:`~dpdl.accounting.ExampleLevel`).
+    """The noise of `mechanism` for `graph`, calibrated so that `steps` D-SGD steps are `(eps,
+    delta)`-DP against its threat, for the privacy unit `neighbouring`: one agent's data with each
+    agent's gradient clipped ([`AgentLevel`][dpdl.accounting.neighbouring.AgentLevel]), or one
+    example with per-example clipping and Poisson sampling
+    ([`ExampleLevel`][dpdl.accounting.neighbouring.ExampleLevel]).
 
-    Returns ``(mechanism, mixing matrix, privacy reports)``. Draw one step's noise for all agents
-    with ``mechanism.sample(rng, dim)`` (``(n, dim)``, covariance R per coordinate), or agent i's
-    own from the seeds it holds with ``mechanism.agent_noise``, and add it to each agent's clipped
+    Returns `(mechanism, mixing matrix, privacy reports)`. Draw one step's noise for all agents
+    with `mechanism.sample(rng, dim)` (`(n, dim)`, covariance R per coordinate), or agent i's
+    own from the seeds it holds with `mechanism.agent_noise`, and add it to each agent's clipped
     gradient: at the example level, the sum of the clipped per-example gradients divided by the
-    expected batch size B, whose sensitivity ``C / B`` the calibration assumes."""
+    expected batch size B, whose sensitivity `C / B` the calibration assumes."""
     threats = _threats(threats)
     what = f"the {mechanism} design"
     known = require_design_fits(mechanism, _graph_size(graph, n, p), what)

@@ -1,7 +1,7 @@
-"""Noise design reports: what ``dpdl noise`` and ``dpdl audit`` compute.
+"""Noise design reports: what `dpdl noise` and `dpdl audit` compute.
 
 For a graph, a mixing matrix and a budget: build a mechanism calibrated to the budget, measure the
-noise variance left after mixing, ``Tr(W R W^T)`` (the privacy term of CorN-DSGD Theorem 1), and
+noise variance left after mixing, `Tr(W R W^T)` (the privacy term of CorN-DSGD Theorem 1), and
 account it against every threat model. Epsilons are exact (GDP) whatever the calibration used; the
 papers' RDP bound is reported next to them.
 """
@@ -106,10 +106,10 @@ def noise_report(
     attack_trials: int | None = None,
     seed: int = 0,
 ) -> NoiseReport:
-    """Calibrate ``method`` to (eps, delta) over ``steps`` steps and account it against ``threats``;
-    with ``attack_trials``, also attack it as each threat (membership test with that many trials per
+    """Calibrate `method` to (eps, delta) over `steps` steps and account it against `threats`;
+    with `attack_trials`, also attack it as each threat (membership test with that many trials per
     hypothesis) and as the eavesdropper that sums the messages (on gradients of norm C), seeded by
-    ``seed``."""
+    `seed`."""
     neighbouring = AgentLevel(clip)
     calibration = calibrate(eps, delta, steps, neighbouring, calibration_method)
     start = time.perf_counter()

@@ -1,6 +1,6 @@
 """Matplotlib figures of runs, noise designs and audits (headless: the Agg backend).
 
-The command line imports this module only when a command draws (``dpdl --help`` stays light), and
+The command line imports this module only when a command draws (`dpdl --help` stays light), and
 the documentation site draws its figures with these same functions.
 """
 
@@ -34,7 +34,7 @@ __all__ = [
 
 
 def _save(fig: plt.Figure, path: Path, layout: bool = True) -> Path:
-    """Lay out (unless the figure lays itself out), write ``fig`` at ``path`` in the format its
+    """Lay out (unless the figure lays itself out), write `fig` at `path` in the format its
     suffix names (PNG, SVG, PDF), creating its folder, and close it."""
     if layout:
         fig.tight_layout()
@@ -53,9 +53,9 @@ def plot_curves(
     xlabel: str = "step",
     log_x: bool = False,
 ) -> Path:
-    """Plot ``metric`` against step: one line per label (mean over its seeds, band = min..max).
+    """Plot `metric` against step: one line per label (mean over its seeds, band = min..max).
 
-    ``curves[label]`` is a list of histories (one per seed), each a list of metric records.
+    `curves[label]` is a list of histories (one per seed), each a list of metric records.
     """
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for label, histories in curves.items():
@@ -82,7 +82,7 @@ def plot_curves(
 
 
 def _dodge(k: int, lines: int) -> float:
-    """The shift of line ``k`` of ``lines`` on a categorical axis: spread over 0.3 of a unit."""
+    """The shift of line `k` of `lines` on a categorical axis: spread over 0.3 of a unit."""
     return 0.0 if lines < 2 else 0.3 * (k / (lines - 1) - 0.5)
 
 
@@ -95,7 +95,7 @@ def _band(
     dashed: bool,
     categorical: bool,
 ) -> None:
-    """A spread ``(low, high)`` around a line: shaded, or an error bar at each category (a band
+    """A spread `(low, high)` around a line: shaded, or an error bar at each category (a band
     shaded between categories means nothing, and one category has no width to shade)."""
     low, high = band
     if categorical:
@@ -125,16 +125,16 @@ def plot_panels(
     titles: bool = False,
     ticks: Mapping[str, Sequence[str]] | None = None,
 ) -> Path:
-    """One panel per key of ``grid`` (x values), each with the lines ``series[panel][label]``, and
-    with ``titles`` that key above it (for keys that name the panel, not just its x axis).
-    ``ticks[panel]`` names a panel's x values (a categorical axis, such as graphs at x = 0, 1,
+    """One panel per key of `grid` (x values), each with the lines `series[panel][label]`, and
+    with `titles` that key above it (for keys that name the panel, not just its x axis).
+    `ticks[panel]` names a panel's x values (a categorical axis, such as graphs at x = 0, 1,
     ...): one tick per value, labelled, with half a unit of room on each side; its lines are
     set a little apart and their bands drawn as error bars.
 
-    Labels ending in ``"(paper calibration)"`` or ``"(authors' calibration)"`` are drawn dashed in
+    Labels ending in `"(paper calibration)"` or `"(authors' calibration)"` are drawn dashed in
     the colour of their base label, so the two calibrations of a method read as a pair.
-    ``bands[panel][label] = (low, high)`` shades a spread (over seeds) around a line. Panels fill
-    rows of ``columns`` (default: one row).
+    `bands[panel][label] = (low, high)` shades a spread (over seeds) around a line. Panels fill
+    rows of `columns` (default: one row).
     """
     suffixes = (" (paper calibration)", " (authors' calibration)")
     columns = columns or len(grid)
@@ -262,11 +262,11 @@ def plot_covariances(
     path: Path,
     title: str,
 ) -> Path:
-    """Heat maps of each design's noise covariance across agents, ``R`` (top row), and of what one
-    gossip round leaves of it, ``W R W^T`` (bottom row; its trace is the privacy term of CorN-DSGD
-    Theorem 1): one column per label of ``covariances``.
+    """Heat maps of each design's noise covariance across agents, `R` (top row), and of what one
+    gossip round leaves of it, `W R W^T` (bottom row; its trace is the privacy term of CorN-DSGD
+    Theorem 1): one column per label of `covariances`.
 
-    Colours are symmetric about zero (red positive, blue negative). Each ``R`` has its own scale,
+    Colours are symmetric about zero (red positive, blue negative). Each `R` has its own scale,
     so its structure shows (independent noise is diagonal, DECOR's pairwise secrets add the
     graph's Laplacian, Whisper's correlations are shaped by W); the bottom row shares one scale,
     so the noise the designs leave compares at a glance.

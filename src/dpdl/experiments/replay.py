@@ -1,16 +1,17 @@
 """Options files that replay a run: a command's options as TOML, read back with typed checks.
 
 The keys are not listed here: they are the long options of the command's own
-:class:`argparse.ArgumentParser` (``--batch-size`` is the key ``batch-size``; ``batch_size`` is
-read too), and each value's type comes from its option (a flag is a boolean, ``nargs="+"`` a list,
-``type=float`` a number, ``choices`` a closed set). So an option added to ``dpdl train`` is in every
+`argparse.ArgumentParser` (`--batch-size` is the key `batch-size`; `batch_size` is
+read too), and each value's type comes from its option (a flag is a boolean, `nargs="+"` a list,
+`type=float` a number, `choices` a closed set). So an option added to `dpdl train` is in every
 file written from then on, and a file with a mistyped or stale key fails loudly instead of being
 half-applied.
 
 The options of a run's settings, and so their keys, types, choices and ranges here, are generated
-from the one declaration of those settings (:class:`dpdl.jobspec.config.TrainConfig`, through
-:func:`dpdl.settings.add_arguments`); the command's own options (``--json``, ``--save-models``, ...)
-are recorded beside them, from the parser alone.
+from the one declaration of those settings
+([`dpdl.jobspec.config.TrainConfig`][dpdl.jobspec.config.TrainConfig], through
+[`dpdl.settings.add_arguments`][dpdl.settings.add_arguments]); the command's own options (`--json`,
+`--save-models`, ...) are recorded beside them, from the parser alone.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ NOT_RECORDED = ("help", "config", "set", "out", "resume", "tensorboard")
 
 
 def option_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    """Every recorded option of ``parser`` by key: its first long option string without ``--``."""
+    """Every recorded option of `parser` by key: its first long option string without `--`."""
     actions = {}
     for action in parser._actions:  # argparse has no public list of a parser's actions
         longs = [s for s in action.option_strings if s.startswith("--")]
@@ -66,8 +67,8 @@ def _is_list(action: argparse.Action) -> bool:
 
 
 def _value_type(action: argparse.Action) -> type:
-    """The Python type an option's values have once parsed: its ``type`` when that is a class,
-    else the return annotation of its converter (``_positive_int -> int``), else ``str``."""
+    """The Python type an option's values have once parsed: its `type` when that is a class,
+    else the return annotation of its converter (`_positive_int -> int`), else `str`."""
     if action.type is None:
         return str
     if isinstance(action.type, type):
@@ -78,10 +79,10 @@ def _value_type(action: argparse.Action) -> type:
 def dump_options(
     parser: argparse.ArgumentParser, values: dict[str, Any], header: Iterable[str] = ()
 ) -> str:
-    """TOML text of every recorded option of ``parser``, from ``values`` (option ``dest`` -> value,
-    e.g. ``vars(args)`` with the defaults the run resolved). TOML has no null: an option whose value
-    is ``None`` is named in a comment and left out, so reading the file gives it its default again.
-    ``header`` lines come first, as comments."""
+    """TOML text of every recorded option of `parser`, from `values` (option `dest` -> value,
+    e.g. `vars(args)` with the defaults the run resolved). TOML has no null: an option whose value
+    is `None` is named in a comment and left out, so reading the file gives it its default again.
+    `header` lines come first, as comments."""
     import tomli_w
 
     data, unset = {}, []
@@ -108,7 +109,7 @@ def _type_name(action: argparse.Action) -> str:
 
 
 def _scalar(action: argparse.Action, value: Any, where: str) -> Any:
-    """``value`` checked against the option's type, converter and choices, as argparse would
+    """`value` checked against the option's type, converter and choices, as argparse would
     have parsed it from the command line."""
     wanted = _value_type(action)
     wrong = ConfigError(f"{where}: expected {_type_name(action)}, got {value!r}")
@@ -135,8 +136,8 @@ def _scalar(action: argparse.Action, value: Any, where: str) -> Any:
 
 
 def typed_value(action: argparse.Action, value: Any, where: str) -> Any:
-    """``value`` of option ``action`` as the parsed namespace holds it; a single value is
-    accepted for a list option (``seed = 3`` is ``seed = [3]``)."""
+    """`value` of option `action` as the parsed namespace holds it; a single value is
+    accepted for a list option (`seed = 3` is `seed = [3]`)."""
     if _is_flag(action):
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected {_type_name(action)}, got {value!r}")
@@ -152,8 +153,8 @@ def typed_value(action: argparse.Action, value: Any, where: str) -> Any:
 
 
 def key_line(text: str, key: str, table: str | None = None) -> int | None:
-    """The line of ``text`` where ``key`` is assigned or opens a table, for error messages; with
-    ``table``, the line where it is assigned in that table (``[table]`` up to the next header)."""
+    """The line of `text` where `key` is assigned or opens a table, for error messages; with
+    `table`, the line where it is assigned in that table (`[table]` up to the next header)."""
     pattern = re.compile(rf"""^\s*(\[\s*)?["']?{re.escape(key)}["']?\s*(=|\])""")
     lines = list(enumerate(text.splitlines(), 1))
     if table is not None:
@@ -176,8 +177,8 @@ def resolve_key(actions: dict[str, argparse.Action], key: str, where: str) -> ar
 
 
 def parse_set(assignment: str) -> tuple[str, Any]:
-    """``key=value`` of ``--set``: the value as a TOML literal (``[1, 2]``, ``0.5``, ``true``,
-    ``"text"``), or as a plain string when it is not one (``ring``, ``edgelist:path.txt``)."""
+    """`key=value` of `--set`: the value as a TOML literal (`[1, 2]`, `0.5`, `true`,
+    `"text"`), or as a plain string when it is not one (`ring`, `edgelist:path.txt`)."""
     key, equals, text = assignment.partition("=")
     if not equals or not key.strip():
         raise ConfigError(f"--set {assignment!r}: expected key=value")
@@ -189,8 +190,8 @@ def parse_set(assignment: str) -> tuple[str, Any]:
 
 
 def read_toml(path: Path, what: str = "options file") -> tuple[str, dict[str, Any]]:
-    """The text of the TOML file ``path`` (for the lines errors name) and its data; a missing,
-    unreadable or invalid file is a :class:`ConfigError` naming it as ``what``."""
+    """The text of the TOML file `path` (for the lines errors name) and its data; a missing,
+    unreadable or invalid file is a [`ConfigError`][dpdl.errors.ConfigError] naming it as `what`."""
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except FileNotFoundError:
@@ -206,10 +207,10 @@ def read_toml(path: Path, what: str = "options file") -> tuple[str, dict[str, An
 def load_options(
     parser: argparse.ArgumentParser, path: Path | None = None, assignments: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """Option ``dest`` -> value from the TOML file ``path`` (as :func:`dump_options` writes it),
-    then the ``key=value`` ``assignments`` of ``--set`` on top. Raises :class:`ConfigError` naming
-    the file, the key (and its line) for an unreadable file, an unknown key, a key given twice
-    (``batch-size`` and ``batch_size``) or a value of the wrong type."""
+    """Option `dest` -> value from the TOML file `path` (as `dump_options` writes it), then the
+    `key=value` `assignments` of `--set` on top. Raises [`ConfigError`][dpdl.errors.ConfigError]
+    naming the file, the key (and its line) for an unreadable file, an unknown key, a key given
+    twice (`batch-size` and `batch_size`) or a value of the wrong type."""
     actions = option_actions(parser)
     values: dict[str, Any] = {}
     if path is not None:

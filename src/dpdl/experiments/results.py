@@ -1,9 +1,9 @@
 """Writing results: a training job's folder (config JSON, metrics CSV, final JSON, figure), rows as
-CSV (and reading them back), JSON with non-finite numbers (:func:`dpdl.files.json_safe`,
+CSV (and reading them back), JSON with non-finite numbers (`dpdl.files.json_safe`,
 re-exported here).
 
-The commands that write JSON or CSV alone (``dpdl noise``, ``audit``, ``factorize``) import this
-module too, so matplotlib is imported by :func:`write_results`, which draws the figure.
+The commands that write JSON or CSV alone (`dpdl noise`, `audit`, `factorize`) import this
+module too, so matplotlib is imported by `write_results`, which draws the figure.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ __all__ = ["json_safe", "read_rows", "write_results", "write_rows"]
 
 
 def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
-    """Write ``config.json``, ``metrics.csv``, ``final.json`` and ``<metric>.png`` into
-    ``folder``."""
+    """Write `config.json`, `metrics.csv`, `final.json` and `<metric>.png` into
+    `folder`."""
     from dpdl.experiments.plots import plot_curves
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -71,7 +71,7 @@ def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
 
 def write_rows(rows: list[dict[str, Any]], path: Path) -> Path:
     """All rows as CSV (columns: the union of the rows' keys, in first-seen order), written
-    atomically (:func:`dpdl.files.atomic_write`): a reader, or another run writing the same
+    atomically (`dpdl.files.atomic_write`): a reader, or another run writing the same
     table, sees a whole table, never a torn one."""
     columns: list[str] = []
     for row in rows:
@@ -85,8 +85,8 @@ def write_rows(rows: list[dict[str, Any]], path: Path) -> Path:
 
 
 def _cell(text: str) -> Any:
-    """A CSV cell of :func:`write_rows` as the value it was: None (empty), a bool, an int, a float
-    (``inf`` and ``nan`` included), or else the string."""
+    """A CSV cell of `write_rows` as the value it was: None (empty), a bool, an int, a float
+    (`inf` and `nan` included), or else the string."""
     if text == "":
         return None
     if text in ("True", "False"):
@@ -100,9 +100,9 @@ def _cell(text: str) -> Any:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows :func:`write_rows` wrote, with their values' types: an int stays an int and a float
+    """The rows `write_rows` wrote, with their values' types: an int stays an int and a float
     a float (Python writes a float with a point or an exponent), so a row's fields key the same
-    job as before (a reproduction's analysis finds its runs in ``runs.csv``). A row's missing
+    job as before (a reproduction's analysis finds its runs in `runs.csv`). A row's missing
     fields, empty cells, come back as None."""
     with Path(path).open(newline="") as handle:
         return [{key: _cell(text) for key, text in row.items()} for row in csv.DictReader(handle)]

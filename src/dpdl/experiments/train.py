@@ -1,11 +1,12 @@
 """One training job: graph + mixing + task + calibrated mechanism + D-SGD, over one or more seeds.
 
-The job's spec and its construction live in the layer below (:mod:`dpdl.jobspec`), which the runtime
-shares; :class:`TrainConfig`, :class:`Job`, :func:`build_job`, :func:`privacy_reports` and
-:data:`DEFAULT_STEP_SIZES` are re-exported here. This module runs the jobs in the simulation.
+The job's spec and its construction live in the layer below (`dpdl.jobspec`), which the runtime
+shares; [`TrainConfig`][dpdl.jobspec.config.TrainConfig], [`Job`][dpdl.jobspec.job.Job],
+[`build_job`][dpdl.jobspec.job.build_job], [`privacy_reports`][dpdl.jobspec.job.privacy_reports] and
+`DEFAULT_STEP_SIZES` are re-exported here. This module runs the jobs in the simulation.
 
 Every seed is a full replicate: its own graph draw (for random topologies), data split, partition,
-batches and noise, all derived from the seed (:mod:`dpdl.seeding`).
+batches and noise, all derived from the seed (`dpdl.seeding`).
 """
 
 from __future__ import annotations
@@ -60,10 +61,10 @@ CHECKPOINT_SECONDS = 60.0
 
 
 def _fingerprint(config: TrainConfig, seed: int, job: Job) -> str:
-    """What names replicate ``seed`` of ``config`` as built in ``job``: the runtime's
-    :func:`~dpdl.runtime.checkpoint.run_fingerprint` (settings, mixing matrix, noise covariance),
-    or for noise correlated over time, which has no per-step covariance, the settings, mixing
-    matrix, encoder and noise multiplier."""
+    """What names replicate `seed` of `config` as built in `job`: the runtime's
+    [`run_fingerprint`][dpdl.runtime.checkpoint.run_fingerprint] (settings, mixing matrix, noise
+    covariance), or for noise correlated over time, which has no per-step covariance, the
+    settings, mixing matrix, encoder and noise multiplier."""
     if not isinstance(job.mechanism, LocalCorrelatedNoise) or job.injection is not None:
         return run_fingerprint(config, seed, job)
     weights = job.weights.toarray() if sparse.issparse(job.weights) else job.weights
@@ -75,10 +76,10 @@ def _fingerprint(config: TrainConfig, seed: int, job: Job) -> str:
 
 @dataclass
 class RunCheckpoints:
-    """Where :func:`run_training` keeps each seed's checkpoint (``folder/seed<s>.npz``), how often
-    (``every`` steps; None: at each evaluation, at most once a minute, :data:`CHECKPOINT_SECONDS`;
+    """Where `run_training` keeps each seed's checkpoint (`folder/seed<s>.npz`), how often
+    (`every` steps; None: at each evaluation, at most once a minute, `CHECKPOINT_SECONDS`;
     a seed is also saved when it finishes, so that a resumed run keeps it), and whether it
-    continues from them (``resume``) or starts afresh, removing the folder's old checkpoints."""
+    continues from them (`resume`) or starts afresh, removing the folder's old checkpoints."""
 
     folder: Path
     every: int | None = None
@@ -88,7 +89,7 @@ class RunCheckpoints:
         return self.folder / f"seed{seed}.npz"
 
     def settings(self, config: TrainConfig, device: str) -> dict[str, Any]:
-        """What names a run in its checkpoints: ``config``'s settings (every seed), and the kind
+        """What names a run in its checkpoints: `config`'s settings (every seed), and the kind
         of device it computes on (another rounds differently, so would not continue the same
         numbers)."""
         return {**config.as_dict(), "device": resolve_device(device).type}
@@ -96,7 +97,7 @@ class RunCheckpoints:
     def engine(
         self, config: TrainConfig, seed: int, job: Job, start: EngineState | None, device: str
     ) -> Checkpoints:
-        """The engine's checkpoints of replicate ``seed`` of ``config``, built in ``job``."""
+        """The engine's checkpoints of replicate `seed` of `config`, built in `job`."""
         settings = self.settings(config, device)
         fingerprint = _fingerprint(config, seed, job)
 
@@ -147,7 +148,7 @@ class TrainResult:
     layout: ParameterLayout | None = None
 
     def final_metrics(self) -> dict[str, float]:
-        """Mean over seeds of every final metric, plus ``<metric>_std`` when there are several
+        """Mean over seeds of every final metric, plus `<metric>_std` when there are several
         seeds."""
         keys = [k for k in self.runs[0].final if k != "step"]
         summary: dict[str, float] = {}
@@ -161,7 +162,7 @@ class TrainResult:
     def released_together(self) -> list[PrivacyReport]:
         """Per threat, the guarantee of releasing every seed's results together (the runs train
         on the same data, so their budgets compose:
-        :func:`~dpdl.accounting.accountant.compose_runs`); empty for one seed or nothing
+        [`compose_runs`][dpdl.accounting.accountant.compose_runs]); empty for one seed or nothing
         accounted."""
         if len(self.runs) < 2 or not self.runs[0].privacy:
             return []
@@ -213,9 +214,9 @@ def run_seed(
     checkpoints: RunCheckpoints | None = None,
     callback: SeedCallback | None = None,
 ) -> tuple[Task, Calibration | None, SeedRun]:
-    """Build and run one replicate of ``config`` (which must be resolved) on ``device``;
-    ``checkpoints``: save it along the way, or continue it from its checkpoint
-    (:class:`RunCheckpoints`); ``callback(seed, step, metrics)`` sees each metric record."""
+    """Build and run one replicate of `config` (which must be resolved) on `device`;
+    `checkpoints`: save it along the way, or continue it from its checkpoint
+    (`RunCheckpoints`); `callback(seed, step, metrics)` sees each metric record."""
     job = build_job(config, seed)
     start, agent_metrics = None, None
     if checkpoints is not None and checkpoints.resume and checkpoints.path(seed).is_file():
@@ -280,7 +281,7 @@ def run_seed(
 
 
 def _prepare_checkpoints(config: TrainConfig, checkpoints: RunCheckpoints, device: str) -> None:
-    """Before anything runs: with ``resume``, every seed's checkpoint read and checked to be of
+    """Before anything runs: with `resume`, every seed's checkpoint read and checked to be of
     these settings (one error naming what differs), and at least one there; without it, the
     folder's old checkpoints removed (this run replaces the run they belong to)."""
     if checkpoints.every is not None and checkpoints.every < 0:
@@ -308,17 +309,17 @@ def run_training(
     checkpoints: RunCheckpoints | None = None,
     callback: SeedCallback | None = None,
 ) -> TrainResult:
-    """Run every seed of ``config`` on ``device`` (cpu, cuda, cuda:K or auto) and collect the
+    """Run every seed of `config` on `device` (cpu, cuda, cuda:K or auto) and collect the
     results.
 
-    ``checkpoints``: keep each seed's checkpoints, and with ``resume`` continue from them: the
-    seeds finished are kept, the others continue where they were saved (or start), and the result
-    equals an uninterrupted run's bit for bit (:mod:`dpdl.simulation.resume`). Checkpoints of
-    other settings are refused before anything runs. ``callback(seed, step, metrics)`` sees every
-    metric record as it is made (a resumed seed's records after its checkpoint only).
+    `checkpoints`: keep each seed's checkpoints, and with `resume` continue from them: the seeds
+    finished are kept, the others continue where they were saved (or start), and the result equals
+    an uninterrupted run's bit for bit ([`dpdl.simulation.resume`][dpdl.simulation.resume]).
+    Checkpoints of other settings are refused before anything runs. `callback(seed, step, metrics)`
+    sees every metric record as it is made (a resumed seed's records after its checkpoint only).
 
-    The result's configuration holds the graph's real number of agents as ``n``: a real graph or
-    a graph file has its own size, not the ``n`` given for synthetic graphs (20 by default)."""
+    The result's configuration holds the graph's real number of agents as `n`: a real graph or
+    a graph file has its own size, not the `n` given for synthetic graphs (20 by default)."""
     config = with_epochs(with_gdp_budget(config.resolved()))
     if checkpoints is not None:
         _prepare_checkpoints(config, checkpoints, device)

@@ -403,7 +403,7 @@ def _split(
     seed: int,
 ) -> tuple[tuple[np.ndarray, np.ndarray], list[np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """The search's training data, its parts (one index array per agent) and the validation
-    data: the validation set given, or the examples every agent holds out (:func:`_hold_out`)."""
+    data: the validation set given, or the examples every agent holds out (`_hold_out`)."""
     if validation is not None:
         if fraction is not None:
             raise ConfigError("give a validation set or a validation_fraction, not both")

@@ -1,21 +1,25 @@
 """Linear decentralized learning algorithms as matrices (MAFALDA-SGD, Definition 4 and Appendix A).
 
-A :class:`LinearAlgorithm` lists every message of a run as a row of ``M G + N Z``
-(``Z ~ N(0, I)``, noise scales inside ``N``), who sends and who receives it, which agents need
-each column of ``Z`` (the seed's holders), and the algorithm's own encoder ``C`` with ``N C = M``
-when its structure gives one (Theorem 6). Data-independent terms (initial models) and the step
+A [`LinearAlgorithm`][dpdl.factorization.algorithms.LinearAlgorithm] lists every message of a run as
+a row of `M G + N Z` (`Z ~ N(0, I)`, noise scales inside `N`), who sends and who receives it, which
+agents need each column of `Z` (the seed's holders), and the algorithm's own encoder `C` with `N C =
+M` when its structure gives one (Theorem 6). Data-independent terms (initial models) and the step
 size are dropped: they change no privacy guarantee. Constructors:
 
-- :func:`dp_dsgd`: DP-D-SGD, independent noise (A.2): ``M = W_T``, ``N = sigma I``,
-  ``C = I / sigma``.
-- :func:`mf_dsgd`: MF-D-SGD with any encoder C (Algorithm 1, eq. (5)): ``N = C^-1``.
-- :func:`antipgd`: AntiPGD (Koloskova et al., NeurIPS 2023; A.3): noise ``z_t - z_{t-1}``.
-- :func:`muffliato`: Muffliato-SGD with K gossip rounds per gradient (A.4).
-- :func:`from_noise`: any per-step covariance design, read from its plain description
-  (:class:`~dpdl.accounting.noise.GaussianNoise`: LDP, DECOR, Whisper, zero-sum, ...): its
-  private parts and shared secrets become columns of Z (A.5; a per-step
-  covariance R is the special encoder ``I_T (x) [diag(sigma_private)^-1; 0]``).
-- :func:`zip_dl`: Zip-DL (Biswas et al., PoPETs 2025; A.6): a different noise on every message.
+- [`dp_dsgd`][dpdl.factorization.algorithms.dp_dsgd]: DP-D-SGD, independent noise (A.2): `M = W_T`,
+  `N = sigma I`, `C = I / sigma`.
+- [`mf_dsgd`][dpdl.factorization.algorithms.mf_dsgd]: MF-D-SGD with any encoder C (Algorithm 1, eq.
+  (5)): `N = C^-1`.
+- [`antipgd`][dpdl.factorization.algorithms.antipgd]: AntiPGD (Koloskova et al., NeurIPS 2023; A.3):
+  noise `z_t - z_{t-1}`.
+- [`muffliato`][dpdl.factorization.algorithms.muffliato]: Muffliato-SGD with K gossip rounds per
+  gradient (A.4).
+- [`from_noise`][dpdl.factorization.algorithms.from_noise]: any per-step covariance design, read
+  from its plain description ([`GaussianNoise`][dpdl.accounting.noise.GaussianNoise]: LDP, DECOR,
+  Whisper, zero-sum, ...): its private parts and shared secrets become columns of Z (A.5; a per-step
+  covariance R is the special encoder `I_T (x) [diag(sigma_private)^-1; 0]`).
+- [`zip_dl`][dpdl.factorization.algorithms.zip_dl]: Zip-DL (Biswas et al., PoPETs 2025; A.6): a
+  different noise on every message.
 """
 
 from __future__ import annotations
@@ -43,17 +47,17 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LinearAlgorithm:
-    """The messages ``M G + N Z`` of a linear decentralized algorithm, with their routing.
+    """The messages `M G + N Z` of a linear decentralized algorithm, with their routing.
 
     Attributes:
         name: what it is, for reports.
-        n, steps: agents and gradient steps; gradients are ``n steps`` time-major rows.
-        gradients: ``M``, ``(messages, n steps)``.
-        noise: ``N``, ``(messages, seeds)``.
-        senders: ``(messages,)`` agent that sends each message.
-        receivers: ``(messages, n)`` boolean, who receives each message.
-        holders: ``(seeds, n)`` boolean, which agents need (so know) each seed.
-        encoder: ``C`` with ``N C = M`` built from the algorithm's structure, or None.
+        n, steps: agents and gradient steps; gradients are `n steps` time-major rows.
+        gradients: `M`, `(messages, n steps)`.
+        noise: `N`, `(messages, seeds)`.
+        senders: `(messages,)` agent that sends each message.
+        receivers: `(messages, n)` boolean, who receives each message.
+        holders: `(seeds, n)` boolean, which agents need (so know) each seed.
+        encoder: `C` with `N C = M` built from the algorithm's structure, or None.
     """
 
     name: str
@@ -86,7 +90,7 @@ class LinearAlgorithm:
             )
 
     def agent_of_row(self) -> np.ndarray:
-        """Agent whose gradient each column of ``M`` is (time-major: column ``t n + u`` is u)."""
+        """Agent whose gradient each column of `M` is (time-major: column `t n + u` is u)."""
         return np.tile(np.arange(self.n), self.steps)
 
 
@@ -99,7 +103,7 @@ def _broadcast(
     encoder: np.ndarray | None,
 ) -> LinearAlgorithm:
     """An algorithm in which, at gossip round r, agent u sends one message to every v with
-    ``W_r[v, u] > 0``: messages ``workload (G + injection Z)``; seed j is held by the agents whose
+    `W_r[v, u] > 0`: messages `workload (G + injection Z)`; seed j is held by the agents whose
     injected noise uses it."""
     n = sequence[0].shape[0]
     senders = np.tile(np.arange(n), len(sequence))
@@ -113,20 +117,21 @@ def _broadcast(
 
 
 def local_encoder(local: np.ndarray, n: int) -> np.ndarray:
-    """``C_local (x) I_n`` in time-major order: every agent correlates its own noise over time."""
+    """`C_local (x) I_n` in time-major order: every agent correlates its own noise over time."""
     return np.kron(local, np.eye(n))
 
 
 def dp_dsgd(weights: np.ndarray, steps: int, sigma: float = 1.0) -> LinearAlgorithm:
-    """DP-D-SGD: D-SGD with independent noise ``N(0, sigma^2)`` per agent and step (A.2)."""
+    """DP-D-SGD: D-SGD with independent noise `N(0, sigma^2)` per agent and step (A.2)."""
     return muffliato(weights, steps, 1, sigma)
 
 
 def mf_dsgd(
     weights: np.ndarray, steps: int, encoder: np.ndarray, sigma: float = 1.0, name: str = "MF-D-SGD"
 ) -> LinearAlgorithm:
-    """MF-D-SGD (Algorithm 1): noise ``C^-1 Z``, ``Z ~ N(0, sigma^2 I)``, for an invertible encoder
-    C (``n T x n T``; use :func:`local_encoder` for ``C_local (x) I_n``)."""
+    """MF-D-SGD (Algorithm 1): noise `C^-1 Z`, `Z ~ N(0, sigma^2 I)`, for an invertible encoder C
+    (`n T x n T`; use [`local_encoder`][dpdl.factorization.algorithms.local_encoder] for `C_local
+    (x) I_n`)."""
     sequence = gossip_sequence(weights, steps)
     n = sequence[0].shape[0]
     encoder = np.asarray(encoder, dtype=float)
@@ -147,7 +152,7 @@ def mf_dsgd(
 
 
 def antipgd(weights: np.ndarray, steps: int, sigma: float = 1.0) -> LinearAlgorithm:
-    """AntiPGD: agent u adds ``z_t - z_{t-1}`` (A.3): ``C = 1_{t >= t'} (x) I_n``."""
+    """AntiPGD: agent u adds `z_t - z_{t-1}` (A.3): `C = 1_{t >= t'} (x) I_n`."""
     n = np.asarray(weights).shape[-1]
     return mf_dsgd(
         weights, steps, local_encoder(np.tril(np.ones((steps, steps))), n), sigma, name="AntiPGD"
@@ -155,7 +160,7 @@ def antipgd(weights: np.ndarray, steps: int, sigma: float = 1.0) -> LinearAlgori
 
 
 def muffliato(weights: np.ndarray, steps: int, rounds: int, sigma: float = 1.0) -> LinearAlgorithm:
-    """Muffliato-SGD: independent noise ``N(0, sigma^2)``, then ``rounds`` gossip rounds per
+    """Muffliato-SGD: independent noise `N(0, sigma^2)`, then `rounds` gossip rounds per
     gradient step, each round a message (A.4); one round is DP-D-SGD (A.2)."""
     sequence = gossip_sequence(weights, steps * rounds)
     n = sequence[0].shape[0]
@@ -174,10 +179,10 @@ def muffliato(weights: np.ndarray, steps: int, rounds: int, sigma: float = 1.0) 
 def from_noise(
     source: GaussianNoise | NoiseSource, weights: np.ndarray, steps: int, name: str | None = None
 ) -> LinearAlgorithm:
-    """D-SGD with a per-step noise design: ``v_t = diag(sigma_private) z_t + F s_t`` with ``F`` the
-    shared secrets of the noise ``source`` describes (a description, or a mechanism holding one),
-    each secret's seed held by its holders (A.5 for DECOR). ``name``: the algorithm's label
-    (default: the noise's, then ``source``'s ``name``)."""
+    """D-SGD with a per-step noise design: `v_t = diag(sigma_private) z_t + F s_t` with `F` the
+    shared secrets of the noise `source` describes (a description, or a mechanism holding one),
+    each secret's seed held by its holders (A.5 for DECOR). `name`: the algorithm's label
+    (default: the noise's, then `source`'s `name`)."""
     noise = noise_of(source)
     n = noise.n
     generator = noise.generator.toarray() if sparse.issparse(noise.generator) else noise.generator
@@ -202,11 +207,11 @@ def from_noise(
 
 
 def zip_dl(weights: np.ndarray, steps: int, sigma: float = 1.0) -> LinearAlgorithm:
-    """Zip-DL: agent i draws ``z_ij ~ N(0, sigma^2)`` for every j of its closed neighbourhood and
-    sends ``y_i + z_ij - sum_k W_ki z_ik`` to j, so the noise its receivers average in cancels
-    (``sum_j W_ji n_ij = 0``, column-stochastic W); messages are per edge (A.6). Built by
+    """Zip-DL: agent i draws `z_ij ~ N(0, sigma^2)` for every j of its closed neighbourhood and
+    sends `y_i + z_ij - sum_k W_ki z_ik` to j, so the noise its receivers average in cancels
+    (`sum_j W_ji n_ij = 0`, column-stochastic W); messages are per edge (A.6). Built by
     propagating the linear maps of G and Z through the rounds (models
-    ``x_{t+1} = sum_i W_ji m_ij``)."""
+    `x_{t+1} = sum_i W_ji m_ij`)."""
     sequence = gossip_sequence(weights, steps)
     n = sequence[0].shape[0]
     rows_g, rows_z, senders, receivers, holders = [], [], [], [], []

@@ -1,18 +1,18 @@
 """The local encoders of MF-D-SGD (MAFALDA-SGD, Section 6 and Algorithm 1), by name: the targets
-of :data:`dpdl.choices.FACTORIZED_REGISTRY`.
+of `dpdl.choices.FACTORIZED_REGISTRY`.
 
-Each is called ``factory(weights, participation)`` (the gossip's mixing matrix and the records'
-participation scheme) and returns ``C_local``, lower triangular ``T x T``, or one per agent
-``n x T x T``:
+Each is called `factory(weights, participation)` (the gossip's mixing matrix and the records'
+participation scheme) and returns `C_local`, lower triangular `T x T`, or one per agent
+`n x T x T`:
 
-- ``dp-dsgd``: independent noise, ``C_local = I`` (sensitivity ``sqrt(k)`` under cyclic
-  ``(k, b)``-participation);
-- ``antipgd``: the previous step's noise subtracted, ``C_local = 1_{t >= s}`` (Koloskova et al.,
+- `dp-dsgd`: independent noise, `C_local = I` (sensitivity `sqrt(k)` under cyclic
+  `(k, b)`-participation);
+- `antipgd`: the previous step's noise subtracted, `C_local = 1_{t >= s}` (Koloskova et al.,
   ICML 2023; MAFALDA-SGD eq. (12));
-- ``mafalda``: one encoder optimised for the gossip's error (Lemma 12, Algorithm 2;
-  :func:`~dpdl.factorization.mafalda.optimize_local`);
-- ``mafalda-l``: every agent's own, optimised for its share of that error (MAFALDA-L-SGD of the
-  authors' code; :func:`~dpdl.factorization.mafalda.optimize_agents`).
+- `mafalda`: one encoder optimised for the gossip's error (Lemma 12, Algorithm 2;
+  [`optimize_local`][dpdl.factorization.mafalda.optimize_local]);
+- `mafalda-l`: every agent's own, optimised for its share of that error (MAFALDA-L-SGD of the
+  authors' code; [`optimize_agents`][dpdl.factorization.mafalda.optimize_agents]).
 """
 
 from __future__ import annotations
@@ -39,26 +39,28 @@ ONE_THREAD = 1
 
 
 def dp_dsgd(weights: np.ndarray, participation: Participation) -> np.ndarray:
-    """``C_local = I``: DP-D-SGD's independent noise."""
+    """`C_local = I`: DP-D-SGD's independent noise."""
     return np.eye(participation.steps)
 
 
 def antipgd(weights: np.ndarray, participation: Participation) -> np.ndarray:
-    """``C_local = 1_{t >= s}``: the noise ``z_t - z_{t-1}`` of anti-correlated perturbed GD."""
+    """`C_local = 1_{t >= s}`: the noise `z_t - z_{t-1}` of anti-correlated perturbed GD."""
     return np.tril(np.ones((participation.steps, participation.steps)))
 
 
 def mafalda(weights: np.ndarray, participation: Participation) -> np.ndarray:
-    """MAFALDA-SGD's encoder for the gossip ``weights`` (:func:`optimize_local`), on one BLAS
-    thread (:data:`ONE_THREAD`)."""
+    """MAFALDA-SGD's encoder for the gossip `weights`
+    ([`optimize_local`][dpdl.factorization.mafalda.optimize_local]), on one BLAS thread
+    (`ONE_THREAD`)."""
     with threadpool_limits(limits=ONE_THREAD):
         gram = utility_gram(_dense(weights), participation.steps)
         return optimize_local(gram, participation).encoder
 
 
 def mafalda_l(weights: np.ndarray, participation: Participation) -> np.ndarray:
-    """MAFALDA-L-SGD's encoders, one per agent (``n x T x T``; :func:`optimize_agents`), on one
-    BLAS thread (:data:`ONE_THREAD`)."""
+    """MAFALDA-L-SGD's encoders, one per agent (`n x T x T`;
+    [`optimize_agents`][dpdl.factorization.mafalda.optimize_agents]), on one BLAS thread
+    (`ONE_THREAD`)."""
     with threadpool_limits(limits=ONE_THREAD):
         grams = agent_utility_grams(_dense(weights), participation.steps)
         return np.stack([result.encoder for result in optimize_agents(grams, participation)])

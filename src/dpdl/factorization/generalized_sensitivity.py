@@ -1,24 +1,24 @@
-"""Generalized sensitivity ``sens(C; B)`` under participation, and its GDP guarantee
+"""Generalized sensitivity `sens(C; B)` under participation, and its GDP guarantee
 (MAFALDA-SGD, Definition 7, Theorem 8, eq. (8)).
 
-For ``O = A G + B Z`` with ``A = B C`` and ``Z ~ N(0, I)``, changing G by ``D`` moves the mean
-of O by ``A D``, whose Mahalanobis norm under ``B B^T`` is ``||C D||_{B^+ B}`` (``B^T (B B^T)^+ B
-= B^+ B``), whatever C is chosen. So with ``X = A^T (B B^T)^+ A = C^T B^+ B C``:
+For `O = A G + B Z` with `A = B C` and `Z ~ N(0, I)`, changing G by `D` moves the mean
+of O by `A D`, whose Mahalanobis norm under `B B^T` is `||C D||_{B^+ B}` (`B^T (B B^T)^+ B
+= B^+ B`), whatever C is chosen. So with `X = A^T (B B^T)^+ A = C^T B^+ B C`:
 
     sens(C; B)^2 = max_pattern max_{||d_s|| <= 1} sum_{s, t in pattern} X_st <d_s, d_t>,
 
-and the mechanism is ``Delta sens``-GDP for a per-row change of at most ``Delta``, gradients
+and the mechanism is `Delta sens`-GDP for a per-row change of at most `Delta`, gradients
 chosen adaptively included (Theorem 8). Two values per pattern:
 
-- ``"bound"``: ``sum_{s,t} |X_st|``, eq. (8) (Pillutla et al. 2025, Lemma 3.15(a); the paper
+- `"bound"`: `sum_{s,t} |X_st|`, eq. (8) (Pillutla et al. 2025, Lemma 3.15(a); the paper
   prints it without the square on sens);
-- ``"exact"``: the maximum itself. It equals the bound when ``X_pattern >= 0`` entrywise (Lemma
-  3.15(b)); otherwise it is ``max <X, Y>`` over ``Y >= 0`` (PSD) with ``diag(Y) <= 1``, an SDP,
-  exact for models of dimension ``d >= |pattern|`` (every Y is then the Gram matrix of
+- `"exact"`: the maximum itself. It equals the bound when `X_pattern >= 0` entrywise (Lemma
+  3.15(b)); otherwise it is `max <X, Y>` over `Y >= 0` (PSD) with `diag(Y) <= 1`, an SDP,
+  exact for models of dimension `d >= |pattern|` (every Y is then the Gram matrix of
   d-dimensional vectors of norm at most 1). We solve it in its Burer-Monteiro form (unit vectors
-  ``d_s``, block-coordinate ascent ``d_s <- sum_t X_st d_t / ||.||``, which reaches the SDP optimum
+  `d_s`, block-coordinate ascent `d_s <- sum_t X_st d_t / ||.||`, which reaches the SDP optimum
   at full rank; Erdogdu et al. 2022) and return the value of a *feasible dual* point built from the
-  ascent's multipliers (``lambda_s = <d_s, sum_t X_st d_t>``, shifted until ``Diag(lambda) >= X``):
+  ascent's multipliers (`lambda_s = <d_s, sum_t X_st d_t>`, shifted until `Diag(lambda) >= X`):
   a certified upper bound, tight when the ascent converged, never above eq. (8). Written by hand
   because an accounting of every pair of a graph solves tens of thousands of these tiny SDPs and a
   CVXPY solve costs about 0.1 s each; the tests check it against CVXPY.
@@ -54,7 +54,7 @@ LEAK_TOL = 1e-7
 
 
 def whiten(knowledge: Knowledge) -> tuple[np.ndarray, np.ndarray]:
-    """``Y`` with ``Y^T Y = A^T (B B^T)^+ A`` (``r x n T``), and which columns of A leave
+    """`Y` with `Y^T Y = A^T (B B^T)^+ A` (`r x n T`), and which columns of A leave
     range(B)."""
     workload, decoder = knowledge.workload, knowledge.decoder
     left, singular, _ = np.linalg.svd(decoder, full_matrices=False)
@@ -67,7 +67,7 @@ def whiten(knowledge: Knowledge) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _elliptope_maximum(gram: np.ndarray, sweeps: int = 2000, tolerance: float = 1e-12) -> float:
-    """A certified upper bound on ``max <gram, Y>``, ``Y`` PSD with ``diag(Y) <= 1`` (module
+    """A certified upper bound on `max <gram, Y>`, `Y` PSD with `diag(Y) <= 1` (module
     doc)."""
     size = len(gram)
     rng = np.random.default_rng(0)
@@ -90,7 +90,7 @@ def _elliptope_maximum(gram: np.ndarray, sweeps: int = 2000, tolerance: float = 
 
 
 def pattern_sensitivity(gram: np.ndarray, method: str = "exact") -> float:
-    """Squared sensitivity of one pattern with Gram block ``gram`` (``X_pattern``), see module
+    """Squared sensitivity of one pattern with Gram block `gram` (`X_pattern`), see module
     doc."""
     if method not in SENSITIVITY_METHODS:
         raise ConfigError(
@@ -106,7 +106,7 @@ def pattern_sensitivity(gram: np.ndarray, method: str = "exact") -> float:
 def agent_sensitivities(
     knowledge: Knowledge, participation: Participation, method: str = "exact"
 ) -> np.ndarray:
-    """``sens(C; B)`` for each protected agent's records (``inf`` when one is not hidden, NaN for
+    """`sens(C; B)` for each protected agent's records (`inf` when one is not hidden, NaN for
     the attackers, whose data the guarantee is not about)."""
     if participation.steps != knowledge.steps:
         raise ConfigError(
@@ -133,9 +133,9 @@ def knowledge_epsilon(
     delta: float,
     method: str = "exact",
 ) -> tuple[float, float]:
-    """``(eps, mu)``: the mechanism is ``mu = Delta max_agent sens``-GDP (Theorem 8) and so
-    ``(eps, delta)``-DP exactly (Dong et al. 2022, Corollary 2.13; the paper's Remark 10), for a
-    change of at most ``row_sensitivity = Delta`` in each row of G a record takes part in."""
+    """`(eps, mu)`: the mechanism is `mu = Delta max_agent sens`-GDP (Theorem 8) and so
+    `(eps, delta)`-DP exactly (Dong et al. 2022, Corollary 2.13; the paper's Remark 10), for a
+    change of at most `row_sensitivity = Delta` in each row of G a record takes part in."""
     if not (math.isfinite(row_sensitivity) and row_sensitivity > 0):
         raise ConfigError(
             f"the per-row sensitivity must be a finite number > 0, got {row_sensitivity}"

@@ -1,37 +1,39 @@
 """MAFALDA-SGD's noise correlation: a local encoder optimised for the gossip (Lemma 12, Algorithm
 2).
 
-Every agent correlates its own noise over time with the same ``C_local`` (``C = C_local (x) I_n``,
-LDP: no seed is shared). The utility term of eq. (9) is then ``||L C_local^-1||_F^2 =
-tr(H X^-1)`` with ``X = C_local^T C_local`` and
+Every agent correlates its own noise over time with the same `C_local` (`C = C_local (x) I_n`,
+LDP: no seed is shared). The utility term of eq. (9) is then `||L C_local^-1||_F^2 =
+tr(H X^-1)` with `X = C_local^T C_local` and
 
     H = sum_i A_i^T A_i,   A = (blockdiag W_t) W_T K^(T,n),   A_i = node i's T columns.
 
-The commutation matrix only picks node i's columns ``t n + i`` of the time-major workload, so
-H is a partial trace of ``F^T F`` (``F = (blockdiag W_t) W_T``) over agents, computed without
-forming F: for a fixed symmetric W with eigenvalues ``l_k``, block ``(i, t)`` of F is
-``W^(i-t+1)`` and
+The commutation matrix only picks node i's columns `t n + i` of the time-major workload, so
+H is a partial trace of `F^T F` (`F = (blockdiag W_t) W_T`) over agents, computed without
+forming F: for a fixed symmetric W with eigenvalues `l_k`, block `(i, t)` of F is
+`W^(i-t+1)` and
 
     H[t, s] = sum_k l_k^(|t-s|+2) sum_{j < T - max(t, s)} l_k^(2 j),
 
-``O(n^3 + n T^2)`` time and ``O(T^2)`` memory against the paper's ``O(n^3 T + n^2 T^3)`` and
-``O(n^2 T^2)`` (Remark 13). A fixed gossip that is reversible (``pi_i W_ij = pi_j W_ji``, as
-the authors' rule ``1 / (deg_i + 1)``) is similar to a symmetric one and takes a geometric sum
-over pairs of eigenvalues, ``O(n^3 + n^2 T^2)`` (:func:`_reversible_gram`: 0.13 s instead of
+`O(n^3 + n T^2)` time and `O(T^2)` memory against the paper's `O(n^3 T + n^2 T^3)` and
+`O(n^2 T^2)` (Remark 13). A fixed gossip that is reversible (`pi_i W_ij = pi_j W_ji`, as
+the authors' rule `1 / (deg_i + 1)`) is similar to a symmetric one and takes a geometric sum
+over pairs of eigenvalues, `O(n^3 + n^2 T^2)` (`_reversible_gram`: 0.13 s instead of
 16 s on the Facebook ego graph over T = 320 steps, 0.3 s instead of 387 s on a 271-node Gnutella
-sample, under load). Any other gossip takes the general route, ``O(n^3 T^2 + n^2 T^3)`` time,
-``O(n^2 T)`` memory.
+sample, under load). Any other gossip takes the general route, `O(n^3 T^2 + n^2 T^3)` time,
+`O(n^2 T)` memory.
 
 The factorization is the multi-epoch one of Choquette-Choo et al. (ICML 2023): minimise
-``tr(H X^-1)`` over positive definite X with ``X_st = 0`` for distinct steps of one cyclic
-pattern and every pattern's diagonal summing to one. Then ``sens(C_local)^2 = 1`` exactly under
-cyclic ``(k, b)``-participation (no off-diagonal term inside a pattern), so the objective is
-``sens^2 ||L C^-1||_F^2`` of Lemma 12. Solved by L-BFGS in float64.
+`tr(H X^-1)` over positive definite X with `X_st = 0` for distinct steps of one cyclic
+pattern and every pattern's diagonal summing to one. Then `sens(C_local)^2 = 1` exactly under
+cyclic `(k, b)`-participation (no off-diagonal term inside a pattern), so the objective is
+`sens^2 ||L C^-1||_F^2` of Lemma 12. Solved by L-BFGS in float64.
 
-MAFALDA-L-SGD, a variant in the authors' released code (``OPTIMAL_DL_LOCALCOR``, plotted as
+MAFALDA-L-SGD, a variant in the authors' released code (`OPTIMAL_DL_LOCALCOR`, plotted as
 "MAFALDA-L-SGD (Ours)" but left out of the paper's figures), gives every agent its own encoder,
-optimised for its own term ``H_i`` (:func:`agent_utility_grams`, :func:`optimize_agents`): on an
-irregular graph a well-connected agent's noise is averaged away faster than a leaf's.
+optimised for its own term `H_i`
+([`agent_utility_grams`][dpdl.factorization.mafalda.agent_utility_grams],
+[`optimize_agents`][dpdl.factorization.mafalda.optimize_agents]): on an irregular graph a
+well-connected agent's noise is averaged away faster than a leaf's.
 """
 
 from __future__ import annotations
@@ -75,10 +77,10 @@ def _symmetric_fixed(weights: np.ndarray | Sequence[np.ndarray]) -> bool:
 
 
 def _reversible(weights: np.ndarray | Sequence[np.ndarray]) -> np.ndarray | None:
-    """The stationary distribution pi of a fixed gossip W that is reversible (``pi_i W_ij = pi_j
-    W_ji``: W is similar to a symmetric matrix through ``diag(pi)^(1/2)``, as the rule
-    ``w_ij = 1 / (deg_i + 1)`` of the MAFALDA-SGD authors' code is), else None. pi follows the
-    ratios ``W_ij / W_ji`` along a breadth-first tree, then detailed balance is checked on every
+    """The stationary distribution pi of a fixed gossip W that is reversible (`pi_i W_ij = pi_j
+    W_ji`: W is similar to a symmetric matrix through `diag(pi)^(1/2)`, as the rule
+    `w_ij = 1 / (deg_i + 1)` of the MAFALDA-SGD authors' code is), else None. pi follows the
+    ratios `W_ij / W_ji` along a breadth-first tree, then detailed balance is checked on every
     edge."""
     if not (isinstance(weights, np.ndarray) and weights.ndim == 2):
         return None
@@ -101,10 +103,11 @@ def _reversible(weights: np.ndarray | Sequence[np.ndarray]) -> np.ndarray | None
 def utility_gram(
     weights: np.ndarray | Sequence[np.ndarray], steps: int, block: int | None = None
 ) -> np.ndarray:
-    """``H = sum_i A_i^T A_i`` of Lemma 12 (``T x T``), by the cheapest route the gossip allows.
+    """`H = sum_i A_i^T A_i` of Lemma 12 (`T x T`), by the cheapest route the gossip allows.
 
-    With ``block``, the sum of H's diagonal ``block x block`` blocks: the utility Gram matrix of one
-    block of an encoder whose correlation restarts every ``block`` steps (:func:`restarted`).
+    With `block`, the sum of H's diagonal `block x block` blocks: the utility Gram matrix of one
+    block of an encoder whose correlation restarts every `block` steps
+    ([`restarted`][dpdl.factorization.mafalda.restarted]).
     """
     return _utility_grams(weights, steps, block, per_agent=False)
 
@@ -112,15 +115,16 @@ def utility_gram(
 def agent_utility_grams(
     weights: np.ndarray | Sequence[np.ndarray], steps: int, block: int | None = None
 ) -> np.ndarray:
-    """Every agent's own term ``H_i = A_i^T A_i`` of Lemma 12's sum (``n x T x T``; ``block`` as in
-    :func:`utility_gram`, whose result is their sum).
+    """Every agent's own term `H_i = A_i^T A_i` of Lemma 12's sum (`n x T x T`; `block` as in
+    [`utility_gram`][dpdl.factorization.mafalda.utility_gram], whose result is their sum).
 
-    MAFALDA-L-SGD (the authors' code, ``MF_OPTIMAL_DL_variednode``) gives agent i the encoder
-    optimised for ``H_i`` alone: with ``C = sum_i C_i (x) e_i e_i^T`` the error of eq. (9) splits
-    into ``sum_i sens(C_i)^2 tr(H_i X_i^-1)``, each agent's noise reaching the models through its
-    own columns ``A_i``. For a fixed symmetric W with eigenpairs ``(l_k, u_k)`` each term of
-    :func:`utility_gram`'s eigenvalue sum is weighted by ``u_k[i]^2``: ``O(n^2 T^2)`` time and
-    ``O(n T^2)`` memory; otherwise the general route, ``O(n^2 T^3)`` time.
+    MAFALDA-L-SGD (the authors' code, `MF_OPTIMAL_DL_variednode`) gives agent i the encoder
+    optimised for `H_i` alone: with `C = sum_i C_i (x) e_i e_i^T` the error of eq. (9) splits into
+    `sum_i sens(C_i)^2 tr(H_i X_i^-1)`, each agent's noise reaching the models through its own
+    columns `A_i`. For a fixed symmetric W with eigenpairs `(l_k, u_k)` each term of
+    [`utility_gram`][dpdl.factorization.mafalda.utility_gram]'s eigenvalue sum is weighted by
+    `u_k[i]^2`: `O(n^2 T^2)` time and `O(n T^2)` memory; otherwise the general route, `O(n^2 T^3)`
+    time.
     """
     return _utility_grams(weights, steps, block, per_agent=True)
 
@@ -128,7 +132,7 @@ def agent_utility_grams(
 def _utility_grams(
     weights: np.ndarray | Sequence[np.ndarray], steps: int, block: int | None, per_agent: bool
 ) -> np.ndarray:
-    """H (``per_agent`` False) or every agent's ``H_i`` (True), by the cheapest route."""
+    """H (`per_agent` False) or every agent's `H_i` (True), by the cheapest route."""
     sequence = gossip_sequence(weights, steps)
     n = sequence[0].shape[0]
     size = block or steps
@@ -169,8 +173,8 @@ def _utility_grams(
 
 
 def _general_gram(sequence: Sequence[np.ndarray], steps: int, per_agent: bool) -> np.ndarray:
-    """H (or every ``H_i``) for any gossip sequence, row by row of F's blocks:
-    ``O(n^3 T^2 + n^2 T^3)`` time, ``O(n^2 T)`` memory."""
+    """H (or every `H_i`) for any gossip sequence, row by row of F's blocks:
+    `O(n^3 T^2 + n^2 T^3)` time, `O(n^2 T)` memory."""
     n = sequence[0].shape[0]
     full = np.zeros((n, steps, steps) if per_agent else (steps, steps))
     blocks = np.zeros((0, n, n))  # F blocks (i, t) for t <= i, current row i
@@ -189,16 +193,16 @@ def _general_gram(sequence: Sequence[np.ndarray], steps: int, per_agent: bool) -
 def _reversible_gram(
     weights: np.ndarray, pi: np.ndarray, steps: int, per_agent: bool
 ) -> np.ndarray:
-    """H (or every ``H_i``) for a reversible W with stationary distribution pi, in ``O(n^2 T^2)``
-    time (``O(n^3 T + n^2 T^2)`` per agent) against the general route's ``O(n^2 T^3)``.
+    """H (or every `H_i`) for a reversible W with stationary distribution pi, in `O(n^2 T^2)`
+    time (`O(n^3 T + n^2 T^2)` per agent) against the general route's `O(n^2 T^3)`.
 
-    With ``S = P^(1/2) W P^(-1/2) = U diag(l) U^T`` (``P = diag(pi)``), ``W^a = P^(-1/2) U l^a U^T
-    P^(1/2)`` and ``tr((W^a)^T W^b) = sum_kl l_k^a M_kl l_l^b N_lk`` with ``M = U^T P^-1 U`` and
-    ``N = U^T P U``; agent i's diagonal entry is ``pi_i sum_kl U_ik l_k^a M_kl l_l^b U_il``. For
-    ``s <= t`` the sum over rows ``r >= t`` of F's blocks ``W^(r-t+1)``, ``W^(r-s+1)`` is
-    geometric: ``H[t, s] = sum_l l_l^(t-s+1) v_t[l]`` with ``v_t[l] = sum_k C_kl l_k G_kl(T - t)``,
-    ``G_kl(L) = sum_(j < L) (l_k l_l)^j`` and ``C = M * N`` (per agent ``C_kl = pi_i U_ik M_kl
-    U_il``).
+    With `S = P^(1/2) W P^(-1/2) = U diag(l) U^T` (`P = diag(pi)`), `W^a = P^(-1/2) U l^a U^T
+    P^(1/2)` and `tr((W^a)^T W^b) = sum_kl l_k^a M_kl l_l^b N_lk` with `M = U^T P^-1 U` and
+    `N = U^T P U`; agent i's diagonal entry is `pi_i sum_kl U_ik l_k^a M_kl l_l^b U_il`. For
+    `s <= t` the sum over rows `r >= t` of F's blocks `W^(r-t+1)`, `W^(r-s+1)` is
+    geometric: `H[t, s] = sum_l l_l^(t-s+1) v_t[l]` with `v_t[l] = sum_k C_kl l_k G_kl(T - t)`,
+    `G_kl(L) = sum_(j < L) (l_k l_l)^j` and `C = M * N` (per agent `C_kl = pi_i U_ik M_kl
+    U_il`).
     """
     n = len(weights)
     root = np.sqrt(pi)
@@ -229,9 +233,9 @@ def _reversible_gram(
 
 
 def restarted(block_encoder: np.ndarray, steps: int) -> np.ndarray:
-    """The encoder that restarts ``block_encoder``'s correlation every ``len(block_encoder)`` steps
-    (correlation restarts, Pillutla et al. 2025): ``I_(T/B) (x) C_block``. Its noise costs
-    ``O(B)`` memory per agent instead of ``O(T)``, and its factorization ``O(B^3)`` per L-BFGS
+    """The encoder that restarts `block_encoder`'s correlation every `len(block_encoder)` steps
+    (correlation restarts, Pillutla et al. 2025): `I_(T/B) (x) C_block`. Its noise costs
+    `O(B)` memory per agent instead of `O(T)`, and its factorization `O(B^3)` per L-BFGS
     step."""
     size = len(block_encoder)
     if steps % size:
@@ -254,8 +258,8 @@ def _pattern_labels(participation: Participation) -> np.ndarray:
 
 
 def factor_gram(gram: np.ndarray) -> np.ndarray:
-    """Lower-triangular C with ``C^T C = gram`` (a reversed Cholesky factor): causal noise
-    ``C^-1 Z``."""
+    """Lower-triangular C with `C^T C = gram` (a reversed Cholesky factor): causal noise
+    `C^-1 Z`."""
     flip = np.flip(np.eye(gram.shape[0]), axis=0)
     lower = cholesky(flip @ gram @ flip, lower=True)
     return flip @ lower.T @ flip
@@ -264,11 +268,11 @@ def factor_gram(gram: np.ndarray) -> np.ndarray:
 def local_sensitivity(
     encoder: np.ndarray, participation: Participation, method: str = "exact"
 ) -> float:
-    """``sens(C_local)`` under ``participation`` for one agent (Definition 7 with B invertible).
+    """`sens(C_local)` under `participation` for one agent (Definition 7 with B invertible).
 
-    Given one encoder per agent (``n x T x T``, MAFALDA-L-SGD), the largest of theirs: agent i's
-    records enter only the rows its own encoder correlates (``C = sum_i C_i (x) e_i e_i^T`` is
-    block diagonal over agents), so its guarantee is ``sens(C_i)``, and one noise multiplier for
+    Given one encoder per agent (`n x T x T`, MAFALDA-L-SGD), the largest of theirs: agent i's
+    records enter only the rows its own encoder correlates (`C = sum_i C_i (x) e_i e_i^T` is
+    block diagonal over agents), so its guarantee is `sens(C_i)`, and one noise multiplier for
     every agent must cover the largest.
     """
     encoders = encoder[None] if encoder.ndim == 2 else encoder
@@ -284,12 +288,13 @@ def local_sensitivity(
 
 
 def local_loss(utility: np.ndarray, encoder: np.ndarray, participation: Participation) -> float:
-    """Lemma 12's objective ``sens(C_local)^2 tr(H (C^T C)^-1)``: expected squared error of the
-    gossiped models caused by noise of unit privacy (``sigma = 1``).
+    """Lemma 12's objective `sens(C_local)^2 tr(H (C^T C)^-1)`: expected squared error of the
+    gossiped models caused by noise of unit privacy (`sigma = 1`).
 
-    With every agent's ``H_i`` (:func:`agent_utility_grams`) and one encoder per agent
-    (MAFALDA-L-SGD), ``sens^2 sum_i tr(H_i (C_i^T C_i)^-1)`` with the largest sensitivity (one noise
-    multiplier for all); agents' ``H_i`` and one shared encoder give ``tr(H X^-1)`` again.
+    With every agent's `H_i`
+    ([`agent_utility_grams`][dpdl.factorization.mafalda.agent_utility_grams]) and one encoder per
+    agent (MAFALDA-L-SGD), `sens^2 sum_i tr(H_i (C_i^T C_i)^-1)` with the largest sensitivity (one
+    noise multiplier for all); agents' `H_i` and one shared encoder give `tr(H X^-1)` again.
     """
     inverse = np.linalg.inv(encoder)
     return local_sensitivity(encoder, participation) ** 2 * float(
@@ -304,18 +309,18 @@ def noise_multiplier(
     eps: float,
     delta: float,
 ) -> float:
-    """sigma such that MF-D-SGD with noise ``C_local^-1 Z``, ``Z ~ N(0, sigma^2)``, is
-    ``(eps, delta)``-DP against LDP's attacker: ``mu = Delta sens(C_local) / sigma`` (Theorem 8;
-    under LDP ``B = sigma W_T C^-1`` is square and invertible, so ``sens(C; B) = sens(C_local)``,
+    """sigma such that MF-D-SGD with noise `C_local^-1 Z`, `Z ~ N(0, sigma^2)`, is
+    `(eps, delta)`-DP against LDP's attacker: `mu = Delta sens(C_local) / sigma` (Theorem 8;
+    under LDP `B = sigma W_T C^-1` is square and invertible, so `sens(C; B) = sens(C_local)`,
     checked in the tests), with the largest mu the budget allows (never above it: the epsilon of
-    ``sensitivity / sigma`` is checked, since dividing twice can round mu up by one ulp)."""
+    `sensitivity / sigma` is checked, since dividing twice can round mu up by one ulp)."""
     sensitivity = row_sensitivity * local_sensitivity(encoder, participation)
     return _within_eps(sensitivity, sensitivity / gdp.mu_for_budget(eps, delta), eps, delta)
 
 
 def _within_eps(sensitivity: float, sigma: float, eps: float, delta: float) -> float:
-    """``sigma``, raised ulp by ulp until the eps of ``sensitivity / sigma``-GDP at ``delta`` is at
-    most ``eps``."""
+    """`sigma`, raised ulp by ulp until the eps of `sensitivity / sigma`-GDP at `delta` is at
+    most `eps`."""
     while gdp.epsilon(sensitivity / sigma, delta) > eps:
         sigma = math.nextafter(sigma, math.inf)
     return sigma
@@ -328,11 +333,11 @@ def gdp_noise_multiplier(
     mu: float,
     delta: float,
 ) -> float:
-    """sigma such that MF-D-SGD with noise ``C_local^-1 Z``, ``Z ~ N(0, sigma^2)``, is mu-GDP
-    against LDP's attacker (Theorem 8): ``Delta sens(C_local) / mu``, as the MAFALDA-SGD code sets
-    it, raised ulp by ulp while the mu it gives rounds above ``mu`` or the eps of that mu at
-    ``delta`` above the eps of ``mu`` (the float eps of :func:`gdp.epsilon` is not monotone in mu
-    to the last ulps: one ulp less of mu gave 16 ulps more of eps)."""
+    """sigma such that MF-D-SGD with noise `C_local^-1 Z`, `Z ~ N(0, sigma^2)`, is mu-GDP against
+    LDP's attacker (Theorem 8): `Delta sens(C_local) / mu`, as the MAFALDA-SGD code sets it,
+    raised ulp by ulp while the mu it gives rounds above `mu` or the eps of that mu at `delta`
+    above the eps of `mu` (the float eps of [`gdp.epsilon`][dpdl.accounting.gdp.epsilon] is not
+    monotone in mu to the last ulps: one ulp less of mu gave 16 ulps more of eps)."""
     sensitivity = row_sensitivity * local_sensitivity(encoder, participation)
     sigma = sensitivity / mu
     while sensitivity / sigma > mu:  # raising sigma lowers the mu it gives: this stays true after
@@ -370,7 +375,7 @@ def optimize_local(
     tolerance: float = 1e-9,
     memory: int = 10,
 ) -> Factorization:
-    """Minimise ``tr(H X^-1)`` under the multi-epoch constraints (module doc) by L-BFGS.
+    """Minimise `tr(H X^-1)` under the multi-epoch constraints (module doc) by L-BFGS.
 
     Written by hand rather than with scipy's L-BFGS-B: the feasible set is an affine subspace of
     the positive definite cone, and scipy's line search cannot be told to stay inside the cone;
@@ -446,9 +451,11 @@ def optimize_local(
 
 
 def optimize_agents(grams: np.ndarray, participation: Participation) -> list[Factorization]:
-    """MAFALDA-L-SGD's encoders: agent i's optimised for its own ``H_i`` alone
-    (:func:`agent_utility_grams`; the authors' ``MF_OPTIMAL_DL_variednode``), each by
-    :func:`optimize_local`. Every encoder has sensitivity 1, so the summed error
-    ``sum_i tr(H_i X_i^-1)`` is at most MAFALDA-SGD's ``tr(H X^-1)``: each term is minimised on
-    its own over the same feasible set. One L-BFGS run per agent: ``n`` times the shared cost."""
+    """MAFALDA-L-SGD's encoders: agent i's optimised for its own `H_i` alone
+    ([`agent_utility_grams`][dpdl.factorization.mafalda.agent_utility_grams]; the authors'
+    `MF_OPTIMAL_DL_variednode`), each by
+    [`optimize_local`][dpdl.factorization.mafalda.optimize_local]. Every encoder has sensitivity
+    1, so the summed error `sum_i tr(H_i X_i^-1)` is at most MAFALDA-SGD's `tr(H X^-1)`: each
+    term is minimised on its own over the same feasible set. One L-BFGS run per agent: `n` times
+    the shared cost."""
     return [optimize_local(gram, participation) for gram in grams]

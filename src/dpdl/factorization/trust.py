@@ -1,14 +1,17 @@
 """Trust models and the attacker knowledge they give (MAFALDA-SGD, Definition 5, Lemma 14, App. A).
 
-- :class:`LDP`: every message is public; the attacker knows no seed and no gradient.
-- :class:`SecLDP`: every message is public and the attacking agents pool their gradients and the
-  seeds they hold (secret-based LDP, Allouah et al. 2024; DECOR's adversaries with q colluders).
-- :class:`PNDP`: the attacking agents see only the messages sent to them, plus their own gradients
-  and seeds (pairwise network DP, Cyffers & Bellet 2022).
+- [`LDP`][dpdl.factorization.trust.LDP]: every message is public; the attacker knows no seed and no
+  gradient.
+- [`SecLDP`][dpdl.factorization.trust.SecLDP]: every message is public and the attacking agents pool
+  their gradients and the seeds they hold (secret-based LDP, Allouah et al. 2024; DECOR's
+  adversaries with q colluders).
+- [`PNDP`][dpdl.factorization.trust.PNDP]: the attacking agents see only the messages sent to them,
+  plus their own gradients and seeds (pairwise network DP, Cyffers & Bellet 2022).
 
-:func:`attacker_knowledge` stacks the observed messages, the known gradients and the known seeds,
-then removes the known gradients (Lemma 14: ``A <- A (I - K^+ K)``, here zeroing the attackers'
-gradient columns) and drops the rows that became empty, giving ``O = A G + B Z``.
+[`attacker_knowledge`][dpdl.factorization.trust.attacker_knowledge] stacks the observed messages,
+the known gradients and the known seeds, then removes the known gradients (Lemma 14: `A <- A (I -
+K^+ K)`, here zeroing the attackers' gradient columns) and drops the rows that became empty, giving
+`O = A G + B Z`.
 """
 
 from __future__ import annotations
@@ -79,10 +82,10 @@ class PNDP(TrustModel):
 
 @dataclass(frozen=True)
 class Knowledge:
-    """What an attacker learns, ``O = A G + B Z`` after Lemma 14, and an encoder with ``A = B C``.
+    """What an attacker learns, `O = A G + B Z` after Lemma 14, and an encoder with `A = B C`.
 
-    ``protected`` marks the agents the guarantee is about (all but the attackers).
-    ``structured`` is the algorithm's own encoder restricted to what the attacker does not know
+    `protected` marks the agents the guarantee is about (all but the attackers).
+    `structured` is the algorithm's own encoder restricted to what the attacker does not know
     (zero rows for known seeds, zero columns for known gradients), a candidate for C.
     """
 
@@ -96,8 +99,8 @@ class Knowledge:
 
     @cached_property
     def encoder(self) -> np.ndarray | None:
-        """C with ``A = B C`` (Theorem 6): the structured candidate when it factorizes, otherwise
-        the minimum-norm ``B^+ A`` when that does, otherwise None: then some protected agent's
+        """C with `A = B C` (Theorem 6): the structured candidate when it factorizes, otherwise
+        the minimum-norm `B^+ A` when that does, otherwise None: then some protected agent's
         gradient is not hidden by noise the attacker cannot remove (infinite sensitivity)."""
         scale = max(float(np.abs(self.workload).max(initial=0.0)), 1.0)
         candidates = [] if self.structured is None else [self.structured]
@@ -109,8 +112,8 @@ class Knowledge:
 
 
 def attacker_knowledge(algorithm: LinearAlgorithm, trust: TrustModel) -> Knowledge:
-    """``(A, B, C)`` of ``trust`` on ``algorithm`` (Theorem 6): the observed messages, then the
-    known seeds as rows ``e_j`` of B, with the attackers' gradients removed from A (Lemma 14)."""
+    """`(A, B, C)` of `trust` on `algorithm` (Theorem 6): the observed messages, then the
+    known seeds as rows `e_j` of B, with the attackers' gradients removed from A (Lemma 14)."""
     n = algorithm.n
     attackers = np.zeros(n, dtype=bool)
     if any(not 0 <= a < n for a in trust.attackers):

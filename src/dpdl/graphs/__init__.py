@@ -1,8 +1,8 @@
 """Graphs: topologies (synthetic and real), mixing matrices, spectral facts.
 
-networkx in, numpy out: dense arrays below :data:`SPARSE_MIN_AGENTS` agents, a CSR mixing matrix
-from it on (:mod:`dpdl.graphs.mixing`). :func:`build_graph` turns the CLI's graph specification
-into a graph.
+networkx in, numpy out: dense arrays below `SPARSE_MIN_AGENTS` agents, a CSR mixing matrix from it
+on ([`dpdl.graphs.mixing`][dpdl.graphs.mixing]). [`build_graph`][dpdl.graphs.build_graph] turns the
+CLI's graph specification into a graph.
 """
 
 from __future__ import annotations
@@ -88,9 +88,9 @@ __all__ = [
 def build_graph(
     spec: str, n: int | None = None, p: float | None = None, seed: int | np.random.SeedSequence = 0
 ) -> nx.Graph:
-    """Graph from a specification: a synthetic name (with ``n``, and ``p`` for ``er``), a real
-    graph name (:data:`REAL_GRAPHS`), another name of :data:`GRAPH_SOURCES`, or a graph file,
-    ``FORMAT:PATH`` or ``file:PATH`` (:data:`GRAPH_FILE_FORMATS`). Real graphs and graph files are
+    """Graph from a specification: a synthetic name (with `n`, and `p` for `er`), a real
+    graph name (`REAL_GRAPHS`), another name of `GRAPH_SOURCES`, or a graph file,
+    `FORMAT:PATH` or `file:PATH` (`GRAPH_FILE_FORMATS`). Real graphs and graph files are
     checked to be connected.
     """
     if not isinstance(spec, str):

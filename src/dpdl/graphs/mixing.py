@@ -1,13 +1,13 @@
 """Mixing (gossip) matrices on a communication graph, and their validation.
 
 A mixing matrix W is nonnegative, supported on the graph's edges plus self-loops, and stochastic.
-D-SGD needs it doubly stochastic (``W 1 = 1`` and ``1^T W = 1^T``) and mixing
-(``lambda_2(W^T W) < 1``; Koloskova et al., ICML 2020; Boyd et al., IEEE TIT 2006).
+D-SGD needs it doubly stochastic (`W 1 = 1` and `1^T W = 1^T`) and mixing
+(`lambda_2(W^T W) < 1`; Koloskova et al., ICML 2020; Boyd et al., IEEE TIT 2006).
 
-From :data:`~dpdl.scale.SPARSE_MIN_AGENTS` agents on, the built-in rules build W from the graph's
-edges as a ``scipy.sparse`` CSR array (O(|E|) memory; a D-SGD step's ``W @ X`` then costs
-O(|E| d)), and the mixing rate is found by ARPACK (``scipy.sparse.linalg.eigsh`` / ``eigs`` /
-``svds`` on ``W - 1 pi^T`` as an operator), never by a dense eigendecomposition. Below it, W is a
+From `SPARSE_MIN_AGENTS` agents on, the built-in rules build W from the graph's
+edges as a `scipy.sparse` CSR array (O(|E|) memory; a D-SGD step's `W @ X` then costs
+O(|E| d)), and the mixing rate is found by ARPACK (`scipy.sparse.linalg.eigsh` / `eigs` /
+`svds` on `W - 1 pi^T` as an operator), never by a dense eigendecomposition. Below it, W is a
 dense array as it always was.
 """
 
@@ -50,13 +50,13 @@ Weights = np.ndarray | sp.csr_array
 
 
 def _wants_sparse(n: int, sparse: bool | None) -> bool:
-    """Whether a matrix over ``n`` agents is held sparse: ``sparse``, or by size when None."""
+    """Whether a matrix over `n` agents is held sparse: `sparse`, or by size when None."""
     return n >= SPARSE_MIN_AGENTS if sparse is None else sparse
 
 
 def as_format(weights: Weights | sp.sparray | sp.spmatrix, sparse: bool | None = None) -> Weights:
-    """``weights`` as a float64 CSR array when ``sparse`` (by default: from
-    :data:`SPARSE_MIN_AGENTS` agents on), else as a dense float64 array; the same values."""
+    """`weights` as a float64 CSR array when `sparse` (by default: from
+    `SPARSE_MIN_AGENTS` agents on), else as a dense float64 array; the same values."""
     n = weights.shape[0]
     if _wants_sparse(n, sparse):
         matrix = sp.csr_array(weights, dtype=float)
@@ -100,17 +100,17 @@ def _sparse_adjacency(graph: nx.Graph) -> sp.csr_array:
 
 
 def _with_diagonal(off_diagonal: sp.csr_array) -> sp.csr_array:
-    """``off_diagonal`` plus, on the diagonal, what its rows leave to one."""
+    """`off_diagonal` plus, on the diagonal, what its rows leave to one."""
     rest = 1.0 - np.asarray(off_diagonal.sum(axis=1)).ravel()
     return as_format(off_diagonal + sp.diags_array(rest), sparse=True)
 
 
 def metropolis_hastings(graph: nx.Graph, *, sparse: bool | None = None) -> Weights:
-    """Metropolis-Hastings weights ``w_ij = 1 / (1 + max(d_i, d_j))`` on edges; rest on the
+    """Metropolis-Hastings weights `w_ij = 1 / (1 + max(d_i, d_j))` on edges; rest on the
     diagonal.
 
     Symmetric and doubly stochastic on every undirected graph (Boyd et al., 2006, eq. (5)
-    without the lazy half); dpdl's default. CSR when ``sparse`` (default: by size, module doc).
+    without the lazy half); dpdl's default. CSR when `sparse` (default: by size, module doc).
     """
     require_connected(graph)
     if _wants_sparse(graph.number_of_nodes(), sparse):
@@ -126,12 +126,13 @@ def metropolis_hastings(graph: nx.Graph, *, sparse: bool | None = None) -> Weigh
 
 
 def local_degree(graph: nx.Graph, *, sparse: bool | None = None) -> Weights:
-    """The papers' rule ``w_ij = 1 / (|N_i| + 1)`` for ``j`` in ``N_i`` and for ``j = i``.
+    """The papers' rule `w_ij = 1 / (|N_i| + 1)` for `j` in `N_i` and for `j = i`.
 
     This is the matrix the Whisper D-SGD, CorN-DSGD and DECOR experiments call
-    "Metropolis-Hastings". It is row-stochastic, but column-stochastic only on regular graphs:
-    on an irregular graph a :class:`NotDoublyStochasticWarning` is issued, since D-SGD then
-    converges to a weighted (not the uniform) average. CSR when ``sparse`` (default: by size).
+    "Metropolis-Hastings". It is row-stochastic, but column-stochastic only on regular graphs: on an
+    irregular graph a [`NotDoublyStochasticWarning`][dpdl.graphs.mixing.NotDoublyStochasticWarning]
+    is issued, since D-SGD then converges to a weighted (not the uniform) average. CSR when `sparse`
+    (default: by size).
     """
     require_connected(graph)
     weights: Weights
@@ -157,10 +158,10 @@ def local_degree(graph: nx.Graph, *, sparse: bool | None = None) -> Weights:
 
 
 def max_degree(graph: nx.Graph, *, sparse: bool | None = None) -> Weights:
-    """Uniform max-degree weights ``w_ij = 1 / (d_max + 1)`` on edges; rest on the diagonal.
+    """Uniform max-degree weights `w_ij = 1 / (d_max + 1)` on edges; rest on the diagonal.
 
     Symmetric and doubly stochastic; on a complete graph it is the uniform averaging matrix
-    ``11^T / n`` (singular, which the covariance solvers must handle). CSR when ``sparse``
+    `11^T / n` (singular, which the covariance solvers must handle). CSR when `sparse`
     (default: by size).
     """
     require_connected(graph)
@@ -180,15 +181,16 @@ def sinkhorn_knopp(
     *,
     sparse: bool | None = None,
 ) -> Weights:
-    """Doubly stochastic scaling ``D_1 A D_2`` of a nonnegative matrix (Sinkhorn & Knopp, 1967).
+    """Doubly stochastic scaling `D_1 A D_2` of a nonnegative matrix (Sinkhorn & Knopp, 1967).
 
-    ``support`` is a graph (then ``A`` is its adjacency plus the identity; for a directed graph
-    row ``i`` holds ``i``'s in-neighbours, the agents it receives from, as in
-    :func:`validate_mixing_matrix`) or a nonnegative square matrix (dense or sparse). Rows and
-    columns are normalised in turn until both sums are within ``tol`` of one. Convergence
-    requires total support, which holds for a strongly connected graph with self-loops;
-    otherwise a :class:`MixingMatrixError` is raised. The result is CSR when ``sparse`` (default:
-    by size, module doc), and the scaling then touches the nonzero entries only.
+    `support` is a graph (then `A` is its adjacency plus the identity; for a directed graph row `i`
+    holds `i`'s in-neighbours, the agents it receives from, as in
+    [`validate_mixing_matrix`][dpdl.graphs.mixing.validate_mixing_matrix]) or a nonnegative square
+    matrix (dense or sparse). Rows and columns are normalised in turn until both sums are within
+    `tol` of one. Convergence requires total support, which holds for a strongly connected graph
+    with self-loops; otherwise a [`MixingMatrixError`][dpdl.errors.MixingMatrixError] is raised. The
+    result is CSR when `sparse` (default: by size, module doc), and the scaling then touches the
+    nonzero entries only.
 
     Written by hand: scipy and networkx have no matrix-balancing routine, and the iteration is
     a few lines of vectorized numpy.
@@ -232,7 +234,7 @@ def sinkhorn_knopp(
 
 
 def _sums(weights: Weights, axis: int) -> np.ndarray:
-    """Row (``axis=1``) or column (``axis=0``) sums of a dense or sparse matrix, as a 1-d array."""
+    """Row (`axis=1`) or column (`axis=0`) sums of a dense or sparse matrix, as a 1-d array."""
     return np.asarray(weights.sum(axis=axis)).ravel()
 
 
@@ -242,11 +244,11 @@ def _start(n: int) -> np.ndarray:
 
 
 def _sparse_mixing_rate(weights: Weights, doubly_stochastic: bool) -> float:
-    """:func:`mixing_rate` by ARPACK on ``W - 1 pi^T`` as an operator (matrix-vector products
-    with W only): the largest eigenvalue in modulus for a symmetric W (Lanczos), the largest
-    singular value for another doubly stochastic W, and for a row-stochastic W the left Perron
-    vector ``pi`` then the spectral radius (Arnoldi). Equal to the dense answer to ARPACK's
-    tolerance (machine precision)."""
+    """[`mixing_rate`][dpdl.graphs.mixing.mixing_rate] by ARPACK on `W - 1 pi^T` as an operator
+    (matrix-vector products with W only): the largest eigenvalue in modulus for a symmetric W
+    (Lanczos), the largest singular value for another doubly stochastic W, and for a
+    row-stochastic W the left Perron vector `pi` then the spectral radius (Arnoldi). Equal to the
+    dense answer to ARPACK's tolerance (machine precision)."""
     n = weights.shape[0]
     if n <= 2:  # ARPACK needs k < n - 1: a 2 x 2 matrix is dense
         return mixing_rate(as_format(weights, sparse=False), doubly_stochastic=doubly_stochastic)
@@ -281,14 +283,14 @@ def _sparse_mixing_rate(weights: Weights, doubly_stochastic: bool) -> float:
 def mixing_rate(
     weights: Weights, *, doubly_stochastic: bool = True, sparse: bool | None = None
 ) -> float:
-    """How fast ``W^t`` reaches consensus: below one iff it does.
+    """How fast `W^t` reaches consensus: below one iff it does.
 
-    Doubly stochastic W: the second largest singular value ``||W - 11^T/n||_2``, i.e.
-    ``sqrt(lambda_2(W^T W))``, the papers' convergence condition. Row-stochastic W: the spectral
-    radius of ``W - 1 pi^T``, with ``pi`` the stationary distribution (left Perron vector).
+    Doubly stochastic W: the second largest singular value `||W - 11^T/n||_2`, i.e.
+    `sqrt(lambda_2(W^T W))`, the papers' convergence condition. Row-stochastic W: the spectral
+    radius of `W - 1 pi^T`, with `pi` the stationary distribution (left Perron vector).
 
-    A sparse W, or any W of :data:`SPARSE_MIN_AGENTS` agents or more (or ``sparse=True``), is
-    handled by ARPACK without a dense decomposition (:func:`_sparse_mixing_rate`).
+    A sparse W, or any W of `SPARSE_MIN_AGENTS` agents or more (or `sparse=True`), is
+    handled by ARPACK without a dense decomposition (`_sparse_mixing_rate`).
     """
     n = weights.shape[0]
     if sp.issparse(weights) or _wants_sparse(n, sparse):
@@ -302,7 +304,7 @@ def mixing_rate(
 
 
 def _check_support(weights: Weights, graph: nx.Graph) -> None:
-    """Raise if ``weights`` puts weight outside the graph's edges plus self-loops."""
+    """Raise if `weights` puts weight outside the graph's edges plus self-loops."""
     n = weights.shape[0]
     if sp.issparse(weights):
         allowed = _sparse_adjacency(graph) + sp.eye_array(n)
@@ -332,7 +334,7 @@ def _check_support(weights: Weights, graph: nx.Graph) -> None:
 
 
 def _support(weights: sp.csr_array) -> sp.csr_array:
-    """The 0/1 pattern of ``weights``' positive entries."""
+    """The 0/1 pattern of `weights`' positive entries."""
     pattern = sp.csr_array(weights, copy=True)
     pattern.data = (pattern.data > 0).astype(float)
     pattern.eliminate_zeros()
@@ -340,7 +342,7 @@ def _support(weights: sp.csr_array) -> sp.csr_array:
 
 
 def _aperiodic(support: sp.csr_array, members: np.ndarray) -> bool:
-    """Whether the chain on the strongly connected class ``members`` of ``support`` is aperiodic:
+    """Whether the chain on the strongly connected class `members` of `support` is aperiodic:
     at once when one member keeps weight on itself, else by networkx's period test."""
     if (support.diagonal()[members] > 0).any():
         return True
@@ -349,12 +351,12 @@ def _aperiodic(support: sp.csr_array, members: np.ndarray) -> bool:
 
 
 def _why_not_mixing(weights: sp.csr_array, doubly_stochastic: bool) -> str | None:
-    """Why ``W^t`` does not reach consensus, decided exactly from the support of W in O(nnz), or
+    """Why `W^t` does not reach consensus, decided exactly from the support of W in O(nnz), or
     None when it does (Perron-Frobenius; Seneta, *Non-negative Matrices and Markov Chains*, Ch. 4).
 
-    A row-stochastic W reaches ``1 pi^T`` iff its chain has exactly one closed class and that
+    A row-stochastic W reaches `1 pi^T` iff its chain has exactly one closed class and that
     class is aperiodic. For a doubly stochastic W the papers' condition is the second singular
-    value below one, i.e. ``W^T W`` (stochastic, symmetric, with a positive diagonal) irreducible,
+    value below one, i.e. `W^T W` (stochastic, symmetric, with a positive diagonal) irreducible,
     which for a symmetric W is W irreducible and not periodic. So a large graph is validated
     without an eigensolver (an eigenvalue's gap may be tiny while the answer is clear)."""
     support = _support(weights)
@@ -379,7 +381,7 @@ def _why_not_mixing(weights: sp.csr_array, doubly_stochastic: bool) -> str | Non
 
 
 def _first_entry(weights: Weights, bad: np.ndarray) -> str:
-    """`` at entry (i, j)``: where the first ``bad`` entry (a mask of ``weights`` or of its
+    """` at entry (i, j)`: where the first `bad` entry (a mask of `weights` or of its
     sparse nonzeros) lies."""
     if sp.issparse(weights):
         coo = weights.tocoo()
@@ -396,16 +398,16 @@ def validate_mixing_matrix(
     doubly_stochastic: bool = True,
     mixing: bool = True,
 ) -> Weights:
-    """Check that ``weights`` is a usable mixing matrix and return it as float64: a dense array,
+    """Check that `weights` is a usable mixing matrix and return it as float64: a dense array,
     or a CSR array if it was given sparse.
 
-    Raises :class:`MixingMatrixError` naming the first violated condition: square shape, finite
-    nonnegative entries, unit row sums (and column sums when ``doubly_stochastic``), support within
-    the graph's edges plus self-loops (when ``graph`` is given), and, when ``mixing``, that it mixes
-    (second largest singular value below one, i.e. the iteration reaches consensus; one matrix of
-    a time-varying sequence need not). A sparse W, or any W of :data:`SPARSE_MIN_AGENTS` agents or
-    more, is checked on its nonzero entries, and whether it mixes is decided from its support
-    (:func:`_why_not_mixing`, exact) rather than from an eigensolver.
+    Raises [`MixingMatrixError`][dpdl.errors.MixingMatrixError] naming the first violated condition:
+    square shape, finite nonnegative entries, unit row sums (and column sums when
+    `doubly_stochastic`), support within the graph's edges plus self-loops (when `graph` is given),
+    and, when `mixing`, that it mixes (second largest singular value below one, i.e. the iteration
+    reaches consensus; one matrix of a time-varying sequence need not). A sparse W, or any W of
+    `SPARSE_MIN_AGENTS` agents or more, is checked on its nonzero entries, and whether it mixes is
+    decided from its support (`_why_not_mixing`, exact) rather than from an eigensolver.
     """
     try:
         weights = (
@@ -480,9 +482,9 @@ MIXING_RULES: dict[str, Callable[..., Weights]] = {
 def mixing_matrix(
     graph: nx.Graph, rule: str = "metropolis-hastings", *, sparse: bool | None = None
 ) -> Weights:
-    """The mixing matrix of ``graph`` under ``rule`` (a name of
-    :data:`dpdl.choices.MIXING_RULE_REGISTRY`), validated (doubly stochastic unless
-    ``local-degree``): CSR when ``sparse``, by default from :data:`SPARSE_MIN_AGENTS` agents on
+    """The mixing matrix of `graph` under `rule` (a name of
+    `dpdl.choices.MIXING_RULE_REGISTRY`), validated (doubly stochastic unless
+    `local-degree`): CSR when `sparse`, by default from `SPARSE_MIN_AGENTS` agents on
     (the built-in rules then build it from the edges), else dense."""
     weights = as_format(MIXING_RULE_REGISTRY.get(rule)(graph), sparse)
     return validate_mixing_matrix(weights, graph, doubly_stochastic=rule != "local-degree")

@@ -1,13 +1,12 @@
 """Communication graphs read from files: edge lists, decentralizepy graph files, adjacency
-matrices (``.npz``), GraphML and GML.
+matrices (`.npz`), GraphML and GML.
 
-A graph file is named on the command line as ``FORMAT:PATH`` (``--graph npz:adjacency.npz``), or
-``file:PATH`` to tell the format from the file's extension, else from its first bytes. Every
-reader returns an undirected :class:`networkx.Graph` on the nodes ``0..n-1`` without self-loops
-(mixing rules add those), edge weights dropped: the mixing rule sets the weights. A file that
-cannot be read as its format raises one :class:`~dpdl.errors.GraphError` that names the file and
-the accepted formats; nothing read can run code (``.npz`` files are loaded with
-``allow_pickle=False``).
+A graph file is named on the command line as `FORMAT:PATH` (`--graph npz:adjacency.npz`), or
+`file:PATH` to tell the format from the file's extension, else from its first bytes. Every reader
+returns an undirected `networkx.Graph` on the nodes `0..n-1` without self-loops (mixing rules add
+those), edge weights dropped: the mixing rule sets the weights. A file that cannot be read as its
+format raises one [`GraphError`][dpdl.errors.GraphError] that names the file and the accepted
+formats; nothing read can run code (`.npz` files are loaded with `allow_pickle=False`).
 """
 
 from __future__ import annotations
@@ -56,7 +55,7 @@ def _error(path: Path, problem: str) -> GraphError:
 
 
 def _text(path: Path) -> str:
-    """The file's text (``.gz`` decompressed); a binary file is an error, not a decoding
+    """The file's text (`.gz` decompressed); a binary file is an error, not a decoding
     traceback."""
     try:
         raw = path.read_bytes()
@@ -76,8 +75,8 @@ def _text(path: Path) -> str:
 
 
 def graph_file_spec(spec: str) -> tuple[str, Path] | None:
-    """``(format, path)`` of a ``--graph`` value naming a file (format ``"file"``: to detect), or
-    ``None`` for a graph name."""
+    """`(format, path)` of a `--graph` value naming a file (format `"file"`: to detect), or
+    `None` for a graph name."""
     prefix, colon, path = spec.partition(":")
     if colon and (prefix == "file" or prefix in GRAPH_FILE_FORMATS):
         return prefix, Path(path)
@@ -85,8 +84,8 @@ def graph_file_spec(spec: str) -> tuple[str, Path] | None:
 
 
 def detect_format(path: Path) -> str:
-    """Format of a graph file: from its extension (``.npz``, ``.graphml``, ``.gml``, each also
-    ``.gz``), else from its content: a zip archive is an ``.npz``, XML is GraphML, a ``graph [``
+    """Format of a graph file: from its extension (`.npz`, `.graphml`, `.gml`, each also
+    `.gz`), else from its content: a zip archive is an `.npz`, XML is GraphML, a `graph [`
     is GML, a text file whose first line is one integer is decentralizepy's, other text an edge
     list."""
     suffixes = [s for s in path.suffixes[-2:] if s != ".gz"]
@@ -104,9 +103,9 @@ def detect_format(path: Path) -> str:
 
 
 def read_decentralizepy(path: str | Path) -> nx.Graph:
-    """A graph file as decentralizepy writes and reads it (``Graph.read_graph_from_file``, type
-    ``edges``): the number of nodes ``n`` alone on the first line, then one edge ``u v`` per
-    line with ids in ``0..n-1``, each edge listed once or in both directions. Nodes keep their ids
+    """A graph file as decentralizepy writes and reads it (`Graph.read_graph_from_file`, type
+    `edges`): the number of nodes `n` alone on the first line, then one edge `u v` per
+    line with ids in `0..n-1`, each edge listed once or in both directions. Nodes keep their ids
     (a node without edges stays, and makes the graph disconnected)."""
     path = Path(path)
     lines = _text(path).splitlines()
@@ -138,8 +137,8 @@ def read_decentralizepy(path: str | Path) -> nx.Graph:
 
 
 def _adjacency_matrix(path: Path) -> np.ndarray | scipy.sparse.csr_array:
-    """The matrix an ``.npz`` file holds: its dense array :data:`ADJACENCY_KEY`, or its
-    ``scipy.sparse.save_npz`` matrix (recognised by the ``format`` and ``shape`` arrays it
+    """The matrix an `.npz` file holds: its dense array `ADJACENCY_KEY`, or its
+    `scipy.sparse.save_npz` matrix (recognised by the `format` and `shape` arrays it
     saves)."""
     import scipy.sparse  # here, not at the top: only .npz graphs need it
 
@@ -173,9 +172,9 @@ def _adjacency_matrix(path: Path) -> np.ndarray | scipy.sparse.csr_array:
 
 
 def read_adjacency_npz(path: str | Path) -> nx.Graph:
-    """Graph of an adjacency matrix in an ``.npz`` file: a dense array under the key
-    :data:`ADJACENCY_KEY` (``np.savez(path, adjacency=A)``), or a matrix saved by
-    ``scipy.sparse.save_npz``. Node ``i`` is row ``i``; a nonzero off-diagonal entry is an edge
+    """Graph of an adjacency matrix in an `.npz` file: a dense array under the key
+    `ADJACENCY_KEY` (`np.savez(path, adjacency=A)`), or a matrix saved by
+    `scipy.sparse.save_npz`. Node `i` is row `i`; a nonzero off-diagonal entry is an edge
     (its value, a weight, is dropped: the mixing rule sets the weights); the matrix must be square,
     symmetric and finite."""
     import scipy.sparse
@@ -204,7 +203,7 @@ def read_adjacency_npz(path: str | Path) -> nx.Graph:
 
 
 def _undirected(path: Path, graph: nx.Graph) -> nx.Graph:
-    """A simple undirected graph of ``graph`` on ``0..n-1``: parallel edges merged, self-loops
+    """A simple undirected graph of `graph` on `0..n-1`: parallel edges merged, self-loops
     dropped; a directed graph must have every arc's reverse. Labels that are all integers (as
     strings too) keep their numeric order, other labels the file's order."""
     if graph.is_directed():
@@ -242,7 +241,7 @@ def _parsed(
 
 
 def read_graphml(path: str | Path) -> nx.Graph:
-    """A GraphML file (networkx's parser; ``.gz`` read)."""
+    """A GraphML file (networkx's parser; `.gz` read)."""
     return _parsed(
         Path(path),
         "GraphML",
@@ -252,7 +251,7 @@ def read_graphml(path: str | Path) -> nx.Graph:
 
 
 def read_gml(path: str | Path) -> nx.Graph:
-    """A GML file (networkx's parser, nodes named by their GML ``id``; ``.gz`` read)."""
+    """A GML file (networkx's parser, nodes named by their GML `id`; `.gz` read)."""
     return _parsed(
         Path(path),
         "GML",
@@ -271,8 +270,8 @@ _READERS: dict[str, Callable[[Path], nx.Graph]] = {
 
 
 def read_graph_file(path: str | Path, fmt: str = "file") -> nx.Graph:
-    """The graph in ``path``, read as ``fmt`` (a key of :data:`GRAPH_FILE_FORMATS`, or ``"file"``
-    to detect it: :func:`detect_format`), on the nodes ``0..n-1``."""
+    """The graph in `path`, read as `fmt` (a key of `GRAPH_FILE_FORMATS`, or `"file"`
+    to detect it: [`detect_format`][dpdl.graphs.readers.detect_format]), on the nodes `0..n-1`."""
     path = Path(path)
     if not path.is_file():
         raise GraphError(f"graph file not found: {path}")

@@ -1,5 +1,5 @@
-"""The built-in graph sources of :data:`dpdl.choices.GRAPH_SOURCES`: each is called
-``source(spec, n, p, seed)`` with the graph's name as given and returns a networkx graph."""
+"""The built-in graph sources of `dpdl.choices.GRAPH_SOURCES`: each is called
+`source(spec, n, p, seed)` with the graph's name as given and returns a networkx graph."""
 
 from __future__ import annotations
 
@@ -57,5 +57,6 @@ def exponential(spec: str, n: int | None, p: float | None, seed: Seed) -> nx.Gra
 
 
 def real(spec: str, n: int | None, p: float | None, seed: Seed) -> nx.Graph:
-    """A real graph (:func:`dpdl.graphs.topologies.real_graph`; ``n``, ``p``, ``seed`` unused)."""
+    """A real graph ([`dpdl.graphs.topologies.real_graph`][dpdl.graphs.topologies.real_graph];
+    `n`, `p`, `seed` unused)."""
     return topologies.require_connected(topologies.real_graph(spec), f"graph {spec!r}")

@@ -5,7 +5,7 @@ Laplacian (DECOR Theorem 1, eavesdropper), the spectral gap of W (D-SGD converge
 Koloskova et al. 2020), and the vertex connectivity (how many agents must collude to cut the graph,
 DECOR's collusion levels).
 
-From :data:`~dpdl.scale.SPARSE_MIN_AGENTS` nodes on, the spectral quantities are found by sparse
+From `SPARSE_MIN_AGENTS` nodes on, the spectral quantities are found by sparse
 eigensolvers (LOBPCG for the Laplacian, ARPACK for W), never by a dense eigendecomposition.
 """
 
@@ -36,7 +36,7 @@ __all__ = [
 
 
 def laplacian(graph: nx.Graph) -> np.ndarray:
-    """Dense combinatorial Laplacian ``L = D - A`` of an undirected graph, nodes ``0..n-1``."""
+    """Dense combinatorial Laplacian `L = D - A` of an undirected graph, nodes `0..n-1`."""
     n = graph.number_of_nodes()
     return nx.laplacian_matrix(graph, nodelist=range(n), weight=None).toarray().astype(float)
 
@@ -77,8 +77,8 @@ def _sparse_algebraic_connectivity(graph: nx.Graph) -> float:
 def algebraic_connectivity(graph: nx.Graph, *, sparse: bool | None = None) -> float:
     """Second smallest eigenvalue of the Laplacian (Fiedler, 1973); zero iff disconnected.
 
-    By a dense eigendecomposition below :data:`SPARSE_MIN_AGENTS` nodes, by LOBPCG from it on (or
-    when ``sparse``); the two agree to LOBPCG's tolerance."""
+    By a dense eigendecomposition below `SPARSE_MIN_AGENTS` nodes, by LOBPCG from it on (or
+    when `sparse`); the two agree to LOBPCG's tolerance."""
     n = graph.number_of_nodes()
     if n < 2:
         return 0.0
@@ -88,16 +88,17 @@ def algebraic_connectivity(graph: nx.Graph, *, sparse: bool | None = None) -> fl
 
 
 def spectral_gap(weights: Weights) -> float:
-    """``1 - sigma_2(W)``, one minus the second largest singular value of a doubly stochastic W.
+    """`1 - sigma_2(W)`, one minus the second largest singular value of a doubly stochastic W.
 
-    For a symmetric W this is ``1 - max_{i >= 2} |lambda_i(W)|``. Koloskova et al.'s consensus rate
-    is ``p = 1 - sigma_2(W)^2``. A sparse or large W goes to ARPACK (:func:`mixing_rate`).
+    For a symmetric W this is `1 - max_{i >= 2} |lambda_i(W)|`. Koloskova et al.'s consensus rate is
+    `p = 1 - sigma_2(W)^2`. A sparse or large W goes to ARPACK
+    ([`mixing_rate`][dpdl.graphs.mixing.mixing_rate]).
     """
     return 1.0 - mixing_rate(weights if sp.issparse(weights) else np.asarray(weights, dtype=float))
 
 
 def vertex_connectivity(graph: nx.Graph) -> int:
-    """Least number of agents whose removal disconnects the graph (``n - 1`` for a complete
+    """Least number of agents whose removal disconnects the graph (`n - 1` for a complete
     graph)."""
     return int(nx.node_connectivity(graph))
 
@@ -130,8 +131,8 @@ class GraphSummary:
 
 def summarize(graph: nx.Graph, weights: Weights) -> GraphSummary:
     """Summary of a graph and the mixing matrix used on it (vertex connectivity only up to
-    :data:`VERTEX_CONNECTIVITY_MAX_NODES` nodes, the spectral facts up to
-    :data:`SPECTRAL_MAX_NODES`; None above)."""
+    `VERTEX_CONNECTIVITY_MAX_NODES` nodes, the spectral facts up to
+    `SPECTRAL_MAX_NODES`; None above)."""
     degrees = [d for _, d in graph.degree()]
     n = graph.number_of_nodes()
     spectral = n <= SPECTRAL_MAX_NODES

@@ -1,9 +1,9 @@
 """Communication topologies: synthetic generators and real graphs (networkx's classic social graphs,
-and SNAP's, read from the data folders of :mod:`dpdl.data.paths`).
+and SNAP's, read from the data folders of `dpdl.data.paths`).
 
-Every function returns an undirected :class:`networkx.Graph` (a directed one where asked) whose
-nodes are the integers ``0..n-1`` (agents first, as everywhere in dpdl). Generators that can produce
-a disconnected graph either guarantee connectivity or raise :class:`~dpdl.errors.GraphError`.
+Every function returns an undirected `networkx.Graph` (a directed one where asked) whose
+nodes are the integers `0..n-1` (agents first, as everywhere in dpdl). Generators that can produce
+a disconnected graph either guarantee connectivity or raise [`GraphError`][dpdl.errors.GraphError].
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ __all__ = [
 
 
 def relabel_consecutive(graph: nx.Graph) -> nx.Graph:
-    """Relabel the nodes to ``0..n-1`` in sorted order of their original labels (``graph`` itself
+    """Relabel the nodes to `0..n-1` in sorted order of their original labels (`graph` itself
     when they are those already: a copy of a large graph takes seconds)."""
     try:
         order = sorted(graph.nodes)
@@ -50,7 +50,8 @@ def relabel_consecutive(graph: nx.Graph) -> nx.Graph:
 
 
 def require_connected(graph: nx.Graph, what: str = "graph") -> nx.Graph:
-    """Return ``graph`` unchanged if it is connected, else raise a :class:`GraphError`."""
+    """Return `graph` unchanged if it is connected, else raise a
+    [`GraphError`][dpdl.errors.GraphError]."""
     n = graph.number_of_nodes()
     if n == 0:
         raise GraphError(f"the {what} has no nodes")
@@ -75,8 +76,8 @@ LARGE_ERDOS_RENYI = 1000
 
 
 def connected_probability(n: int, p: float, directed: bool = False) -> float:
-    """About the probability that G(n, p) is connected (strongly, when ``directed``): that no node
-    is isolated (no node without an arc in or out), ``exp(-n (1 - p)^(n - 1))`` (twice the
+    """About the probability that G(n, p) is connected (strongly, when `directed`): that no node
+    is isolated (no node without an arc in or out), `exp(-n (1 - p)^(n - 1))` (twice the
     exponent directed), which it approaches as n grows (Erdos and Renyi 1959; Bollobas, Random
     Graphs, Thm. 7.3)."""
     isolated = n * math.exp((n - 1) * math.log1p(-p)) if p < 1.0 else 0.0
@@ -84,7 +85,8 @@ def connected_probability(n: int, p: float, directed: bool = False) -> float:
 
 
 def _connecting_p(n: int, directed: bool, probability: float = 0.99) -> float:
-    """The p at which :func:`connected_probability` is ``probability``."""
+    """The p at which [`connected_probability`][dpdl.graphs.topologies.connected_probability] is
+    `probability`."""
     isolated = -math.log(probability) / (2.0 if directed else 1.0)
     return -math.expm1(math.log(isolated / n) / (n - 1))
 
@@ -96,15 +98,16 @@ def erdos_renyi(
     max_tries: int = 1000,
     directed: bool = False,
 ) -> nx.Graph:
-    """Erdos-Renyi G(n, p), conditioned on being connected (strongly connected when ``directed``:
+    """Erdos-Renyi G(n, p), conditioned on being connected (strongly connected when `directed`:
     every ordered pair is then an arc with probability p, as LPPA's directed topologies need).
 
     Connectivity is ensured by rejection sampling: graphs are drawn with independent seeds until one
     is connected, so the result is distributed exactly as G(n, p) conditioned on connectivity (no
-    edges are added by hand). If ``max_tries`` draws are all disconnected (``p`` far below
-    ``log(n)/n``), a :class:`GraphError` says so. From :data:`LARGE_ERDOS_RENYI` agents on, the
-    draw is O(n + m), and a graph connected with probability under 1/2
-    (:func:`connected_probability`) is refused before any draw, naming the p that would do.
+    edges are added by hand). If `max_tries` draws are all disconnected (`p` far below `log(n)/n`),
+    a [`GraphError`][dpdl.errors.GraphError] says so. From `LARGE_ERDOS_RENYI` agents on, the draw
+    is O(n + m), and a graph connected with probability under 1/2
+    ([`connected_probability`][dpdl.graphs.topologies.connected_probability]) is refused before any
+    draw, naming the p that would do.
     """
     if n < 1:
         raise GraphError(f"an Erdos-Renyi graph needs n >= 1 nodes, got {n}")
@@ -137,16 +140,16 @@ def erdos_renyi(
 
 
 def ring(n: int) -> nx.Graph:
-    """Cycle over ``n >= 3`` agents."""
+    """Cycle over `n >= 3` agents."""
     if n < 3:
         raise GraphError(f"a ring needs n >= 3 nodes, got {n}")
     return nx.cycle_graph(n)
 
 
 def torus(n: int, rows: int | None = None) -> nx.Graph:
-    """2-d torus grid (periodic lattice) with ``n = rows * cols`` agents.
+    """2-d torus grid (periodic lattice) with `n = rows * cols` agents.
 
-    Without ``rows`` the most square factorisation of ``n`` is used (n=16 gives 4 x 4).
+    Without `rows` the most square factorisation of `n` is used (n=16 gives 4 x 4).
     """
     if rows is None:
         rows = max(r for r in range(1, math.isqrt(n) + 1) if n % r == 0)
@@ -162,24 +165,24 @@ def torus(n: int, rows: int | None = None) -> nx.Graph:
 
 
 def complete(n: int) -> nx.Graph:
-    """Complete graph over ``n >= 2`` agents."""
+    """Complete graph over `n >= 2` agents."""
     if n < 2:
         raise GraphError(f"a complete graph needs n >= 2 nodes, got {n}")
     return nx.complete_graph(n)
 
 
 def star(n: int) -> nx.Graph:
-    """Star with centre 0 and ``n - 1`` leaves."""
+    """Star with centre 0 and `n - 1` leaves."""
     if n < 2:
         raise GraphError(f"a star needs n >= 2 nodes, got {n}")
     return nx.star_graph(n - 1)
 
 
 def exponential(n: int) -> nx.Graph:
-    """Static exponential graph: agent i is linked to ``i +/- 2^k mod n`` for ``2^k < n``.
+    """Static exponential graph: agent i is linked to `i +/- 2^k mod n` for `2^k < n`.
 
     The undirected version of the exponential graph of Ying et al. (NeurIPS 2021), degree about
-    ``2 log2(n)``.
+    `2 log2(n)`.
     """
     if n < 2:
         raise GraphError(f"an exponential graph needs n >= 2 nodes, got {n}")
@@ -192,7 +195,7 @@ def exponential(n: int) -> nx.Graph:
 
 
 def _unweighted(path: Path, lineno: int, extra: list[str]) -> None:
-    """Refuse the columns after ``u v`` on line ``lineno`` unless they say "no weight"."""
+    """Refuse the columns after `u v` on line `lineno` unless they say "no weight"."""
     if not extra or extra == ["{}"]:
         return
     try:
@@ -212,11 +215,11 @@ def _unweighted(path: Path, lineno: int, extra: list[str]) -> None:
 def read_edgelist(path: str | Path) -> nx.Graph:
     """Read an undirected graph from a whitespace-separated edge list with integer node ids.
 
-    Lines starting with ``#`` or ``%`` are comments; ``.gz`` files are read directly. A third
-    column may only say that the edge is unweighted (a weight of 1, or networkx's empty ``{}``):
-    the mixing rule sets the weights, so other weights would be silently dropped, and are an
-    error. Node ids are relabelled to ``0..n-1`` in increasing order. A binary
-    file is a :class:`GraphError`, not a decoding error from deep inside the reader.
+    Lines starting with `#` or `%` are comments; `.gz` files are read directly. A third column may
+    only say that the edge is unweighted (a weight of 1, or networkx's empty `{}`): the mixing rule
+    sets the weights, so other weights would be silently dropped, and are an error. Node ids are
+    relabelled to `0..n-1` in increasing order. A binary file is a
+    [`GraphError`][dpdl.errors.GraphError], not a decoding error from deep inside the reader.
     """
     path = Path(path)
     if not path.is_file():
@@ -270,11 +273,11 @@ NETWORKX_GRAPHS = {
 
 
 def _networkx_graph(name: str) -> nx.Graph:
-    """networkx's graph ``name``, its edges only, nodes relabelled in sorted order of their labels
+    """networkx's graph `name`, its edges only, nodes relabelled in sorted order of their labels
     (Zachary's numbers for karate, so agent i is member i; names otherwise).
 
     The edges are added in networkx's order and without their attributes: karate's and Les
-    Miserables' ``weight`` would otherwise enter every matrix built with networkx's default
+    Miserables' `weight` would otherwise enter every matrix built with networkx's default
     weighting, and the node and edge order is then the one the graph had when it was read from a
     CSV export of networkx 3.6.1 (the test suite checks both against a fingerprint)."""
     graph = nx.Graph()
@@ -288,7 +291,7 @@ def _largest_component(graph: nx.Graph) -> nx.Graph:
 
 
 def _breadth_first_sample(graph: nx.Graph, size: int) -> nx.Graph:
-    """The subgraph induced by the first ``size`` nodes a breadth-first search reaches from the
+    """The subgraph induced by the first `size` nodes a breadth-first search reaches from the
     highest-degree node (lowest id on a tie): connected, and deterministic."""
     if size > graph.number_of_nodes():
         raise GraphError(f"cannot sample {size} nodes from a graph of {graph.number_of_nodes()}")
@@ -302,8 +305,8 @@ FACEBOOK_EGOS = (0, 107, 348, 414, 686, 698, 1684, 1912, 3437, 3980)
 
 
 def _facebook_ego(ego: int) -> nx.Graph:
-    """Ego network ``ego`` of SNAP ego-Facebook: the alters' friendships (largest component), from
-    the ego's own ``<ego>.edges`` file.
+    """Ego network `ego` of SNAP ego-Facebook: the alters' friendships (largest component), from
+    the ego's own `<ego>.edges` file.
 
     Not derived from the combined graph: there the alters of 6 of the 10 egos share 1 to 29 more
     edges (friendships recorded in another ego's network), so the graphs would differ.
@@ -316,7 +319,7 @@ def _facebook_ego(ego: int) -> nx.Graph:
 
 
 def real_graph(name: str) -> nx.Graph:
-    """The real graph named ``name`` in :data:`REAL_GRAPHS` (a :class:`~dpdl.errors.DataError` says
+    """The real graph named `name` in `REAL_GRAPHS` (a [`DataError`][dpdl.errors.DataError] says
     how to get its data set where it is missing)."""
     if name in NETWORKX_GRAPHS:
         return _networkx_graph(name)

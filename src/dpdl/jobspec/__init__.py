@@ -1,13 +1,13 @@
-"""The job spec: what a run is (:mod:`~dpdl.jobspec.config`, light: the command line reads it), how
-an engine steps (:mod:`~dpdl.jobspec.engine`), and the job built from a configuration
-(:mod:`~dpdl.jobspec.job`): graph, mixing matrix, task, calibrated mechanism and privacy report.
+"""The job spec: what a run is ([`config`][dpdl.jobspec.config], light: the command line reads it),
+how an engine steps ([`engine`][dpdl.jobspec.engine]), and the job built from a configuration
+([`job`][dpdl.jobspec.job]): graph, mixing matrix, task, calibrated mechanism and privacy report.
 
 It sits above the tasks, mechanisms and graphs and below the simulation, the runtime and the
-experiments, which all import it and none of which it imports. This ``__init__`` imports nothing, so
-importing :mod:`dpdl.jobspec.config` stays light. The samplers (:mod:`~dpdl.jobspec.sampling`) and
-one agent's local step (:mod:`~dpdl.jobspec.step`) are here too: the simulation and the runtime
-take the same step. So is the job after agents leave for good (:mod:`~dpdl.jobspec.departure`:
-the design rebuilt on the remaining graph, both phases accounted together).
+experiments, which all import it and none of which it imports. This `__init__` imports nothing, so
+importing [`dpdl.jobspec.config`][dpdl.jobspec.config] stays light. The samplers (`sampling`) and
+one agent's local step (`step`) are here too: the simulation and the runtime take the same step. So
+is the job after agents leave for good ([`departure`][dpdl.jobspec.departure]: the design rebuilt on
+the remaining graph, both phases accounted together).
 """
 
 #: Version of the numbers a seed produces: the samplers, the noise streams and the engines'

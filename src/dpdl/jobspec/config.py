@@ -1,12 +1,12 @@
-"""A training run's settings, declared once: :class:`TrainConfig`.
+"""A training run's settings, declared once: [`TrainConfig`][dpdl.jobspec.config.TrainConfig].
 
 Each field carries its default, help text, command-line option, choices and range
-(:func:`dpdl.settings.setting`); the ``dpdl train``, ``run-agent`` and ``run-local`` options are
-generated from them (:func:`dpdl.settings.add_arguments`), the parsed options become a
-``TrainConfig`` by :func:`dpdl.settings.from_options`, and a ``TrainConfig`` made in Python is
-checked against the same declarations. Light: this module imports the standard library,
-:mod:`dpdl.choices`, :mod:`dpdl.errors` and :mod:`dpdl.settings` only, so ``dpdl --help`` stays
-fast.
+([`dpdl.settings.setting`][dpdl.settings.setting]); the `dpdl train`, `run-agent` and `run-local`
+options are generated from them ([`dpdl.settings.add_arguments`][dpdl.settings.add_arguments]), the
+parsed options become a `TrainConfig` by [`dpdl.settings.from_options`][dpdl.settings.from_options],
+and a `TrainConfig` made in Python is checked against the same declarations. Light: this module
+imports the standard library, [`dpdl.choices`][dpdl.choices], [`dpdl.errors`][dpdl.errors] and
+[`dpdl.settings`][dpdl.settings] only, so `dpdl --help` stays fast.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ DEFAULT_STEP_SIZES: dict[str, tuple[float, str]] = {
 
 
 def _graph_help() -> str:
-    """The ``--graph`` help, with the graph sources registered when it is read."""
+    """The `--graph` help, with the graph sources registered when it is read."""
     others = [
         name for name in GRAPH_SOURCES.names() if name not in SYNTHETIC_GRAPHS + tuple(REAL_GRAPHS)
     ]
@@ -72,7 +72,7 @@ def _graph_help() -> str:
 
 
 def _mechanism_help() -> str:
-    """The ``--mechanism`` help, with the mechanisms registered when it is read."""
+    """The `--mechanism` help, with the mechanisms registered when it is read."""
     return (
         f"noise mechanism: none, {', '.join(MECHANISM_REGISTRY.names())}; or noise correlated "
         f"over time under cyclic participation (example-level, see --cycle): "
@@ -81,7 +81,7 @@ def _mechanism_help() -> str:
 
 
 def _drawn_at_random(graph: str) -> bool:
-    """Whether ``graph`` names a graph drawn from a seed: a built-in random source, or a source a
+    """Whether `graph` names a graph drawn from a seed: a built-in random source, or a source a
     plugin registered (its own code takes the seed); not another built-in topology, a real graph
     or a graph file."""
     if graph not in GRAPH_SOURCES:
@@ -95,8 +95,9 @@ def _drawn_at_random(graph: str) -> bool:
 class TrainConfig:
     """Everything that defines a training job (the resolved form is saved with its results).
 
-    Every field is checked on construction (type, choices, range), with a :class:`ConfigError`
-    naming the field; :meth:`resolved` checks how the fields fit together."""
+    Every field is checked on construction (type, choices, range), with a
+    [`ConfigError`][dpdl.errors.ConfigError] naming the field;
+    [`resolved`][dpdl.jobspec.config.TrainConfig.resolved] checks how the fields fit together."""
 
     task: str = setting(
         "logreg-a9a", "learning task (default logreg-a9a)", choices=TASK_REGISTRY.names
@@ -359,7 +360,7 @@ class TrainConfig:
     @property
     def cycled(self) -> bool:
         """Whether the run cycles each agent's examples in fixed batches: a time-correlated
-        mechanism, or no noise with ``cycle`` given (their non-private reference)."""
+        mechanism, or no noise with `cycle` given (their non-private reference)."""
         return self.mechanism in FACTORIZED_REGISTRY or (
             self.mechanism == "none" and self.cycle is not None
         )

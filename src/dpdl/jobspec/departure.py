@@ -5,23 +5,24 @@ What a departure does to the guarantee. The messages of the first phase (rounds 
 design R on W) were released under that design; nothing later changes what they reveal, so their
 guarantee stands. Continuing with R restricted to the remaining agents would not do:
 
-- the correlated noise was shaped for W (Whisper: ``R_cor`` cancels along W's dominant
+- the correlated noise was shaped for W (Whisper: `R_cor` cancels along W's dominant
   directions; DECOR: the departed agent's edge terms no longer cancel), so the privacy it buys
   against an eavesdropper on the new mixing matrix W' is not the one accounted, and the
   utility it was optimised for is lost;
 - the departed agent knows every seed it held (Whisper's shared seed, its DECOR edges, its group
   seeds): if it stays curious, it can subtract that noise from what it still overhears.
 
-Whisper D-SGD and CorN-DSGD leave this as an open problem. The runtime (:mod:`dpdl.runtime.agent`)
-restarts the remaining agents as a second phase: the graph without the departed agents (it must stay
-connected), its mixing matrix W', and the design rebuilt for W' (Whisper's program solved again)
-with seeds agreed afresh (new keys), which the departed agents never hold. The second phase is
-calibrated to what the budget leaves: with per-step Mahalanobis sensitivity ``mu_1`` for ``t0``
-rounds and ``mu_2`` for ``T - t0``, the run is ``sqrt(t0 mu_1^2 + (T - t0) mu_2^2)``-GDP
-(Gaussian-DP composition, Dong, Roth and Su 2022, Corollary 3.3), so ``mu_2`` is chosen to spend
-exactly the rest of the target's GDP parameter. The accountant composes the phases
-(:mod:`dpdl.accounting.phases`); this covers agent-level privacy (the Gaussian-DP accountant);
-example-level two-phase accounting (composition of two subsampled Gaussians) is not implemented.
+Whisper D-SGD and CorN-DSGD leave this as an open problem. The runtime
+([`dpdl.runtime.agent`][dpdl.runtime.agent]) restarts the remaining agents as a second phase: the
+graph without the departed agents (it must stay connected), its mixing matrix W', and the design
+rebuilt for W' (Whisper's program solved again) with seeds agreed afresh (new keys), which the
+departed agents never hold. The second phase is calibrated to what the budget leaves: with per-step
+Mahalanobis sensitivity `mu_1` for `t0` rounds and `mu_2` for `T - t0`, the run is `sqrt(t0 mu_1^2 +
+(T - t0) mu_2^2)`-GDP (Gaussian-DP composition, Dong, Roth and Su 2022, Corollary 3.3), so `mu_2` is
+chosen to spend exactly the rest of the target's GDP parameter. The accountant composes the phases
+([`dpdl.accounting.phases`][dpdl.accounting.phases]); this covers agent-level privacy (the
+Gaussian-DP accountant); example-level two-phase accounting (composition of two subsampled
+Gaussians) is not implemented.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class SecondPhase:
 
 
 def remaining_agents(n: int, departed: Iterable[int]) -> list[int]:
-    """The agents of a run of n after ``departed`` left, in rank order."""
+    """The agents of a run of n after `departed` left, in rank order."""
     gone = set(departed)
     return [i for i in range(n) if i not in gone]
 
@@ -79,8 +80,8 @@ def _remaining_graph(graph: nx.Graph, departed: list[int]) -> tuple[nx.Graph, li
 def second_phase(
     config: TrainConfig, first: Job, departed: list[int], start_round: int
 ) -> SecondPhase:
-    """The second phase of ``config`` (resolved) after ``departed`` left at the end of
-    ``start_round``."""
+    """The second phase of `config` (resolved) after `departed` left at the end of
+    `start_round`."""
     n = first.task.n_agents
     if not departed or any(not 0 <= a < n for a in departed):
         raise ConfigError(f"departed agents must be among 0..{n - 1}, got {departed}")

@@ -1,7 +1,7 @@
-"""Which torch device an engine computes on: ``cpu``, ``cuda`` (or ``cuda:K``) or ``auto``.
+"""Which torch device an engine computes on: `cpu`, `cuda` (or `cuda:K`) or `auto`.
 
 The device changes where the arithmetic runs, not what a run draws: batches and noise come from the
-same seeded host streams on every device (:mod:`dpdl.seeding`), so a run's numbers agree across
+same seeded host streams on every device (`dpdl.seeding`), so a run's numbers agree across
 devices to floating-point rounding, and a device is not part of a job's identity (checkpoints and
 sweep points do not record it).
 """
@@ -16,10 +16,10 @@ __all__ = ["resolve_device"]
 
 
 def resolve_device(name: str | torch.device) -> torch.device:
-    """The torch device ``name`` names; ``auto`` is the first GPU when one is visible, else the CPU.
+    """The torch device `name` names; `auto` is the first GPU when one is visible, else the CPU.
 
-    Raises :class:`~dpdl.errors.ConfigError` for a name torch does not know, or a GPU that this
-    machine does not have."""
+    Raises [`ConfigError`][dpdl.errors.ConfigError] for a name torch does not know, or a GPU that
+    this machine does not have."""
     if isinstance(name, torch.device):
         device = name
     elif name == "auto":

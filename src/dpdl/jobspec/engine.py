@@ -1,9 +1,9 @@
 """How an engine steps: step-size schedules, the D-SGD configuration and the Poisson sampling rates
 that example-level accounting reads.
 
-Shared by the job builder (:mod:`dpdl.jobspec.job`), the simulation's engines
-(:mod:`dpdl.simulation`, which re-exports :class:`StepSize` and :class:`DSGDConfig`) and the
-runtime's agents.
+Shared by the job builder ([`dpdl.jobspec.job`][dpdl.jobspec.job]), the simulation's engines
+(`dpdl.simulation`, which re-exports [`StepSize`][dpdl.jobspec.engine.StepSize] and
+[`DSGDConfig`][dpdl.jobspec.engine.DSGDConfig]) and the runtime's agents.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ __all__ = ["DSGDConfig", "StepSize", "poisson_rates", "require_calibrated_for"]
 
 @dataclass(frozen=True)
 class StepSize:
-    """``constant``: ``eta_t = eta``; ``inv-sqrt``: ``eta_t = eta / sqrt(t)`` (Whisper's quadratic
-    task); ``step``: ``eta`` for ``t <= decay_after``, then ``decay_factor * eta`` (one decay:
-    MAFALDA-SGD's released image code multiplies its step size by 0.1 once, ``decentralized_
-    simulation.py``)."""
+    """`constant`: `eta_t = eta`; `inv-sqrt`: `eta_t = eta / sqrt(t)` (Whisper's quadratic
+    task); `step`: `eta` for `t <= decay_after`, then `decay_factor * eta` (one decay:
+    MAFALDA-SGD's released image code multiplies its step size by 0.1 once, `decentralized_
+    simulation.py`)."""
 
     eta: float
     schedule: str = "constant"
@@ -58,7 +58,7 @@ class StepSize:
             )
 
     def __call__(self, t: int) -> float:
-        """Step size at step ``t >= 1``."""
+        """Step size at step `t >= 1`."""
         if self.schedule == "constant":
             return self.eta
         if self.schedule == "inv-sqrt":
@@ -126,15 +126,15 @@ class DSGDConfig:
 def require_calibrated_for(
     calibration: Calibration, config: DSGDConfig, sizes: np.ndarray | None = None
 ) -> None:
-    """Raise :class:`PrivacyParameterError` when running ``config`` would spend more privacy than
-    ``calibration``, the budget a mechanism's noise was sized for, accounts: more steps, another
-    clipping threshold or level, or (at example level) another expected batch size, batches not
-    drawn by Poisson sampling (uniform or cyclic batches are not the subsampled Gaussian the
-    accountant amplified: a design for eps = 1 at rate q claims about 19.7 when its batches are
-    cycled), or a Poisson rate above the accounted one (``sizes``: each agent's number of
-    examples, whose smallest sets the largest rate ``batch_size / m_i``). The noise would then be
-    too small for the run and the reported budget one the run did not have. Fewer steps and
-    lower rates spend less, and are allowed."""
+    """Raise [`PrivacyParameterError`][dpdl.errors.PrivacyParameterError] when running `config`
+    would spend more privacy than `calibration`, the budget a mechanism's noise was sized for,
+    accounts: more steps, another clipping threshold or level, or (at example level) another
+    expected batch size, batches not drawn by Poisson sampling (uniform or cyclic batches are not
+    the subsampled Gaussian the accountant amplified: a design for eps = 1 at rate q claims about
+    19.7 when its batches are cycled), or a Poisson rate above the accounted one (`sizes`: each
+    agent's number of examples, whose smallest sets the largest rate `batch_size / m_i`). The
+    noise would then be too small for the run and the reported budget one the run did not have.
+    Fewer steps and lower rates spend less, and are allowed."""
     unit = calibration.neighbouring
     level = "example" if isinstance(unit, ExampleLevel) else "agent"
     problems = []
@@ -182,9 +182,10 @@ def _sampling_problems(
 
 
 def poisson_rates(sizes: np.ndarray, batch_size: int) -> np.ndarray:
-    """The rate ``q_i = batch_size / m_i`` at which each example of agent i joins its batch under
-    Poisson sampling (:class:`dpdl.simulation.PoissonSampler`); the largest is the rate
-    example-level accounting assumes for every agent (:func:`dpdl.jobspec.job.neighbouring`)."""
+    """The rate `q_i = batch_size / m_i` at which each example of agent i joins its batch under
+    Poisson sampling (`dpdl.simulation.PoissonSampler`); the largest is the rate example-level
+    accounting assumes for every agent
+    ([`dpdl.jobspec.job.neighbouring`][dpdl.jobspec.job.neighbouring])."""
     sizes = np.asarray(sizes)
     if batch_size < 1:
         raise ConfigError(f"the batch size must be >= 1, got {batch_size}")

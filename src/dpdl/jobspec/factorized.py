@@ -1,19 +1,18 @@
 """A training job whose noise is correlated over time: MF-D-SGD with a local encoder (MAFALDA-SGD
 Algorithm 1), calibrated and accounted by the encoder's sensitivity (Theorem 8).
 
-Each agent's examples are cut once into ``b`` batches used in turn (cyclic ``(k, b)``-participation,
-``k = ceil(T / b)``; :class:`~dpdl.jobspec.sampling.CyclicSampler`) and each example's gradient is
-clipped at C, so replacing one example moves its batch mean by at most ``Delta = 2 C / m`` (``m``
-the smallest batch, the smallest agent's examples // b) at k steps; under add / remove
-(``neighbouring="add-remove"``, the MAFALDA-SGD code's relation) each batch's clipped sum is
-divided by its agent's smallest batch, fixed, so that one example more or less moves it by at most
-``Delta = C / m``. Agent u's noise at step t is
-``sum_s (C_local^-1)[t, s] z_s`` with ``z ~ N(0, sigma^2)`` drawn from its own seed, so an attacker
-who sees every message (LDP's) knows nothing more than an honest-but-curious agent does: both get
-``mu = Delta sens(C_local) / sigma``-GDP (Theorem 8, ``B`` square and invertible under LDP). sigma
-is the smallest meeting ``(eps, delta)`` (:func:`~dpdl.factorization.mafalda.noise_multiplier`),
-or, given a budget ``gdp_mu``, ``Delta sens(C_local) / mu`` (the code's); the reported eps is the
-GDP's, never above the target.
+Each agent's examples are cut once into `b` batches used in turn (cyclic `(k, b)`-participation, `k
+= ceil(T / b)`; `CyclicSampler`) and each example's gradient is clipped at C, so replacing one
+example moves its batch mean by at most `Delta = 2 C / m` (`m` the smallest batch, the smallest
+agent's examples // b) at k steps; under add / remove (`neighbouring="add-remove"`, the MAFALDA-SGD
+code's relation) each batch's clipped sum is divided by its agent's smallest batch, fixed, so that
+one example more or less moves it by at most `Delta = C / m`. Agent u's noise at step t is `sum_s
+(C_local^-1)[t, s] z_s` with `z ~ N(0, sigma^2)` drawn from its own seed, so an attacker who sees
+every message (LDP's) knows nothing more than an honest-but-curious agent does: both get `mu = Delta
+sens(C_local) / sigma`-GDP (Theorem 8, `B` square and invertible under LDP). sigma is the smallest
+meeting `(eps, delta)` ([`noise_multiplier`][dpdl.factorization.mafalda.noise_multiplier]), or,
+given a budget `gdp_mu`, `Delta sens(C_local) / mu` (the code's); the reported eps is the GDP's,
+never above the target.
 """
 
 from __future__ import annotations
@@ -60,8 +59,8 @@ class Factorized:
 
 
 def cycle_of(config: TrainConfig, task: Task) -> int:
-    """``config``'s batches per cycle (b), given or the smallest agent's examples // batch size,
-    checked against ``task``'s agents."""
+    """`config`'s batches per cycle (b), given or the smallest agent's examples // batch size,
+    checked against `task`'s agents."""
     sizes = task.agent_sizes
     if sizes is None:
         raise ConfigError(
@@ -85,7 +84,7 @@ def cycle_of(config: TrainConfig, task: Task) -> int:
 
 @lru_cache(maxsize=8)
 def _encoder(name: str, weights: bytes, n: int, steps: int, cycle: int) -> np.ndarray:
-    """The encoder of mechanism ``name`` for the gossip ``weights`` (an ``n x n`` float64 matrix's
+    """The encoder of mechanism `name` for the gossip `weights` (an `n x n` float64 matrix's
     bytes) under cyclic participation, read-only: kept for the process, since every seed of a
     job (and every point of a sweep on one graph) needs the same one, and MAFALDA's optimisation
     takes seconds to minutes (Algorithm 2's L-BFGS over T x T matrices)."""
@@ -97,17 +96,17 @@ def _encoder(name: str, weights: bytes, n: int, steps: int, cycle: int) -> np.nd
 
 
 def encoder_for(name: str, weights: np.ndarray, steps: int, cycle: int) -> np.ndarray:
-    """The encoder of mechanism ``name`` (:data:`~dpdl.choices.FACTORIZED_REGISTRY`) for the
-    gossip ``weights`` (dense or sparse) over ``steps`` steps of cyclic participation in ``cycle``
+    """The encoder of mechanism `name` (`FACTORIZED_REGISTRY`) for the
+    gossip `weights` (dense or sparse) over `steps` steps of cyclic participation in `cycle`
     batches, read-only, from the process's cache: what a job of that mechanism runs with."""
     dense = weights.toarray() if sparse.issparse(weights) else np.asarray(weights, dtype=float)
     return _encoder(name, dense.tobytes(), dense.shape[0], steps, cycle)
 
 
 def with_gdp_budget(config: TrainConfig) -> TrainConfig:
-    """``config``, its ``eps`` set to what ``gdp_mu`` gives at ``delta`` where a mu-GDP budget is
-    given: one budget, stated in both units (an ``eps`` other than the default or that value beside
-    ``gdp_mu`` is an error asking for one)."""
+    """`config`, its `eps` set to what `gdp_mu` gives at `delta` where a mu-GDP budget is
+    given: one budget, stated in both units (an `eps` other than the default or that value beside
+    `gdp_mu` is an error asking for one)."""
     if config.gdp_mu is None:
         return config
     eps = gdp.epsilon(config.gdp_mu, config.delta)
@@ -125,9 +124,9 @@ def with_gdp_budget(config: TrainConfig) -> TrainConfig:
 
 
 def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Factorized:
-    """``config.mechanism``'s encoder for the gossip ``weights`` under ``config``'s cyclic
-    participation, its noise calibrated to ``(config.eps, config.delta)`` (module doc); for
-    ``none`` (with a cycle) the same batches without noise, which gives no guarantee."""
+    """`config.mechanism`'s encoder for the gossip `weights` under `config`'s cyclic
+    participation, its noise calibrated to `(config.eps, config.delta)` (module doc); for
+    `none` (with a cycle) the same batches without noise, which gives no guarantee."""
     cycle = cycle_of(config, task)
     steps = config.steps
     participations = -(-steps // cycle)

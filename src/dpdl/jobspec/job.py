@@ -2,7 +2,7 @@
 configuration of one replicate, and the privacy it is accounted to give.
 
 What every agent of a deployment also computes from the public configuration
-(:mod:`dpdl.runtime`), and what the simulation runs (:mod:`dpdl.experiments.train`).
+(`dpdl.runtime`), and what the simulation runs (`dpdl.experiments.train`).
 """
 
 from __future__ import annotations
@@ -43,16 +43,16 @@ __all__ = [
 
 
 def neighbouring(config: TrainConfig, task: Task) -> AgentLevel | ExampleLevel:
-    """What neighbouring datasets differ in under ``config``: one agent's data, or one example."""
+    """What neighbouring datasets differ in under `config`: one agent's data, or one example."""
     return neighbouring_relation(config.clip_level, config.clip, config.batch_size, task)
 
 
 def neighbouring_relation(
     clip_level: str, clip: float, batch_size: int, task: Task
 ) -> AgentLevel | ExampleLevel:
-    """One agent's data clipped at ``clip`` (``clip_level`` ``"agent"``), or one example of
-    ``task`` under Poisson sampling at the largest rate an agent's expected ``batch_size`` gives
-    (``"example"``)."""
+    """One agent's data clipped at `clip` (`clip_level` `"agent"`), or one example of
+    `task` under Poisson sampling at the largest rate an agent's expected `batch_size` gives
+    (`"example"`)."""
     if clip_level == "agent":
         return AgentLevel(clip)
     sizes = task.agent_sizes
@@ -80,10 +80,10 @@ def privacy_reports(
 @dataclass
 class Job:
     """One replicate of a configuration, built: what every agent of a deployment also computes
-    from the public configuration (:mod:`dpdl.runtime`). Under gradient tracking ``mechanism`` is
-    no noise and ``injection`` the noise of the tracking variable. A time-correlated mechanism
-    (:mod:`dpdl.jobspec.factorized`) has no per-round relation or calibration: its ``reports``
-    are its guarantee."""
+    from the public configuration (`dpdl.runtime`). Under gradient tracking `mechanism` is no
+    noise and `injection` the noise of the tracking variable. A time-correlated mechanism
+    ([`dpdl.jobspec.factorized`][dpdl.jobspec.factorized]) has no per-round relation or
+    calibration: its `reports` are its guarantee."""
 
     graph: nx.Graph
     weights: np.ndarray
@@ -109,24 +109,27 @@ class Job:
         return self.mechanism.noise
 
     def variance_after_mixing(self) -> float:
-        """``Tr(W R W^T)`` of one round's noise (for noise correlated over time, its mean over
+        """`Tr(W R W^T)` of one round's noise (for noise correlated over time, its mean over
         the rounds)."""
         if isinstance(self.mechanism, LocalCorrelatedNoise):
             return self.mechanism.variance_after_mixing(self.weights)
         return self.noise_seeds.variance_after_mixing(self.weights)
 
     def privacy(self, steps: int, delta: float) -> list[PrivacyReport]:
-        """What ``steps`` rounds of the job are accounted to give (:func:`privacy_reports`, or a
-        time-correlated mechanism's own reports)."""
+        """What `steps` rounds of the job are accounted to give
+        ([`privacy_reports`][dpdl.jobspec.job.privacy_reports], or a time-correlated mechanism's
+        own reports)."""
         if self.reports is not None:
             return self.reports
         assert self.neighbouring is not None and isinstance(self.mechanism, NoiseMechanism)
         return privacy_reports(self.mechanism, self.neighbouring, steps, delta)
 
     def design_digest(self) -> bytes:
-        """SHA-256 of the mixing matrix and of the covariance of :attr:`noise_seeds`, as this
-        process computes them: the agents of one run compare it before they agree seeds
-        (:func:`dpdl.runtime.handshake.handshake`), and a checkpoint names the run by it."""
+        """SHA-256 of the mixing matrix and of the covariance of
+        [`noise_seeds`][dpdl.jobspec.job.Job.noise_seeds], as this process computes them: the
+        agents of one run compare it before they agree seeds
+        ([`dpdl.runtime.handshake.handshake`][dpdl.runtime.handshake.handshake]), and a
+        checkpoint names the run by it."""
         weights = self.weights.toarray() if sparse.issparse(self.weights) else self.weights
         return hashlib.sha256(
             np.ascontiguousarray(weights).tobytes()
@@ -135,19 +138,19 @@ class Job:
 
 
 def _graph(config: TrainConfig, seed: int) -> nx.Graph:
-    """The graph of replicate ``seed``: a random topology drawn from the replicate's seed, or from
-    ``graph_seed`` for every replicate."""
+    """The graph of replicate `seed`: a random topology drawn from the replicate's seed, or from
+    `graph_seed` for every replicate."""
     graph_seed = purpose_seed(seed, "graph") if config.graph_seed is None else config.graph_seed
     return build_graph(config.graph, config.n, config.p, seed=graph_seed)
 
 
 def with_epochs(config: TrainConfig) -> TrainConfig:
-    """``config`` (resolved) with a length in ``epochs`` turned into steps: an epoch is
-    ``ceil(mean agent's examples / batch_size)`` steps (the examples of the first replicate's
-    task over its agents, rounded down), the run ``epochs`` of them, evaluated after each
+    """`config` (resolved) with a length in `epochs` turned into steps: an epoch is
+    `ceil(mean agent's examples / batch_size)` steps (the examples of the first replicate's
+    task over its agents, rounded down), the run `epochs` of them, evaluated after each
     (LPPA's protocol: a round of local data, as many batches as the mean client holds). The result
-    states the steps and leaves ``epochs`` unset, so that it replays as it ran; ``config``
-    itself where it has no ``epochs``."""
+    states the steps and leaves `epochs` unset, so that it replays as it ran; `config`
+    itself where it has no `epochs`."""
     if config.epochs is None:
         return config
     seed = config.seeds[0]
@@ -165,10 +168,10 @@ def with_epochs(config: TrainConfig) -> TrainConfig:
 
 
 def build_job(config: TrainConfig, seed: int) -> Job:
-    """Graph, mixing matrix, task, calibration and mechanism of replicate ``seed`` of ``config``
-    (which must be resolved, its length in steps: :func:`with_epochs`).
+    """Graph, mixing matrix, task, calibration and mechanism of replicate `seed` of `config`
+    (which must be resolved, its length in steps: [`with_epochs`][dpdl.jobspec.job.with_epochs]).
 
-    Its memory and time are estimated from its sizes first (:mod:`dpdl.jobspec.resources`) and a
+    Its memory and time are estimated from its sizes first (`dpdl.jobspec.resources`) and a
     job that cannot fit is refused before anything large is allocated: a synthetic topology's
     before the graph is built, a graph file's once it is read, a task the catalogue does not know
     once it is built."""
@@ -217,14 +220,14 @@ def build_job(config: TrainConfig, seed: int) -> Job:
 
 
 def _step_size(config: TrainConfig) -> StepSize:
-    """The run's step sizes: its schedule, and the ``step`` schedule's decay."""
+    """The run's step sizes: its schedule, and the `step` schedule's decay."""
     assert config.lr is not None and config.schedule is not None  # resolved
     return StepSize(config.lr, config.schedule, config.decay_after, config.decay_factor)
 
 
 def _factorized_job(config: TrainConfig, graph: nx.Graph, weights: np.ndarray, task: Task) -> Job:
     """The job of a time-correlated mechanism: cyclic batches of per-example clipped gradients
-    (:mod:`dpdl.jobspec.factorized`)."""
+    ([`dpdl.jobspec.factorized`][dpdl.jobspec.factorized])."""
     built = build_factorized(config, weights, task)
     dsgd = DSGDConfig(
         steps=config.steps,

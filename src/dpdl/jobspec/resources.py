@@ -2,23 +2,24 @@
 checked before anything large is allocated.
 
 A job's sizes are n agents, |E| edges, d parameters, whether W is dense, the mechanism, the data
-(examples, features, the activations a torch model keeps per example) and the batch, steps and
-seeds (:class:`JobSizes`). :func:`estimate` turns them into the bytes of each term that is live
-at the peak (the networkx graph, W and its eigendecomposition, a dense noise design and its
-accounting, the agents' ``(n, d)`` state and noise draws, the models kept per seed, the data, the
-per-example gradients ``n B d`` of example-level clipping, a torch model's activations in training
-and in its evaluation chunk, a quadratic task's curvatures) and into seconds (floating-point work
-of one step: gradient, mixing, noise and clipping, plus the evaluations, at a rate measured on a
-2-core machine, and the set-up: graph, eigendecompositions, dense designs; approximate, within a
-few times either way). :func:`require_fits` raises a
-:class:`~dpdl.errors.ResourceError` naming the estimate, its largest term and the limit when the
-memory exceeds :func:`dpdl.scale.memory_limit` or the time :func:`time_limit` (30 days unless
-``DPDL_TIME_LIMIT`` says otherwise), and logs the estimate otherwise (a warning from an hour on).
+(examples, features, the activations a torch model keeps per example) and the batch, steps and seeds
+(`JobSizes`). `estimate` turns them into the bytes of each term that is live at the peak (the
+networkx graph, W and its eigendecomposition, a dense noise design and its accounting, the agents'
+`(n, d)` state and noise draws, the models kept per seed, the data, the per-example gradients `n B
+d` of example-level clipping, a torch model's activations in training and in its evaluation chunk, a
+quadratic task's curvatures) and into seconds (floating-point work of one step: gradient, mixing,
+noise and clipping, plus the evaluations, at a rate measured on a 2-core machine, and the set-up:
+graph, eigendecompositions, dense designs; approximate, within a few times either way).
+`require_fits` raises a [`ResourceError`][dpdl.errors.ResourceError] naming the estimate, its
+largest term and the limit when the memory exceeds `dpdl.scale.memory_limit` or the time
+`time_limit` (30 days unless `DPDL_TIME_LIMIT` says otherwise), and logs the estimate otherwise (a
+warning from an hour on).
 
-:func:`require_job_fits` is the check of a :class:`~dpdl.jobspec.config.TrainConfig`, which
-:func:`dpdl.jobspec.job.build_job` makes (so ``dpdl train``, ``run-local``, ``run-agent``, the
-points of ``dpdl sweep`` and options files); :func:`dpdl.fit`, :func:`dpdl.design_noise` and
-``dpdl noise`` make theirs from their own arguments.
+`require_job_fits` is the check of a [`TrainConfig`][dpdl.jobspec.config.TrainConfig], which
+[`dpdl.jobspec.job.build_job`][dpdl.jobspec.job.build_job] makes (so `dpdl train`, `run-local`,
+`run-agent`, the points of `dpdl sweep` and options files); [`dpdl.fit`][dpdl.experiments.fit.fit],
+[`dpdl.design_noise`][dpdl.experiments.fit.design_noise] and `dpdl noise` make theirs from their own
+arguments.
 """
 
 from __future__ import annotations
@@ -126,12 +127,12 @@ LOGREG_BLOCK_ENTRIES = 1 << 23
 class TaskShape:
     """The sizes of a task that cost memory and time.
 
-    ``dim``: parameters d. ``examples`` and ``test_examples``: over all agents (0 for a task of
-    full gradients). ``features``: input values per example, stored ``itemsize`` bytes each, in
-    ``copies`` copies (loaded, converted, ordered by agent). ``kind``: ``"quadratic"``,
-    ``"logreg"`` or ``"torch"``. A torch model keeps ``activations`` values per example for its
-    backward pass, ``widest`` in its widest layer, and does ``macs`` multiply-adds per example
-    forward; its evaluation takes ``eval_chunk`` agent x test-example pairs at once (None: all).
+    `dim`: parameters d. `examples` and `test_examples`: over all agents (0 for a task of
+    full gradients). `features`: input values per example, stored `itemsize` bytes each, in
+    `copies` copies (loaded, converted, ordered by agent). `kind`: `"quadratic"`,
+    `"logreg"` or `"torch"`. A torch model keeps `activations` values per example for its
+    backward pass, `widest` in its widest layer, and does `macs` multiply-adds per example
+    forward; its evaluation takes `eval_chunk` agent x test-example pairs at once (None: all).
     """
 
     dim: int
@@ -153,8 +154,8 @@ def _mlp(inputs: int, hidden: int, outputs: int, examples: int, tests: int) -> T
 
 
 def task_shape(task: str, n: int, options: TaskOptions) -> TaskShape | None:
-    """The shape of a named task of the catalogue on its full data (``dpdl.tasks.catalog``), for
-    ``n`` agents; None for a task registered elsewhere (its shape is read once it is built)."""
+    """The shape of a named task of the catalogue on its full data (`dpdl.tasks.catalog`), for
+    `n` agents; None for a task registered elsewhere (its shape is read once it is built)."""
     hidden, share = options.hidden, options.test_fraction
     if task == "quadratic":
         return TaskShape(2, "quadratic")
@@ -197,8 +198,8 @@ def task_shape(task: str, n: int, options: TaskOptions) -> TaskShape | None:
 
 
 def graph_size(spec: str, n: int | None, p: float | None) -> tuple[int, int] | None:
-    """``(agents, edges)`` of a built-in synthetic topology (the expected edges of ``er``, arcs of
-    ``er-directed``), without building it; None for a real graph, a graph file or a registered
+    """`(agents, edges)` of a built-in synthetic topology (the expected edges of `er`, arcs of
+    `er-directed`), without building it; None for a real graph, a graph file or a registered
     source."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         return None  # the graph's own checks name a bad size
@@ -217,9 +218,9 @@ def graph_size(spec: str, n: int | None, p: float | None) -> tuple[int, int] | N
 
 @dataclass(frozen=True)
 class JobSizes:
-    """What :func:`estimate` reads: the graph (``n``, ``edges``, ``dense`` W), the mechanism, and,
-    for training, the task's shape and the run (``batch``, ``clip_level``, ``steps``, ``seeds``,
-    ``eval_every``); ``shape`` None: the noise design alone (``dpdl noise``)."""
+    """What `estimate` reads: the graph (`n`, `edges`, `dense` W), the mechanism, and,
+    for training, the task's shape and the run (`batch`, `clip_level`, `steps`, `seeds`,
+    `eval_every`); `shape` None: the noise design alone (`dpdl noise`)."""
 
     n: int
     edges: int
@@ -237,7 +238,7 @@ class JobSizes:
 
     @property
     def encoders(self) -> int:
-        """Local encoders a time-correlated mechanism holds (one per agent for ``mafalda-l``;
+        """Local encoders a time-correlated mechanism holds (one per agent for `mafalda-l`;
         0 for the other mechanisms)."""
         if self.mechanism not in FACTORIZED_REGISTRY:
             return 0
@@ -264,7 +265,7 @@ class Estimate:
 
     @property
     def largest(self) -> tuple[str, float]:
-        """The largest term, ``(name, bytes)``."""
+        """The largest term, `(name, bytes)`."""
         return max(self.terms.items(), key=lambda item: item[1])
 
     def describe(self) -> str:
@@ -279,7 +280,7 @@ class Estimate:
 
 
 def format_seconds(seconds: float) -> str:
-    """``seconds`` in the largest unit that keeps it above 1 (``3.2 h``, ``4.1e+18 years``)."""
+    """`seconds` in the largest unit that keeps it above 1 (`3.2 h`, `4.1e+18 years`)."""
     for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size:
             value = seconds / size
@@ -374,7 +375,7 @@ def _task_terms(sizes: JobSizes, shape: TaskShape) -> dict[str, float]:
 def _step_flops(sizes: JobSizes, shape: TaskShape) -> tuple[float, float]:
     """Floating-point work of one step, the evaluations spread over the steps between them: that
     of the engine's kernels (gradients of the linear tasks, mixing, noise, clipping, update), at
-    :data:`FLOP_RATE`, and that of a torch model's passes, at :data:`MODEL_FLOP_RATE`."""
+    `FLOP_RATE`, and that of a torch model's passes, at `MODEL_FLOP_RATE`."""
     n, d, batch = sizes.n, shape.dim, sizes.batch
     model = 0.0
     if shape.kind == "quadratic":
@@ -447,16 +448,15 @@ def _parse_seconds(text: str) -> float:
 
 
 def time_limit() -> float:
-    """The longest estimated run allowed, in seconds: ``DPDL_TIME_LIMIT``, else 30 days."""
+    """The longest estimated run allowed, in seconds: `DPDL_TIME_LIMIT`, else 30 days."""
     text = os.environ.get(TIME_LIMIT_ENV)
     return _parse_seconds(text) if text else DEFAULT_TIME_LIMIT
 
 
 def require_fits(found: Estimate, what: str = "the job", log: bool = True) -> None:
-    """Raise a :class:`ResourceError` when ``found`` exceeds the memory a job may use
-    (:func:`dpdl.scale.memory_limit`) or its time :func:`time_limit`, naming the estimate, its
-    largest term and the limit; else log it when ``log`` (a warning for a run longer than an
-    hour)."""
+    """Raise a [`ResourceError`][dpdl.errors.ResourceError] when `found` exceeds the memory a job
+    may use (`dpdl.scale.memory_limit`) or its time `time_limit`, naming the estimate, its
+    largest term and the limit; else log it when `log` (a warning for a run longer than an hour)."""
     limit = memory_limit()
     if limit is not None and found.memory > limit[0]:
         name, size = found.largest
@@ -484,8 +484,8 @@ def job_sizes(
     agents: tuple[int, int] | None = None,
     shape: TaskShape | None = None,
 ) -> JobSizes | None:
-    """The sizes of ``config`` (resolved), with the graph's ``(agents, edges)`` once it is known
-    (else those of a synthetic topology, or None) and the task's ``shape`` once it is built (else
+    """The sizes of `config` (resolved), with the graph's `(agents, edges)` once it is known
+    (else those of a synthetic topology, or None) and the task's `shape` once it is built (else
     the catalogue's, or none: then the design alone is estimated)."""
     agents = agents or graph_size(config.graph, config.n, config.p)
     if agents is None:
@@ -516,7 +516,7 @@ def require_job_fits(
     shape: TaskShape | None = None,
     log: bool = True,
 ) -> bool:
-    """Check ``config``'s estimate (:func:`job_sizes`, :func:`require_fits`) when its sizes are
+    """Check `config`'s estimate (`job_sizes`, `require_fits`) when its sizes are
     known; returns whether they were."""
     sizes = job_sizes(config, agents, shape)
     if sizes is not None:
@@ -525,8 +525,8 @@ def require_job_fits(
 
 
 def require_design_fits(mechanism: str, agents: tuple[int, int] | None, what: str) -> bool:
-    """Check the noise design of ``mechanism`` alone (graph, W, dense design) on a graph of
-    ``agents`` = ``(n, edges)``, when known; returns whether it was."""
+    """Check the noise design of `mechanism` alone (graph, W, dense design) on a graph of
+    `agents` = `(n, edges)`, when known; returns whether it was."""
     if agents is None:
         return False
     n, edges = agents

@@ -1,24 +1,24 @@
 """Mini-batch samplers, vectorized over agents.
 
-Agent i owns rows ``offsets[i]:offsets[i+1]`` of its task's training arrays; one call draws a batch
-for every agent as one ``(n, B)`` index array (no Python loop over agents).
+Agent i owns rows `offsets[i]:offsets[i+1]` of its task's training arrays; one call draws a batch
+for every agent as one `(n, B)` index array (no Python loop over agents).
 
-- :class:`UniformSampler`: B examples per agent uniformly with replacement (agent-level privacy
+- `UniformSampler`: B examples per agent uniformly with replacement (agent-level privacy
   does not depend on how batches are drawn).
-- :class:`PoissonSampler`: every example joins its agent's batch independently with probability
-  ``q_i = B / m_i`` (expected batch B), the sampling that example-level accounting by a
+- `PoissonSampler`: every example joins its agent's batch independently with probability
+  `q_i = B / m_i` (expected batch B), the sampling that example-level accounting by a
   Poisson-subsampled Gaussian assumes. Batches are padded to the largest one with weight 0.
-- :class:`CyclicSampler`: each agent's examples are shuffled once and cut into ``cycle`` batches
-  used in turn, so every example takes part once every ``cycle`` steps: the cyclic
-  ``(k, b)``-participation that matrix-factorization accounting assumes (MAFALDA-SGD Section 7.2).
+- `CyclicSampler`: each agent's examples are shuffled once and cut into `cycle` batches
+  used in turn, so every example takes part once every `cycle` steps: the cyclic
+  `(k, b)`-participation that matrix-factorization accounting assumes (MAFALDA-SGD Section 7.2).
 
-:class:`AgentBatches` draws agent by agent instead, each agent from a stream of its own: how the
-processes of :mod:`dpdl.runtime` draw their batches, and how the simulation reproduces them.
+`AgentBatches` draws agent by agent instead, each agent from a stream of its own: how the
+processes of `dpdl.runtime` draw their batches, and how the simulation reproduces them.
 
 State as data. A runtime agent checkpoints its batch stream and resumes it exactly, without
-pickling objects (a pickle runs code when read): every sampler's ``state()`` is a dict of arrays
-(empty for the memoryless ones) that ``set_state`` takes back, and :meth:`AgentBatches.state` adds
-the generators' ``bit_generator.state`` dicts, which are JSON (PCG64: two 128-bit integers and two
+pickling objects (a pickle runs code when read): every sampler's `state()` is a dict of arrays
+(empty for the memoryless ones) that `set_state` takes back, and `AgentBatches.state` adds
+the generators' `bit_generator.state` dicts, which are JSON (PCG64: two 128-bit integers and two
 small ones).
 """
 
@@ -46,7 +46,7 @@ __all__ = [
 
 
 def _no_state(sampler: object, arrays: Mapping[str, np.ndarray]) -> None:
-    """``set_state`` of a sampler whose draws depend on its generator alone."""
+    """`set_state` of a sampler whose draws depend on its generator alone."""
     if arrays:
         raise ValueError(
             f"a {type(sampler).__name__} keeps no state of its own, got arrays {sorted(arrays)}"
@@ -54,7 +54,7 @@ def _no_state(sampler: object, arrays: Mapping[str, np.ndarray]) -> None:
 
 
 class UniformSampler:
-    """``batch_size`` indices per agent, uniform with replacement over the agent's examples."""
+    """`batch_size` indices per agent, uniform with replacement over the agent's examples."""
 
     def __init__(self, sizes: np.ndarray, batch_size: int) -> None:
         if batch_size < 1:
@@ -79,8 +79,8 @@ class UniformSampler:
 
 
 class PoissonSampler:
-    """Poisson sampling at rate ``q_i = batch_size / m_i`` per agent; gradients divided by
-    ``batch_size``."""
+    """Poisson sampling at rate `q_i = batch_size / m_i` per agent; gradients divided by
+    `batch_size`."""
 
     def __init__(self, sizes: np.ndarray, batch_size: int) -> None:
         self.sizes = np.asarray(sizes)
@@ -116,13 +116,13 @@ class PoissonSampler:
 
 class CyclicSampler:
     """Fixed batches in a fixed order: agent i's examples, shuffled once by the first call's
-    generator, are cut into ``cycle`` batches of sizes differing by at most one; step t uses batch
-    ``t mod cycle``. The batch mean gradient changes by at most ``2C / smallest batch`` when one
+    generator, are cut into `cycle` batches of sizes differing by at most one; step t uses batch
+    `t mod cycle`. The batch mean gradient changes by at most `2C / smallest batch` when one
     example is replaced (per-example clipping at C).
 
-    With ``fixed_divisor`` each batch's clipped sum is divided by its agent's smallest batch
-    (``size // cycle``) instead of by its own size, as MAFALDA-SGD's released code does: a sum over
-    a fixed divisor moves by at most ``C / smallest batch`` when one example is added or removed,
+    With `fixed_divisor` each batch's clipped sum is divided by its agent's smallest batch
+    (`size // cycle`) instead of by its own size, as MAFALDA-SGD's released code does: a sum over
+    a fixed divisor moves by at most `C / smallest batch` when one example is added or removed,
     where a mean over the batch's own size moves by up to twice that."""
 
     def __init__(self, sizes: np.ndarray, cycle: int, fixed_divisor: bool = False) -> None:
@@ -175,7 +175,7 @@ class CyclicSampler:
         return {"step": np.array(self._step), "indices": self._indices, "weights": self._weights}
 
     def set_state(self, arrays: Mapping[str, np.ndarray]) -> None:
-        """Take back a :meth:`state` of a sampler of the same sizes and cycle (ValueError
+        """Take back a `state` of a sampler of the same sizes and cycle (ValueError
         otherwise)."""
         if set(arrays) not in ({"step"}, {"step", "indices", "weights"}):
             raise ValueError(
@@ -217,8 +217,8 @@ Sampler = UniformSampler | PoissonSampler | CyclicSampler
 
 
 def _same_layout(saved: Any, current: Any) -> bool:
-    """Whether ``saved`` has the keys, nesting and value types of the generator state ``current``
-    (integers for integers: ``bool`` is no integer here)."""
+    """Whether `saved` has the keys, nesting and value types of the generator state `current`
+    (integers for integers: `bool` is no integer here)."""
     if isinstance(current, dict):
         return (
             isinstance(saved, dict)
@@ -231,8 +231,8 @@ def _same_layout(saved: Any, current: Any) -> bool:
 
 
 class AgentBatches:
-    """Batches of ``agents``, each drawn by a one-agent sampler (``build(sizes[i:i+1])``) from the
-    agent's own stream ``purpose_rng(seed, f"batches/{i}")``, with global row indices.
+    """Batches of `agents`, each drawn by a one-agent sampler (`build(sizes[i:i+1])`) from the
+    agent's own stream `purpose_rng(seed, f"batches/{i}")`, with global row indices.
 
     A runtime agent holds one of these for itself; the simulation holds one for all agents to
     reproduce a runtime run exactly. That costs one draw per agent per step, so the vectorized
@@ -253,13 +253,13 @@ class AgentBatches:
         self.rngs = {i: purpose_rng(seed, f"batches/{i}") for i in self.agents}
 
     def sample_agent(self, agent: int) -> Batch:
-        """Agent ``agent``'s next batch as a one-row :class:`Batch`."""
+        """Agent `agent`'s next batch as a one-row [`Batch`][dpdl.tasks.base.Batch]."""
         batch = self.samplers[agent].sample(self.rngs[agent])
         return Batch(batch.indices + self.starts[agent], batch.weights)
 
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """Where every agent's stream stands, as data: the generators' states (JSON-able dicts,
-        keyed by agent as a string) and the samplers' arrays (keyed ``"<agent>/<name>"``)."""
+        keyed by agent as a string) and the samplers' arrays (keyed `"<agent>/<name>"`)."""
         generators = {str(i): self.rngs[i].bit_generator.state for i in self.agents}
         arrays = {
             f"{i}/{name}": array
@@ -269,7 +269,7 @@ class AgentBatches:
         return generators, arrays
 
     def set_state(self, generators: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        """Resume every agent's stream from a :meth:`state` of batches built alike (same sizes,
+        """Resume every agent's stream from a `state` of batches built alike (same sizes,
         sampler and agents); raises ValueError, naming what differs, for any other state."""
         if set(generators) != {str(i) for i in self.agents}:
             raise ValueError(
@@ -298,7 +298,7 @@ class AgentBatches:
             self.rngs[i].bit_generator.state = dict(generators[str(i)])
 
     def sample(self) -> Batch:
-        """Every agent's next batch, rows in the order of ``agents``, padded with weight 0."""
+        """Every agent's next batch, rows in the order of `agents`, padded with weight 0."""
         batches = [self.sample_agent(i) for i in self.agents]
         width = max(b.indices.shape[1] for b in batches)
         indices = np.zeros((len(batches), width), dtype=np.int64)

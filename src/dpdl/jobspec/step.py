@@ -1,8 +1,8 @@
 """One agent's local step, as both engines take it: the batches it draws and its clipped gradient.
 
-The simulation (:mod:`dpdl.simulation.dsgd`, all agents at once) and the runtime
-(:mod:`dpdl.runtime.agent`, one agent per process) compute the same step from the same job, so
-the step lives here, below both, and neither imports the other.
+The simulation ([`dpdl.simulation.dsgd`][dpdl.simulation.dsgd], all agents at once) and the runtime
+([`dpdl.runtime.agent`][dpdl.runtime.agent], one agent per process) compute the same step from the
+same job, so the step lives here, below both, and neither imports the other.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["agent_batches", "clip_rows", "local_gradients", "make_sampler"]
 
 
 def clip_rows(values: torch.Tensor, threshold: float) -> torch.Tensor:
-    """Scale every row of ``values`` to L2 norm at most ``threshold`` (``min(1, C/||g||) g``)."""
+    """Scale every row of `values` to L2 norm at most `threshold` (`min(1, C/||g||) g`)."""
     norms = torch.linalg.vector_norm(values, dim=1, keepdim=True)
     return values * torch.clamp(threshold / norms.clamp_min(1e-300), max=1.0)
 
@@ -47,7 +47,7 @@ def _sampler(sizes: np.ndarray, config: DSGDConfig) -> Sampler:
 
 
 def make_sampler(task: Task, config: DSGDConfig) -> Sampler | None:
-    """The batch sampler ``config`` asks for, or None for a full-gradient task."""
+    """The batch sampler `config` asks for, or None for a full-gradient task."""
     sizes = _sizes(task, config)
     return None if sizes is None else _sampler(sizes, config)
 
@@ -55,7 +55,7 @@ def make_sampler(task: Task, config: DSGDConfig) -> Sampler | None:
 def agent_batches(
     task: Task, config: DSGDConfig, seed: int, agents: list[int]
 ) -> AgentBatches | None:
-    """Batches drawn by each of ``agents`` from its own stream, or None for a full-gradient task."""
+    """Batches drawn by each of `agents` from its own stream, or None for a full-gradient task."""
     sizes = _sizes(task, config)
     return (
         None
@@ -71,10 +71,10 @@ def local_gradients(
     config: DSGDConfig,
     agent: int | None = None,
 ) -> torch.Tensor:
-    """Every agent's clipped gradient on ``batch``, plus the regulariser's gradient, ``(n, d)``; or,
-    with ``agent``, that agent's alone from its parameters ``(1, d)`` and batch (one row).
+    """Every agent's clipped gradient on `batch`, plus the regulariser's gradient, `(n, d)`; or,
+    with `agent`, that agent's alone from its parameters `(1, d)` and batch (one row).
 
-    ``params`` live on the task's device; ``batch`` is the sampler's (host) draw, moved there."""
+    `params` live on the task's device; `batch` is the sampler's (host) draw, moved there."""
     example_clip = config.clip if config.clip_level == "example" else None
     if batch is not None:
         batch = batch.to(params.device)

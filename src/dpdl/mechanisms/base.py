@@ -1,20 +1,21 @@
-"""Noise mechanisms: Gaussian noise ``v_t ~ N(0, R)`` per coordinate, built from seeds.
+"""Noise mechanisms: Gaussian noise `v_t ~ N(0, R)` per coordinate, built from seeds.
 
 Every design in the papers is a sum of independent parts, each generated from one seed:
 
-- a *private* part per agent, ``N(0, private_variances[i])``, from a seed only agent i holds
-  (LDP noise; DECOR's ``u_i``; Whisper's ``sigma_mix^2 I``);
+- a *private* part per agent, `N(0, private_variances[i])`, from a seed only agent i holds
+  (LDP noise; DECOR's `u_i`; Whisper's `sigma_mix^2 I`);
 - *shared secrets*: a seed known to a set of agents (its holders), from which each holder computes
-  its row of ``F z`` with ``z ~ N(0, I_r)``, contributing ``F F^T`` on holders x holders (DECOR's
-  pairwise-cancelling ``v_ij = -v_ji``: holders {i, j}, ``F = sigma_cor (1, -1)^T``; Whisper's
-  ``R_cor^1/2 s`` from a seed shared by all; CorN-DSGD's group seeds ``(R_cor^(k), s_k)``).
+  its row of `F z` with `z ~ N(0, I_r)`, contributing `F F^T` on holders x holders (DECOR's
+  pairwise-cancelling `v_ij = -v_ji`: holders {i, j}, `F = sigma_cor (1, -1)^T`; Whisper's
+  `R_cor^1/2 s` from a seed shared by all; CorN-DSGD's group seeds `(R_cor^(k), s_k)`).
 
-So ``R = diag(private) + sum_k F_k F_k^T``. That structure is plain data, a
-:class:`~dpdl.accounting.noise.GaussianNoise` (:attr:`NoiseMechanism.noise`): it says which part
-of R a coalition of agents cannot see (CorN-DSGD Section V-D, DECOR Theorem 6), and the
-accountant reads it without importing any mechanism. A mechanism adds how each agent samples its
-own noise from the seeds it holds (:meth:`NoiseMechanism.agent_noise`), its name, its default
-threat, and how it is designed for a budget.
+So `R = diag(private) + sum_k F_k F_k^T`. That structure is plain data, a
+[`GaussianNoise`][dpdl.accounting.noise.GaussianNoise] (`NoiseMechanism.noise`): it says which part
+of R a coalition of agents cannot see (CorN-DSGD Section V-D, DECOR Theorem 6), and the accountant
+reads it without importing any mechanism. A mechanism adds how each agent samples its own noise from
+the seeds it holds
+([`NoiseMechanism.agent_noise`][dpdl.mechanisms.base.NoiseMechanism.agent_noise]), its name, its
+default threat, and how it is designed for a budget.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ __all__ = ["NoiseMechanism", "SeedBook", "SharedSecret"]
 class SeedBook:
     """Seeds of one run: agent i's private seed and secret k's seed, derived from the run seed.
 
-    An agent is handed only the entries it holds (:meth:`for_agent`); the noise of step t comes
-    from ``SeedSequence(seed, spawn_key=(..., t))``, so it is the same wherever it is computed.
+    An agent is handed only the entries it holds
+    ([`for_agent`][dpdl.mechanisms.base.SeedBook.for_agent]); the noise of step t comes from
+    `SeedSequence(seed, spawn_key=(..., t))`, so it is the same wherever it is computed.
     """
 
     #: The run seed the book was derived from (-1 for seeds an agent agreed by key exchange).
@@ -56,8 +58,8 @@ class SeedBook:
         )
 
     def for_agent(self, noise: GaussianNoise | NoiseSource, agent: int) -> SeedBook:
-        """The part of the book agent ``agent`` holds: its private seed and the seeds of the
-        secrets it holds in ``noise`` (a noise description, or a mechanism holding one)."""
+        """The part of the book agent `agent` holds: its private seed and the seeds of the
+        secrets it holds in `noise` (a noise description, or a mechanism holding one)."""
         return SeedBook(
             self.seed,
             {agent: self.private[agent]},
@@ -66,14 +68,14 @@ class SeedBook:
 
     @staticmethod
     def generator(seed: np.random.SeedSequence, step: int) -> np.random.Generator:
-        """The generator of ``seed``'s draws at ``step``."""
+        """The generator of `seed`'s draws at `step`."""
         return np.random.default_rng(
             np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, step))
         )
 
     @staticmethod
     def draw(seed: np.random.SeedSequence, step: int, shape: tuple[int, ...]) -> np.ndarray:
-        """Standard normal draws of ``seed`` at ``step``."""
+        """Standard normal draws of `seed` at `step`."""
         return SeedBook.generator(seed, step).standard_normal(shape)
 
 
@@ -114,7 +116,7 @@ class NoiseMechanism:
 
     @property
     def generator(self) -> np.ndarray | sparse.csr_matrix:
-        """(n, total width) generator of all shared noise: the shared part of v is ``G z``."""
+        """(n, total width) generator of all shared noise: the shared part of v is `G z`."""
         return self.noise.generator
 
     # -- covariance ---------------------------------------------------------------------------
@@ -125,24 +127,25 @@ class NoiseMechanism:
 
     def unknown_covariance(self, coalition: Iterable[int] = ()) -> np.ndarray:
         """Covariance of the noise a coalition cannot reconstruct
-        (:meth:`GaussianNoise.unknown_covariance`)."""
+        ([`GaussianNoise.unknown_covariance`][dpdl.accounting.noise.GaussianNoise.unknown_covariance])."""
         return self.noise.unknown_covariance(coalition)
 
     def unknown_to(self, coalition: Iterable[int]) -> NoiseMechanism:
         """The noise a coalition cannot subtract, as a mechanism of its own: the private parts of
         non-members and the secrets none of its members holds (its covariance is
-        :meth:`unknown_covariance`); what an attacking coalition's membership test faces."""
+        [`unknown_covariance`][dpdl.mechanisms.base.NoiseMechanism.unknown_covariance]); what an
+        attacking coalition's membership test faces."""
         unknown = self.noise.unknown_to(coalition)
         if unknown is self.noise:
             return self
         return NoiseMechanism(self.n, unknown.private_variances, unknown.secrets)
 
     def secrets_of(self, agent: int) -> list[int]:
-        """Indices of the secrets whose seed ``agent`` holds."""
+        """Indices of the secrets whose seed `agent` holds."""
         return self.noise.secrets_of(agent)
 
     def variance_after_mixing(self, weights: np.ndarray) -> float:
-        """``Tr(W R W^T)``: noise variance one gossip round leaves, per coordinate, summed over
+        """`Tr(W R W^T)`: noise variance one gossip round leaves, per coordinate, summed over
         agents (the privacy term of CorN-DSGD Theorem 1, eq. (6))."""
         return self.noise.variance_after_mixing(weights)
 
@@ -154,11 +157,12 @@ class NoiseMechanism:
     # -- sampling -----------------------------------------------------------------------------
 
     def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:
-        """One step's noise for all agents, ``(n, dim)``, from one generator: the simulation's path,
-        with the same distribution N(0, R) per coordinate as the agents' own seed-based sampling
-        (:meth:`agent_noise`) but fewer normal draws where a square root of R is cheaper
-        (:attr:`~dpdl.accounting.noise.GaussianNoise.sampling_factor`, which the accountant
-        certifies as it certifies the agents' factor)."""
+        """One step's noise for all agents, `(n, dim)`, from one generator: the simulation's
+        path, with the same distribution N(0, R) per coordinate as the agents' own seed-based
+        sampling ([`agent_noise`][dpdl.mechanisms.base.NoiseMechanism.agent_noise]) but fewer
+        normal draws where a square root of R is cheaper
+        ([`sampling_factor`][dpdl.accounting.noise.GaussianNoise.sampling_factor], which the
+        accountant certifies as it certifies the agents' factor)."""
         factor = self.noise.sampling_factor
         if factor is not None:
             return factor @ rng.standard_normal((factor.shape[1], dim))
@@ -168,16 +172,17 @@ class NoiseMechanism:
         return noise
 
     def noise_stream(self, rng: np.random.Generator, dim: int) -> Iterator[np.ndarray]:
-        """Every step's noise in turn (the engine's path). Per-step designs draw independent steps
-        with :meth:`sample`; noise correlated over time overrides this."""
+        """Every step's noise in turn (the engine's path). Per-step designs draw independent
+        steps with [`sample`][dpdl.mechanisms.base.NoiseMechanism.sample]; noise correlated over
+        time overrides this."""
         while True:
             yield self.sample(rng, dim)
 
     def agent_noise(self, agent: int, seeds: SeedBook, step: int, dim: int) -> np.ndarray:
-        """Agent ``agent``'s noise at ``step`` computed from the seeds in ``seeds`` only.
+        """Agent `agent`'s noise at `step` computed from the seeds in `seeds` only.
 
         Needs the agent's private seed and the seed of every secret it holds; a seed it does not
-        hold is never read (a :class:`KeyError` would say so).
+        hold is never read (a `KeyError` would say so).
         """
         noise = np.sqrt(self.private_variances[agent]) * SeedBook.draw(
             seeds.private[agent], step, (dim,)
@@ -191,7 +196,7 @@ class NoiseMechanism:
         return noise
 
     def scaled(self, factor: float) -> NoiseMechanism:
-        """The same design with every noise standard deviation multiplied by ``factor``."""
+        """The same design with every noise standard deviation multiplied by `factor`."""
         noise = self.noise.scaled(factor)
         other = NoiseMechanism(self.n, noise.private_variances, noise.secrets)
         other.name, other.default_threat = self.name, self.default_threat

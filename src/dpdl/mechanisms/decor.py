@@ -1,22 +1,23 @@
 """DECOR: pairwise-cancelling correlated noise (Allouah et al., ICML 2024, Algorithm 1).
 
-Agent i adds ``u_i + sum_{j in N_i} v_ij`` with ``u_i ~ N(0, sigma_pair^2)`` private and
-``v_ij = -v_ji ~ N(0, sigma_cor^2)`` from a seed shared by the edge's endpoints, so
-``R = sigma_pair^2 I + sigma_cor^2 L`` (CorN-DSGD Section III, item 2). Against a coalition I the
-unknown covariance on the honest agents H is ``sigma_pair^2 I + sigma_cor^2 L(G_H)`` (DECOR
-Theorem 6, Algorithm 3), which :meth:`~dpdl.mechanisms.base.NoiseMechanism.unknown_covariance`
-reproduces from the edge secrets.
+Agent i adds `u_i + sum_{j in N_i} v_ij` with `u_i ~ N(0, sigma_pair^2)` private and `v_ij = -v_ji ~
+N(0, sigma_cor^2)` from a seed shared by the edge's endpoints, so `R = sigma_pair^2 I + sigma_cor^2
+L` (CorN-DSGD Section III, item 2). Against a coalition I the unknown covariance on the honest
+agents H is `sigma_pair^2 I + sigma_cor^2 L(G_H)` (DECOR Theorem 6, Algorithm 3), which
+[`unknown_covariance`][dpdl.mechanisms.base.NoiseMechanism.unknown_covariance] reproduces from the
+edge secrets.
 
 Two ways to pick (sigma_pair, sigma_cor) for a budget:
 
-- :func:`design_decor` (default): minimise ``Tr(W R W^T)`` under the privacy constraint, the
-  comparison the Whisper / CorN-DSGD papers make, or ``Tr(M R)`` for a weight M (the loss the
-  noise leaves after the whole run, :mod:`dpdl.mechanisms.horizon`). With
-  ``t = sigma_cor^2 / sigma_pair^2`` the constraint fixes ``sigma_pair^2(t)`` (sensitivity scales
-  as 1/sigma), leaving a 1-d search over t.
-- :func:`appendix_d_couples`: DECOR's Appendix D.1 search: fix sigma_pair on a grid between the CDP
-  and LDP noise levels, and bisect sigma_cor to meet the per-step budget; :func:`best_couple`
-  picks the couple of least ``Tr(W R W^T)`` (or ``Tr(M R)``) among them.
+- [`design_decor`][dpdl.mechanisms.decor.design_decor] (default): minimise `Tr(W R W^T)` under the
+  privacy constraint, the comparison the Whisper / CorN-DSGD papers make, or `Tr(M R)` for a weight
+  M (the loss the noise leaves after the whole run,
+  [`dpdl.mechanisms.horizon`][dpdl.mechanisms.horizon]). With `t = sigma_cor^2 / sigma_pair^2` the
+  constraint fixes `sigma_pair^2(t)` (sensitivity scales as 1/sigma), leaving a 1-d search over t.
+- [`appendix_d_couples`][dpdl.mechanisms.decor.appendix_d_couples]: DECOR's Appendix D.1 search: fix
+  sigma_pair on a grid between the CDP and LDP noise levels, and bisect sigma_cor to meet the
+  per-step budget; [`best_couple`][dpdl.mechanisms.decor.best_couple] picks the couple of least
+  `Tr(W R W^T)` (or `Tr(M R)`) among them.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ SAFE_SCALE_STEP = 1e-12
 
 
 class Decor(NoiseMechanism):
-    """``R = sigma_pair^2 I + sigma_cor^2 L``: private noise plus one secret per edge, none where
-    ``sigma_cor = 0`` (LDP, what the design picks when no correlation helps: as Whisper holds no
+    """`R = sigma_pair^2 I + sigma_cor^2 L`: private noise plus one secret per edge, none where
+    `sigma_cor = 0` (LDP, what the design picks when no correlation helps: as Whisper holds no
     secret without excess, the agents then agree on no seed, and no draw is spent on zeros)."""
 
     name = "decor"
@@ -93,7 +94,7 @@ class Decor(NoiseMechanism):
 
 
 def _sorted_edges(graph: nx.Graph) -> list[tuple[int, int]]:
-    """The graph's edges as ``(u, v)`` with ``u <= v``, in lexicographic order (one secret each)."""
+    """The graph's edges as `(u, v)` with `u <= v`, in lexicographic order (one secret each)."""
     pairs = np.sort(np.array(list(graph.edges()), dtype=int).reshape(-1, 2), axis=1)
     pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
     return list(map(tuple, pairs.tolist()))
@@ -102,8 +103,8 @@ def _sorted_edges(graph: nx.Graph) -> list[tuple[int, int]]:
 def _pair_scale(
     graph: nx.Graph, ratio: float, threat: ThreatModel, calibration: Calibration
 ) -> float:
-    """sigma_pair such that ``sigma_pair^2 (I + ratio L)`` meets the calibration against
-    ``threat``."""
+    """sigma_pair such that `sigma_pair^2 (I + ratio L)` meets the calibration against
+    `threat`."""
     unit = step_sensitivity(  # a search step: the final scale is certified by safe_scale
         Decor(graph, 1.0, math.sqrt(ratio)), threat, calibration.neighbouring, simulated=False
     )
@@ -115,16 +116,16 @@ def _pair_scale(
 
 
 def _sees_every_message(threat: ThreatModel) -> bool:
-    """Whether ``threat`` observes each honest agent's message on its own (the identity view)."""
+    """Whether `threat` observes each honest agent's message on its own (the identity view)."""
     return type(threat).view is ThreatModel.view
 
 
 def _spectral_units(graph: nx.Graph) -> Callable[[float], float]:
-    """The eavesdropper's unit sensitivity of ``I + t L`` as a function of t, from one
-    eigendecomposition ``L = V diag(lambda) V^T``: ``max_i sum_k V_ik^2 / (1 + t lambda_k)``
-    (``[(I + t L)^-1]_ii``, DECOR Theorem 1's quantity), ``n^2`` operations a value where the
-    accountant's certified value of a design costs ``n^3``. A search's estimate: the design found
-    is certified by the accountant (:func:`_certified_scale`)."""
+    """The eavesdropper's unit sensitivity of `I + t L` as a function of t, from one
+    eigendecomposition `L = V diag(lambda) V^T`: `max_i sum_k V_ik^2 / (1 + t lambda_k)`
+    (`[(I + t L)^-1]_ii`, DECOR Theorem 1's quantity), `n^2` operations a value where the
+    accountant's certified value of a design costs `n^3`. A search's estimate: the design found
+    is certified by the accountant (`_certified_scale`)."""
     n = graph.number_of_nodes()
 
     @functools.cache
@@ -148,10 +149,10 @@ def _spectral_units(graph: nx.Graph) -> Callable[[float], float]:
 def _scales(
     graph: nx.Graph, threat: ThreatModel, calibration: Calibration
 ) -> tuple[Callable[[float], float], bool]:
-    """sigma_pair as a function of the ratio t for the search (:func:`_pair_scale`), and whether
-    its values are estimates to certify: from :data:`SPECTRAL_MIN_AGENTS` agents on, against a
+    """sigma_pair as a function of the ratio t for the search (`_pair_scale`), and whether
+    its values are estimates to certify: from `SPECTRAL_MIN_AGENTS` agents on, against a
     threat of one empty coalition that sees every message (the eavesdropper), one
-    eigendecomposition serves every step (:func:`_spectral_units`); otherwise each step is the
+    eigendecomposition serves every step (`_spectral_units`); otherwise each step is the
     accountant's certified value, as it always was (and every such design is unchanged)."""
     n = graph.number_of_nodes()
     spectral = (
@@ -168,11 +169,11 @@ def _scales(
 
 
 def _ldp_is_best(graph: nx.Graph, threat: ThreatModel, base: float, extra: float) -> bool:
-    """Whether no ratio t > 0 can beat t = 0, by Cauchy-Schwarz: ``[A^-1]_ii >= 1 / A_ii``, so an
-    agent of least degree d keeps ``[(I + t L_H)^-1]_ii >= 1 / (1 + t d)`` whatever a coalition
-    subtracts (it only removes edges), and the cost ``sigma_pair^2(t) (base + t extra)`` is at
-    least ``sigma_pair^2(0) (base + t extra) / (1 + t d)``, which is at least its value at 0 when
-    ``extra >= d base``. Taken with a margin (:data:`LDP_MARGIN`), so that a search would have
+    """Whether no ratio t > 0 can beat t = 0, by Cauchy-Schwarz: `[A^-1]_ii >= 1 / A_ii`, so an
+    agent of least degree d keeps `[(I + t L_H)^-1]_ii >= 1 / (1 + t d)` whatever a coalition
+    subtracts (it only removes edges), and the cost `sigma_pair^2(t) (base + t extra)` is at
+    least `sigma_pair^2(0) (base + t extra) / (1 + t d)`, which is at least its value at 0 when
+    `extra >= d base`. Taken with a margin (`LDP_MARGIN`), so that a search would have
     chosen t = 0 as well; for threats seeing every message only."""
     degrees = [degree for _, degree in graph.degree()]
     least = min(degrees, default=0)
@@ -187,7 +188,7 @@ def _ldp_is_best(graph: nx.Graph, threat: ThreatModel, base: float, extra: float
 def _traces(
     graph: nx.Graph, weights: np.ndarray | sparse.csr_array, objective: np.ndarray | None
 ) -> tuple[float, float]:
-    """``Tr(W W^T)`` and ``Tr(W L W^T)`` (with M: ``Tr(M)`` and ``Tr(M L)``); from sparse products
+    """`Tr(W W^T)` and `Tr(W L W^T)` (with M: `Tr(M)` and `Tr(M L)`); from sparse products
     for a sparse W (large graphs), without an n x n matrix."""
     laplacian = nx.laplacian_matrix(graph, nodelist=range(graph.number_of_nodes())).astype(float)
     if objective is not None:
@@ -206,8 +207,8 @@ def _best_ratio(
     extra: float,
     scale: Callable[[float], float],
 ) -> float:
-    """The ratio t of least cost ``scale(t)^2 (base + t extra)``: 0 where :func:`_ldp_is_best`
-    proves it, else the bounded Brent search over ``log10 t`` in [-6, 6], compared with t = 0."""
+    """The ratio t of least cost `scale(t)^2 (base + t extra)`: 0 where `_ldp_is_best`
+    proves it, else the bounded Brent search over `log10 t` in [-6, 6], compared with t = 0."""
     if _ldp_is_best(graph, threat, base, extra):
         return 0.0
 
@@ -222,10 +223,10 @@ def _best_ratio(
 def _certified_scale(
     build: Callable[[float], Decor], threat: ThreatModel, calibration: Calibration, scale: float
 ) -> float:
-    """``scale`` (a search's estimate of the exact value) moved onto the accountant's certified
+    """`scale` (a search's estimate of the exact value) moved onto the accountant's certified
     value, which lies above the exact one by its rounding bound: one certified account of
-    ``build(scale)``, the sensitivity scaling as ``1 / sigma``, a relative
-    :data:`SAFE_SCALE_STEP` above so that :func:`~dpdl.accounting.calibration.safe_scale` (which
+    `build(scale)`, the sensitivity scaling as `1 / sigma`, a relative
+    `SAFE_SCALE_STEP` above so that [`safe_scale`][dpdl.accounting.calibration.safe_scale] (which
     checks it) need not step up from it."""
     certified = step_sensitivity(build(scale), threat, calibration.neighbouring)
     if math.isinf(certified):
@@ -240,15 +241,15 @@ def design_decor(
     threat: ThreatModel | None = None,
     objective: np.ndarray | None = None,
 ) -> Decor:
-    """DECOR noise minimising ``Tr(W R W^T)`` under the calibrated constraint against ``threat``,
-    or ``Tr(M R)`` for ``M = objective``.
+    """DECOR noise minimising `Tr(W R W^T)` under the calibrated constraint against `threat`,
+    or `Tr(M R)` for `M = objective`.
 
-    ``Tr(W R W^T) = sigma_pair^2(t) (Tr(W W^T) + t Tr(W L W^T))`` (with M:
-    ``sigma_pair^2(t) (Tr(M) + t Tr(M L))``); the search is over ``log10 t`` in [-6, 6] (bounded
+    `Tr(W R W^T) = sigma_pair^2(t) (Tr(W W^T) + t Tr(W L W^T))` (with M:
+    `sigma_pair^2(t) (Tr(M) + t Tr(M L))`); the search is over `log10 t` in [-6, 6] (bounded
     Brent), compared with t = 0 (which is LDP), unless a bound proves t = 0 best
-    (:func:`_ldp_is_best`). Its steps are the accountant's certified values, or, on a large graph
-    against the eavesdropper, one eigendecomposition's (:func:`_scales`), the design found then
-    certified once (:func:`_certified_scale`); :func:`~dpdl.accounting.calibration.safe_scale`
+    (`_ldp_is_best`). Its steps are the accountant's certified values, or, on a large graph
+    against the eavesdropper, one eigendecomposition's (`_scales`), the design found then
+    certified once (`_certified_scale`); [`safe_scale`][dpdl.accounting.calibration.safe_scale]
     checks the final scale either way.
     """
     threat = threat or Eavesdropper()
@@ -268,8 +269,8 @@ def design_decor(
 def appendix_d_couples(
     graph: nx.Graph, calibration: Calibration, threat: ThreatModel | None = None, grid: int = 3
 ) -> list[Decor]:
-    """DECOR Appendix D.1: for sigma_pair on a grid of ``grid`` points between the CDP level
-    ``s / (sqrt(n) mu_step)`` and the LDP level ``s / mu_step``, the smallest sigma_cor meeting the
+    """DECOR Appendix D.1: for sigma_pair on a grid of `grid` points between the CDP level
+    `s / (sqrt(n) mu_step)` and the LDP level `s / mu_step`, the smallest sigma_cor meeting the
     budget (bisection in log space; the per-step budget is monotone in sigma_cor). Grid points
     where even a huge sigma_cor cannot meet the budget are skipped.
     """
@@ -301,8 +302,9 @@ def appendix_d_search(
     threat: ThreatModel | None = None,
     objective: np.ndarray | None = None,
 ) -> Decor:
-    """DECOR search ``appendix-d``: the couple of :func:`appendix_d_couples` of least
-    ``Tr(W R W^T)`` (or ``Tr(M R)`` for ``M = objective``, :func:`best_couple`)."""
+    """DECOR search `appendix-d`: the couple of
+    [`appendix_d_couples`][dpdl.mechanisms.decor.appendix_d_couples] of least `Tr(W R W^T)` (or
+    `Tr(M R)` for `M = objective`, [`best_couple`][dpdl.mechanisms.decor.best_couple])."""
     couples = appendix_d_couples(graph, calibration, threat)
     if not couples:
         raise ConfigError(
@@ -314,7 +316,7 @@ def appendix_d_search(
 def best_couple(
     couples: list[Decor], weights: np.ndarray | sparse.sparray, objective: np.ndarray | None = None
 ) -> Decor:
-    """The couple of least ``Tr(W R W^T)``, or of least ``Tr(M R)`` for ``M = objective``."""
+    """The couple of least `Tr(W R W^T)`, or of least `Tr(M R)` for `M = objective`."""
     if objective is None:
         return min(couples, key=lambda m: m.variance_after_mixing(weights))
     return min(couples, key=lambda m: float(np.sum(objective * m.covariance())))

@@ -1,29 +1,29 @@
 """The noise design objective of a whole run: the excess loss the noise leaves after T steps.
 
 Whisper D-SGD / CorN-DSGD (problem (9)) and DECOR's trace-optimal couple minimise the variance one
-gossip round leaves, ``Tr(W R W^T) = Tr(M R)`` with ``M = W^T W``. On quadratic objectives the
+gossip round leaves, `Tr(W R W^T) = Tr(M R)` with `M = W^T W`. On quadratic objectives the
 noise's part of the iterates obeys a linear recursion (docs/horizon.md): with agent i's Hessian
-``H_i``, ``D = blockdiag(H_i)``, ``cW = W (x) I_d`` and ``A_t = cW (I - eta_t D)``, the noise part
-``z`` of ``x <- W (x - eta_t (g + v_t))`` is
+`H_i`, `D = blockdiag(H_i)`, `cW = W (x) I_d` and `A_t = cW (I - eta_t D)`, the noise part
+`z` of `x <- W (x - eta_t (g + v_t))` is
 
     z_{t+1} = A_t z_t - eta_t cW v_t,       z_1 = 0,
 
-so after T steps ``z = -sum_t eta_t A_T ... A_{t+1} cW v_t``. Its contribution to the loss the
-run reports, the mean over agents of ``F(x_i) - F*`` (``z^T Q z`` with ``Q = I_n (x) Hbar / (2n)``
-and ``Hbar`` the global objective's Hessian, exact on a quadratic), is for noise of covariance R
+so after T steps `z = -sum_t eta_t A_T ... A_{t+1} cW v_t`. Its contribution to the loss the
+run reports, the mean over agents of `F(x_i) - F*` (`z^T Q z` with `Q = I_n (x) Hbar / (2n)`
+and `Hbar` the global objective's Hessian, exact on a quadratic), is for noise of covariance R
 per coordinate
 
     E z^T Q z = Tr(M R),   M = ptr_d( sum_t eta_t^2 cW^T Phi_t^T Q Phi_t cW ),
     Phi_t = A_T ... A_{t+1}
 
-(``ptr_d`` the partial trace over the coordinates). ``M`` is positive semidefinite, so the Whisper
-program with ``Tr(M R)`` in place of ``Tr(W R W^T)`` is the same convex program
-(:func:`dpdl.solvers.whisper_dual.solve_weighted`). The sums are computed exactly: by binary powers
+(`ptr_d` the partial trace over the coordinates). `M` is positive semidefinite, so the Whisper
+program with `Tr(M R)` in place of `Tr(W R W^T)` is the same convex program
+(`dpdl.solvers.whisper_dual.solve_weighted`). The sums are computed exactly: by binary powers
 (O(log T) products) for a constant step size, backwards over the steps otherwise, and in the
 eigenbasis of W, coordinate direction by direction, when W is symmetric and the Hessian shared.
 
 The curvature is the run's: a quadratic task knows its Hessians; for logistic regression
-:func:`dpdl.jobspec.curvature.task_curvature` takes the Hessian at the initial point. Clipping is
+`dpdl.jobspec.curvature.task_curvature` takes the Hessian at the initial point. Clipping is
 left out of the model (a clipped gradient pulls back less, so the true curvature of a clipped run
 is smaller): the objective is exact for a quadratic whose gradients stay below the threshold.
 """
@@ -46,7 +46,7 @@ __all__ = ["OBJECTIVES", "Curvature", "Horizon", "horizon_weight", "objective_we
 
 @dataclass(frozen=True, eq=False)
 class Curvature:
-    """The Hessians of the agents' objectives: ``(d, d)`` shared by every agent, or ``(n, d, d)``
+    """The Hessians of the agents' objectives: `(d, d)` shared by every agent, or `(n, d, d)`
     one per agent. The loss the objective measures is the global objective's, whose Hessian is
     their mean."""
 
@@ -64,7 +64,7 @@ class Curvature:
 
     @classmethod
     def scalar(cls, value: float, dim: int = 1) -> Curvature:
-        """``H = value I_dim`` for every agent (a smoothness constant L, say)."""
+        """`H = value I_dim` for every agent (a smoothness constant L, say)."""
         if not (math.isfinite(value) and value >= 0):
             raise ConfigError(f"curvature: expected a finite number >= 0, got {value}")
         return cls(value * np.eye(dim))
@@ -120,12 +120,13 @@ class Horizon:
             )
 
     def step_sizes(self) -> np.ndarray:
-        """``eta_t`` for t = 1..T, as :class:`dpdl.jobspec.engine.StepSize` gives them."""
+        """`eta_t` for t = 1..T, as
+        [`dpdl.jobspec.engine.StepSize`][dpdl.jobspec.engine.StepSize] gives them."""
         t = np.arange(1, self.steps + 1, dtype=float)
         return np.full(self.steps, self.lr) if self.schedule == "constant" else self.lr / np.sqrt(t)
 
     def weight(self, weights: np.ndarray) -> np.ndarray:
-        """``M`` with ``Tr(M R)`` the loss the noise leaves after the run (module docstring)."""
+        """`M` with `Tr(M R)` the loss the noise leaves after the run (module docstring)."""
         return horizon_weight(weights, self)
 
     def describe(self) -> dict[str, object]:
@@ -138,8 +139,8 @@ class Horizon:
 
 
 def _power_sum(step: np.ndarray, terminal: np.ndarray, count: int) -> np.ndarray:
-    """``sum_{k < count} (B^k)^T Q B^k`` for ``B = step``, ``Q = terminal``, by binary powers:
-    ``S(a + b) = S(a) + (B^a)^T S(b) B^a``."""
+    """`sum_{k < count} (B^k)^T Q B^k` for `B = step`, `Q = terminal`, by binary powers:
+    `S(a + b) = S(a) + (B^a)^T S(b) B^a`."""
     total, power = np.zeros_like(terminal), np.eye(step.shape[0])
     block_sum, block_power = terminal, step
     while count:
@@ -156,8 +157,8 @@ def _power_sum(step: np.ndarray, terminal: np.ndarray, count: int) -> np.ndarray
 def _linear_weight(
     mixing: np.ndarray, curvature: np.ndarray, terminal: np.ndarray, etas: np.ndarray
 ) -> np.ndarray:
-    """``sum_t eta_t^2 mixing^T Phi_t^T terminal Phi_t mixing`` for the recursion
-    ``A_t = mixing (I - eta_t curvature)``, ``Phi_t = A_T ... A_{t+1}``."""
+    """`sum_t eta_t^2 mixing^T Phi_t^T terminal Phi_t mixing` for the recursion
+    `A_t = mixing (I - eta_t curvature)`, `Phi_t = A_T ... A_{t+1}`."""
     eye = np.eye(mixing.shape[0])
     if np.all(etas == etas[0]):
         step = mixing @ (eye - etas[0] * curvature)
@@ -172,8 +173,8 @@ def _linear_weight(
 
 
 def _shared_weight(weights: np.ndarray, hessian: np.ndarray, etas: np.ndarray) -> np.ndarray:
-    """Every agent has the Hessian ``hessian``: the coordinates decouple along its eigenvectors
-    (eigenvalue h: ``A_t = (1 - eta_t h) W``, loss weight h / (2n))."""
+    """Every agent has the Hessian `hessian`: the coordinates decouple along its eigenvectors
+    (eigenvalue h: `A_t = (1 - eta_t h) W`, loss weight h / (2n))."""
     n = weights.shape[0]
     values = np.clip(np.linalg.eigvalsh(hessian), 0.0, None)
     if np.allclose(weights, weights.T, rtol=0.0, atol=1e-12):
@@ -194,11 +195,11 @@ def _shared_weight(weights: np.ndarray, hessian: np.ndarray, etas: np.ndarray) -
 
 
 def horizon_weight(weights: np.ndarray | sparse.sparray, horizon: Horizon) -> np.ndarray:
-    """``M`` (n x n, PSD) such that ``Tr(M R)`` is the expected excess loss (mean over agents of
-    the global objective at each agent's model) that noise of covariance R per coordinate leaves
-    after ``horizon.steps`` D-SGD steps on a quadratic of the horizon's curvature (module
-    docstring). Raises :class:`ConfigError` where the step size makes the linearised run diverge
-    so far that M is not finite."""
+    """`M` (n x n, PSD) such that `Tr(M R)` is the expected excess loss (mean over agents of the
+    global objective at each agent's model) that noise of covariance R per coordinate leaves
+    after `horizon.steps` D-SGD steps on a quadratic of the horizon's curvature (module
+    docstring). Raises [`ConfigError`][dpdl.errors.ConfigError] where the step size makes the
+    linearised run diverge so far that M is not finite."""
     n = weights.shape[0]
     curvature = horizon.curvature
     if not curvature.shared and curvature.hessians.shape[0] != n:
@@ -233,8 +234,8 @@ def horizon_weight(weights: np.ndarray | sparse.sparray, horizon: Horizon) -> np
 def objective_weight(
     weights: np.ndarray | sparse.sparray, options: DesignOptions
 ) -> np.ndarray | None:
-    """The matrix M of the design objective ``Tr(M R)`` that ``options`` asks for: None for the
-    one-step objective ``Tr(W R W^T)`` (each design's own code path), the horizon's M
+    """The matrix M of the design objective `Tr(M R)` that `options` asks for: None for the
+    one-step objective `Tr(W R W^T)` (each design's own code path), the horizon's M
     otherwise."""
     if options.objective == "one-step":
         return None

@@ -1,22 +1,23 @@
 """LPPA's noise flow and the DP baseline it is measured against, as noise in gradient tracking.
 
 LPPA (Miao et al., "Lossless Privacy-Preserving Aggregation for Decentralized Federated Learning",
-2025, Algorithm 1): in one extra round every agent i draws ``delta_li`` for each out-neighbour l
-and sends it; it then injects the noise difference ``sum_out delta_li - sum_in delta_ij`` into its
-initial tracking variable ``gamma_i^0`` (line 6); injecting again every round is the option the
-paper mentions at the end of Section 5.2. With one column per arc, the injection is ``B delta``
-for the incidence matrix B (+1 at the arc's sender, -1 at its receiver), so ``1^T B = 0``: the
+2025, Algorithm 1): in one extra round every agent i draws `delta_li` for each out-neighbour l
+and sends it; it then injects the noise difference `sum_out delta_li - sum_in delta_ij` into its
+initial tracking variable `gamma_i^0` (line 6); injecting again every round is the option the
+paper mentions at the end of Section 5.2. With one column per arc, the injection is `B delta`
+for the incidence matrix B (+1 at the arc's sender, -1 at its receiver), so `1^T B = 0`: the
 noise differences sum to zero (the "noise flow conservation" behind Theorem 1), and the network
-sum of the tracking variables carries no noise at all. The covariance ``Var(delta) B B^T`` is a
-graph Laplacian, singular along ``1``: whatever the noise distribution, an eavesdropper that adds
+sum of the tracking variables carries no noise at all. The covariance `Var(delta) B B^T` is a
+graph Laplacian, singular along `1`: whatever the noise distribution, an eavesdropper that adds
 up the messages learns the sum of the agents' gradients exactly, so LPPA gives no differential
 privacy against it (CorN-DSGD guideline (G1); the paper's "sqrt(2) times" claim of Theorem 2 is
 the noise scale of one difference of two draws, not a privacy guarantee).
 
-The DP baseline of the paper (its reference [5]) adds i.i.d. noise ``zeta_i`` to ``gamma_i^0``.
-Both draw Laplace noise of scale beta, as the paper does, or Gaussian noise of standard deviation
-sigma. :class:`NoiseFlow` is the Gaussian noise flow as a :class:`NoiseMechanism`, one shared
-secret per arc, so the accountant and the audit treat it like every other design.
+The DP baseline of the paper (its reference [5]) adds i.i.d. noise `zeta_i` to `gamma_i^0`. Both
+draw Laplace noise of scale beta, as the paper does, or Gaussian noise of standard deviation sigma.
+[`NoiseFlow`][dpdl.mechanisms.lppa.NoiseFlow] is the Gaussian noise flow as a
+[`NoiseMechanism`][dpdl.mechanisms.base.NoiseMechanism], one shared secret per arc, so the
+accountant and the audit treat it like every other design.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ __all__ = [
 
 
 def flow_arcs(graph: nx.Graph) -> list[tuple[int, int]]:
-    """The arcs ``(sender, receiver)`` noise flows along: a directed graph's arcs, both directions
+    """The arcs `(sender, receiver)` noise flows along: a directed graph's arcs, both directions
     of an undirected graph's edges; self-loops excluded."""
     arcs = (
         graph.edges()
@@ -76,13 +77,14 @@ def _incidence(n: int, arcs: list[tuple[int, int]]) -> sparse.csr_matrix:
 
 @dataclass(frozen=True)
 class TrackingNoise:
-    """Noise ``spread @ z`` injected into the tracking variable, z i.i.d. per coordinate.
+    """Noise `spread @ z` injected into the tracking variable, z i.i.d. per coordinate.
 
-    ``z`` is Laplace of scale ``scale`` (variance ``2 scale^2``) or Gaussian of standard deviation
-    ``scale``. Injected once, into ``gamma^0``, or also every round when ``every_round``.
+    `z` is Laplace of scale `scale` (variance `2 scale^2`) or Gaussian of standard deviation
+    `scale`. Injected once, into `gamma^0`, or also every round when `every_round`.
 
     Not accounted, by design: its scale is sized for the attacks, not for a budget (the accountant
-    reads Gaussian per-round descriptions only; :class:`NoiseFlow` is the accounted counterpart).
+    reads Gaussian per-round descriptions only; [`NoiseFlow`][dpdl.mechanisms.lppa.NoiseFlow] is the
+    accounted counterpart).
     """
 
     name: str
@@ -112,7 +114,7 @@ class TrackingNoise:
         return 2.0 * self.scale**2 if self.distribution == "laplace" else self.scale**2
 
     def sample(self, rng: np.random.Generator, dim: int) -> np.ndarray:
-        """One injection for all agents, ``(n, dim)``."""
+        """One injection for all agents, `(n, dim)`."""
         return np.asarray(self.spread @ self._draws(rng, (self.spread.shape[1], dim)))
 
     def _draws(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -123,10 +125,10 @@ class TrackingNoise:
         )
 
     def seed_structure(self) -> GaussianNoise:
-        """Who holds which draw, as plain data: one secret per column of ``spread``, held by the
+        """Who holds which draw, as plain data: one secret per column of `spread`, held by the
         agents it enters (an arc's two ends; a DP draw's agent), described as a Gaussian of the
         same covariance. Agents agree these seeds by key exchange like any design's
-        (:mod:`dpdl.runtime`)."""
+        (`dpdl.runtime`)."""
         columns = self.spread.tocsc()
         secrets = []
         for c in range(columns.shape[1]):
@@ -142,8 +144,9 @@ class TrackingNoise:
         return GaussianNoise(self.n, 0.0, tuple(secrets), self.name)
 
     def agent_sample(self, agent: int, seeds: SeedBook, step: int, dim: int) -> np.ndarray:
-        """Agent ``agent``'s injection at ``step`` from the seeds of the draws it takes part in
-        (secret c of :meth:`seed_structure` is column c)."""
+        """Agent `agent`'s injection at `step` from the seeds of the draws it takes part in
+        (secret c of [`seed_structure`][dpdl.mechanisms.lppa.TrackingNoise.seed_structure] is
+        column c)."""
         row = self.spread.getrow(agent)
         noise = np.zeros(dim)
         for c, weight in zip(row.indices, row.data, strict=True):
@@ -151,11 +154,11 @@ class TrackingNoise:
         return noise
 
     def covariance(self) -> np.ndarray:
-        """Per-coordinate covariance of one injection across agents, ``Var(z) M M^T``."""
+        """Per-coordinate covariance of one injection across agents, `Var(z) M M^T`."""
         return self.variance * (self.spread @ self.spread.T).toarray()
 
     def unknown_to(self, coalition: Iterable[int]) -> TrackingNoise:
-        """The part of the noise ``coalition`` cannot subtract: the draws none of its members takes
+        """The part of the noise `coalition` cannot subtract: the draws none of its members takes
         part in (an LPPA arc is known to its sender and its receiver; a DP draw to its agent)."""
         members = np.zeros(self.n, dtype=bool)
         members[list(coalition)] = True
@@ -196,7 +199,7 @@ def dp_noise(
 
 
 def build_injection(name: str, graph: nx.Graph, options: TrackingOptions) -> TrackingNoise | None:
-    """Injection ``name`` (one of :data:`INJECTIONS`) for ``graph``; None for ``"none"``."""
+    """Injection `name` (one of `INJECTIONS`) for `graph`; None for `"none"`."""
     if name == "lppa":
         return lppa_noise(graph, options.scale, options.distribution, options.every_round)
     if name == "dp":
@@ -209,8 +212,8 @@ def build_injection(name: str, graph: nx.Graph, options: TrackingOptions) -> Tra
 
 
 class NoiseFlow(NoiseMechanism):
-    """Gaussian LPPA noise per step: ``N(0, sigma^2)`` per arc, +1 at its sender, -1 at its
-    receiver, i.e. ``R = sigma^2 B B^T`` (singular: epsilon is infinite against an eavesdropper)."""
+    """Gaussian LPPA noise per step: `N(0, sigma^2)` per arc, +1 at its sender, -1 at its
+    receiver, i.e. `R = sigma^2 B B^T` (singular: epsilon is infinite against an eavesdropper)."""
 
     name = "lppa"
     default_threat = Eavesdropper()

@@ -1,11 +1,13 @@
-"""Mechanisms by name, each calibrated to a budget: what ``dpdl train``, ``noise`` and ``audit``
+"""Mechanisms by name, each calibrated to a budget: what `dpdl train`, `noise` and `audit`
 use.
 
-Every factory takes the graph, its mixing matrix, the calibration and :class:`DesignOptions`, and
-returns a mechanism whose guarantee against the threat it is designed for is the calibrated one.
-They are registered by import path in :data:`dpdl.choices.MECHANISM_REGISTRY`, which
-:func:`build_mechanism` dispatches through; a mechanism defined elsewhere is registered with
-``@MECHANISM_REGISTRY.register(name, help=...)`` (``examples/custom_mechanism.py``).
+Every factory takes the graph, its mixing matrix, the calibration and
+[`DesignOptions`][dpdl.settings.DesignOptions], and returns a mechanism whose guarantee against the
+threat it is designed for is the calibrated one. They are registered by import path in
+`dpdl.choices.MECHANISM_REGISTRY`, which
+[`build_mechanism`][dpdl.mechanisms.registry.build_mechanism] dispatches through; a mechanism
+defined elsewhere is registered with `@MECHANISM_REGISTRY.register(name, help=...)`
+(`examples/custom_mechanism.py`).
 """
 
 from __future__ import annotations
@@ -157,9 +159,9 @@ def build_mechanism(
     calibration: Calibration | None,
     options: DesignOptions | None = None,
 ) -> NoiseMechanism:
-    """Mechanism ``name`` for ``graph`` and its mixing matrix, calibrated to ``calibration``.
+    """Mechanism `name` for `graph` and its mixing matrix, calibrated to `calibration`.
 
-    ``"none"`` needs no calibration; every other mechanism does.
+    `"none"` needs no calibration; every other mechanism does.
     """
     if name == NoNoise.name:
         return NoNoise(weights.shape[0])

@@ -1,14 +1,14 @@
 """Noise correlated over time: MF-D-SGD with a local encoder (MAFALDA-SGD, Algorithm 1).
 
-Agent u's noise at step t is ``sum_{s <= t} (C_local^-1)[t, s] z_s^(u)`` with ``z ~ N(0, sigma^2)``
-independent over steps, agents and coordinates: the noise ``C^-1 Z`` of eq. (5) for
-``C = C_local (x) I_n``. No seed is shared, so the design is local (LDP); its privacy is the
-encoder's sensitivity under the participation scheme (:mod:`dpdl.factorization.mafalda`), not a
+Agent u's noise at step t is `sum_{s <= t} (C_local^-1)[t, s] z_s^(u)` with `z ~ N(0, sigma^2)`
+independent over steps, agents and coordinates: the noise `C^-1 Z` of eq. (5) for `C = C_local (x)
+I_n`. No seed is shared, so the design is local (LDP); its privacy is the encoder's sensitivity
+under the participation scheme ([`dpdl.factorization.mafalda`][dpdl.factorization.mafalda]), not a
 per-step covariance, so it is a noise *source* for the engine and not a
-:class:`~dpdl.mechanisms.base.NoiseMechanism`: it has no per-round description
-(:class:`~dpdl.accounting.noise.GaussianNoise`) for the accountant to read. DP-D-SGD
-(``C_local = I``) and AntiPGD (``C_local = 1_{t >= s}``) are the same source with other encoders;
-MAFALDA-L-SGD gives each agent its own encoder (``C = sum_u C_u (x) e_u e_u^T``, an ``n x T x T``
+[`NoiseMechanism`][dpdl.mechanisms.base.NoiseMechanism]: it has no per-round description
+([`GaussianNoise`][dpdl.accounting.noise.GaussianNoise]) for the accountant to read. DP-D-SGD
+(`C_local = I`) and AntiPGD (`C_local = 1_{t >= s}`) are the same source with other encoders;
+MAFALDA-L-SGD gives each agent its own encoder (`C = sum_u C_u (x) e_u e_u^T`, an `n x T x T`
 stack).
 """
 
@@ -27,7 +27,7 @@ __all__ = ["LocalCorrelatedNoise"]
 
 
 class LocalCorrelatedNoise:
-    """``C_local^-1 Z`` for every agent, drawn step by step (lower-triangular ``C_local``:
+    """`C_local^-1 Z` for every agent, drawn step by step (lower-triangular `C_local`:
     causal)."""
 
     def __init__(
@@ -81,11 +81,11 @@ class LocalCorrelatedNoise:
 
     @property
     def calibrated(self) -> bool:
-        """Whether the noise was sized for a budget: any but none (``sigma = 0``)."""
+        """Whether the noise was sized for a budget: any but none (`sigma = 0`)."""
         return not self.is_noiseless
 
     def noise_stream(self, rng: np.random.Generator, dim: int) -> Iterator[np.ndarray]:
-        """Step t's noise ``(n, dim)``; the seeds drawn so far are kept (``T n dim`` floats)."""
+        """Step t's noise `(n, dim)`; the seeds drawn so far are kept (`T n dim` floats)."""
         seeds = np.empty((self.steps, self.n, dim))
         for t in range(self.steps):
             seeds[t] = self.sigma * rng.standard_normal((self.n, dim))
@@ -98,8 +98,8 @@ class LocalCorrelatedNoise:
         )
 
     def variance_after_mixing(self, weights: np.ndarray) -> float:
-        """``Tr(W R_t W^T)`` of step t's noise, averaged over the steps: agent u's noise has
-        variance ``sigma^2 ||row t of its decoder||^2`` per coordinate, independent of the others'.
+        """`Tr(W R_t W^T)` of step t's noise, averaged over the steps: agent u's noise has
+        variance `sigma^2 ||row t of its decoder||^2` per coordinate, independent of the others'.
         (One step's variance only: what MAFALDA-SGD buys is the cancellation over steps, which
         no per-step number shows.)"""
         squared = weights.multiply(weights) if sparse.issparse(weights) else np.square(weights)

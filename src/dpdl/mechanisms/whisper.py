@@ -1,13 +1,13 @@
 """Whisper D-SGD / CorN-DSGD: noise covariance optimised for the mixing matrix.
 
-Single seed (Whisper D-SGD Algorithm 1; CorN-DSGD Algorithm 1): ``R = sigma_mix^2 I + R_cor`` solves
-problem (9) for the eavesdropper (:func:`dpdl.solvers.whisper_dual.solve_whisper`); every agent
-holds the shared seed s and computes its own row of ``R_cor^1/2 s_t``, plus its private
-``sigma_mix`` noise. We split R with the largest private part, ``sigma_mix^2 = lambda_min(R)``.
+Single seed (Whisper D-SGD Algorithm 1; CorN-DSGD Algorithm 1): `R = sigma_mix^2 I + R_cor` solves
+problem (9) for the eavesdropper (`dpdl.solvers.whisper_dual.solve_whisper`); every agent
+holds the shared seed s and computes its own row of `R_cor^1/2 s_t`, plus its private
+`sigma_mix` noise. We split R with the largest private part, `sigma_mix^2 = lambda_min(R)`.
 
 Multiple seeds (CorN-DSGD Section V-D, problem (10)): seed s_k is held by the group H_k and
-generates ``R_cor^(k)`` supported on H_k x H_k; the program protects every agent against every
-coalition of q honest-but-curious agents (:func:`dpdl.solvers.coalition.solve_multiseed`).
+generates `R_cor^(k)` supported on H_k x H_k; the program protects every agent against every
+coalition of q honest-but-curious agents (`dpdl.solvers.coalition.solve_multiseed`).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ SOLVER_TOLERANCE = 1e-6
 
 
 class Whisper(NoiseMechanism):
-    """``R = sigma_mix^2 I + R_cor`` with ``R_cor`` generated from one seed held by all agents.
+    """`R = sigma_mix^2 I + R_cor` with `R_cor` generated from one seed held by all agents.
 
-    Built from the eigendecomposition ``R = V diag(r) V^T``: ``sigma_mix^2 = min r`` and
-    ``R_cor^1/2 = V diag(sqrt(r - min r)) V^T``, so scaling needs no new decomposition. The
-    secret's factor is that principal root, not the thin ``V diag(sqrt(r - min r))``: it is the
+    Built from the eigendecomposition `R = V diag(r) V^T`: `sigma_mix^2 = min r` and
+    `R_cor^1/2 = V diag(sqrt(r - min r)) V^T`, so scaling needs no new decomposition. The
+    secret's factor is that principal root, not the thin `V diag(sqrt(r - min r))`: it is the
     same whatever basis LAPACK returns for a repeated eigenvalue, so the draws are the same on
-    every machine (:func:`~dpdl.accounting.noise.psd_root`).
+    every machine ([`psd_root`][dpdl.accounting.noise.psd_root]).
     """
 
     name = "whisper"
@@ -93,9 +93,9 @@ WHISPER_DENSE_MATRICES = 16
 
 
 def dense_weights(weights: np.ndarray | sparse.sparray, what: str) -> np.ndarray:
-    """``weights`` as the dense array a dense design needs, after checking that the design's
-    matrices fit in memory (a :class:`~dpdl.errors.ConfigError` naming n and the bytes, before
-    anything is allocated, where they do not)."""
+    """`weights` as the dense array a dense design needs, after checking that the design's
+    matrices fit in memory (a [`ConfigError`][dpdl.errors.ConfigError] naming n and the bytes,
+    before anything is allocated, where they do not)."""
     require_dense(weights.shape[0], what, WHISPER_DENSE_MATRICES)
     return weights.toarray() if sparse.issparse(weights) else np.asarray(weights, dtype=float)
 
@@ -105,10 +105,11 @@ def design_whisper(
     calibration: Calibration,
     objective: np.ndarray | None = None,
 ) -> Whisper:
-    """Whisper noise for ``weights`` meeting ``calibration`` against the eavesdropper (problem
-    (9)), minimising ``Tr(W R W^T)``, or ``Tr(M R)`` for ``M = objective`` (the horizon objective,
-    :mod:`dpdl.mechanisms.horizon`): the constraint, and so the privacy, is the same. The design is
-    dense (an n x n covariance): a graph too large for it is refused first."""
+    """Whisper noise for `weights` meeting `calibration` against the eavesdropper (problem (9)),
+    minimising `Tr(W R W^T)`, or `Tr(M R)` for `M = objective` (the horizon objective,
+    [`dpdl.mechanisms.horizon`][dpdl.mechanisms.horizon]): the constraint, and so the privacy, is
+    the same. The design is dense (an n x n covariance): a graph too large for it is refused
+    first."""
     weights = dense_weights(weights, "Whisper's noise design (a dense n x n covariance)")
     bound = calibration.inverse_variance_bound
     solution = (
@@ -119,12 +120,12 @@ def design_whisper(
 
 
 def disjoint_groups(n: int, m: int) -> list[tuple[int, ...]]:
-    """``m`` disjoint groups of consecutive agents covering ``0..n-1`` (CorN-DSGD Fig. 2)."""
+    """`m` disjoint groups of consecutive agents covering `0..n-1` (CorN-DSGD Fig. 2)."""
     return [tuple(int(i) for i in part) for part in np.array_split(np.arange(n), m)]
 
 
 class MultiSeedWhisper(NoiseMechanism):
-    """Private ``sigma_mix^2`` noise plus one seed per group H_k generating ``R_cor^(k)``."""
+    """Private `sigma_mix^2` noise plus one seed per group H_k generating `R_cor^(k)`."""
 
     name = "whisper-multiseed"
 

@@ -1,10 +1,10 @@
 """Zero-sum correlated noise: the prior work the correlated-noise papers start from.
 
 Pairwise-cancelling terms without independent noise (Imtiaz et al., IEEE TSP 2021; Biswas et al.,
-PoPETs 2025; DECOR with sigma_pair = 0): ``R = sigma^2 L``, so ``1^T v = 0`` and the sum of the
+PoPETs 2025; DECOR with sigma_pair = 0): `R = sigma^2 L`, so `1^T v = 0` and the sum of the
 agents' messages reveals the sum of their gradients exactly. Every agent's message looks as noisy
-as under LDP (we set ``sigma^2 = sigma_ldp^2 / d_min`` so every marginal variance is at least
-``sigma_ldp^2``), yet R is singular: against an eavesdropper the accountant reports
+as under LDP (we set `sigma^2 = sigma_ldp^2 / d_min` so every marginal variance is at least
+`sigma_ldp^2`), yet R is singular: against an eavesdropper the accountant reports
 epsilon = infinity (CorN-DSGD guideline (G1)). It is kept as the baseline whose guarantee is void.
 """
 
@@ -27,7 +27,7 @@ M = TypeVar("M", bound=NoiseMechanism)
 
 
 class ZeroSum(NoiseMechanism):
-    """``v_i = sum_{j in N_i} v_ij``, ``v_ij = -v_ji ~ N(0, sigma^2)``: ``R = sigma^2 L``."""
+    """`v_i = sum_{j in N_i} v_ij`, `v_ij = -v_ji ~ N(0, sigma^2)`: `R = sigma^2 L`."""
 
     name = "zero-sum"
     default_threat = Eavesdropper()
@@ -44,7 +44,7 @@ class ZeroSum(NoiseMechanism):
 
 
 def matched_to_ldp(build: Callable[[float], M], calibration: Calibration) -> M:
-    """``build(sigma)`` at the smallest sigma giving every agent at least the calibrated LDP
+    """`build(sigma)` at the smallest sigma giving every agent at least the calibrated LDP
     variance (zero-sum designs have no calibration of their own: their guarantee is void whatever
     the
     scale)."""

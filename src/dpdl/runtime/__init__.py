@@ -1,9 +1,9 @@
-"""A peer-to-peer runtime: the agents of noisy D-SGD as processes of ``torch.distributed`` (gloo, or
-nccl between GPUs: :mod:`dpdl.runtime.backend`), exchanging authenticated messages with their graph
-neighbours only, with every secret agreed by X25519 key exchange instead of a trusted party
-(:mod:`dpdl.keys`).
+"""A peer-to-peer runtime: the agents of noisy D-SGD as processes of `torch.distributed` (gloo, or
+nccl between GPUs: [`dpdl.runtime.backend`][dpdl.runtime.backend]), exchanging authenticated
+messages with their graph neighbours only, with every secret agreed by X25519 key exchange instead
+of a trusted party ([`dpdl.keys`][dpdl.keys]).
 
-The names are imported on first use (:mod:`dpdl.lazy`): torch is imported by the commands that run
+The names are imported on first use (`dpdl.lazy`): torch is imported by the commands that run
 agents, not by whatever imports a runtime submodule.
 """
 

@@ -1,33 +1,37 @@
-"""One agent of noisy D-SGD as one process of ``torch.distributed``: the deployment of
-Algorithm 1 of Whisper D-SGD / CorN-DSGD / DECOR that :func:`dpdl.simulation.run_dsgd` simulates,
-or of gradient tracking with LPPA's injected noise (:func:`dpdl.simulation.run_dsgt`; each round
+"""One agent of noisy D-SGD as one process of `torch.distributed`: the deployment of
+Algorithm 1 of Whisper D-SGD / CorN-DSGD / DECOR that `dpdl.simulation.run_dsgd` simulates,
+or of gradient tracking with LPPA's injected noise (`dpdl.simulation.run_dsgt`; each round
 an agent sends its model and its tracking variable in one message).
 
-Round t of agent i (the row i of the simulation's vectorized step)::
+Round t of agent i (the row i of the simulation's vectorized step):
 
-    g   <- clip(grad f_i(x_i; batch_i), C) (+ regulariser)     its own rows of examples only
-    y   <- x_i - eta_t (g + v_i^t)                            v_i^t from the seeds agent i holds
-    send y to every j with W[j, i] > 0; receive y_j from every j with W[i, j] > 0
-    x_i <- W[i, i] y + sum_j W[i, j] y_j
+```text
+g   <- clip(grad f_i(x_i; batch_i), C) (+ regulariser)     its own rows of examples only
+y   <- x_i - eta_t (g + v_i^t)                            v_i^t from the seeds agent i holds
+send y to every j with W[j, i] > 0; receive y_j from every j with W[i, j] > 0
+x_i <- W[i, i] y + sum_j W[i, j] y_j
+```
 
-Every agent builds the graph, W, the calibration and the noise design from the public
-configuration (:func:`dpdl.jobspec.job.build_job`), checks with the others that they agree,
-and agrees its seeds by key exchange (:mod:`dpdl.runtime.handshake`). The task is built from the
-same configuration, which stands for the agent's own data: it reads only its own rows.
+Every agent builds the graph, W, the calibration and the noise design from the public configuration
+([`dpdl.jobspec.job.build_job`][dpdl.jobspec.job.build_job]), checks with the others that they
+agree, and agrees its seeds by key exchange ([`dpdl.runtime.handshake`][dpdl.runtime.handshake]).
+The task is built from the same configuration, which stands for the agent's own data: it reads only
+its own rows.
 
-Faults: every ``checkpoint_every`` rounds the agent saves its state (the last two are kept), and
-when a neighbour dies or times out (:class:`~dpdl.errors.PeerFailure`) or the process is asked to
+Faults: every `checkpoint_every` rounds the agent saves its state (the last two are kept), and when
+a neighbour dies or times out ([`PeerFailure`][dpdl.errors.PeerFailure]) or the process is asked to
 stop (SIGTERM) it saves its states of the last n rounds before it stops. A restart with
-``resume=True`` resumes every agent from the latest round that all of them saved: the last round
+`resume=True` resumes every agent from the latest round that all of them saved: the last round
 completed everywhere when the agents could save on the way out, the last periodic checkpoint when
-one was killed outright. The run then continues exactly as if it had not stopped (batches and
-noise are functions of the seeds and the round, and the seeds of the agents' keys, which each
-agent saves at its first start and reads back: a replayed round sends the bytes it sent before,
-never a second release with fresh noise). Agents that left for good are dropped with
-``departed``: the others continue as a second phase on the remaining graph
-(:mod:`dpdl.jobspec.departure`), keeping their own data and batch streams. Checkpoints are data, not
-pickles, and name the run they belong to (:mod:`dpdl.runtime.checkpoint`): a resume refuses a
-checkpoint that is torn, altered, foreign or of another configuration.
+one was killed outright. The run then continues exactly as if it had not stopped (batches and noise
+are functions of the seeds and the round, and the seeds of the agents' keys, which each agent saves
+at its first start and reads back: a replayed round sends the bytes it sent before, never a second
+release with fresh noise). Agents that left for good are dropped with `departed`: the others
+continue as a second phase on the remaining graph
+([`dpdl.jobspec.departure`][dpdl.jobspec.departure]), keeping their own data and batch streams.
+Checkpoints are data, not pickles, and name the run they belong to
+([`dpdl.runtime.checkpoint`][dpdl.runtime.checkpoint]): a resume refuses a checkpoint that is torn,
+altered, foreign or of another configuration.
 """
 
 from __future__ import annotations
@@ -92,30 +96,30 @@ def _agent_file(workdir: Path, agent: int, name: str) -> Path:
 
 
 def checkpoint_path(workdir: Path, agent: int, kind: str) -> Path:
-    """File of agent ``agent``'s ``"periodic"`` or ``"last"`` (saved on failure) checkpoints
-    (:mod:`dpdl.runtime.checkpoint`)."""
+    """File of agent `agent`'s `"periodic"` or `"last"` (saved on failure) checkpoints
+    ([`dpdl.runtime.checkpoint`][dpdl.runtime.checkpoint])."""
     return _agent_file(workdir, agent, f"{kind}.ckpt")
 
 
 def final_model_path(workdir: Path, agent: int) -> Path:
-    """File of agent ``agent``'s final model (``.npy``)."""
+    """File of agent `agent`'s final model (`.npy`)."""
     return _agent_file(workdir, agent, "final.npy")
 
 
 def run_record_path(workdir: Path, agent: int) -> Path:
-    """File of agent ``agent``'s record of its run (JSON: where it started, its links)."""
+    """File of agent `agent`'s record of its run (JSON: where it started, its links)."""
     return _agent_file(workdir, agent, "run.json")
 
 
 def key_path(workdir: Path, agent: int, epoch: int) -> Path:
-    """File of agent ``agent``'s private key of phase ``epoch`` (0, then 1 after a departure)."""
+    """File of agent `agent`'s private key of phase `epoch` (0, then 1 after a departure)."""
     return _agent_file(workdir, agent, f"key{epoch}.json")
 
 
 def _agent_key(
     options: AgentOptions, agent: int, rank: int, epoch: int, run: str, resumed: bool
 ) -> AgentKey:
-    """Agent ``agent``'s key of phase ``epoch`` (as rank ``rank``): from ``options.key_seed``
+    """Agent `agent`'s key of phase `epoch` (as rank `rank`): from `options.key_seed`
     (reproducible), else the key it saved at its first start of this phase, else a fresh one,
     saved before any seed is derived from it. A resume never draws a new key for a phase that
     sent rounds: the rounds it replays would reach the neighbours again with independent noise,
@@ -138,7 +142,7 @@ def _agent_key(
 
 
 def phase_path(workdir: Path, agent: int) -> Path:
-    """File where agent ``agent`` records the departure its second phase started from."""
+    """File where agent `agent` records the departure its second phase started from."""
     return _agent_file(workdir, agent, "phase.json")
 
 
@@ -188,8 +192,8 @@ def _common_round(agent: int, states: list[AgentState], world: int) -> int:
 def _restore(
     path: Path, state: AgentState, shape: tuple[int, ...], batches: AgentBatches | None
 ) -> None:
-    """Check that ``state`` (read from ``path``) fits this run's parameters and batch streams, and
-    move ``batches`` to where it stood."""
+    """Check that `state` (read from `path`) fits this run's parameters and batch streams, and
+    move `batches` to where it stood."""
     if state.params.shape != shape:
         raise FileFormatError(
             f"{path}: the parameters of round {state.round} have shape {state.params.shape}, this "
@@ -221,15 +225,15 @@ def run_agent(
     on_round: Callable[[int], None] | None = None,
     progress: bool = False,
 ) -> np.ndarray:
-    """Run agent ``agent`` of replicate ``seed`` of ``config`` to the end and return its final
+    """Run agent `agent` of replicate `seed` of `config` to the end and return its final
     model.
 
-    The default process group must be initialised (:func:`dpdl.runtime.init_agent` with
-    ``options.backend``; under nccl the agent computes on its GPU), one rank per agent: rank =
+    The default process group must be initialised (`dpdl.runtime.init_agent` with
+    `options.backend`; under nccl the agent computes on its GPU), one rank per agent: rank =
     agent, or, after departures, the agent's position among the remaining ones
-    (:func:`remaining_agents`).
-    ``on_round(t)`` is called after every completed round. The agent holds the lock of its folder
-    ``WORKDIR/agent<i>`` while it runs (:func:`dpdl.files.folder_lock`): a second agent i in the
+    ([`remaining_agents`][dpdl.jobspec.departure.remaining_agents]).
+    `on_round(t)` is called after every completed round. The agent holds the lock of its folder
+    `WORKDIR/agent<i>` while it runs (`dpdl.files.folder_lock`): a second agent i in the
     same working folder is refused.
     """
     with folder_lock(Path(options.workdir) / f"agent{agent}", f"agent {agent}"):
@@ -238,7 +242,7 @@ def run_agent(
 
 def require_runtime_settings(config: TrainConfig) -> None:
     """Refuse, with one error, a setting the agents cannot honour: they report their final
-    models only, so no metric averaged over the last iterates (``average_last``); they draw
+    models only, so no metric averaged over the last iterates (`average_last`); they draw
     their noise round by round, so no noise correlated over time."""
     if config.cycled:
         raise ConfigError(
@@ -256,8 +260,8 @@ def require_runtime_settings(config: TrainConfig) -> None:
 def _first_job(
     config: TrainConfig, seed: int, agent: int, options: AgentOptions
 ) -> tuple[Job, list[int], int]:
-    """The job of replicate ``seed`` of ``config`` (resolved, with its epochs) before any
-    departure, the agents that remain (original ids, in rank order) and agent ``agent``'s rank
+    """The job of replicate `seed` of `config` (resolved, with its epochs) before any
+    departure, the agents that remain (original ids, in rank order) and agent `agent`'s rank
     among them. Refuses a setting the agents cannot honour, noise on other terms than it was
     calibrated for, an agent that is not among the remaining ones or not their rank in the
     process group, and departures under gradient tracking."""
@@ -290,7 +294,7 @@ def _first_job(
 def _initial_state(
     first: Job, seed: int, agent: int, tracking: bool
 ) -> tuple[AgentState, AgentBatches | None]:
-    """Agent ``agent``'s state before round 1 (the job's initial model; under gradient tracking
+    """Agent `agent`'s state before round 1 (the job's initial model; under gradient tracking
     stacked with a tracking variable and a last gradient of zeros) and its batch streams (None:
     full gradients)."""
     start_vector = first.task.initial_params().cpu().numpy()
@@ -311,9 +315,9 @@ def _resumed_state(
     settings: dict[str, Any],
     world: int,
 ) -> AgentState:
-    """The state agent ``agent`` resumes from (collective over the ``world`` agents): its saved
-    state of the latest round that all of them saved, with ``batches`` moved to where they
-    stood, else ``start``. Refuses a resume with nothing to resume from (no agent saved a
+    """The state agent `agent` resumes from (collective over the `world` agents): its saved
+    state of the latest round that all of them saved, with `batches` moved to where they
+    stood, else `start`. Refuses a resume with nothing to resume from (no agent saved a
     checkpoint and none departed)."""
     files = [checkpoint_path(options.workdir, agent, kind) for kind in ("periodic", "last")]
     saved = [(path, s) for path in files for s in load_checkpoint(path, run, agent, settings)]
@@ -337,9 +341,9 @@ def _departure_phase(
     rank: int,
     resumed_round: int,
 ) -> SecondPhase:
-    """The second phase after ``options.departed`` left, from the round recorded at its first
-    start, else from ``resumed_round`` (:func:`_phase_start`). Rank 0 writes the privacy reports
-    of both phases to ``WORKDIR/privacy.json``."""
+    """The second phase after `options.departed` left, from the round recorded at its first
+    start, else from `resumed_round` (`_phase_start`). Rank 0 writes the privacy reports
+    of both phases to `WORKDIR/privacy.json`."""
     phase = second_phase(
         config, first, list(options.departed), _phase_start(options, agent, resumed_round)
     )
@@ -369,8 +373,8 @@ def _connect(
     tracking: bool,
     device: torch.device,
 ) -> tuple[Links, NeighbourChannel]:
-    """Agent ``agent``'s links after the handshake of phase ``epoch`` (collective; its key from
-    :func:`_agent_key`) and its channel to its neighbours, whose messages hold the model, or
+    """Agent `agent`'s links after the handshake of phase `epoch` (collective; its key from
+    `_agent_key`) and its channel to its neighbours, whose messages hold the model, or
     under gradient tracking the model and the tracking variable."""
     timeout = datetime.timedelta(seconds=options.timeout)
     key = _agent_key(options, agent, rank, epoch, run, resumed)
@@ -401,10 +405,10 @@ def _round_step(
     channel: NeighbourChannel,
     device: torch.device,
 ) -> Callable[[int, np.ndarray], np.ndarray]:
-    """Agent ``agent``'s round: ``step(t, params)`` runs round ``t`` from ``params`` (collective
+    """Agent `agent`'s round: `step(t, params)` runs round `t` from `params` (collective
     with its neighbours) and returns the parameters after it. A round of noisy D-SGD (the
-    module's formulas), or under gradient tracking (``config.algorithm == "dsgt"``) one of LPPA:
-    ``params`` stacks the model, the tracking variable and the last gradient."""
+    module's formulas), or under gradient tracking (`config.algorithm == "dsgt"`) one of LPPA:
+    `params` stacks the model, the tracking variable and the last gradient."""
     dim = job.task.dim
     own_weight, weights_in = (
         job.weights[rank, rank],
@@ -478,11 +482,11 @@ def _run_rounds(
     on_round: Callable[[int], None] | None,
     progress: bool,
 ) -> np.ndarray:
-    """Run agent ``agent``'s rounds after ``state`` to the last with ``advance``
-    (:func:`_round_step`) and return its parameters after it. Every ``options.checkpoint_every``
+    """Run agent `agent`'s rounds after `state` to the last with `advance`
+    (`_round_step`) and return its parameters after it. Every `options.checkpoint_every`
     rounds it saves its periodic checkpoint (the last two states); when a round fails or the
     process is asked to stop (SIGTERM, handled in the main thread only), it saves its states of
-    the last ``keep`` rounds as its ``"last"`` checkpoint and re-raises."""
+    the last `keep` rounds as its `"last"` checkpoint and re-raises."""
     params = state.params.copy()
     recent: deque[AgentState] = deque([state], maxlen=keep)
     periodic: deque[AgentState] = deque([state], maxlen=2)
@@ -537,8 +541,9 @@ def _save_final(
     model: np.ndarray,
     record: dict[str, Any],
 ) -> None:
-    """Save agent ``agent``'s final model (:func:`final_model_path`) and then ``record``, the
-    record of its run (:func:`run_record_path`)."""
+    """Save agent `agent`'s final model
+    ([`final_model_path`][dpdl.runtime.agent.final_model_path]) and then `record`, the record of
+    its run ([`run_record_path`][dpdl.runtime.agent.run_record_path])."""
     path = final_model_path(options.workdir, agent)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.save(path, model)
@@ -553,10 +558,10 @@ def _run(
     on_round: Callable[[int], None] | None,
     progress: bool,
 ) -> np.ndarray:
-    """The body of :func:`run_agent`, inside the agent's folder lock: check the run and the
-    process group, find the state to start from (round 0, or a resume's) and the phase (after a
-    departure, the second, on the remaining graph), agree keys and seeds with the others, run
-    the rounds, and save the final model and the record of the run."""
+    """The body of [`run_agent`][dpdl.runtime.agent.run_agent], inside the agent's folder lock:
+    check the run and the process group, find the state to start from (round 0, or a resume's)
+    and the phase (after a departure, the second, on the remaining graph), agree keys and seeds
+    with the others, run the rounds, and save the final model and the record of the run."""
     config = with_epochs(config.resolved())
     first, remaining, rank = _first_job(config, seed, agent, options)
     tracking = config.algorithm == "dsgt"

@@ -1,11 +1,11 @@
-"""Which ``torch.distributed`` backend carries the agents' messages, and the device each agent then
+"""Which `torch.distributed` backend carries the agents' messages, and the device each agent then
 computes on.
 
-- ``gloo``: CPU tensors over TCP, on any machine; every agent computes on the CPU.
-- ``nccl``: one GPU per agent, ``cuda:LOCAL_RANK`` of its machine (NCCL refuses two ranks on one
+- `gloo`: CPU tensors over TCP, on any machine; every agent computes on the CPU.
+- `nccl`: one GPU per agent, `cuda:LOCAL_RANK` of its machine (NCCL refuses two ranks on one
   GPU). The agent's gradients run on its GPU and its messages travel GPU to GPU through NCCL
   (NVLink, InfiniBand or sockets, whatever NCCL finds). The default process group is then
-  ``cpu:gloo,cuda:nccl``: torch sends a tensor through the backend of its device, so the key
+  `cpu:gloo,cuda:nccl`: torch sends a tensor through the backend of its device, so the key
   exchange and the checkpoint agreement (small CPU tensors) keep using gloo while the models use
   NCCL. Tags are still computed and checked on the host (the cipher library works on host bytes),
   so each round copies the outgoing message to the GPU and each incoming one back.
@@ -28,7 +28,8 @@ __all__ = ["BACKENDS", "agent_device", "environment_int", "process_group_backend
 
 
 def environment_int(name: str) -> int:
-    """The integer environment variable ``name`` (set by torchrun or :func:`run_local`)."""
+    """The integer environment variable `name` (set by torchrun or
+    [`run_local`][dpdl.runtime.launch.run_local])."""
     text = os.environ[name]
     if not text.strip().isdigit():
         raise ConfigError(f"{name}={text!r}: expected an integer >= 0, as torchrun sets it")
@@ -42,8 +43,9 @@ def _check(backend: str) -> None:
 
 def agent_device(backend: str) -> torch.device:
     """The device this agent computes and exchanges on: the CPU under gloo; under nccl, the GPU
-    of its machine numbered by ``LOCAL_RANK`` (which torchrun sets, and :func:`run_local` sets to
-    the rank). Raises :class:`~dpdl.errors.ConfigError` when that GPU is not there."""
+    of its machine numbered by `LOCAL_RANK` (which torchrun sets, and
+    [`run_local`][dpdl.runtime.launch.run_local] sets to the rank). Raises
+    [`ConfigError`][dpdl.errors.ConfigError] when that GPU is not there."""
     _check(backend)
     if backend == "gloo":
         return torch.device("cpu")
@@ -68,6 +70,6 @@ def agent_device(backend: str) -> torch.device:
 
 
 def process_group_backend(backend: str) -> str:
-    """The backend string of ``torch.distributed.init_process_group`` for ``backend``."""
+    """The backend string of `torch.distributed.init_process_group` for `backend`."""
     _check(backend)
     return "gloo" if backend == "gloo" else "cpu:gloo,cuda:nccl"

@@ -1,28 +1,28 @@
-"""Authenticated, round-tagged exchange with graph neighbours over ``torch.distributed`` (gloo, or
+"""Authenticated, round-tagged exchange with graph neighbours over `torch.distributed` (gloo, or
 nccl between GPUs).
 
-Each round an agent sends one vector to every out-neighbour and receives one from every
-in-neighbour by point-to-point send / receive, nothing else. A message carries, per receiver, a
-40-byte header (the round number, then a tag), then the payload. The tag is computed under the
-link's key for that direction and this run (:func:`dpdl.keys.mac_key`), by one of three MACs:
+Each round an agent sends one vector to every out-neighbour and receives one from every in-neighbour
+by point-to-point send / receive, nothing else. A message carries, per receiver, a 40-byte header
+(the round number, then a tag), then the payload. The tag is computed under the link's key for that
+direction and this run ([`dpdl.keys.mac_key`][dpdl.keys.mac_key]), by one of three MACs:
 
-- ``"aes-gmac"`` (default): GMAC (NIST SP 800-38D), the 16-byte tag of AES-256-GCM with the round
+- `"aes-gmac"` (default): GMAC (NIST SP 800-38D), the 16-byte tag of AES-256-GCM with the round
   as nonce, the payload as associated data and nothing encrypted. One pass per message at about
   16 GB/s here (AES-NI and carry-less multiplication), faster than a copy.
-- ``"poly1305"``: the 16-byte Poly1305 tag of the payload (RFC 8439 Section 2.5) under the
+- `"poly1305"`: the 16-byte Poly1305 tag of the payload (RFC 8439 Section 2.5) under the
   one-time key ChaCha20 derives from the link key with the round as nonce (Section 2.6), as
   ChaCha20-Poly1305 does: about 10 GB/s here, and the fast choice on processors without AES
   instructions. (ChaCha20-Poly1305's own tag over associated data runs at a third of that.)
-- ``"hmac-sha256"``: ``HMAC-SHA256(k, "dpdl" | s | r | round | SHA-256(payload))``; the payload is
+- `"hmac-sha256"`: `HMAC-SHA256(k, "dpdl" | s | r | round | SHA-256(payload))`; the payload is
   hashed once per round whatever the degree, but SHA-256 runs at about 1 GB/s here, so with large
-  models the hashing, not gloo, bounds the rounds per second (``BENCHMARKS.md``).
+  models the hashing, not gloo, bounds the rounds per second (`BENCHMARKS.md`).
 
-Tags are compared in constant time. Link keys are fresh for every start of the agents (the
-handshake mixes in per-run nonces), so the nonce ``round`` is never used twice under one key, and
-a message recorded in an earlier run does not verify in a resumed one. A message whose round is
-not the receiver's (a replay) or whose tag does not verify (forged, altered, sent under another
-key) raises :class:`~dpdl.errors.AuthenticationError`; a neighbour that dies or does not answer
-within the timeout raises :class:`~dpdl.errors.PeerFailure` naming it and the round.
+Tags are compared in constant time. Link keys are fresh for every start of the agents (the handshake
+mixes in per-run nonces), so the nonce `round` is never used twice under one key, and a message
+recorded in an earlier run does not verify in a resumed one. A message whose round is not the
+receiver's (a replay) or whose tag does not verify (forged, altered, sent under another key) raises
+[`AuthenticationError`][dpdl.errors.AuthenticationError]; a neighbour that dies or does not answer
+within the timeout raises [`PeerFailure`][dpdl.errors.PeerFailure] naming it and the round.
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ def message_tag(
     payload: np.ndarray,
     digest: bytes = b"",
 ) -> bytes:
-    """The 32-byte tag field of ``payload`` (any array) sent from ``sender`` to ``receiver`` at
-    ``round_``; ``digest``: the payload's SHA-256, where the caller has it (HMAC-SHA256 only)."""
+    """The 32-byte tag field of `payload` (any array) sent from `sender` to `receiver` at
+    `round_`; `digest`: the payload's SHA-256, where the caller has it (HMAC-SHA256 only)."""
     data = np.ascontiguousarray(payload).view(np.uint8)
     nonce = round_.to_bytes(12, "little")
     if mac == "aes-gmac":
@@ -87,15 +87,15 @@ def message_tag(
 
 def one_time_key(key: bytes, nonce: bytes) -> bytes:
     """RFC 8439 Section 2.6: the Poly1305 key of one message, the first 32 bytes of the ChaCha20
-    block of ``key`` at counter 0 and the 12-byte ``nonce``."""
+    block of `key` at counter 0 and the 12-byte `nonce`."""
     return (
         Cipher(algorithms.ChaCha20(key, bytes(4) + nonce), mode=None).encryptor().update(bytes(32))
     )
 
 
 def wait(work: dist.Work, peer: int, round_: int, agent: int, timeout: datetime.timedelta) -> None:
-    """Wait for a point-to-point operation with ``peer``; its death or silence is a
-    :class:`PeerFailure`."""
+    """Wait for a point-to-point operation with `peer`; its death or silence is a
+    [`PeerFailure`][dpdl.errors.PeerFailure]."""
     try:
         work.wait(timeout=timeout)
     except RuntimeError as error:
@@ -116,29 +116,30 @@ def _nonzero(entries: np.ndarray | sparse.sparray) -> np.ndarray:
 
 
 def receivers_of(weights: np.ndarray | sparse.csr_array, agent: int) -> list[int]:
-    """The agents ``agent`` sends to: j with ``W[j, agent] > 0``, j != agent, in increasing
+    """The agents `agent` sends to: j with `W[j, agent] > 0`, j != agent, in increasing
     order."""
     return [int(j) for j in _nonzero(weights[:, agent]) if j != agent]
 
 
 def senders_of(weights: np.ndarray | sparse.csr_array, agent: int) -> list[int]:
-    """The agents ``agent`` hears from: j with ``W[agent, j] > 0``, j != agent, in increasing
+    """The agents `agent` hears from: j with `W[agent, j] > 0`, j != agent, in increasing
     order."""
     return [int(j) for j in _nonzero(weights[agent]) if j != agent]
 
 
 class NeighbourChannel:
-    """Agent ``agent``'s links on the graph of ``weights``: it sends to :func:`receivers_of` and
-    hears from :func:`senders_of`. ``send_keys[r]`` authenticates messages to r, ``receive_keys[s]``
-    those from s. Errors call rank r agent ``names[r]`` (default: r).
+    """Agent `agent`'s links on the graph of `weights`: it sends to
+    [`receivers_of`][dpdl.runtime.channel.receivers_of] and hears from
+    [`senders_of`][dpdl.runtime.channel.senders_of]. `send_keys[r]` authenticates messages to r,
+    `receive_keys[s]` those from s. Errors call rank r agent `names[r]` (default: r).
 
     A message of agent s is one float64 tensor, the same for all its receivers: one 40-byte header
-    (5 slots) per receiver, in the order of ``receivers_of(weights, s)``, then the payload; each
+    (5 slots) per receiver, in the order of `receivers_of(weights, s)`, then the payload; each
     receiver reads its own header. So the payload is copied once and sent as is to every receiver.
 
-    Messages are built and checked in host buffers. On a GPU ``device`` (the nccl backend,
-    :mod:`dpdl.runtime.backend`) they travel in device buffers: the outgoing one is copied there
-    once per round, each incoming one back to the host before its tag is checked.
+    Messages are built and checked in host buffers. On a GPU `device` (the nccl backend,
+    [`dpdl.runtime.backend`][dpdl.runtime.backend]) they travel in device buffers: the outgoing one
+    is copied there once per round, each incoming one back to the host before its tag is checked.
     """
 
     def __init__(
@@ -173,12 +174,12 @@ class NeighbourChannel:
 
     @property
     def outgoing(self) -> np.ndarray:
-        """The payload of the next message, ``(d,)``: a caller that computes its vector into it
-        (``out=``) spares :meth:`exchange` a copy."""
+        """The payload of the next message, `(d,)`: a caller that computes its vector into it
+        (`out=`) spares [`exchange`][dpdl.runtime.channel.NeighbourChannel.exchange] a copy."""
         return self._outbox.numpy()[_SLOTS * len(self.receivers) :]
 
     def exchange(self, round_: int, values: np.ndarray) -> dict[int, np.ndarray]:
-        """Send ``values`` (d,) to every receiver and return every sender's vector of this round
+        """Send `values` (d,) to every receiver and return every sender's vector of this round
         (views into the channel's buffers, valid until the next call)."""
         headers = _SLOTS * len(self.receivers)
         outbox = self._outbox.numpy()

@@ -1,19 +1,20 @@
 """A runtime agent's checkpoints: its states of some rounds, saved as data that cannot run code.
 
-A checkpoint is an ``.npz`` archive read with ``allow_pickle=False`` (no object arrays, so
+A checkpoint is an `.npz` archive read with `allow_pickle=False` (no object arrays, so
 reading it never unpickles anything). It holds
 
-- ``manifest``: UTF-8 JSON: the format and its version, :data:`~dpdl.simulation.ENGINE_VERSION`,
-  the fingerprint of the run it belongs to (:func:`run_fingerprint`), the agent, and per saved
-  state its round and its batch generators' states (JSON dicts);
-- per state ``k``: ``state<k>/params`` and the batch samplers' arrays ``state<k>/batches/<name>``;
-- ``sha256``: the SHA-256 of the manifest and every array (name, dtype, shape, bytes).
+- `manifest`: UTF-8 JSON: the format and its version, `ENGINE_VERSION`, the fingerprint of the run
+  it belongs to ([`run_fingerprint`][dpdl.runtime.checkpoint.run_fingerprint]), the agent, and per
+  saved state its round and its batch generators' states (JSON dicts);
+- per state `k`: `state<k>/params` and the batch samplers' arrays `state<k>/batches/<name>`;
+- `sha256`: the SHA-256 of the manifest and every array (name, dtype, shape, bytes).
 
-:func:`load_checkpoint` refuses, with a :class:`~dpdl.errors.FileFormatError` naming the file,
-anything else: a truncated or altered file (the archive or the checksum fails), a foreign file (a
-pickle, random bytes, another format), a checkpoint of another agent, of another run (its
-configuration, seed or noise design differ) or of another engine version. Files are written
-atomically (:func:`dpdl.files.atomic_write`): a crash leaves the previous checkpoint whole.
+[`load_checkpoint`][dpdl.runtime.checkpoint.load_checkpoint] refuses, with a
+[`FileFormatError`][dpdl.errors.FileFormatError] naming the file, anything else: a truncated or
+altered file (the archive or the checksum fails), a foreign file (a pickle, random bytes, another
+format), a checkpoint of another agent, of another run (its configuration, seed or noise design
+differ) or of another engine version. Files are written atomically (`dpdl.files.atomic_write`): a
+crash leaves the previous checkpoint whole.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ BatchState = tuple[dict[str, Any], dict[str, np.ndarray]]
 
 @dataclass
 class AgentState:
-    """What an agent needs to continue after round ``round``: its parameters (the model, or
+    """What an agent needs to continue after round `round`: its parameters (the model, or
     model, tracking variable and last gradient) and its batch streams (None: full gradients)."""
 
     round: int
@@ -70,18 +71,18 @@ class AgentState:
 
 
 def run_settings(config: TrainConfig, seed: int) -> dict[str, Any]:
-    """Replicate ``seed`` of ``config`` (resolved) as plain JSON data: the configuration with its
+    """Replicate `seed` of `config` (resolved) as plain JSON data: the configuration with its
     list of seeds replaced by this seed. A checkpoint keeps it, so that a resume with another
     setting can name the setting and both values."""
     return json_safe({**config.as_dict(), "seeds": [seed]})
 
 
 def run_fingerprint(config: TrainConfig, seed: int, job: Job) -> str:
-    """SHA-256 (hex) naming replicate ``seed`` of ``config`` (resolved) as built in ``job`` (the
-    first phase's, before any departure): :func:`run_settings` as canonical JSON, and the digest
-    of the mixing matrix and noise covariance that the agents compare in the handshake
-    (:meth:`~dpdl.jobspec.job.Job.design_digest`). A checkpoint of another run has another
-    fingerprint."""
+    """SHA-256 (hex) naming replicate `seed` of `config` (resolved) as built in `job` (the first
+    phase's, before any departure): [`run_settings`][dpdl.runtime.checkpoint.run_settings] as
+    canonical JSON, and the digest of the mixing matrix and noise covariance that the agents
+    compare in the handshake ([`design_digest`][dpdl.jobspec.job.Job.design_digest]). A
+    checkpoint of another run has another fingerprint."""
     text = json.dumps(run_settings(config, seed), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode() + job.design_digest()).hexdigest()
 
@@ -93,8 +94,9 @@ def save_checkpoint(
     agent: int,
     settings: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write ``states`` of agent ``agent`` of run ``run`` (a :func:`run_fingerprint`) to ``path``,
-    atomically, with the run's ``settings`` (:func:`run_settings`) when given."""
+    """Write `states` of agent `agent` of run `run` (a
+    [`run_fingerprint`][dpdl.runtime.checkpoint.run_fingerprint]) to `path`, atomically, with the
+    run's `settings` ([`run_settings`][dpdl.runtime.checkpoint.run_settings]) when given."""
     arrays: dict[str, np.ndarray] = {}
     described = []
     for k, state in enumerate(states):
@@ -121,11 +123,12 @@ def save_checkpoint(
 def load_checkpoint(
     path: Path, run: str, agent: int, settings: Mapping[str, Any] | None = None
 ) -> list[AgentState]:
-    """The states saved at ``path`` by agent ``agent`` of run ``run``; [] when there is no file.
+    """The states saved at `path` by agent `agent` of run `run`; [] when there is no file.
 
-    Raises :class:`~dpdl.errors.FileFormatError` naming ``path`` for a file that is not such a
-    checkpoint, whole and unaltered; for a checkpoint of another run, it names every setting that
-    differs from ``settings`` (this run's :func:`run_settings`) with both values."""
+    Raises [`FileFormatError`][dpdl.errors.FileFormatError] naming `path` for a file that is not
+    such a checkpoint, whole and unaltered; for a checkpoint of another run, it names every
+    setting that differs from `settings` (this run's
+    [`run_settings`][dpdl.runtime.checkpoint.run_settings]) with both values."""
     path = Path(path)
     if not path.is_file():
         return []
@@ -228,21 +231,22 @@ def _key_checksum(record: Mapping[str, Any]) -> str:
 
 
 def save_agent_key(path: Path, raw: bytes, run: str, agent: int, epoch: int) -> None:
-    """Write agent ``agent``'s private key of phase ``epoch`` of run ``run``, checksummed and bound
-    to the run, atomically and readable by its owner only (as its checkpoints): a resumed agent
-    reads it back (:func:`load_agent_key`), so every seed it holds, and so the noise of every
-    round it replays, is the one it drew before (the round's message is the same bytes)."""
+    """Write agent `agent`'s private key of phase `epoch` of run `run`, checksummed and bound to
+    the run, atomically and readable by its owner only (as its checkpoints): a resumed agent
+    reads it back ([`load_agent_key`][dpdl.runtime.checkpoint.load_agent_key]), so every seed it
+    holds, and so the noise of every round it replays, is the one it drew before (the round's
+    message is the same bytes)."""
     record = _key_record(run, agent, epoch, raw.hex())
     text = json.dumps({**record, "sha256": _key_checksum(record)}, sort_keys=True) + "\n"
     atomic_write(path, text.encode())  # a temporary file of mode 0600, renamed
 
 
 def load_agent_key(path: Path, run: str, agent: int, epoch: int) -> bytes | None:
-    """The private key :func:`save_agent_key` wrote at ``path`` for agent ``agent``, phase
-    ``epoch`` of run ``run``; None when there is no file. A file that is not such a record, whole
-    and unaltered, or that belongs to another agent, phase or run, raises
-    :class:`~dpdl.errors.FileFormatError` naming it (another run's key would correlate this run's
-    noise with that run's)."""
+    """The private key [`save_agent_key`][dpdl.runtime.checkpoint.save_agent_key] wrote at `path`
+    for agent `agent`, phase `epoch` of run `run`; None when there is no file. A file that is not
+    such a record, whole and unaltered, or that belongs to another agent, phase or run, raises
+    [`FileFormatError`][dpdl.errors.FileFormatError] naming it (another run's key would correlate
+    this run's noise with that run's)."""
     path = Path(path)
     if not path.is_file():
         return None

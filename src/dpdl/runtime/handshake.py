@@ -4,7 +4,7 @@
 2. Every agent computes the mixing matrix and the noise covariance from the public configuration
    and publishes a SHA-256 of them; agents that disagree (other software, other options) stop
    with an error naming them, before any noise is drawn.
-3. Seeds: private and two-holder seeds are derived locally (:mod:`dpdl.keys`); the leader
+3. Seeds: private and two-holder seeds are derived locally ([`dpdl.keys`][dpdl.keys]); the leader
    of every larger group sends each member the group's seed, encrypted for that member.
 4. Every graph link gets one message-authentication key per direction, from the pair's key and
    both ends' nonces: new in every run, resumed ones included.
@@ -57,11 +57,12 @@ def handshake(
     timeout: datetime.timedelta,
     names: list[int] | None = None,
 ) -> Links:
-    """Run the setup phase for ``agent`` (collective: every agent of the process group calls it):
-    the agents compare the job's :meth:`~dpdl.jobspec.job.Job.design_digest`, then agree the seed
-    of every secret of the job's noise as plain data (:attr:`~dpdl.jobspec.job.Job.noise_seeds`)
-    among its holders. A group leader silent for ``timeout`` is a
-    :class:`~dpdl.errors.PeerFailure`. Errors call rank r agent ``names[r]`` (default: r)."""
+    """Run the setup phase for `agent` (collective: every agent of the process group calls it):
+    the agents compare the job's [`design_digest`][dpdl.jobspec.job.Job.design_digest], then
+    agree the seed of every secret of the job's noise as plain data
+    ([`noise_seeds`][dpdl.jobspec.job.Job.noise_seeds]) among its holders. A group leader silent
+    for `timeout` is a [`PeerFailure`][dpdl.errors.PeerFailure]. Errors call rank r agent
+    `names[r]` (default: r)."""
     weights, noise = job.weights, job.noise_seeds
     names = names if names is not None else list(range(len(weights)))
     world = dist.get_world_size()

@@ -1,17 +1,17 @@
-"""Starting agents: one per ``torchrun`` rank across machines, or n local processes on loopback.
+"""Starting agents: one per `torchrun` rank across machines, or n local processes on loopback.
 
-``torchrun --nnodes ... --nproc-per-node ... -m dpdl.cli -- run-agent <options>`` sets the
-rendezvous (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``) that :func:`init_agent`
-reads;
-:func:`run_local` starts all n agents of a run as processes of this machine, collects their final
-models and evaluates them as ``dpdl train`` does.
+`torchrun --nnodes ... --nproc-per-node ... -m dpdl.cli -- run-agent <options>` sets the rendezvous
+(`MASTER_ADDR`, `MASTER_PORT`, `RANK`, `WORLD_SIZE`) that
+[`init_agent`][dpdl.runtime.launch.init_agent] reads; [`run_local`][dpdl.runtime.launch.run_local]
+starts all n agents of a run as processes of this machine, collects their final models and evaluates
+them as `dpdl train` does.
 
-Faults, locally. The launcher holds the working folder's lock (:func:`dpdl.files.folder_lock`), so a
+Faults, locally. The launcher holds the working folder's lock (`dpdl.files.folder_lock`), so a
 second job in the same folder is refused while the first runs. It watches its agents: when one stops
-with an error (a dead or frozen neighbour is detected by the agents within ``--timeout``, naming it
-and the round), the others that have not stopped :data:`STOP_GRACE` seconds later are woken and
+with an error (a dead or frozen neighbour is detected by the agents within `--timeout`, naming it
+and the round), the others that have not stopped `STOP_GRACE` seconds later are woken and
 asked to stop (SIGCONT, SIGTERM: they save their last states), and whatever still runs after as long
-again is killed; so a fault ends the whole job within ``--timeout`` plus twice that grace. Every
+again is killed; so a fault ends the whole job within `--timeout` plus twice that grace. Every
 agent holds the read end of a pipe whose write end only the launcher holds: when the launcher dies,
 however it dies, the pipe closes and the agents exit instead of running on as orphans.
 """
@@ -86,8 +86,9 @@ TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def init_agent(rank: int | None = None, world: int | None = None, backend: str = "gloo") -> int:
-    """Join the process group of ``backend`` (:mod:`dpdl.runtime.backend`) from the environment
-    ``torchrun`` sets; returns the rank. Under nccl the agent's GPU becomes the current device."""
+    """Join the process group of `backend` ([`dpdl.runtime.backend`][dpdl.runtime.backend]) from
+    the environment `torchrun` sets; returns the rank. Under nccl the agent's GPU becomes the
+    current device."""
     if rank is None or world is None:
         missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
         if missing:
@@ -112,7 +113,7 @@ def init_agent(rank: int | None = None, world: int | None = None, backend: str =
 
 
 def agent_error_path(workdir: Path, rank: int) -> Path:
-    """Where the local agent process of rank ``rank`` writes the error it stopped on."""
+    """Where the local agent process of rank `rank` writes the error it stopped on."""
     return Path(workdir) / "errors" / f"rank{rank}.txt"
 
 
@@ -163,8 +164,8 @@ class Agents:
 def spawn_agents(
     world: int, workdir: Path, target: Callable[..., Any], *args: Any, backend: str = "gloo"
 ) -> Agents:
-    """Start ``target(rank, *args)`` in ``world`` fresh processes joined in one process group of
-    ``backend`` on loopback (under nccl, agent r on GPU r); each ends itself when the launcher (this
+    """Start `target(rank, *args)` in `world` fresh processes joined in one process group of
+    `backend` on loopback (under nccl, agent r on GPU r); each ends itself when the launcher (this
     process) dies."""
     context = worker_context()
     port = free_port()
@@ -187,10 +188,10 @@ def spawn_agents(
 
 def watch_agents(agents: Agents, grace: float = STOP_GRACE) -> dict[int, str]:
     """Wait until every agent has stopped; return, by rank, why the agents stopped that the
-    launcher stopped. Once an agent has failed (non-zero exit), the others have ``grace`` seconds
+    launcher stopped. Once an agent has failed (non-zero exit), the others have `grace` seconds
     to stop on their own (their neighbours' failure reaches them as errors naming it); those still
     running then get SIGCONT and SIGTERM (a frozen agent wakes up to stop, saving its last states),
-    and those still running ``grace`` seconds later get SIGKILL."""
+    and those still running `grace` seconds later get SIGKILL."""
     failed_at: float | None = None
     stopped: dict[int, str] = {}
     while True:
@@ -219,8 +220,9 @@ def watch_agents(agents: Agents, grace: float = STOP_GRACE) -> dict[int, str]:
 
 @dataclass
 class LocalRun:
-    """Outcome of :func:`run_local`: the final models (rows: the agents of the run in rank order),
-    their metrics, the run's privacy guarantee per threat, and the agents' errors."""
+    """Outcome of [`run_local`][dpdl.runtime.launch.run_local]: the final models (rows: the
+    agents of the run in rank order), their metrics, the run's privacy guarantee per threat, and
+    the agents' errors."""
 
     agents: list[int]
     models: np.ndarray | None
@@ -243,11 +245,11 @@ def _agent_target(
 def run_local(
     config: TrainConfig, seed: int, options: AgentOptions, progress: bool = False
 ) -> LocalRun:
-    """Run replicate ``seed`` of ``config`` as local agent processes (one per agent that has not
+    """Run replicate `seed` of `config` as local agent processes (one per agent that has not
     left) and collect the outcome.
 
-    When any agent fails, ``models`` is None and ``errors`` says, per agent, why it stopped;
-    rerun with ``resume=True`` to continue from the checkpoints.
+    When any agent fails, `models` is None and `errors` says, per agent, why it stopped;
+    rerun with `resume=True` to continue from the checkpoints.
     """
     config = with_epochs(config.resolved())
     require_runtime_settings(config)

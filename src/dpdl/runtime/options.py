@@ -1,10 +1,12 @@
 """How an agent runs, apart from the training configuration every agent shares:
-:class:`AgentOptions`.
+[`AgentOptions`][dpdl.runtime.options.AgentOptions].
 
-Declared with :func:`dpdl.settings.setting`, like :class:`dpdl.jobspec.config.TrainConfig`: the
-runtime options of ``dpdl run-agent`` and ``run-local`` are generated from these fields. Light (the
-standard library, :mod:`dpdl.choices`, :mod:`dpdl.errors` and :mod:`dpdl.settings` only), so the
-parser reads it without importing torch; :mod:`dpdl.runtime.agent` re-exports it.
+Declared with [`dpdl.settings.setting`][dpdl.settings.setting], like
+[`dpdl.jobspec.config.TrainConfig`][dpdl.jobspec.config.TrainConfig]: the runtime options of `dpdl
+run-agent` and `run-local` are generated from these fields. Light (the standard library,
+[`dpdl.choices`][dpdl.choices], [`dpdl.errors`][dpdl.errors] and [`dpdl.settings`][dpdl.settings]
+only), so the parser reads it without importing torch; [`dpdl.runtime.agent`][dpdl.runtime.agent]
+re-exports it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Simulation: the vectorized D-SGD and gradient-tracking engines, their samplers and step sizes.
 
-The engines' configuration (:class:`DSGDConfig`, :class:`StepSize`), the batch samplers and one
-agent's local step live in the job spec below (:mod:`dpdl.jobspec`), which the runtime shares;
-they are re-exported here, with :data:`ENGINE_VERSION`. The names are imported on first use
-(:mod:`dpdl.lazy`), so that :func:`clip_rows` or a step size does not import the engines'
-dependencies (tqdm, the mechanisms, gradient tracking's graphs).
+The engines' configuration (`DSGDConfig`, `StepSize`), the batch samplers and one agent's local step
+live in the job spec below (`dpdl.jobspec`), which the runtime shares; they are re-exported here,
+with `ENGINE_VERSION`. The names are imported on first use (`dpdl.lazy`), so that
+[`clip_rows`][dpdl.jobspec.step.clip_rows] or a step size does not import the engines' dependencies
+(tqdm, the mechanisms, gradient tracking's graphs).
 """
 
 from dpdl.choices import ALGORITHMS

@@ -1,24 +1,26 @@
 """The D-SGD engine with privacy noise, vectorized over agents.
 
-Algorithm 1 of Whisper D-SGD / CorN-DSGD (and Algorithm 1 of DECOR), for all agents at once::
+Algorithm 1 of Whisper D-SGD / CorN-DSGD (and Algorithm 1 of DECOR), for all agents at once:
 
-    g   <- clip(grad f_i(x_i; batch_i), C)            agent-level (or per-example) clipping
-    g   <- g + grad r(x_i)                            data-independent regulariser, if any
-    x   <- W (x - eta_t (g + v_t)),  v_t ~ N(0, R)    local step, noise, one gossip round
+```text
+g   <- clip(grad f_i(x_i; batch_i), C)            agent-level (or per-example) clipping
+g   <- g + grad r(x_i)                            data-independent regulariser, if any
+x   <- W (x - eta_t (g + v_t)),  v_t ~ N(0, R)    local step, noise, one gossip round
+```
 
-State is one ``(n, d)`` torch tensor on the chosen device, CPU or GPU
-(:func:`dpdl.jobspec.device.resolve_device`); gradients, clipping, the noise's addition and mixing
-(one dense or sparse matrix product) happen there, and nothing returns to the host until a metric is
-recorded. Randomness: one seed, independent streams for batches and noise (:mod:`dpdl.seeding`),
-drawn on the host by the mechanism's numpy sampler and copied to the device, so that a run is
-bit-for-bit repeatable, draws the same numbers on every device, and equals the deployment of
-:mod:`dpdl.runtime` (whose agents draw from the same streams). The copy is one asynchronous
-host-to-device transfer of the ``(n, d)`` noise per step.
+State is one `(n, d)` torch tensor on the chosen device, CPU or GPU
+([`dpdl.jobspec.device.resolve_device`][dpdl.jobspec.device.resolve_device]); gradients, clipping,
+the noise's addition and mixing (one dense or sparse matrix product) happen there, and nothing
+returns to the host until a metric is recorded. Randomness: one seed, independent streams for
+batches and noise (`dpdl.seeding`), drawn on the host by the mechanism's numpy sampler and copied to
+the device, so that a run is bit-for-bit repeatable, draws the same numbers on every device, and
+equals the deployment of `dpdl.runtime` (whose agents draw from the same streams). The copy is one
+asynchronous host-to-device transfer of the `(n, d)` noise per step.
 
-Given ``agent_seeds``, every agent instead draws its batch from its own stream and its noise from
-the seeds it holds (:meth:`~dpdl.mechanisms.base.NoiseMechanism.agent_noise`), as the processes of
-:mod:`dpdl.runtime` do: the same distribution, and with the seeds the agents agreed on
-(:func:`dpdl.keys.simulated_seed_book`) the same models as a deployment.
+Given `agent_seeds`, every agent instead draws its batch from its own stream and its noise from the
+seeds it holds ([`agent_noise`][dpdl.mechanisms.base.NoiseMechanism.agent_noise]), as the processes
+of `dpdl.runtime` do: the same distribution, and with the seeds the agents agreed on
+([`dpdl.keys.simulated_seed_book`][dpdl.keys.simulated_seed_book]) the same models as a deployment.
 """
 
 from __future__ import annotations
@@ -87,14 +89,14 @@ def run_dsgd(
     device: str | torch.device = "cpu",
     checkpoints: Checkpoints | None = None,
 ) -> DSGDResult:
-    """Run ``config.steps`` steps of noisy D-SGD and return the final state and metric history.
+    """Run `config.steps` steps of noisy D-SGD and return the final state and metric history.
 
-    Metrics are recorded at step 0, every ``config.eval_every`` steps and at the last step; each
-    record holds ``step`` plus the task's metrics. ``callback(step, metrics)`` sees each record.
-    With ``agent_seeds``, batches and noise are drawn agent by agent as a deployment draws them
-    (module doc; not for noise correlated over time). ``device``: where to compute (``cpu``,
-    ``cuda``, ``cuda:K`` or ``auto``); the task is moved there. ``checkpoints``: save the run's
-    state along the way and/or continue from a saved one (:mod:`dpdl.simulation.resume`).
+    Metrics are recorded at step 0, every `config.eval_every` steps and at the last step; each
+    record holds `step` plus the task's metrics. `callback(step, metrics)` sees each record. With
+    `agent_seeds`, batches and noise are drawn agent by agent as a deployment draws them (module
+    doc; not for noise correlated over time). `device`: where to compute (`cpu`, `cuda`, `cuda:K` or
+    `auto`); the task is moved there. `checkpoints`: save the run's state along the way and/or
+    continue from a saved one ([`dpdl.simulation.resume`][dpdl.simulation.resume]).
     """
     n = task.n_agents
     if weights.shape != (n, n):
@@ -160,20 +162,20 @@ def iterate(
     variables: dict[str, torch.Tensor] | None = None,
     checkpoints: Checkpoints | None = None,
 ) -> DSGDResult:
-    """Apply ``params <- step(t, params)`` for t = 1..T from the task's initial point on every
-    agent, on the task's device, recording metrics at step 0, every ``config.eval_every`` steps and
-    at the last step (each record holds ``step`` plus the task's metrics; ``callback(step,
-    metrics)`` sees each one). The final parameters come back to the host once, at the end.
+    """Apply `params <- step(t, params)` for t = 1..T from the task's initial point on every
+    agent, on the task's device, recording metrics at step 0, every `config.eval_every` steps and
+    at the last step (each record holds `step` plus the task's metrics; `callback(step,
+    metrics)` sees each one). The final parameters come back to the host once, at the end.
 
-    With ``config.average_last = k``, the iterates of steps T - k + 1 .. T are evaluated too and
-    the last record also holds each metric's mean over them, as ``<metric>_tail`` (DECOR's
+    With `config.average_last = k`, the iterates of steps T - k + 1 .. T are evaluated too and
+    the last record also holds each metric's mean over them, as `<metric>_tail` (DECOR's
     released least squares plots its error averaged over the last iterates, not at T).
 
-    ``checkpoints`` (:mod:`dpdl.simulation.resume`): the states saved along the way and the one to
-    start from; ``replay(t)`` draws step t's random numbers without computing (what a resumed run
-    fast-forwards its streams by), and ``variables`` are the engine's other state, by name, which
-    ``step`` reads and writes and a checkpoint holds. A resumed run's callback sees the records
-    made after its start only."""
+    `checkpoints` ([`dpdl.simulation.resume`][dpdl.simulation.resume]): the states saved along
+    the way and the one to start from; `replay(t)` draws step t's random numbers without
+    computing (what a resumed run fast-forwards its streams by), and `variables` are the engine's
+    other state, by name, which `step` reads and writes and a checkpoint holds. A resumed run's
+    callback sees the records made after its start only."""
     variables = {} if variables is None else variables
     start = None if checkpoints is None else checkpoints.start
     if start is not None and start.step >= config.steps:
@@ -245,7 +247,7 @@ def _state(
     variables: dict[str, torch.Tensor],
     host: np.ndarray | None = None,
 ) -> EngineState:
-    """The run after step ``t`` as host data (the records copied; the arrays are the tensors' own
+    """The run after step `t` as host data (the records copied; the arrays are the tensors' own
     on a CPU, which the engine replaces rather than changes, and the save writes them at once)."""
     return EngineState(
         step=t,
@@ -273,9 +275,9 @@ def _restore(
     variables: dict[str, torch.Tensor],
     replay: Callable[[int], None] | None,
 ) -> tuple[torch.Tensor, list[dict[str, float]], list[dict[str, float]]]:
-    """Parameters, history and last-iterate records of ``start``, with the engine's variables and
+    """Parameters, history and last-iterate records of `start`, with the engine's variables and
     torch's generator set back and the random streams fast-forwarded past its steps (module doc
-    of :mod:`dpdl.simulation.resume`: exact by construction)."""
+    of [`dpdl.simulation.resume`][dpdl.simulation.resume]: exact by construction)."""
     _check_start(task, config, start)
     if replay is None:
         raise ConfigError("this engine cannot resume: it has no way to replay its random draws")

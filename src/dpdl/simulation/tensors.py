@@ -1,5 +1,5 @@
 """The engines' operands on the compute device: the mixing matrix (dense, or CSR from
-:data:`~dpdl.scale.SPARSE_MIN_AGENTS` agents on, so a gossip round costs O(|E| d)) and each step's
+`SPARSE_MIN_AGENTS` agents on, so a gossip round costs O(|E| d)) and each step's
 host draws.
 """
 
@@ -15,9 +15,9 @@ __all__ = ["mixing_operator", "to_device"]
 
 
 def mixing_operator(weights: np.ndarray | sparse.sparray, device: torch.device) -> torch.Tensor:
-    """``weights`` as a float64 tensor on ``device``: dense stays dense; a scipy sparse matrix
+    """`weights` as a float64 tensor on `device`: dense stays dense; a scipy sparse matrix
     becomes a sparse CSR tensor (its structure was checked by
-    :func:`~dpdl.graphs.validate_mixing_matrix`)."""
+    [`validate_mixing_matrix`][dpdl.graphs.mixing.validate_mixing_matrix])."""
     if not sparse.issparse(weights):
         return torch.as_tensor(np.asarray(weights, dtype=float), device=device)
     csr = sparse.csr_array(weights)
@@ -36,7 +36,7 @@ def mixing_operator(weights: np.ndarray | sparse.sparray, device: torch.device) 
 
 
 def to_device(values: np.ndarray, device: torch.device) -> torch.Tensor:
-    """A host draw (noise, injection) as a float64 tensor on ``device``: shared memory on the CPU,
+    """A host draw (noise, injection) as a float64 tensor on `device`: shared memory on the CPU,
     one asynchronous copy to a GPU (nothing comes back to the host)."""
     host = torch.from_numpy(np.ascontiguousarray(values, dtype=float))
     if device.type == "cpu":

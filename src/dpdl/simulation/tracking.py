@@ -1,27 +1,29 @@
 """Gradient tracking (DSGT) with noise in the tracking variable, vectorized over agents.
 
-LPPA (Miao et al., 2025), eqs. (2)-(3) and Algorithm 1, for all agents at once::
+LPPA (Miao et al., 2025), eqs. (2)-(3) and Algorithm 1, for all agents at once:
 
-    gamma^0 <- grad(theta^0) + injection^0
-    theta   <- W theta - lambda_t gamma                        eq. (2)
-    gamma   <- W gamma + grad(theta_new) - grad(theta_old)     eq. (3)  [+ injection, every round]
+```text
+gamma^0 <- grad(theta^0) + injection^0
+theta   <- W theta - lambda_t gamma                        eq. (2)
+gamma   <- W gamma + grad(theta_new) - grad(theta_old)     eq. (3)  [+ injection, every round]
+```
 
-Each agent sends ``theta_i`` and ``gamma_i`` to its out-neighbours, so W may live on a directed
-graph; it must be doubly stochastic (Sinkhorn-Knopp gives one from a strongly connected graph:
-:func:`dpdl.graphs.sinkhorn_knopp`), which keeps ``1^T gamma = 1^T grad`` plus the injected sum,
-i.e. the tracking of the global gradient that Theorem 1 rests on.
+Each agent sends `theta_i` and `gamma_i` to its out-neighbours, so W may live on a directed graph;
+it must be doubly stochastic (Sinkhorn-Knopp gives one from a strongly connected graph:
+[`dpdl.graphs.sinkhorn_knopp`][dpdl.graphs.mixing.sinkhorn_knopp]), which keeps `1^T gamma = 1^T
+grad` plus the injected sum, i.e. the tracking of the global gradient that Theorem 1 rests on.
 
 Local updates (LPPA Sec. 6.3, "Effect of local epoch": K updates before each transmission): with
-``local_steps`` K > 1 the agents communicate on every K-th step only and take W = I on the others,
-the time-varying mixing by which Koloskova et al. (ICML 2020, "A unified theory of decentralized
-SGD with changing topology and local updates", Sec. 3) write local steps. Eq. (3) with W = I keeps
-the sum of the tracking variables equal to that of the gradients, so local steps follow the
-tracked global direction (the aim of K-GT, Liu et al., 2023, which corrects its local steps by a
-variable of its own instead). Noise injected every round enters once
-per communication, after it (K = 1: every step, as before). Gradients are stochastic on a
-fresh batch each step, clipped as in D-SGD when a clipping threshold is set
-(:func:`dpdl.simulation.dsgd.local_gradients`); ``grad(theta_old)`` is the previous step's
-gradient, as in every stochastic gradient-tracking method.
+`local_steps` K > 1 the agents communicate on every K-th step only and take W = I on the others, the
+time-varying mixing by which Koloskova et al. (ICML 2020, "A unified theory of decentralized SGD
+with changing topology and local updates", Sec. 3) write local steps. Eq. (3) with W = I keeps the
+sum of the tracking variables equal to that of the gradients, so local steps follow the tracked
+global direction (the aim of K-GT, Liu et al., 2023, which corrects its local steps by a variable of
+its own instead). Noise injected every round enters once per communication, after it (K = 1: every
+step, as before). Gradients are stochastic on a fresh batch each step, clipped as in D-SGD when a
+clipping threshold is set
+([`dpdl.simulation.dsgd.local_gradients`][dpdl.jobspec.step.local_gradients]); `grad(theta_old)` is
+the previous step's gradient, as in every stochastic gradient-tracking method.
 """
 
 from __future__ import annotations
@@ -59,14 +61,14 @@ def run_dsgt(
     local_steps: int = 1,
     checkpoints: Checkpoints | None = None,
 ) -> DSGDResult:
-    """Run ``config.steps`` rounds of DSGT, with ``injection`` (LPPA, the DP baseline or none) added
+    """Run `config.steps` rounds of DSGT, with `injection` (LPPA, the DP baseline or none) added
     to the tracking variable, and return the final models and the metric history (as
-    :func:`dpdl.simulation.run_dsgd`; the batches and noise come from the same seeded streams, or,
-    with ``agent_seeds``, agent by agent from the seeds of the injection's
-    :meth:`~dpdl.mechanisms.lppa.TrackingNoise.seed_structure`, as :mod:`dpdl.runtime` draws
-    them). ``device`` as for :func:`~dpdl.simulation.run_dsgd`; ``local_steps``: the updates of
-    each round, the last of which communicates; ``checkpoints``: as for
-    :func:`~dpdl.simulation.run_dsgd` (the tracking variable and last gradient are saved too)."""
+    `dpdl.simulation.run_dsgd`; the batches and noise come from the same seeded streams, or,
+    with `agent_seeds`, agent by agent from the seeds of the injection's
+    [`seed_structure`][dpdl.mechanisms.lppa.TrackingNoise.seed_structure], as `dpdl.runtime` draws
+    them). `device` as for `run_dsgd`; `local_steps`: the updates of
+    each round, the last of which communicates; `checkpoints`: as for
+    `run_dsgd` (the tracking variable and last gradient are saved too)."""
     n = task.n_agents
     if isinstance(local_steps, bool) or not isinstance(local_steps, int) or local_steps < 1:
         raise ConfigError(f"local_steps must be an integer >= 1, got {local_steps!r}")

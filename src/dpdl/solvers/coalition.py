@@ -1,20 +1,19 @@
 """Generic convex programs for correlated noise, solved with CVXPY (Clarabel), for small n.
 
-- :func:`solve_multiseed`: CorN-DSGD problem (10). Seeds s_k held by groups H_k generate
-  ``R_cor^(k)`` (PSD, supported on H_k x H_k); against every coalition I of q agents, the covariance
-  it cannot see on the honest agents J,
-  ``(sigma_mix^2 I + sum_{k: H_k and I disjoint} R_cor^(k))[J, J]``, must satisfy
-  ``[(.)^-1]_jj <= c``; minimise ``Tr(W R W^T)``, or ``Tr(M R)`` for a given PSD weight M (the
-  horizon objective of :mod:`dpdl.mechanisms.horizon`). Larger coalitions know more, so
-  coalitions of size exactly q suffice (q = 0: the eavesdropper, I empty). Special cases: q = 0
+- `solve_multiseed`: CorN-DSGD problem (10). Seeds s_k held by groups H_k generate `R_cor^(k)` (PSD,
+  supported on H_k x H_k); against every coalition I of q agents, the covariance it cannot see on
+  the honest agents J, `(sigma_mix^2 I + sum_{k: H_k and I disjoint} R_cor^(k))[J, J]`, must satisfy
+  `[(.)^-1]_jj <= c`; minimise `Tr(W R W^T)`, or `Tr(M R)` for a given PSD weight M (the horizon
+  objective of [`dpdl.mechanisms.horizon`][dpdl.mechanisms.horizon]). Larger coalitions know more,
+  so coalitions of size exactly q suffice (q = 0: the eavesdropper, I empty). Special cases: q = 0
   and one group is problem (9) (Whisper); one seed per agent with q = n - 1 is LDP.
-- :func:`solve_whisper_sdp`: problem (9) in the precision ``P = R^-1``:
-  ``minimise Tr(W P^-1 W^T) s.t. diag(P) <= c`` (a matrix-fractional program), an independent
-  formulation used to check the dual solver of :mod:`dpdl.solvers.whisper_dual` (with a weight M,
-  ``Tr(M P^-1) = matrix_frac(B, P)`` for ``M = B B^T``).
+- `solve_whisper_sdp`: problem (9) in the precision `P = R^-1`:
+  `minimise Tr(W P^-1 W^T) s.t. diag(P) <= c` (a matrix-fractional program), an independent
+  formulation used to check the dual solver of `dpdl.solvers.whisper_dual` (with a weight M,
+  `Tr(M P^-1) = matrix_frac(B, P)` for `M = B B^T`).
 
-Both use ``[R^-1]_jj = matrix_frac(e_j, R)`` (a Schur-complement LMI). The SDPs grow as
-``C(n, q) * n`` LMIs of size n, so they are meant for n up to a few tens. For a singular W the
+Both use `[R^-1]_jj = matrix_frac(e_j, R)` (a Schur-complement LMI). The SDPs grow as
+`C(n, q) * n` LMIs of size n, so they are meant for n up to a few tens. For a singular W the
 infimum is not attained; the solvers then stop near it with a nearly singular precision.
 """
 
@@ -59,12 +58,12 @@ def solve_multiseed(
     solver: str = "CLARABEL",
     objective: np.ndarray | None = None,
 ) -> MultiSeedSolution:
-    """CorN-DSGD problem (10) for seed groups ``groups`` and coalitions of size ``q``; it
-    minimises ``Tr(M R)`` for ``M = objective`` (default ``W^T W``: ``Tr(W R W^T)``).
+    """CorN-DSGD problem (10) for seed groups `groups` and coalitions of size `q`; it
+    minimises `Tr(M R)` for `M = objective` (default `W^T W`: `Tr(W R W^T)`).
 
-    The program is homogeneous in the bound: R solves it for ``c`` exactly when ``c R`` solves it
+    The program is homogeneous in the bound: R solves it for `c` exactly when `c R` solves it
     for 1, so it is solved for 1 and scaled back (the interior-point solver failed outright at
-    ``c`` near 1e-7, budgets of eps 0.1-0.3 over a few thousand steps)."""
+    `c` near 1e-7, budgets of eps 0.1-0.3 over a few thousand steps)."""
     n = weights.shape[0]
     if not 0 <= q < n:
         raise ConfigError(f"the coalition size must be in [0, n-1], got q={q} for n={n}")
@@ -110,8 +109,8 @@ def solve_multiseed(
 def solve_whisper_sdp(
     weights: np.ndarray, c: float, solver: str = "CLARABEL", objective: np.ndarray | None = None
 ) -> tuple[np.ndarray, float]:
-    """Problem (9) as ``min Tr(W P^-1 W^T) s.t. diag(P) <= c``, or ``min Tr(M P^-1)`` for
-    ``M = objective``; returns ``(R = P^-1, seconds)``."""
+    """Problem (9) as `min Tr(W P^-1 W^T) s.t. diag(P) <= c`, or `min Tr(M P^-1)` for
+    `M = objective`; returns `(R = P^-1, seconds)`."""
     n = weights.shape[0]
     start = time.perf_counter()
     if objective is None:

@@ -1,39 +1,40 @@
 """The Whisper D-SGD / CorN-DSGD covariance program, solved through its n-variable concave dual.
 
-Problem (9) of CorN-DSGD (Whisper D-SGD problem (10)): over covariances ``R > 0``
+Problem (9) of CorN-DSGD (Whisper D-SGD problem (10)): over covariances `R > 0`
 
     minimize  Tr(W R W^T)   subject to   [R^-1]_ii <= c   for every agent i,
 
-with ``c`` the calibrated bound (:attr:`dpdl.accounting.Calibration.inverse_variance_bound`).
-``Tr(W R W^T) = Tr(M R)`` with ``M = W^T W``; everything below holds for any positive
-semidefinite weight M (:func:`solve_weighted`), such as the loss the noise leaves after a whole run
-(:mod:`dpdl.mechanisms.horizon`), and :func:`solve_whisper` is ``solve_weighted(W^T W, c)``.
-With ``M = V diag(mu) V^T``, ``B = V_+ diag(sqrt(mu_+))`` (the range of M: ``M = B B^T``),
-``P = R^-1`` and ``Lambda = diag(lambda)``, the Lagrangian ``Tr(M R) + Tr(Lambda (P - c I))`` is
-minimised at ``P = B A^-1/2 B^T`` with ``A = B^T Lambda B``, which gives the concave dual
+with `c` the calibrated bound
+([`dpdl.accounting.Calibration.inverse_variance_bound`][dpdl.accounting.calibration.Calibration.inverse_variance_bound]).
+`Tr(W R W^T) = Tr(M R)` with `M = W^T W`; everything below holds for any positive semidefinite
+weight M (`solve_weighted`), such as the loss the noise leaves after a whole run
+([`dpdl.mechanisms.horizon`][dpdl.mechanisms.horizon]), and `solve_whisper` is `solve_weighted(W^T
+W, c)`. With `M = V diag(mu) V^T`, `B = V_+ diag(sqrt(mu_+))` (the range of M: `M = B B^T`), `P =
+R^-1` and `Lambda = diag(lambda)`, the Lagrangian `Tr(M R) + Tr(Lambda (P - c I))` is minimised at
+`P = B A^-1/2 B^T` with `A = B^T Lambda B`, which gives the concave dual
 
     g(lambda) = 2 Tr(A^1/2) - c sum(lambda),        d g / d lambda_i = [B A^-1/2 B^T]_ii - c
 
-(for invertible M, ``2 Tr((Lambda^1/2 M Lambda^1/2)^1/2)`` of docs/design.md: same spectrum). It is
-maximised by L-BFGS over ``log lambda`` and polished by a fixed point on the optimality
+(for invertible M, `2 Tr((Lambda^1/2 M Lambda^1/2)^1/2)` of docs/design.md: same spectrum). It is
+maximised by L-BFGS over `log lambda` and polished by a fixed point on the optimality
 conditions, one eigendecomposition of the r x r matrix A per step. The primal is
-``R = M_+^-1/2 A^1/2 M_+^-1/2`` on the range of W, built as ``F F^T`` (positive semidefinite by
-construction, nothing is inverted), scaled by ``max_i P_ii / c`` so that no constraint is violated;
-``Tr(M R) - g(lambda)`` certifies the optimality gap.
+`R = M_+^-1/2 A^1/2 M_+^-1/2` on the range of W, built as `F F^T` (positive semidefinite by
+construction, nothing is inverted), scaled by `max_i P_ii / c` so that no constraint is violated;
+`Tr(M R) - g(lambda)` certifies the optimality gap.
 
 Written by hand: a generic SDP solver (CVXPY + Clarabel) takes seconds at n = 20 and runs out of
 memory near n = 50, while this is O(n^3) per iteration (n = 1000 in seconds).
 
-Singular W (e.g. the complete graph with uniform weights ``11^T/n``; singular values below
-``KERNEL_TOL`` times the largest count as zero; for a general M, square roots of its eigenvalues
-below ``KERNEL_TOL`` times the largest): noise in the kernel of W cancels in one gossip
+Singular W (e.g. the complete graph with uniform weights `11^T/n`; singular values below
+`KERNEL_TOL` times the largest count as zero; for a general M, square roots of its eigenvalues
+below `KERNEL_TOL` times the largest): noise in the kernel of W cancels in one gossip
 round, so the infimum of Tr(W R W^T) is approached by unbounded kernel noise and is not attained.
-The range problem above is solved exactly, and the kernel gets an explicit, finite variance, ``cap``
-= ``KERNEL_VARIANCE`` times the largest variance on the range (:attr:`WhisperSolution.cap`); its
-small contribution ``1 / cap`` to ``[R^-1]_ii`` (and a rounding margin, ``KERNEL_MARGIN``) is
+The range problem above is solved exactly, and the kernel gets an explicit, finite variance, `cap`
+= `KERNEL_VARIANCE` times the largest variance on the range (`WhisperSolution.cap`); its
+small contribution `1 / cap` to `[R^-1]_ii` (and a rounding margin, `KERNEL_MARGIN`) is
 absorbed by the final scaling, at a relative cost
-of about ``n / KERNEL_VARIANCE`` (2e-7 on the complete graph with n = 20, where the infimum is the
-CDP level ``1 / (n c)``).
+of about `n / KERNEL_VARIANCE` (2e-7 on the complete graph with n = 20, where the infimum is the
+CDP level `1 / (n c)`).
 """
 
 from __future__ import annotations
@@ -72,12 +73,12 @@ class WhisperSolution:
 
     @property
     def gap(self) -> float:
-        """Certified relative optimality gap ``(primal - dual) / primal``."""
+        """Certified relative optimality gap `(primal - dual) / primal`."""
         return (self.objective - self.dual_value) / self.objective
 
 
 def _dual_parts(lam: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Eigen-decomposition ``(a, U)`` of ``A = B^T Lambda B`` and ``diag(B A^-1/2 B^T)``."""
+    """Eigen-decomposition `(a, U)` of `A = B^T Lambda B` and `diag(B A^-1/2 B^T)`."""
     values, vectors = np.linalg.eigh(basis.T @ (lam[:, None] * basis))
     values = np.clip(values, values[-1] * np.finfo(float).eps, None)
     rotated = basis @ vectors  # B U
@@ -96,10 +97,10 @@ def _negative_dual(
 def _polish(
     theta: np.ndarray, basis: np.ndarray, c: float, tol: float, max_iter: int = 200
 ) -> tuple[np.ndarray, int]:
-    """Drive the optimality conditions ``diag(P) = c`` (active) / ``<= c`` (``lambda_i -> 0``) to
-    ``tol`` by the fixed point ``log lambda_i += 2 log(P_ii / c)`` (first order, ``P_ii`` varies as
-    ``lambda_i^-1/2``; it contracts by about 1/2 per step). L-BFGS alone stalls near a gradient of
-    ``sqrt(machine epsilon)``, since its line search compares dual values."""
+    """Drive the optimality conditions `diag(P) = c` (active) / `<= c` (`lambda_i -> 0`) to
+    `tol` by the fixed point `log lambda_i += 2 log(P_ii / c)` (first order, `P_ii` varies as
+    `lambda_i^-1/2`; it contracts by about 1/2 per step). L-BFGS alone stalls near a gradient of
+    `sqrt(machine epsilon)`, since its line search compares dual values."""
     for iteration in range(max_iter):
         _, _, diag_p = _dual_parts(np.exp(theta), basis)
         ratio = diag_p / c
@@ -113,10 +114,10 @@ def _polish(
 def solve_whisper(
     weights: np.ndarray, c: float, tol: float = 1e-13, max_iter: int = 5000
 ) -> WhisperSolution:
-    """Minimise ``Tr(W R W^T)`` subject to ``[R^-1]_ii <= c`` (see the module docstring).
+    """Minimise `Tr(W R W^T)` subject to `[R^-1]_ii <= c` (see the module docstring).
 
     BLAS runs single-threaded here: numpy's and scipy's OpenBLAS copies otherwise stall each other
-    between ``eigh`` and L-BFGS-B (measured 0.07 s against 0.3 s at n = 100 on 2 cores, and far
+    between `eigh` and L-BFGS-B (measured 0.07 s against 0.3 s at n = 100 on 2 cores, and far
     worse under load), while at n = 1000 one thread costs only about a third more.
     """
     weights = np.asarray(weights, dtype=float)
@@ -127,10 +128,10 @@ def solve_whisper(
 def solve_weighted(
     weight: np.ndarray, c: float, tol: float = 1e-13, max_iter: int = 5000
 ) -> WhisperSolution:
-    """Minimise ``Tr(M R)`` subject to ``[R^-1]_ii <= c`` for a symmetric positive semidefinite
-    ``M = weight`` (see the module docstring): the same certificates (:attr:`WhisperSolution.gap`)
-    and the same guarantee that no constraint is exceeded as :func:`solve_whisper`, which is
-    ``solve_weighted(W^T W, c)``."""
+    """Minimise `Tr(M R)` subject to `[R^-1]_ii <= c` for a symmetric positive semidefinite
+    `M = weight` (see the module docstring): the same certificates (`WhisperSolution.gap`)
+    and the same guarantee that no constraint is exceeded as `solve_whisper`, which is
+    `solve_weighted(W^T W, c)`."""
     gram = np.asarray(weight, dtype=float)
     if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or not np.all(np.isfinite(gram)):
         raise ConfigError(

@@ -1,6 +1,6 @@
 """Learning tasks: objectives, real data, partitioners and metrics.
 
-The names are imported on first use (:mod:`dpdl.lazy`): the named tasks (:mod:`~dpdl.tasks.catalog`)
+The names are imported on first use (`dpdl.lazy`): the named tasks ([`catalog`][dpdl.tasks.catalog])
 import torch and the data loaders, the objectives and partitioners need numpy alone.
 """
 

@@ -1,10 +1,10 @@
 """What the D-SGD engine needs from a learning task.
 
-A task holds all agents' local objectives. Parameters of all agents are one ``(n, d)`` torch tensor
-on the task's device (:meth:`Task.to`), float64 unless a task says otherwise; gradients and metrics
-are computed there, so a step never leaves the device. Stochastic tasks keep their training examples
-in one tensor ordered by agent (agent i owns rows ``offsets[i]:offsets[i+1]``) so that a batch for
-every agent is one ``(n, B)`` index tensor.
+A task holds all agents' local objectives. Parameters of all agents are one `(n, d)` torch tensor on
+the task's device ([`Task.to`][dpdl.tasks.base.Task.to]), float64 unless a task says otherwise;
+gradients and metrics are computed there, so a step never leaves the device. Stochastic tasks keep
+their training examples in one tensor ordered by agent (agent i owns rows `offsets[i]:offsets[i+1]`)
+so that a batch for every agent is one `(n, B)` index tensor.
 """
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ __all__ = ["Batch", "Task"]
 
 @dataclass(frozen=True)
 class Batch:
-    """One step's examples: global row ``indices`` (n, B) and their ``weights`` (n, B).
+    """One step's examples: global row `indices` (n, B) and their `weights` (n, B).
 
-    The agent's batch gradient is ``sum_b weights[i, b] * grad(example indices[i, b])``: weights are
-    ``1/B`` for fixed-size batches; under Poisson sampling they are ``1/E[B]`` and zero on padding.
+    The agent's batch gradient is `sum_b weights[i, b] * grad(example indices[i, b])`: weights are
+    `1/B` for fixed-size batches; under Poisson sampling they are `1/E[B]` and zero on padding.
     The samplers draw batches on the host as numpy arrays (one random stream whatever the device);
-    :meth:`to` gives the tensors a task reads.
+    [`to`][dpdl.tasks.base.Batch.to] gives the tensors a task reads.
     """
 
     indices: np.ndarray | torch.Tensor
     weights: np.ndarray | torch.Tensor
 
     def to(self, device: torch.device, dtype: torch.dtype = torch.float64) -> Batch:
-        """The same batch as tensors on ``device`` (weights in ``dtype``)."""
+        """The same batch as tensors on `device` (weights in `dtype`)."""
         return Batch(
             torch.as_tensor(self.indices, device=device),
             torch.as_tensor(self.weights, dtype=dtype, device=device),
@@ -58,7 +58,7 @@ class Task(ABC):
         self.device = torch.device("cpu")
 
     def to(self, device: torch.device | str) -> Task:
-        """Move the task's data to ``device`` (in place) and return the task."""
+        """Move the task's data to `device` (in place) and return the task."""
         device = torch.device(device)
         if device != self.device:
             for name, value in vars(self).items():
@@ -73,7 +73,7 @@ class Task(ABC):
         return None
 
     def initial_params(self) -> torch.Tensor:
-        """Common starting point of all agents, shape ``(d,)`` on the task's device (zeros unless a
+        """Common starting point of all agents, shape `(d,)` on the task's device (zeros unless a
         task says otherwise)."""
         return torch.zeros(self.dim, dtype=self.dtype, device=self.device)
 
@@ -81,18 +81,18 @@ class Task(ABC):
     def gradients(
         self, params: torch.Tensor, batch: Batch | None, example_clip: float | None
     ) -> torch.Tensor:
-        """Every agent's data gradient at its own parameters, shape ``(n, d)``.
+        """Every agent's data gradient at its own parameters, shape `(n, d)`.
 
-        ``batch`` holds tensors on the task's device (:meth:`Batch.to`). With ``example_clip``
-        each example's gradient is clipped to that L2 norm before averaging (example-level
-        privacy); otherwise the batch mean is returned unclipped.
+        `batch` holds tensors on the task's device ([`Batch.to`][dpdl.tasks.base.Batch.to]). With
+        `example_clip` each example's gradient is clipped to that L2 norm before averaging
+        (example-level privacy); otherwise the batch mean is returned unclipped.
         """
 
     def agent_gradients(
         self, agent: int, params: torch.Tensor, batch: Batch | None, example_clip: float | None
     ) -> torch.Tensor:
-        """Agent ``agent``'s data gradient alone, from its parameters ``(1, d)`` and its batch (one
-        row): what one process of :mod:`dpdl.runtime` computes. Returns ``(1, d)``. The default
+        """Agent `agent`'s data gradient alone, from its parameters `(1, d)` and its batch (one
+        row): what one process of `dpdl.runtime` computes. Returns `(1, d)`. The default
         serves tasks whose agents differ only in their rows of examples; others override it."""
         return self.gradients(params, batch, example_clip)
 
@@ -102,17 +102,17 @@ class Task(ABC):
 
     @abstractmethod
     def evaluate(self, params: torch.Tensor) -> dict[str, float]:
-        """Metrics of all agents' parameters ``(m, d)``, averaged over agents, including
-        :attr:`primary_metric` and ``consensus_distance`` (the mean squared distance of the
+        """Metrics of all agents' parameters `(m, d)`, averaged over agents, including
+        `primary_metric` and `consensus_distance` (the mean squared distance of the
         agents' parameters to their mean); a metric of the agents' average model (their mean
-        parameters, evaluated as one model) is named ``<metric>_average_model``.
+        parameters, evaluated as one model) is named `<metric>_average_model`.
 
-        The built-in tasks: logistic regression reports ``test_loss`` and ``test_accuracy``, each
-        with its ``_average_model``, and ``train_objective``; the quadratics ``optimality_gap``
-        and ``optimality_gap_average_model``, ``squared_distance`` (to the optimum) and its
-        ``_average_model``, and ``train_loss``; torch models
-        (:class:`~dpdl.tasks.torch_model.TorchModelTask`) ``test_loss`` and, for classification,
-        ``test_accuracy``, each with its ``_average_model``."""
+        The built-in tasks: logistic regression reports `test_loss` and `test_accuracy`, each
+        with its `_average_model`, and `train_objective`; the quadratics `optimality_gap` and
+        `optimality_gap_average_model`, `squared_distance` (to the optimum) and its
+        `_average_model`, and `train_loss`; torch models
+        ([`TorchModelTask`][dpdl.tasks.torch_model.TorchModelTask]) `test_loss` and, for
+        classification, `test_accuracy`, each with its `_average_model`."""
 
     def parameter_layout(self) -> ParameterLayout:
         """The names and shapes of the flat parameter vector's pieces, which a saved model is

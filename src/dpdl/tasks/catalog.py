@@ -50,7 +50,7 @@ CNN_EVAL_CHUNK = 20_000
 def train_test_split(
     n_examples: int, test_fraction: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Random split of ``range(n_examples)`` into (train, test) index arrays."""
+    """Random split of `range(n_examples)` into (train, test) index arrays."""
     if not 0.0 < test_fraction < 1.0:
         raise ConfigError(f"the test fraction must be in (0, 1), got {test_fraction}")
     order = rng.permutation(n_examples)
@@ -61,7 +61,7 @@ def train_test_split(
 def partition_labels(
     labels: np.ndarray, n_agents: int, options: TaskOptions, rng: np.random.Generator
 ) -> list[np.ndarray]:
-    """Split examples with these ``labels`` across agents by ``options.partition``."""
+    """Split examples with these `labels` across agents by `options.partition`."""
     if options.partition == "iid":
         return partitions.iid(len(labels), n_agents, rng)
     if options.partition == "dirichlet":
@@ -76,15 +76,15 @@ def partition_labels(
 
 
 def build_task(name: str, n_agents: int, seed: int = 0, options: TaskOptions | None = None) -> Task:
-    """Task ``name`` (of :data:`dpdl.choices.TASK_REGISTRY`) for ``n_agents`` agents; data split
-    and partition are drawn from ``seed``."""
+    """Task `name` (of `dpdl.choices.TASK_REGISTRY`) for `n_agents` agents; data split
+    and partition are drawn from `seed`."""
     factory = TASK_REGISTRY.get(name)
     return factory(name, n_agents, seed, options or TaskOptions())
 
 
 def _start(options: TaskOptions, dim: int) -> np.ndarray:
-    """The starting model ``options.start`` names (:data:`dpdl.choices.START_REGISTRY`), checked
-    to be ``dim`` finite numbers."""
+    """The starting model `options.start` names (`dpdl.choices.START_REGISTRY`), checked
+    to be `dim` finite numbers."""
     start = np.asarray(START_REGISTRY.get(options.start)(dim), dtype=float)
     if start.shape != (dim,) or not np.all(np.isfinite(start)):
         raise ConfigError(
@@ -110,10 +110,10 @@ def _least_squares(name: str, n_agents: int, seed: int, options: TaskOptions) ->
 def split_examples(
     n_examples: int, n_train_file: int, options: TaskOptions, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Train and test indices of a dataset whose ``n_examples`` rows are its training file's
-    ``n_train_file`` rows, then its test file's: a random ``options.data_fraction`` of the rows is
-    kept (all of them at 1), then split at random (``options.test_fraction`` held out) or by file
-    (``options.split == "files"``: the kept rows of the test file are the test set)."""
+    """Train and test indices of a dataset whose `n_examples` rows are its training file's
+    `n_train_file` rows, then its test file's: a random `options.data_fraction` of the rows is
+    kept (all of them at 1), then split at random (`options.test_fraction` held out) or by file
+    (`options.split == "files"`: the kept rows of the test file are the test set)."""
     kept = np.arange(n_examples)
     if options.data_fraction < 1.0:
         count = int(options.data_fraction * n_examples)
@@ -152,8 +152,9 @@ def _mnist(
     model: Callable[[], nn.Module],
 ) -> TorchModelTask:
     """MNIST's 70000 images (train and test files together, flattened), split by
-    :func:`split_examples`, pixels mapped by ``scale(images, training indices)``, the training
-    rows partitioned by label, and ``model()`` initialised from the seed."""
+    [`split_examples`][dpdl.tasks.catalog.split_examples], pixels mapped by `scale(images,
+    training indices)`, the training rows partitioned by label, and `model()` initialised from
+    the seed."""
     train_images, train_labels = load_idx_dataset("mnist", "train")
     test_images, test_labels = load_idx_dataset("mnist", "t10k")
     images = np.concatenate([train_images, test_images]).reshape(-1, 28 * 28)
@@ -204,10 +205,11 @@ MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
 def _mnist_linear(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
     """MNIST with a linear softmax model (784 -> 10, with bias): the model of the CorN-DSGD
-    authors' released code (``models.py: LinearLayer(28*28, 10)``). Split as ``mnist-mlp``
-    (:func:`split_examples`: the authors keep 20% of the 70000 images and test on the kept images
-    of the test file, ``options.data_fraction`` and ``options.split``); pixels in [0, 1]
-    normalised with MNIST's mean and std (:data:`MNIST_MEAN`, :data:`MNIST_STD`), as theirs."""
+    authors' released code (`models.py: LinearLayer(28*28, 10)`). Split as `mnist-mlp`
+    ([`split_examples`][dpdl.tasks.catalog.split_examples]: the authors keep 20% of the 70000
+    images and test on the kept images of the test file, `options.data_fraction` and
+    `options.split`); pixels in [0, 1] normalised with MNIST's mean and std (`MNIST_MEAN`,
+    `MNIST_STD`), as theirs."""
 
     def normalise(images: np.ndarray, train: np.ndarray) -> np.ndarray:
         return ((images.astype(np.float32) / 255.0 - MNIST_MEAN) / MNIST_STD).astype(np.float32)
@@ -230,7 +232,7 @@ def standardised_census(
     table: np.ndarray, values: np.ndarray, train: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """housing-mlp's features and target: the census table's columns and the median house value,
-    standardised with the training rows' (``train``) mean and standard deviation."""
+    standardised with the training rows' (`train`) mean and standard deviation."""
     mean, std = table[train].mean(axis=0), table[train].std(axis=0)
     inputs = ((table - mean) / std).astype(np.float32)
     targets = ((values - values[train].mean()) / values[train].std()).astype(np.float32)
@@ -254,9 +256,10 @@ def housing_task(
     prepare: HousingFeatures = standardised_census,
 ) -> TorchModelTask:
     """California housing regression with a one-hidden-layer ReLU network, mean squared error
-    (MAFALDA-SGD Section 7.2: width 64), task ``housing-mlp``. Features and target are standardised
-    with the training split's statistics (:func:`standardised_census`), so predicting the mean
-    scores a test loss of about 1; a plugin's task prepares them its own way (``prepare``).
+    (MAFALDA-SGD Section 7.2: width 64), task `housing-mlp`. Features and target are standardised
+    with the training split's statistics
+    ([`standardised_census`][dpdl.tasks.catalog.standardised_census]), so predicting the mean
+    scores a test loss of about 1; a plugin's task prepares them its own way (`prepare`).
     Label-based partitions use the target's deciles as labels."""
     table, values = load_california_housing()
     train, test = train_test_split(
@@ -282,10 +285,10 @@ def housing_task(
 
 
 def _adult_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
-    """UCI Adult income with a one-hidden-layer sigmoid network and two-class cross-entropy (LPPA's
-    binary tasks use "a multi-layer perceptron" of unstated width and activation; ours is
-    ``options.hidden`` wide, sigmoid as DLG's networks, see :func:`lenet`), on the original train /
-    test rows."""
+    """UCI Adult income with a one-hidden-layer sigmoid network and two-class cross-entropy
+    (LPPA's binary tasks use "a multi-layer perceptron" of unstated width and activation; ours is
+    `options.hidden` wide, sigmoid as DLG's networks, see [`lenet`][dpdl.tasks.catalog.lenet]),
+    on the original train / test rows."""
     train_features, train_labels = load_adult("train")
     test_features, test_labels = load_adult("test")
     parts = partition_labels(train_labels, n_agents, options, purpose_rng(seed, "partition"))
@@ -309,7 +312,7 @@ def image_cnn(classes: int = 10) -> nn.Sequential:
     (4 groups), then a linear softmax layer: MAFALDA-SGD's image network (Section 7.2). Input
     (B, 1, 28, 28); 20,586 parameters.
 
-    The pooling comes before the ReLU here: ``relu(maxpool(x)) = maxpool(relu(x))`` exactly (ReLU
+    The pooling comes before the ReLU here: `relu(maxpool(x)) = maxpool(relu(x))` exactly (ReLU
     is monotone), gradients included (the same maximum is routed back, and where it is negative
     ReLU's zero derivative stops it either way), and the parameters keep their places and their
     initial values; the ReLU then runs on a quarter of the values, which makes a training step on
@@ -367,8 +370,9 @@ def task_network(name: str, options: TaskOptions, input_shape: tuple[int, ...]) 
 
 
 def _image_task(name: str, n_agents: int, seed: int, options: TaskOptions) -> TorchModelTask:
-    """MNIST or Fashion-MNIST (``mnist-*``, ``fashion-*``) with :func:`image_cnn` (``*-cnn``) or
-    :func:`lenet` (``*-lenet``): :func:`image_task` with standardised pixels."""
+    """MNIST or Fashion-MNIST (`mnist-*`, `fashion-*`) with
+    [`image_cnn`][dpdl.tasks.catalog.image_cnn] (`*-cnn`) or [`lenet`][dpdl.tasks.catalog.lenet]
+    (`*-lenet`): [`image_task`][dpdl.tasks.catalog.image_task] with standardised pixels."""
     return image_task(
         name, n_agents, seed, options, lambda: task_network(name, options, (1, 28, 28))
     )
@@ -382,13 +386,13 @@ def image_task(
     network: Callable[[], nn.Module],
     standardised: bool = True,
 ) -> TorchModelTask:
-    """The image task ``name`` on MNIST (a name that starts with ``mnist``) or Fashion-MNIST (any
-    other) with the network ``network()`` builds, for a task of your own: the original 60000 /
-    10000 split; pixels scaled to [0, 1] and, where ``standardised``, standardised with the
-    training mean and std; the labels split by ``options.partition``; each agent keeps
-    ``options.examples_per_agent`` of its part where set (MAFALDA-SGD's FEMNIST nodes hold a few
-    hundred examples each), and ``options.test_examples`` test images are evaluated where set. The
-    network is built under a seed drawn from ``seed``, so its initial weights are the seed's."""
+    """The image task `name` on MNIST (a name that starts with `mnist`) or Fashion-MNIST (any
+    other) with the network `network()` builds, for a task of your own: the original 60000 /
+    10000 split; pixels scaled to [0, 1] and, where `standardised`, standardised with the
+    training mean and std; the labels split by `options.partition`; each agent keeps
+    `options.examples_per_agent` of its part where set (MAFALDA-SGD's FEMNIST nodes hold a few
+    hundred examples each), and `options.test_examples` test images are evaluated where set. The
+    network is built under a seed drawn from `seed`, so its initial weights are the seed's."""
     folder = "mnist" if name.startswith("mnist") else "fashion_mnist"
     train_images, train_labels = load_idx_dataset(folder, "train")
     test_images, test_labels = load_idx_dataset(folder, "t10k")

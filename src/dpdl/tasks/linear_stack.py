@@ -1,19 +1,19 @@
 """Per-example clipped gradients of a stack of linear layers, for all agents, without per-example
 gradients.
 
-For a linear layer ``z = W a + b`` the gradient of example k's loss is ``delta_k a_k^T`` (and
-``delta_k`` for the bias), with ``delta_k = dloss_k / dz_k``; its squared norm is
-``||delta_k||^2 (||a_k||^2 + 1)`` (Goodfellow 2015, "Efficient per-example gradient computations";
+For a linear layer `z = W a + b` the gradient of example k's loss is `delta_k a_k^T` (and
+`delta_k` for the bias), with `delta_k = dloss_k / dz_k`; its squared norm is
+`||delta_k||^2 (||a_k||^2 + 1)` (Goodfellow 2015, "Efficient per-example gradient computations";
 the "ghost norm" of ghost clipping, Li et al. 2022). So one forward pass (keeping every layer's
 input a) and one backward pass (the deltas) give every example's gradient norm, and the clipped
-sum ``sum_k s_k delta_k a_k^T`` with ``s_k = w_k min(1, C / ||g_k||)`` is one batched product per
-layer. Cost: about two ordinary backward passes, against materialising an ``(n, B, d)`` tensor of
-per-example gradients with ``torch.func.vmap`` (about 40x faster for the MNIST network at n = 16-20,
+sum `sum_k s_k delta_k a_k^T` with `s_k = w_k min(1, C / ||g_k||)` is one batched product per
+layer. Cost: about two ordinary backward passes, against materialising an `(n, B, d)` tensor of
+per-example gradients with `torch.func.vmap` (about 40x faster for the MNIST network at n = 16-20,
 B = 64).
 
 Written here because the libraries that implement ghost clipping (Opacus) hook a single module's
-layers; dpdl batches every agent's own parameters into one ``(n, d)`` array, which they do not
-support. Applies to ``nn.Sequential`` models of ``nn.Linear`` layers and parameter-free modules
+layers; dpdl batches every agent's own parameters into one `(n, d)` array, which they do not
+support. Applies to `nn.Sequential` models of `nn.Linear` layers and parameter-free modules
 (activations, dropout in eval mode, flatten).
 """
 
@@ -30,7 +30,7 @@ Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class LinearStack:
-    """The layers of a supported ``nn.Sequential`` and where their parameters sit in a flat
+    """The layers of a supported `nn.Sequential` and where their parameters sit in a flat
     vector."""
 
     def __init__(self, model: nn.Sequential) -> None:
@@ -54,7 +54,7 @@ class LinearStack:
 
     @staticmethod
     def supports(model: nn.Module) -> bool:
-        """Whether ``model`` is a sequence of linear layers and parameter-free modules."""
+        """Whether `model` is a sequence of linear layers and parameter-free modules."""
         return isinstance(model, nn.Sequential) and all(
             isinstance(module, nn.Linear) or next(module.parameters(), None) is None
             for module in model
@@ -69,10 +69,10 @@ class LinearStack:
         loss: Loss,
         clip: float | None,
     ) -> torch.Tensor:
-        """``sum_k weights[i, k] min(1, clip / ||g_ik||) g_ik`` for every agent i, shape ``(n, d)``.
+        """`sum_k weights[i, k] min(1, clip / ||g_ik||) g_ik` for every agent i, shape `(n, d)`.
 
-        ``flat`` (n, d) holds every agent's parameters in ``named_parameters`` order, ``inputs``
-        (n, B, ...) and ``targets`` (n, B) every agent's batch; ``clip=None`` skips clipping (the
+        `flat` (n, d) holds every agent's parameters in `named_parameters` order, `inputs`
+        (n, B, ...) and `targets` (n, B) every agent's batch; `clip=None` skips clipping (the
         weighted batch gradient).
         """
         n, batch = inputs.shape[:2]

@@ -1,22 +1,22 @@
 """L2-regularised logistic regression, the papers' convex task on real data (a9a).
 
-Per example ``(a, y)`` with ``y in {-1, +1}``: ``l(x) = log(1 + exp(-y a^T x))``; the objective
-adds ``(lambda / 2) ||x||^2``. The regulariser is data-independent, so its gradient is added after
+Per example `(a, y)` with `y in {-1, +1}`: `l(x) = log(1 + exp(-y a^T x))`; the objective
+adds `(lambda / 2) ||x||^2`. The regulariser is data-independent, so its gradient is added after
 clipping and needs no noise. Whisper D-SGD Section VI-A (ii) / CorN-DSGD VI-A (ii): a9a,
 80/20 split, Dirichlet(10) partition, batch 128. DECOR Section 6.1 uses the same loss.
 
-Per-example gradients are ``-y sigma(-y a^T x) a``, so their norms are ``|coef| ||a||`` and
-per-example clipping costs no more than agent-level clipping: no ``(n, B, d)`` gradient array is
-formed. Thousands of agents are taken in blocks of agents (:data:`BLOCK_ENTRIES`), so the batch
+Per-example gradients are `-y sigma(-y a^T x) a`, so their norms are `|coef| ||a||` and
+per-example clipping costs no more than agent-level clipping: no `(n, B, d)` gradient array is
+formed. Thousands of agents are taken in blocks of agents (`BLOCK_ENTRIES`), so the batch
 rows gathered and the evaluation's margins stay tens of megabytes whatever n (the papers' 20-100
 agents are one block).
 
 When the batches of all agents hold more entries than there are training rows (thousands of agents
 with a few examples each, e.g. a9a on the 4039 agents of SNAP Facebook: 128 draws from about 8
 rows per agent), a step weighs every row once instead: each row's weight is the sum of its draws'
-weights, and agent i's gradient is ``sum_r weight_r coef_r a_r`` over its own rows, the same sum
+weights, and agent i's gradient is `sum_r weight_r coef_r a_r` over its own rows, the same sum
 grouped by row, in O(m d) for m rows instead of O(n B d). Where at most
-:data:`SPARSE_FEATURES` of the feature entries are nonzero (a9a: 11%), both sums run over the
+`SPARSE_FEATURES` of the feature entries are nonzero (a9a: 11%), both sums run over the
 nonzero entries alone, each one a gather and a scatter over a flat index: O(nnz) instead of
 O(m d): for a9a on Facebook's 4039 agents, 10 ms a gradient instead of 130 ms (BENCHMARKS.md).
 """
@@ -40,14 +40,14 @@ SPARSE_FEATURES = 0.25
 
 
 def _blocks(n: int, per_agent: int) -> list[slice]:
-    """Consecutive agent blocks whose temporaries hold at most :data:`BLOCK_ENTRIES` entries."""
+    """Consecutive agent blocks whose temporaries hold at most `BLOCK_ENTRIES` entries."""
     size = max(1, BLOCK_ENTRIES // max(per_agent, 1))
     return [slice(start, min(start + size, n)) for start in range(0, n, size)]
 
 
 def _clipped(coefficients: torch.Tensor, row_norms: torch.Tensor, clip: float) -> torch.Tensor:
-    """Per-example coefficients scaled so that each example's gradient ``coef * a`` (norm
-    ``|coef| ||a||``) has norm at most ``clip``."""
+    """Per-example coefficients scaled so that each example's gradient `coef * a` (norm
+    `|coef| ||a||`) has norm at most `clip`."""
     norms = coefficients.abs() * row_norms
     return coefficients * torch.clamp(clip / norms.clamp_min(1e-300), max=1.0)
 

@@ -2,11 +2,13 @@
 
 Each returns a list of n index arrays into the data set, disjoint, every agent non-empty.
 
-- :func:`iid`: uniform random split into near-equal parts.
-- :func:`dirichlet`: label skew; for every class, proportions across agents drawn from
-  Dirichlet(alpha) (Hsu et al. 2019; the Whisper experiments use alpha = 10).
-- :func:`quantity_skew`: iid labels, agent sizes from Dirichlet(beta) proportions.
-- :func:`labels_per_agent`: each agent holds only k classes (McMahan et al. 2017's shards).
+- [`iid`][dpdl.tasks.partition.iid]: uniform random split into near-equal parts.
+- [`dirichlet`][dpdl.tasks.partition.dirichlet]: label skew; for every class, proportions across
+  agents drawn from Dirichlet(alpha) (Hsu et al. 2019; the Whisper experiments use alpha = 10).
+- [`quantity_skew`][dpdl.tasks.partition.quantity_skew]: iid labels, agent sizes from
+  Dirichlet(beta) proportions.
+- [`labels_per_agent`][dpdl.tasks.partition.labels_per_agent]: each agent holds only k classes
+  (McMahan et al. 2017's shards).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def _check(n_examples: int, n_agents: int, min_size: int) -> None:
 
 
 def iid(n_examples: int, n_agents: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Uniformly random split into ``n_agents`` parts whose sizes differ by at most one."""
+    """Uniformly random split into `n_agents` parts whose sizes differ by at most one."""
     _check(n_examples, n_agents, 1)
     return [np.sort(part) for part in np.array_split(rng.permutation(n_examples), n_agents)]
 
@@ -45,9 +47,9 @@ def _split_by_proportions(indices: np.ndarray, proportions: np.ndarray) -> list[
 def dirichlet(
     labels: np.ndarray, n_agents: int, alpha: float, rng: np.random.Generator, min_size: int = 2
 ) -> list[np.ndarray]:
-    """Label-skewed split: class c's examples are divided with proportions ``Dir(alpha 1_n)``.
+    """Label-skewed split: class c's examples are divided with proportions `Dir(alpha 1_n)`.
 
-    Redrawn until every agent has at least ``min_size`` examples.
+    Redrawn until every agent has at least `min_size` examples.
     """
     if not (np.isfinite(alpha) and alpha > 0):
         raise ConfigError(
@@ -78,7 +80,7 @@ def dirichlet(
 def quantity_skew(
     n_examples: int, n_agents: int, beta: float, rng: np.random.Generator, min_size: int = 2
 ) -> list[np.ndarray]:
-    """Size-skewed split: proportions ``Dir(beta 1_n)``, examples assigned uniformly at random."""
+    """Size-skewed split: proportions `Dir(beta 1_n)`, examples assigned uniformly at random."""
     if not (np.isfinite(beta) and beta > 0):
         raise ConfigError(
             f"the Dirichlet concentration beta must be a finite number > 0, got {beta}"
@@ -101,10 +103,10 @@ def quantity_skew(
 def labels_per_agent(
     labels: np.ndarray, n_agents: int, k: int, rng: np.random.Generator
 ) -> list[np.ndarray]:
-    """Each agent holds ``k`` classes; each class is split evenly among the agents holding it.
+    """Each agent holds `k` classes; each class is split evenly among the agents holding it.
 
     Classes are dealt cyclically from a random order, so every class is held by some agent when
-    ``n_agents * k >= n_classes``.
+    `n_agents * k >= n_classes`.
     """
     labels = np.asarray(labels)
     classes = np.unique(labels)

@@ -1,25 +1,25 @@
 """Deterministic quadratic objectives with a closed-form optimum.
 
-Every agent's objective is ``f_i(x) = (x - c_i)^T Q_i (x - c_i)`` with ``Q_i`` positive
-semidefinite, so the global objective ``F = (1/n) sum_i f_i`` has the exact minimiser
-``x* = (sum Q_i)^-1 sum Q_i c_i``. Two instances from the papers:
+Every agent's objective is `f_i(x) = (x - c_i)^T Q_i (x - c_i)` with `Q_i` positive
+semidefinite, so the global objective `F = (1/n) sum_i f_i` has the exact minimiser
+`x* = (sum Q_i)^-1 sum Q_i c_i`. Two instances from the papers:
 
-- :func:`whisper_quadratic`: Whisper D-SGD eq. (11) / CorN-DSGD eq. (11), d = 2:
-  ``f_i = 15 (x1 + i)^2 + x2^2`` for ``i <= n/2`` and ``15 (x1 - i)^2 + x2^2`` rotated by 15
-  degrees around its minimiser ``(i, 0)`` for ``i > n/2`` (agents numbered from 1).
-- :func:`decor_least_squares`: DECOR Section 6.1, ``f_i = 1/2 ||A_i x - b_i||^2`` with
-  ``A_i^2 = (i^2/n) I_d`` and ``b_i ~ N(0, I_d / i^2)``.
+- [`whisper_quadratic`][dpdl.tasks.quadratic.whisper_quadratic]: Whisper D-SGD eq. (11) / CorN-DSGD
+  eq. (11), d = 2: `f_i = 15 (x1 + i)^2 + x2^2` for `i <= n/2` and `15 (x1 - i)^2 + x2^2` rotated by
+  15 degrees around its minimiser `(i, 0)` for `i > n/2` (agents numbered from 1).
+- [`decor_least_squares`][dpdl.tasks.quadratic.decor_least_squares]: DECOR Section 6.1, `f_i = 1/2
+  ||A_i x - b_i||^2` with `A_i^2 = (i^2/n) I_d` and `b_i ~ N(0, I_d / i^2)`.
 
-Both start every agent at zero, or at another common point (``start``: DECOR's released
-``quadratics.py`` starts at the all-ones point).
+Both start every agent at zero, or at another common point (`start`: DECOR's released
+`quadratics.py` starts at the all-ones point).
 
-The optimality gap reported is ``(1/n) sum_i F(x_i) - F*`` (each agent's model on the global
-objective; the papers write ``(1/n) sum_i f_i(x_i) - f*``, which can be negative away from
+The optimality gap reported is `(1/n) sum_i F(x_i) - F*` (each agent's model on the global
+objective; the papers write `(1/n) sum_i f_i(x_i) - f*`, which can be negative away from
 consensus, so we use the global objective for every agent's model). The papers' own quantity is
-reported beside it as ``paper_optimality_gap`` (Whisper D-SGD and CorN-DSGD, Section 5: each
+reported beside it as `paper_optimality_gap` (Whisper D-SGD and CorN-DSGD, Section 5: each
 agent's own objective at its own model), and the mean squared distance to the optimum,
-``(1/n) sum_i ||x_i - x*||^2`` as ``squared_distance`` (DECOR's released code plots it for its least
-squares, ``quadratics.py``).
+`(1/n) sum_i ||x_i - x*||^2` as `squared_distance` (DECOR's released code plots it for its least
+squares, `quadratics.py`).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ __all__ = ["QuadraticObjectives", "decor_least_squares", "whisper_quadratic", "z
 
 
 class QuadraticObjectives(Task):
-    """``f_i(x) = (x - c_i)^T Q_i (x - c_i)`` for every agent (full gradients, no examples).
+    """`f_i(x) = (x - c_i)^T Q_i (x - c_i)` for every agent (full gradients, no examples).
 
-    ``curvatures``, ``centers`` and ``optimum`` stay numpy arrays (the problem's facts); the engine
+    `curvatures`, `centers` and `optimum` stay numpy arrays (the problem's facts); the engine
     computes with tensor copies on the task's device."""
 
     primary_metric = "optimality_gap"
@@ -66,7 +66,7 @@ class QuadraticObjectives(Task):
         self.optimal_value = float(self.objective(self._optimum[None, :])[0])
 
     def initial_params(self) -> torch.Tensor:
-        """:attr:`start` (zero by default)."""
+        """`start` (zero by default)."""
         return torch.as_tensor(self.start, dtype=self.dtype, device=self.device)
 
     def parameter_layout(self) -> ParameterLayout:
@@ -74,10 +74,10 @@ class QuadraticObjectives(Task):
         return ParameterLayout(("x",), ((self.dim,),), module=False)
 
     def objective(self, params: torch.Tensor) -> torch.Tensor:
-        """Global objective ``F`` at each row of ``params`` (m, d) -> (m,).
+        """Global objective `F` at each row of `params` (m, d) -> (m,).
 
-        From :data:`~dpdl.scale.SPARSE_MIN_AGENTS` agents on, expanded as
-        ``x^T Qbar x - 2 x^T mean(Q_j c_j) + mean(c_j^T Q_j c_j)`` (O((m + n) d^2) instead of an
+        From `SPARSE_MIN_AGENTS` agents on, expanded as
+        `x^T Qbar x - 2 x^T mean(Q_j c_j) + mean(c_j^T Q_j c_j)` (O((m + n) d^2) instead of an
         (m, n, d) array: 745 GiB for 100,000 agents evaluating their models); below, term by term,
         as always (the same digits)."""
         curvatures, centers = self._curvatures, self._centers
@@ -102,7 +102,7 @@ class QuadraticObjectives(Task):
         return 2.0 * (params - self._centers[agent]) @ self._curvatures[agent].T
 
     def evaluate(self, params: torch.Tensor) -> dict[str, float]:
-        """The metrics of every agent's model (``params``: one row per agent, or one row that every
+        """The metrics of every agent's model (`params`: one row per agent, or one row that every
         agent holds, as at step 0)."""
         values = self.objective(params)
         average = params.mean(dim=0, keepdim=True)
@@ -117,7 +117,7 @@ class QuadraticObjectives(Task):
         }
 
     def _own(self, params: torch.Tensor) -> torch.Tensor:
-        """Each agent's own objective ``f_i(x_i)`` at its own model (n,); a single row is every
+        """Each agent's own objective `f_i(x_i)` at its own model (n,); a single row is every
         agent's model."""
         models = params.expand(self.n_agents, -1) if params.shape[0] == 1 else params
         diff = models - self._centers
@@ -125,15 +125,15 @@ class QuadraticObjectives(Task):
 
 
 def zeros(dim: int) -> np.ndarray:
-    """The starting point ``zeros`` (:data:`dpdl.choices.START_REGISTRY`): every coordinate 0."""
+    """The starting point `zeros` (`dpdl.choices.START_REGISTRY`): every coordinate 0."""
     return np.zeros(dim)
 
 
 def whisper_quadratic(
     n: int, angle_degrees: float = 15.0, start: float | np.ndarray = 0.0
 ) -> QuadraticObjectives:
-    """Whisper D-SGD eq. (11): 2-d quadratics, the second half rotated by ``angle_degrees``; every
-    model starts at ``start`` (a number: every coordinate)."""
+    """Whisper D-SGD eq. (11): 2-d quadratics, the second half rotated by `angle_degrees`; every
+    model starts at `start` (a number: every coordinate)."""
     index = np.arange(1, n + 1, dtype=float)
     second_half = index > n / 2
     centers = np.stack([np.where(second_half, index, -index), np.zeros(n)], axis=1)
@@ -148,10 +148,10 @@ def whisper_quadratic(
 def decor_least_squares(
     n: int, dim: int, rng: np.random.Generator, start: float | np.ndarray = 0.0
 ) -> QuadraticObjectives:
-    """DECOR least squares: ``1/2 ||A_i x - b_i||^2``, ``A_i = (i / sqrt(n)) I``,
-    ``b_i ~ N(0, I / i^2)``; every model starts at ``start`` (a number: every coordinate).
+    """DECOR least squares: `1/2 ||A_i x - b_i||^2`, `A_i = (i / sqrt(n)) I`,
+    `b_i ~ N(0, I / i^2)`; every model starts at `start` (a number: every coordinate).
 
-    Written as ``a_i^2 / 2 ||x - b_i / a_i||^2`` with ``a_i = i / sqrt(n)``.
+    Written as `a_i^2 / 2 ||x - b_i / a_i||^2` with `a_i = i / sqrt(n)`.
     """
     index = np.arange(1, n + 1, dtype=float)
     scale = index / math.sqrt(n)

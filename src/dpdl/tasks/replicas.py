@@ -1,8 +1,8 @@
 """Every agent's gradient and scores of a torch model agent by agent, on replicas of the model over
-a pool of threads: the CPU strategy of :class:`~dpdl.tasks.torch_model.TorchModelTask` for
+a pool of threads: the CPU strategy of [`TorchModelTask`][dpdl.tasks.torch_model.TorchModelTask] for
 convolutional models.
 
-Why not ``torch.func.vmap`` over agents, as on a GPU: on a CPU, vmap over agents turns each
+Why not `torch.func.vmap` over agents, as on a GPU: on a CPU, vmap over agents turns each
 convolution into a grouped convolution with one group per agent, which oneDNN runs about 3x slower
 than the same work as one ordinary convolution per agent (a step of 148 MNIST CNN agents, 128
 examples each: 8.08 s by vmap, 1.35 s by this loop on an idle 2-core machine; BENCHMARKS.md, "Deep
@@ -15,8 +15,8 @@ many small kernels side by side beat each small kernel split over the cores (2 w
 thread: 9 ms an agent, against 13 ms for one worker of two threads). torch releases the GIL inside
 its kernels, so the threads run in parallel.
 
-Per-example gradients (example-level clipping) are ``torch.func.vmap`` over one agent's examples
-on its worker's replica (``functional_call`` swaps a module's parameters while it runs, so the
+Per-example gradients (example-level clipping) are `torch.func.vmap` over one agent's examples
+on its worker's replica (`functional_call` swaps a module's parameters while it runs, so the
 replica is the worker's own); Opacus' grad samplers were measured beside it and did not win.
 """
 
@@ -42,7 +42,7 @@ EVAL_ROWS = 1024
 
 
 def has_convolution(model: nn.Module) -> bool:
-    """Whether ``model`` holds a convolution (``nn.Conv1d/2d/3d`` or a transposed one)."""
+    """Whether `model` holds a convolution (`nn.Conv1d/2d/3d` or a transposed one)."""
     return any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
 
 
@@ -52,7 +52,7 @@ def _channels_last(model: nn.Module) -> bool:
 
 @contextmanager
 def _intra_op_threads(threads: int) -> Iterator[None]:
-    """torch's intra-op threads set to ``threads`` for the block, restored after it."""
+    """torch's intra-op threads set to `threads` for the block, restored after it."""
     before = torch.get_num_threads()
     if before != threads:
         torch.set_num_threads(threads)
@@ -81,7 +81,7 @@ class _Replica:
         return inputs
 
     def load(self, flat: torch.Tensor) -> None:
-        """Copy one agent's flat float32 parameters into the replica (``copy_`` keeps the
+        """Copy one agent's flat float32 parameters into the replica (`copy_` keeps the
         replica's memory layout)."""
         with torch.no_grad():
             for param, piece in zip(self.params, torch.split(flat, self.sizes), strict=True):
@@ -91,7 +91,7 @@ class _Replica:
         self, flat: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor,
         weights: torch.Tensor, loss: Loss,
     ) -> torch.Tensor:  # fmt: skip
-        """``grad sum_b weights[b] * loss(example b)`` at ``flat``, flat ``(d,)``."""
+        """`grad sum_b weights[b] * loss(example b)` at `flat`, flat `(d,)`."""
         self.load(flat)
         value = (loss(self.model(self.inputs(inputs)), targets) * weights).sum()
         grads = torch.autograd.grad(value, self.params)
@@ -101,7 +101,7 @@ class _Replica:
         self, flat: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor,
         weights: torch.Tensor, loss: Loss, clip: float,
     ) -> torch.Tensor:  # fmt: skip
-        """``sum_b weights[b] * clip(grad loss(example b), clip)``, flat ``(d,)``: per-example
+        """`sum_b weights[b] * clip(grad loss(example b), clip)`, flat `(d,)`: per-example
         gradients by vmap over the examples."""
         shapes = [p.shape for p in self.params]
 
@@ -121,8 +121,8 @@ class _Replica:
         self, flat: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor, loss: Loss,
         classification: bool,
     ) -> tuple[float, float]:  # fmt: skip
-        """Mean loss and accuracy (NaN unless ``classification``) of the model at ``flat`` on
-        ``inputs``, in passes of at most :data:`EVAL_ROWS` rows."""
+        """Mean loss and accuracy (NaN unless `classification`) of the model at `flat` on
+        `inputs`, in passes of at most `EVAL_ROWS` rows."""
         self.load(flat)
         total, correct = 0.0, 0
         with torch.no_grad():
@@ -137,7 +137,7 @@ class _Replica:
 
 
 class ReplicaPool:
-    """Workers with a replica of ``model`` each, on ``device``: as many as torch's intra-op
+    """Workers with a replica of `model` each, on `device`: as many as torch's intra-op
     threads at the call (at most one per job), each running one thread. Every job runs on one
     thread whatever the count, so the results do not depend on it."""
 
@@ -159,7 +159,7 @@ class ReplicaPool:
         return self._replicas[:wanted]
 
     def map(self, work: Callable[[_Replica, int], torch.Tensor], jobs: int) -> list[torch.Tensor]:
-        """``[work(replica, j) for j in range(jobs)]``, the jobs dealt to the workers in turn."""
+        """`[work(replica, j) for j in range(jobs)]`, the jobs dealt to the workers in turn."""
         workers = self._workers(jobs)
 
         def share(w: int) -> list[tuple[int, torch.Tensor]]:
@@ -180,8 +180,8 @@ class ReplicaPool:
         self, flat: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor,
         weights: torch.Tensor, loss: Loss, clip: float | None,
     ) -> torch.Tensor:  # fmt: skip
-        """Every agent's (clipped) batch gradient, ``(n, d)`` float32: agent ``i`` at ``flat[i]``
-        on ``inputs[i]`` (its batch, examples of weight zero left out)."""
+        """Every agent's (clipped) batch gradient, `(n, d)` float32: agent `i` at `flat[i]`
+        on `inputs[i]` (its batch, examples of weight zero left out)."""
 
         def agent(replica: _Replica, i: int) -> torch.Tensor:
             keep = weights[i] != 0
@@ -198,7 +198,7 @@ class ReplicaPool:
         self, models: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor, loss: Loss,
         classification: bool,
     ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-        """Mean loss and accuracy of each of ``models`` (m, d) on ``inputs``: two ``(m,)``
+        """Mean loss and accuracy of each of `models` (m, d) on `inputs`: two `(m,)`
         float64 tensors."""
 
         def model(replica: _Replica, i: int) -> torch.Tensor:

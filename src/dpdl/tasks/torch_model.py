@@ -1,15 +1,15 @@
-"""Any torch model as a dpdl task: all agents' parameters as one ``(n, d)`` tensor.
+"""Any torch model as a dpdl task: all agents' parameters as one `(n, d)` tensor.
 
-Two strategies compute every agent's gradient (``strategy``, measured in BENCHMARKS.md, "Per-agent
+Two strategies compute every agent's gradient (`strategy`, measured in BENCHMARKS.md, "Per-agent
 gradients of torch models"):
 
-- ``vmap``: the model used functionally (``torch.func.functional_call``) on a flat parameter vector,
-  ``torch.func.vmap`` batching it over agents, and over each agent's examples for per-example
+- `vmap`: the model used functionally (`torch.func.functional_call`) on a flat parameter vector,
+  `torch.func.vmap` batching it over agents, and over each agent's examples for per-example
   gradients (example-level clipping): one call for every agent, no Python loop. The default on
   GPUs, and on CPUs for models without convolutions (linear layers batch into matrix products).
-- ``loop``: agent by agent, on replicas of the model over a pool of threads
-  (:mod:`dpdl.tasks.replicas`): the default for convolutional models on a CPU (batches of at least
-  :data:`LOOP_MIN_FLOPS` an agent, and every per-example clipping), where vmap's grouped
+- `loop`: agent by agent, on replicas of the model over a pool of threads
+  (`dpdl.tasks.replicas`): the default for convolutional models on a CPU (batches of at least
+  `LOOP_MIN_FLOPS` an agent, and every per-example clipping), where vmap's grouped
   convolutions are about 3x slower than ordinary ones.
 
 The engine holds every agent's parameters in float64 on the task's device (so the
@@ -17,7 +17,7 @@ privacy noise is added and the models mixed in float64, as for the linear tasks)
 float32 on a float32 copy of them, and its gradients are widened back to float64 on the device.
 float32 is the precision these networks are trained in; the noise, whose scale the privacy claim
 rests on, never passes through it. Per-example clipping of sequences of linear layers (the papers'
-networks) takes the ghost-norm path of :mod:`dpdl.tasks.linear_stack` instead: the same result,
+networks) takes the ghost-norm path of `dpdl.tasks.linear_stack` instead: the same result,
 without materialising per-example gradients (about 40x faster for the MNIST network, BENCHMARKS.md).
 """
 
@@ -63,8 +63,8 @@ LOOP_MIN_FLOPS = 30e6
 
 
 def agent_test_sample(tests: int, agents: int, examples: int | None, seed: int) -> np.ndarray:
-    """The test examples (sorted indices) each of ``agents`` models is scored on: as many as
-    :func:`dpdl.scale.agent_test_count` says, drawn at random from ``seed`` (all of them in order
+    """The test examples (sorted indices) each of `agents` models is scored on: as many as
+    `dpdl.scale.agent_test_count` says, drawn at random from `seed` (all of them in order
     where that is all)."""
     count = agent_test_count(tests, agents, examples)
     if count == tests:
@@ -74,7 +74,7 @@ def agent_test_sample(tests: int, agents: int, examples: int | None, seed: int) 
 
 
 def require_strategy(strategy: str) -> None:
-    """Refuse a name that is not one of :data:`STRATEGIES`."""
+    """Refuse a name that is not one of `STRATEGIES`."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"unknown gradient strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
 
@@ -83,20 +83,21 @@ Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class TorchModelTask(Task):
-    """Agents train copies of ``model`` on their own rows of ``train_inputs``; classification
-    metrics (loss and accuracy over the test set, averaged over agents, and of the agents' average
-    model) by default, the loss alone with ``classification=False`` (:meth:`evaluate`).
+    """Agents train copies of `model` on their own rows of `train_inputs`; classification metrics
+    (loss and accuracy over the test set, averaged over agents, and of the agents' average model) by
+    default, the loss alone with `classification=False`
+    ([`evaluate`][dpdl.tasks.torch_model.TorchModelTask.evaluate]).
 
-    ``loss`` maps (outputs (B, ...), targets (B,)) to per-example losses (B,). ``eval_chunk`` bounds
-    the (agent, test example) pairs of one evaluation forward pass of the ``vmap`` strategy, for
+    `loss` maps (outputs (B, ...), targets (B,)) to per-example losses (B,). `eval_chunk` bounds
+    the (agent, test example) pairs of one evaluation forward pass of the `vmap` strategy, for
     models whose activations would not fit for every agent on the whole test set at once
-    (convolutions); None: one pass. ``strategy``: one of :data:`STRATEGIES`.
+    (convolutions); None: one pass. `strategy`: one of `STRATEGIES`.
 
-    ``agent_test_examples``: how many test examples each agent's own model is scored on, a fixed
-    random sample (drawn from ``seed``) that bounds an evaluation's cost for many agents; None:
+    `agent_test_examples`: how many test examples each agent's own model is scored on, a fixed
+    random sample (drawn from `seed`) that bounds an evaluation's cost for many agents; None:
     the whole test set while agents x test examples is at most
-    :data:`~dpdl.scale.AGENT_EVAL_PAIRS`, and otherwise a sample of ``AGENT_EVAL_PAIRS // agents``
-    (at least 1000; :func:`~dpdl.scale.agent_test_count`). The agents' average model is always
+    `AGENT_EVAL_PAIRS`, and otherwise a sample of `AGENT_EVAL_PAIRS // agents`
+    (at least 1000; `agent_test_count`). The agents' average model is always
     scored on the whole test set.
     """
 
@@ -172,11 +173,11 @@ class TorchModelTask(Task):
         return self
 
     def strategy_for(self, rows: int, example_clip: float | None) -> str:
-        """The strategy of a gradient call on batches of ``rows`` examples an agent (``auto``
+        """The strategy of a gradient call on batches of `rows` examples an agent (`auto`
         resolved by the rule measured on a CPU, BENCHMARKS.md "Per-agent gradients of torch
-        models"): ``vmap`` off the CPU and for models without convolutions; for convolutions on a
-        CPU, ``loop`` for per-example gradients, and for batch gradients where an agent's batch
-        costs at least :data:`LOOP_MIN_FLOPS` forward (smaller ones are cheaper vmapped)."""
+        models"): `vmap` off the CPU and for models without convolutions; for convolutions on a
+        CPU, `loop` for per-example gradients, and for batch gradients where an agent's batch
+        costs at least `LOOP_MIN_FLOPS` forward (smaller ones are cheaper vmapped)."""
         if self.strategy != "auto":
             return self.strategy
         if self.device.type != "cpu" or not has_convolution(self.model):
@@ -253,7 +254,7 @@ class TorchModelTask(Task):
 
     def describe(self) -> dict[str, object]:
         """The task's parameters, with what an evaluation scores (every agent's model on
-        ``agent_test_examples`` of the ``test_examples``, the average model on all) and the
+        `agent_test_examples` of the `test_examples`, the average model on all) and the
         gradient strategy on its device."""
         sizes = self.agent_sizes
         return {
@@ -271,15 +272,15 @@ class TorchModelTask(Task):
         return self.l2 * params if self.l2 else None
 
     def outputs(self, flat: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
-        """The model with parameters ``flat`` (d,) on ``inputs`` (B, ...): differentiable in
+        """The model with parameters `flat` (d,) on `inputs` (B, ...): differentiable in
         both."""
         return self._forward(flat, inputs)
 
     def _scores(
         self, models: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean loss and accuracy (NaN unless :attr:`classification`) of each of ``models``
-        ``(m, d)`` on ``inputs``: two ``(m,)`` tensors (the loss in float32 where vmapped, the
+        """Mean loss and accuracy (NaN unless `classification`) of each of `models`
+        `(m, d)` on `inputs`: two `(m,)` tensors (the loss in float32 where vmapped, the
         metric's precision before the loop of replicas, which sums it in float64)."""
         if self.strategy_for(len(targets), None) == "loop":
             return self._replicas().scores(
@@ -301,11 +302,11 @@ class TorchModelTask(Task):
 
     def evaluate(self, params: torch.Tensor) -> dict[str, float]:
         """Test loss (and accuracy, for classification) averaged over the agents' models, each on
-        its sample of the test set (:attr:`agent_test_rows`), the same of the average model
-        (``*_average_model``: the mean of the agents' parameters) on the whole test set, and the
+        its sample of the test set (`agent_test_rows`), the same of the average model
+        (`*_average_model`: the mean of the agents' parameters) on the whole test set, and the
         consensus distance. Each agent's own test loss (and accuracy) of this evaluation is kept
-        in :attr:`agent_metrics`: the papers' code often plots one agent's model (MAFALDA-SGD's
-        ``loss[0]``)."""
+        in `agent_metrics`: the papers' code often plots one agent's model (MAFALDA-SGD's
+        `loss[0]`)."""
         average = params.mean(dim=0, keepdim=True)
         with torch.no_grad():
             if self.agent_test_rows is None:  # one pass for every model

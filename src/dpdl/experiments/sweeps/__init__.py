@@ -1,8 +1,8 @@
-"""Sweeps: a grid of training runs described once in a TOML file (:mod:`.spec`), run on an
-executor through the cache the reproductions use (:mod:`.run`), summarised over seeds with
-t-intervals (:mod:`.summary`): ``dpdl sweep FILE``.
+"""Sweeps: a grid of training runs described once in a TOML file (`spec`), run on an
+executor through the cache the reproductions use (`run`), summarised over seeds with
+t-intervals (`summary`): `dpdl sweep FILE`.
 
-The names are imported on first use (:mod:`dpdl.lazy`): reading a sweep file (``--dry-run``)
+The names are imported on first use (`dpdl.lazy`): reading a sweep file (`--dry-run`)
 imports neither torch nor matplotlib.
 """
 

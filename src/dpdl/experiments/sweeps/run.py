@@ -1,30 +1,30 @@
 """Running a sweep: every point through the run cache, on an executor, into one table.
 
-A point is a job ``{"kind": "dpdl-sweep-point", "version": VERSION, "options": {...}}`` holding
-every option of its one-seed configuration; :func:`dpdl.experiments.cache.run_jobs`
+A point is a job `{"kind": "dpdl-sweep-point", "version": VERSION, "options": {...}}` holding
+every option of its one-seed configuration; `dpdl.experiments.cache.run_jobs`
 stores its result under the hash of that job, checked against the engine version
-(:data:`dpdl.jobspec.ENGINE_VERSION`) and the data files, in ``DIR/points/``. So a sweep run
+(`dpdl.jobspec.ENGINE_VERSION`) and the data files, in `DIR/points/`. So a sweep run
 again (interrupted, or with points added) computes only what is missing or changed; entries are
 written atomically, so two sweeps writing into one folder at once leave whole entries only (a point
 both need may then run twice, never be torn).
 
-A grid with a search runs in two stages (:mod:`dpdl.experiments.sweeps.tuning`): the search's
+A grid with a search runs in two stages (`dpdl.experiments.sweeps.tuning`): the search's
 runs, then each setting's chosen point on every seed.
 
-``DIR/runs.csv`` has one row per run: ``point`` (the hash), a column per option of the run (as
-resolved: the task's step size filled in, a length in ``epochs`` as given beside the ``steps`` and
-``eval_every`` it resolved to), a column per final metric, the same metrics at step 0
-(``initial_<metric>``: how far the run moved), the privacy accounted
-(``epsilon`` against the mechanism's own threat model, ``threat``, ``sigma``, ``trace_WRW``,
-``exact_epsilon_of_calibration``: what the run's calibration achieves by the exact accountant, and
-``sampling_rate``: the Poisson rate of an example-level guarantee, 1 at agent level), what the
-file's ``[record]`` asks for (``<metric>_curve``: the metric at every evaluation, a JSON list;
-``<metric>_node<i>``: agent i's final metrics), and ``error`` for a run that failed (the same
+`DIR/runs.csv` has one row per run: `point` (the hash), a column per option of the run (as
+resolved: the task's step size filled in, a length in `epochs` as given beside the `steps` and
+`eval_every` it resolved to), a column per final metric, the same metrics at step 0
+(`initial_<metric>`: how far the run moved), the privacy accounted
+(`epsilon` against the mechanism's own threat model, `threat`, `sigma`, `trace_WRW`,
+`exact_epsilon_of_calibration`: what the run's calibration achieves by the exact accountant, and
+`sampling_rate`: the Poisson rate of an example-level guarantee, 1 at agent level), what the
+file's `[record]` asks for (`<metric>_curve`: the metric at every evaluation, a JSON list;
+`<metric>_node<i>`: agent i's final metrics), and `error` for a run that failed (the same
 table, byte for byte, from every executor).
-``DIR/runs.parquet`` too when pyarrow is installed. ``DIR/timing.json`` holds what the last
+`DIR/runs.parquet` too when pyarrow is installed. `DIR/timing.json` holds what the last
 invocation cost: its wall time, the compute time of the runs, summed (what each recorded
-when it ran, :data:`~dpdl.experiments.cache.RUN_SECONDS`), and the threads each run it made
-computed with (``--threads``).
+when it ran, `RUN_SECONDS`), and the threads each run it made
+computed with (`--threads`).
 """
 
 from __future__ import annotations
@@ -66,13 +66,13 @@ VERSION = 5
 
 def run_point(job: dict[str, Any], tensorboard: Path | None = None) -> dict[str, Any]:
     """Train one point (one seed); its resolved options, final metrics, every metric at every
-    evaluation (``curves``), every agent's final metrics (``agents``), privacy, and the metric
-    its task judges it by (``primary_metric``, ``lower_is_better``: absent from the points cached
+    evaluation (`curves`), every agent's final metrics (`agents`), privacy, and the metric
+    its task judges it by (`primary_metric`, `lower_is_better`: absent from the points cached
     before it was recorded, which the summary reads as the task's default). Its threads are the
-    executor's (:class:`~dpdl.experiments.executors.ExecutorOptions`: one unless ``--threads``;
-    one when called outside an executor): the points themselves fill the cores. ``tensorboard``:
-    also write its records as they are made into ``tensorboard/<point>``
-    (:mod:`dpdl.experiments.tensorboard`)."""
+    executor's (`ExecutorOptions`: one unless `--threads`;
+    one when called outside an executor): the points themselves fill the cores. `tensorboard`:
+    also write its records as they are made into `tensorboard/<point>`
+    ([`dpdl.experiments.tensorboard`][dpdl.experiments.tensorboard])."""
     from dpdl.accounting import ExampleLevel
     from dpdl.experiments.tensorboard import SeedLogs
     from dpdl.experiments.train import TrainConfig, run_training
@@ -115,9 +115,10 @@ def run_point(job: dict[str, Any], tensorboard: Path | None = None) -> dict[str,
 
 
 def _check_nodes(sweep: Sweep, runs: list[dict[str, Any]]) -> None:
-    """Every agent ``[record]`` names is an agent of every one of ``runs`` on a synthetic
-    topology, whose ``n`` is its number of agents (a :class:`ConfigError` naming the first run it
-    is not), before anything runs; a real graph's or a file's runs are checked once they ran."""
+    """Every agent `[record]` names is an agent of every one of `runs` on a synthetic topology,
+    whose `n` is its number of agents (a [`ConfigError`][dpdl.errors.ConfigError] naming the
+    first run it is not), before anything runs; a real graph's or a file's runs are checked once
+    they ran."""
     if not sweep.nodes:
         return
     for options in runs:
@@ -129,7 +130,7 @@ def _check_nodes(sweep: Sweep, runs: list[dict[str, Any]]) -> None:
 
 
 def _check_record(sweep: Sweep, entries: list[dict[str, Any]]) -> None:
-    """Every run that ran has the curves and agents' metrics ``[record]`` asks for."""
+    """Every run that ran has the curves and agents' metrics `[record]` asks for."""
     histories = [entry.get("curves", {}) for entry in entries]
     unknown = [key for key in sweep.curves if any(key not in curves for curves in histories)]
     if unknown:
@@ -167,7 +168,7 @@ class SweepResult:
 
 def _row(job: dict[str, Any], entry: dict[str, Any], sweep: Sweep) -> dict[str, Any]:
     """One tidy row: the point's hash, its options (one seed), metrics, privacy, what the
-    sweep's ``[record]`` asks for, error."""
+    sweep's `[record]` asks for, error."""
     options = entry.get("config", job["options"])
     row = {"point": job_key(job), **options, "seed": options["seed"][0]}
     if job["options"].get("epochs") is not None:  # the length as the file states it, beside the
@@ -196,13 +197,13 @@ def run_sweep(
     label: str = "sweep",
     tensorboard: Path | None = None,
 ) -> SweepResult:
-    """Run every point of ``sweep`` not already in ``out/points`` on ``executor`` (default:
-    ``workers`` local processes), in two stages where a grid searches (the search, then each
-    setting's choice on every seed), then write ``out/runs.csv`` (and ``runs.parquet``), the
-    summary over seeds and its figures (:func:`dpdl.experiments.sweeps.summary.write_summary`). A
-    point that fails is logged and kept as a row with its ``error``; the others go on.
-    ``tensorboard``: each point run here also writes its records, as they are made, into
-    ``tensorboard/<point>/seed<s>`` (points found in ``out/points`` are not run again)."""
+    """Run every point of `sweep` not already in `out/points` on `executor` (default:
+    `workers` local processes), in two stages where a grid searches (the search, then each
+    setting's choice on every seed), then write `out/runs.csv` (and `runs.parquet`), the
+    summary over seeds and its figures (`dpdl.experiments.sweeps.summary.write_summary`). A
+    point that fails is logged and kept as a row with its `error`; the others go on.
+    `tensorboard`: each point run here also writes its records, as they are made, into
+    `tensorboard/<point>/seed<s>` (points found in `out/points` are not run again)."""
     if tensorboard is not None:
         require_tensorboard()  # here, not in every point
     start = time.perf_counter()

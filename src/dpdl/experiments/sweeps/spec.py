@@ -1,34 +1,36 @@
-"""A sweep file: the grid of training runs ``dpdl sweep`` runs, in TOML::
+"""A sweep file: the grid of training runs `dpdl sweep` runs, in TOML:
 
-    [base]                      # fixed settings: the keys of `dpdl train --config`
-    task = "logreg-a9a"
-    steps = 2000
+```toml
+[base]                      # fixed settings: the keys of `dpdl train --config`
+task = "logreg-a9a"
+steps = 2000
 
-    [sweep]                     # every list is an axis; the axes are crossed
-    mechanism = ["ldp", "decor", "whisper"]
-    eps = [1, 3, 10]
-    seed = [0, 1, 2]
-    zip = [["eps", "steps"]]    # optional: these axes move together (equal lengths), not crossed
-    tune = "test_loss"          # optional: a step-size search, see Tune
+[sweep]                     # every list is an axis; the axes are crossed
+mechanism = ["ldp", "decor", "whisper"]
+eps = [1, 3, 10]
+seed = [0, 1, 2]
+zip = [["eps", "steps"]]    # optional: these axes move together (equal lengths), not crossed
+tune = "test_loss"          # optional: a step-size search, see Tune
 
-    [resources]                 # optional: what each run declares to Ray (default 1 CPU, 0 GPU)
-    cpus = 1
-    gpus = 0
+[resources]                 # optional: what each run declares to Ray (default 1 CPU, 0 GPU)
+cpus = 1
+gpus = 0
 
-    [record]                    # optional: more columns of runs.csv than the final metrics
-    curves = ["test_loss"]      # each at every evaluation: test_loss_curve, a JSON list
-    nodes = [0]                 # agent 0's final metrics: test_loss_node0, ...
+[record]                    # optional: more columns of runs.csv than the final metrics
+curves = ["test_loss"]      # each at every evaluation: test_loss_curve, a JSON list
+nodes = [0]                 # agent 0's final metrics: test_loss_node0, ...
+```
 
-A figure of several panels is several grids: ``[[sweep]]`` tables, each a grid of its own (its
-axes, ``zip``, ``tune``, a ``label`` naming the panel, and single values that fix an option for
-that grid alone, e.g. ``eps = 10`` in the panel that sweeps p); the sweep runs their union, a run
+A figure of several panels is several grids: `[[sweep]]` tables, each a grid of its own (its
+axes, `zip`, `tune`, a `label` naming the panel, and single values that fix an option for
+that grid alone, e.g. `eps = 10` in the panel that sweeps p); the sweep runs their union, a run
 two grids share once.
 
-The keys are the long options of ``dpdl train`` (``batch-size`` or ``batch_size``), read and
-checked by the same code as ``dpdl train --config`` (:mod:`dpdl.experiments.replay`): the same
-types, choices and ranges, and an error that names the file, the line and the key. Each point is a
-:class:`~dpdl.jobspec.config.TrainConfig`; every seed of a point is a run of its own (one row of
-the table), so that the summary can put intervals over seeds.
+The keys are the long options of `dpdl train` (`batch-size` or `batch_size`), read and checked by
+the same code as `dpdl train --config` (`dpdl.experiments.replay`): the same types, choices and
+ranges, and an error that names the file, the line and the key. Each point is a
+[`TrainConfig`][dpdl.jobspec.config.TrainConfig]; every seed of a point is a run of its own (one row
+of the table), so that the summary can put intervals over seeds.
 """
 
 from __future__ import annotations
@@ -75,8 +77,8 @@ SPECIAL = ("zip", "tune", "label")
 
 @dataclass(frozen=True)
 class Axis:
-    """One axis of the grid: the options ``keys`` (option ``dest``s; several when zipped) and
-    their ``values``, one tuple per position."""
+    """One axis of the grid: the options `keys` (option `dest`s; several when zipped) and
+    their `values`, one tuple per position."""
 
     keys: tuple[str, ...]
     values: tuple[tuple[Any, ...], ...]
@@ -84,16 +86,16 @@ class Axis:
 
 @dataclass(frozen=True)
 class Tune:
-    """A step-size search: of the runs that differ only in the ``over`` options (default the step
-    size ``lr``) and the seed, the one whose mean ``metric`` over seeds is best (``goal`` min or
+    """A step-size search: of the runs that differ only in the `over` options (default the step
+    size `lr`) and the seed, the one whose mean `metric` over seeds is best (`goal` min or
     max; a diverged or failed run is the worst) is the setting's, as the papers tune each method.
 
-    In two stages, as the papers' protocols run: the search runs on the first ``seeds`` seeds of
-    each setting (None: on all of them), then the chosen point runs on every seed. With ``at``
-    (options and values, e.g. ``eps = 10``), the search runs once at that setting and its choice
+    In two stages, as the papers' protocols run: the search runs on the first `seeds` seeds of
+    each setting (None: on all of them), then the chosen point runs on every seed. With `at`
+    (options and values, e.g. `eps = 10`), the search runs once at that setting and its choice
     holds for every value of those options, where searching every point costs too much. On a tie
-    the first point in the grid's order wins. In the file: ``tune = "test_loss"`` or ``tune =
-    {metric = "test_accuracy", goal = "max", over = ["lr", "clip"], seeds = 2, at = {eps = 10}}``.
+    the first point in the grid's order wins. In the file: `tune = "test_loss"` or `tune =
+    {metric = "test_accuracy", goal = "max", over = ["lr", "clip"], seeds = 2, at = {eps = 10}}`.
     """
 
     metric: str
@@ -106,7 +108,7 @@ class Tune:
 @dataclass(frozen=True, eq=False)
 class Grid:
     """One grid of a sweep: its axes (crossed; zipped ones move together), the options it alone
-    fixes, its search, and the ``label`` of its panel. Each grid is itself (compared and hashed
+    fixes, its search, and the `label` of its panel. Each grid is itself (compared and hashed
     by identity): two grids of one file stay two panels."""
 
     axes: tuple[Axis, ...]
@@ -116,15 +118,15 @@ class Grid:
 
     @property
     def swept(self) -> tuple[str, ...]:
-        """The options that move, in the file's order (``seed`` among them when swept)."""
+        """The options that move, in the file's order (`seed` among them when swept)."""
         return tuple(key for axis in self.axes for key in axis.keys)
 
     def configs(self, base: dict[str, Any]) -> list[dict[str, Any]]:
         """Every position of the grid, in the grid's order, as the complete options (option
-        ``dest`` -> value, as :func:`dpdl.settings.to_options` gives them) of a
-        :class:`TrainConfig` with all its seeds: the defaults, then ``base``, then the grid's
-        fixed options, then the position. A position that is no valid configuration raises a
-        :class:`ConfigError` naming it."""
+        `dest` -> value, as [`dpdl.settings.to_options`][dpdl.settings.to_options] gives them) of
+        a [`TrainConfig`][dpdl.jobspec.config.TrainConfig] with all its seeds: the defaults, then
+        `base`, then the grid's fixed options, then the position. A position that is no valid
+        configuration raises a [`ConfigError`][dpdl.errors.ConfigError] naming it."""
         defaults = vars(train_parser().parse_args([]))
         # The seeds of an axis of their own are one configuration's replicates, not positions.
         seeds = next((axis for axis in self.axes if axis.keys == ("seed",)), None)
@@ -143,8 +145,9 @@ class Grid:
 
 
 def options_of(values: dict[str, Any], what: Any) -> dict[str, Any]:
-    """``values`` checked as one :class:`TrainConfig` and given back complete, as
-    :func:`~dpdl.settings.to_options` gives them; a :class:`ConfigError` names ``what``."""
+    """`values` checked as one [`TrainConfig`][dpdl.jobspec.config.TrainConfig] and given back
+    complete, as [`to_options`][dpdl.settings.to_options] gives them; a
+    [`ConfigError`][dpdl.errors.ConfigError] names `what`."""
     try:
         return to_options(from_options(TrainConfig, values))
     except ConfigError as error:
@@ -152,15 +155,15 @@ def options_of(values: dict[str, Any], what: Any) -> dict[str, Any]:
 
 
 def runs_of(options: dict[str, Any], seeds: Sequence[int] | None = None) -> list[dict[str, Any]]:
-    """The runs of a configuration's options: one per seed (of ``seeds``, default its own)."""
+    """The runs of a configuration's options: one per seed (of `seeds`, default its own)."""
     return [options | {"seed": [seed]} for seed in (options["seed"] if seeds is None else seeds)]
 
 
 @dataclass(frozen=True)
 class Sweep:
     """A sweep file read and checked: the fixed options, the grids, the resources, and what each
-    run's row records besides its final metrics: the metrics ``curves`` at every evaluation, and
-    the final metrics of the agents ``nodes`` (``[record]``; a paper's figure that plots a metric
+    run's row records besides its final metrics: the metrics `curves` at every evaluation, and
+    the final metrics of the agents `nodes` (`[record]`; a paper's figure that plots a metric
     over training, or one agent's model)."""
 
     base: dict[str, Any]
@@ -172,9 +175,10 @@ class Sweep:
 
     def points(self) -> list[dict[str, Any]]:
         """Every run of every grid in full (each seed a run of its own; a run two grids share
-        once), as the complete options of a one-seed :class:`TrainConfig`. With a search in two
-        stages (:attr:`Tune.seeds`, :attr:`Tune.at`) only some of them run:
-        :mod:`dpdl.experiments.sweeps.tuning` says which."""
+        once), as the complete options of a one-seed
+        [`TrainConfig`][dpdl.jobspec.config.TrainConfig]. With a search in two stages
+        (`Tune.seeds`, `Tune.at`) only some of them run: `dpdl.experiments.sweeps.tuning` says
+        which."""
         runs: dict[str, dict[str, Any]] = {}
         for grid in self.grids:
             for options in grid.configs(self.base):
@@ -189,7 +193,7 @@ def run_key(options: dict[str, Any]) -> str:
 
 
 def train_parser() -> argparse.ArgumentParser:
-    """A parser of the settings of a training run, as ``dpdl train`` has them (without its output
+    """A parser of the settings of a training run, as `dpdl train` has them (without its output
     options): what a sweep file's keys are checked against."""
     parser = argparse.ArgumentParser(add_help=False)
     add_arguments(parser, TrainConfig)
@@ -207,8 +211,8 @@ class _File:
         return f"{self.path}:{line}" if line else str(self.path)
 
     def in_grid(self, key: str, index: int | None) -> str:
-        """Where ``key`` is in the grid table ``[sweep]`` (``index`` None) or in the
-        ``index``-th ``[[sweep]]`` table."""
+        """Where `key` is in the grid table `[sweep]` (`index` None) or in the
+        `index`-th `[[sweep]]` table."""
         if index is None:
             return self.where(key, "sweep")
         lines = self.text.splitlines()
@@ -229,10 +233,10 @@ DEFAULT = "default"
 
 
 def _value(action: argparse.Action, value: Any, where: str) -> Any:
-    """``value`` of option ``action`` checked as ``dpdl train --config`` checks it; a mechanism
+    """`value` of option `action` checked as `dpdl train --config` checks it; a mechanism
     against the registry too (its option is open, so argparse has no choices to check it by),
-    so that a misspelt one fails here, not in every point that names it. ``"default"`` is the
-    option's default (:data:`DEFAULT`), where it is no choice of the option's own."""
+    so that a misspelt one fails here, not in every point that names it. `"default"` is the
+    option's default (`DEFAULT`), where it is no choice of the option's own."""
     if value == DEFAULT and DEFAULT not in (action.choices or ()):
         return action.default
     value = typed_value(action, value, where)
@@ -251,7 +255,7 @@ def _axis_values(
 
 
 def _zip_groups(value: Any, where: str) -> list[list[str]]:
-    """The ``zip`` entry: one list of keys, or a list of such lists."""
+    """The `zip` entry: one list of keys, or a list of such lists."""
     groups = (
         value if isinstance(value, list) and all(isinstance(g, list) for g in value) else [value]
     )
@@ -272,7 +276,7 @@ def _zipped(
     actions: dict[str, argparse.Action],
     where: str,
 ) -> list[Axis]:
-    """The axes of ``axes`` (by dest), those of each zip group paired into one, in file order."""
+    """The axes of `axes` (by dest), those of each zip group paired into one, in file order."""
     dests = [[resolve_key(actions, key, where).dest for key in group] for group in groups]
     grouped: dict[str, list[str]] = {}
     for keys, group in zip(dests, groups, strict=True):
@@ -355,7 +359,7 @@ def _resources(table: Any, file: _File) -> tuple[float, float]:
 
 
 def _record(table: Any, file: _File) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """The ``[record]`` table: ``curves``, metric names; ``nodes``, agent indices (>= 0)."""
+    """The `[record]` table: `curves`, metric names; `nodes`, agent indices (>= 0)."""
     if not isinstance(table, dict):
         raise ConfigError(f"{file.where('record')}: [record] must be a table")
     recorded: dict[str, tuple[Any, ...]] = {"curves": (), "nodes": ()}
@@ -388,10 +392,10 @@ def _grid(
     actions: dict[str, argparse.Action],
     file: _File,
 ) -> Grid:
-    """One grid table (``[sweep]``, or the ``index``-th ``[[sweep]]``) checked, with the
-    ``--set`` ``assignments`` on top: ``key=value`` (in ``base`` already) replaces its axis or
-    fixed value; ``sweep.key=[...]`` sets the axis, unless this grid fixes the option; the
-    ``tune_sets`` (``tune.seeds=1``: ``{"seeds": 1}``) replace those keys of the grid's search."""
+    """One grid table (`[sweep]`, or the `index`-th `[[sweep]]`) checked, with the
+    `--set` `assignments` on top: `key=value` (in `base` already) replaces its axis or
+    fixed value; `sweep.key=[...]` sets the axis, unless this grid fixes the option; the
+    `tune_sets` (`tune.seeds=1`: `{"seeds": 1}`) replace those keys of the grid's search."""
     table = dict(table)
     special = {
         name: (table.pop(name), file.in_grid(name, index)) for name in SPECIAL if name in table
@@ -446,8 +450,8 @@ def _grid(
 
 @dataclass(frozen=True)
 class NamedSweep:
-    """A sweep file registered by name (:data:`dpdl.choices.SWEEP_REGISTRY`, ``dpdl sweep NAME``):
-    ``full`` states the runs, ``quick`` (where there is one) those of ``--quick``, with fewer seeds
+    """A sweep file registered by name (`dpdl.choices.SWEEP_REGISTRY`, `dpdl sweep NAME`):
+    `full` states the runs, `quick` (where there is one) those of `--quick`, with fewer seeds
     and grid points."""
 
     full: Path
@@ -455,8 +459,9 @@ class NamedSweep:
 
 
 def named_sweep_file(name: str, quick: bool = False) -> Path:
-    """The sweep file registered as ``name`` (its ``quick`` one): a :class:`ConfigError` naming the
-    registered ones if there is none (the papers' come with the reproductions' package)."""
+    """The sweep file registered as `name` (its `quick` one): a
+    [`ConfigError`][dpdl.errors.ConfigError] naming the registered ones if there is none (the
+    papers' come with the reproductions' package)."""
     load_plugins()
     if not SWEEP_REGISTRY:
         raise ConfigError(
@@ -470,12 +475,12 @@ def named_sweep_file(name: str, quick: bool = False) -> Path:
 
 
 def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
-    """The sweep file ``path`` checked, with the ``--set`` ``assignments`` on top:
-    ``key=value`` fixes an option (replacing its axis, if it has one, in every grid),
-    ``sweep.key=[...]`` sets an axis (in every grid that does not fix the option itself),
-    ``tune.key=value`` sets a key of every grid's search (``tune.seeds=1``). Raises
-    :class:`ConfigError` naming the file, line and key of what is wrong. The plugins are loaded
-    first, so that the file may name what they register (a task, a mechanism)."""
+    """The sweep file `path` checked, with the `--set` `assignments` on top: `key=value` fixes an
+    option (replacing its axis, if it has one, in every grid), `sweep.key=[...]` sets an axis (in
+    every grid that does not fix the option itself), `tune.key=value` sets a key of every grid's
+    search (`tune.seeds=1`). Raises [`ConfigError`][dpdl.errors.ConfigError] naming the file,
+    line and key of what is wrong. The plugins are loaded first, so that the file may name what
+    they register (a task, a mechanism)."""
     load_plugins()
     text, data = read_toml(path, "sweep file")
     file = _File(path, text)

@@ -1,14 +1,14 @@
 """A sweep's summary: every setting's metrics over seeds, with Student t intervals, and figures.
 
 The runs of one setting (the same options but the seed) are replicates; their mean and its t
-interval at 95% (``mean +- t_{0.975, n-1} s / sqrt(n)``, its ends clipped to the metric's range:
-an accuracy's to [0, 1], a loss's at 0, :mod:`dpdl.tasks.metrics`) go to ``DIR/summary.csv``,
-one row per setting. With a step-size search (:class:`~dpdl.experiments.sweeps.spec.Tune`) a
-setting is the search's choice, over every seed (:mod:`dpdl.experiments.sweeps.tuning`). Each
-metric gets a figure ``DIR/<metric>.png``: a panel per grid, the mean against the grid's first
-numeric option that moves (eps, say), one line per value of its other moving options, the t
-interval shaded. The answer (a short table of the primary metric per setting, each mechanism
-tested against the best at its budget, and its figure) is :mod:`dpdl.experiments.sweeps.answer`'s.
+interval at 95% (`mean +- t_{0.975, n-1} s / sqrt(n)`, its ends clipped to the metric's range: an
+accuracy's to [0, 1], a loss's at 0, [`dpdl.tasks.metrics`][dpdl.tasks.metrics]) go to
+`DIR/summary.csv`, one row per setting. With a step-size search (`Tune`) a setting is the search's
+choice, over every seed (`dpdl.experiments.sweeps.tuning`). Each metric gets a figure
+`DIR/<metric>.png`: a panel per grid, the mean against the grid's first numeric option that moves
+(eps, say), one line per value of its other moving options, the t interval shaded. The answer (a
+short table of the primary metric per setting, each mechanism tested against the best at its budget,
+and its figure) is `dpdl.experiments.sweeps.answer`'s.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ GRID = "grid"
 
 
 def t_interval(values: list[float], level: float = LEVEL) -> tuple[float, float, float]:
-    """``(mean, low, high)``: the mean of ``values`` and its two-sided Student t interval at
-    ``level``; the interval is NaN with fewer than two values."""
+    """`(mean, low, high)`: the mean of `values` and its two-sided Student t interval at
+    `level`; the interval is NaN with fewer than two values."""
     data = np.asarray(values, dtype=float)
     mean = float(data.mean())
     if len(data) < 2:
@@ -67,12 +67,12 @@ def clipped_interval(metric: str, values: list[float]) -> tuple[float, float, fl
 
 
 def moving_options(grid: Grid) -> list[str]:
-    """The options that move in ``grid`` (in its file's order), but the seed."""
+    """The options that move in `grid` (in its file's order), but the seed."""
     return [key for key in grid.swept if key != "seed"]
 
 
 def grid_label(grid: Grid, grids: list[Grid]) -> str:
-    """``grid``'s label, or its place among ``grids`` where it has none."""
+    """`grid`'s label, or its place among `grids` where it has none."""
     return grid.label or f"grid {grids.index(grid) + 1}"
 
 
@@ -81,7 +81,7 @@ def summarise(
 ) -> list[dict[str, Any]]:
     """One row per setting (its search's choice, where the grid searches): the grid (where there
     are several), the moving options, the number of runs, and each metric's mean, low and high
-    (t interval over seeds, clipped to the metric's range: :func:`clipped_interval`; None where
+    (t interval over seeds, clipped to the metric's range: `clipped_interval`; None where
     the setting's task does not report it). Failed runs are
     left out, and so is a setting none of whose runs finished."""
     grids = list(dict.fromkeys(setting.grid for setting in chosen))
@@ -113,7 +113,7 @@ def _numeric(values: list[Any]) -> bool:
 def plot_summary(
     chosen: list[Setting], summary: list[dict[str, Any]], metrics: list[str], out: Path
 ) -> dict[str, Path]:
-    """``out/<metric>.png`` for every metric: a panel per grid, mean and t interval against the
+    """`out/<metric>.png` for every metric: a panel per grid, mean and t interval against the
     grid's first numeric moving option (not searched over), a line per value of the others. A
     grid without such an option has no panel; no figures where none has."""
     grids = list(dict.fromkeys(setting.grid for setting in chosen))
@@ -182,9 +182,9 @@ def plot_summary(
 def write_summary(
     chosen: list[Setting], by_run: Mapping[str, dict[str, Any]], metrics: list[str], out: Path
 ) -> dict[str, Path]:
-    """``out/summary.csv`` (:func:`summarise`; the grids' primary metrics first), the figures
-    (:func:`plot_summary`), and the answer: the table of the cells and the tests between them,
-    and its figure (:func:`dpdl.experiments.sweeps.answer.write_answer`)."""
+    """`out/summary.csv` (`summarise`; the grids' primary metrics first), the figures
+    (`plot_summary`), and the answer: the table of the cells and the tests between them,
+    and its figure (`dpdl.experiments.sweeps.answer.write_answer`)."""
     from dpdl.experiments.sweeps.answer import answer_cells, write_answer
 
     cells = answer_cells(chosen, by_run, metrics)

@@ -1,18 +1,18 @@
 """Which runs a sweep makes, and which of them its summary keeps: the search of a grid's
-:class:`~dpdl.experiments.sweeps.spec.Tune`, in the two stages the papers' protocols use.
+`Tune`, in the two stages the papers' protocols use.
 
 A grid's positions fall into *settings*: the positions that differ only in the searched options
-(``over``, default the step size). Without a search every position is a setting of its own and
+(`over`, default the step size). Without a search every position is a setting of its own and
 runs on every seed. With one:
 
-1. *Search*: every position runs on the search's seeds (the first ``seeds`` of its own; all of
-   them by default), at the ``at`` setting where the search names one (its positions at other
+1. *Search*: every position runs on the search's seeds (the first `seeds` of its own; all of
+   them by default), at the `at` setting where the search names one (its positions at other
    values of those options then share these runs);
 2. *Final*: each setting's best position (the best mean metric over the search's runs; a failed or
    diverged run is the worst; the first in the grid's order on a tie) runs on every seed. Runs the
    search already made are not made again.
 
-This is the protocol of :mod:`dpdl_reproductions.tradeoff`, so a reproduction stated as a
+This is the protocol of `dpdl_reproductions.tradeoff`, so a reproduction stated as a
 sweep file chooses what the reproduction chooses.
 """
 
@@ -59,7 +59,7 @@ def _groups(grid: Grid, base: dict[str, Any]) -> list[list[dict[str, Any]]]:
 
 
 def _searched(grid: Grid, options: dict[str, Any]) -> list[dict[str, Any]]:
-    """The runs that score the position ``options`` in its grid's search."""
+    """The runs that score the position `options` in its grid's search."""
     tune = grid.tune
     assert tune is not None
     seeds = options["seed"]
@@ -88,16 +88,16 @@ def search_runs(sweep: Sweep) -> list[dict[str, Any]]:
 
 
 def cost(value: float, goal: str) -> float:
-    """A metric's value as the cost a search minimises (``goal`` ``"min"`` or ``"max"``): a
+    """A metric's value as the cost a search minimises (`goal` `"min"` or `"max"`): a
     diverged run's (NaN or infinite) is the worst. The rule of every search, the reproductions'
-    own too (:mod:`dpdl_reproductions.tradeoff`)."""
+    own too (`dpdl_reproductions.tradeoff`)."""
     if not math.isfinite(value):
         return math.inf
     return value if goal == "min" else -value
 
 
 def _score(grid: Grid, options: dict[str, Any], lookup: Lookup) -> float:
-    """Mean metric of a position's search runs as a cost (:func:`cost`); a run that failed makes
+    """Mean metric of a position's search runs as a cost (`cost`); a run that failed makes
     it the worst."""
     tune = grid.tune
     assert tune is not None
@@ -111,7 +111,7 @@ def _score(grid: Grid, options: dict[str, Any], lookup: Lookup) -> float:
 
 
 def settings(sweep: Sweep, lookup: Lookup) -> list[Setting]:
-    """Every setting of every grid, with its chosen position (``lookup`` gives the search runs'
+    """Every setting of every grid, with its chosen position (`lookup` gives the search runs'
     rows)."""
     chosen = []
     for grid in sweep.grids:
@@ -126,7 +126,7 @@ def settings(sweep: Sweep, lookup: Lookup) -> list[Setting]:
 
 
 def final_runs(chosen: list[Setting]) -> list[dict[str, Any]]:
-    """The second stage: every setting's chosen position (:func:`settings`) on every seed, as
+    """The second stage: every setting's chosen position (`settings`) on every seed, as
     complete one-seed options (those the first stage made among them too)."""
     runs: dict[str, dict[str, Any]] = {}
     for setting in chosen:
