@@ -1,17 +1,17 @@
 """Whisper D-SGD / CorN-DSGD's learning figures as the authors' released code runs them
-(``train.py`` of their repository), beside the papers' protocol in ``whisper-logreg`` and
-``corn-mnist``.
+(`train.py` of their repository), beside the papers' protocol in `whisper-logreg` and
+`corn-mnist`.
 
-What the code does (``utils/optim.py``, ``learner.py``, ``diff_privacy.py``, ``utils/dp_solver.py``,
-``paper_experiments/*/*.sh``): each agent draws a batch of 128 of its examples, clips every
+What the code does (`utils/optim.py`, `learner.py`, `diff_privacy.py`, `utils/dp_solver.py`,
+`paper_experiments/*/*.sh`): each agent draws a batch of 128 of its examples, clips every
 example's gradient to C = 0.1 (microbatches of one), sums them, adds its share of the correlated
 noise and divides by 128, then takes an SGD step and gossips (Metropolis-Hastings weights on an
 Erdos-Renyi graph, a fresh draw per seed). The noise covariance is solved under
-``max_i [Sigma^-1]_ii <= (sqrt(log(1/delta) + eps) - sqrt(log(1/delta)))^2 / (2 T C^2)``, the
+`max_i [Sigma^-1]_ii <= (sqrt(log(1/delta) + eps) - sqrt(log(1/delta)))^2 / (2 T C^2)`, the
 zero-concentrated-DP conversion at sensitivity 2C over T rounds: a guarantee for one EXAMPLE
 (replace-one, no credit for the sampling), not for an agent's data, whose batch sum moves by up to
-128 C. dpdl runs the same mechanism at example level (calibration ``authors``,
-:func:`dpdl_reproductions.zcdp_bound.authors_mu_step`: the same noise, relative to the per-example
+128 C. dpdl runs the same mechanism at example level (calibration `authors`,
+`dpdl_reproductions.zcdp_bound.authors_mu_step`: the same noise, relative to the per-example
 sensitivity C / 128 of the batch mean) and accounts it exactly
 (example-level add/remove-one, Poisson sampling, PLD): every such run reports the eps it really
 has, far below its label.
@@ -60,16 +60,16 @@ TASK_OPTIONS = {
 
 def config_of(job: Job) -> TrainConfig:
     """The training configuration of a job of the authors' protocol: the trade-off figures'
-    (:func:`~dpdl_reproductions.tradeoff.config_of`, its calibration ``authors`` or
-    ``exact``) with the authors' data options."""
+    (`config_of`, its calibration `authors` or
+    `exact`) with the authors' data options."""
     return replace(tradeoff.config_of(job), task_options=TASK_OPTIONS[job["task"]])
 
 
 def run_job(job: Job) -> dict[str, Any]:
     """One seed of one grid point in the authors' protocol: the task with their data options, the
-    mechanism at their noise (calibration ``authors``) or at dpdl's exact example-level
-    calibration (``exact``), trained by dpdl's engine; the row of
-    :func:`~dpdl_reproductions.tradeoff.run_job` (its ``epsilon``: dpdl's exact
+    mechanism at their noise (calibration `authors`) or at dpdl's exact example-level
+    calibration (`exact`), trained by dpdl's engine; the row of
+    `run_job` (its `epsilon`: dpdl's exact
     example-level eps of the run's noise) and the run's Poisson sampling rate."""
     with job_threads():
         result = run_training(config_of(job))
@@ -86,7 +86,7 @@ def scales_table(
 ) -> list[str]:
     """For each label eps: the authors' noise multiplier (noise std over C on the batch sum),
     what dpdl's accountant says of it (example level with and without the sampling's credit, and
-    at agent level, where the mean's sensitivity is C and its noise the sum's over ``batch``), and
+    at agent level, where the mean's sensitivity is C and its noise the sum's over `batch`), and
     dpdl's own example-level calibration at the label (its multiplier, and how many times less
     noise it needs)."""
     lines = [
@@ -130,14 +130,14 @@ def budget_claim(rows: list[dict[str, Any]], label: str) -> Claim:
 
 
 def _said(verdict: Verdict) -> str:
-    """``verdict`` after "it" in a sentence: "it holds", "it fails", "it is not testable"."""
+    """`verdict` after "it" in a sentence: "it holds", "it fails", "it is not testable"."""
     return f"is {verdict.value}" if verdict is Verdict.NOT_TESTABLE else verdict.value
 
 
 def merge_claims(paper: list[Claim], authors: list[Claim], why: str) -> list[Claim]:
     """The papers' claims checked in both protocols, one row each: a claim that holds in the
     paper's protocol holds; one that fails (or cannot be tested) there but holds in the authors'
-    holds in the authors' protocol only (``why``: what in their protocol makes it hold); otherwise
+    holds in the authors' protocol only (`why`: what in their protocol makes it hold); otherwise
     the paper's verdict stands, with the authors' result beside it. Claims of either list that the
     other does not state are kept as they are."""
     theirs = {claim.paper: claim for claim in authors}

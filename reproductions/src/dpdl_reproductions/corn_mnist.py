@@ -1,6 +1,6 @@
-"""``corn-mnist``: CorN-DSGD Fig. 5, MNIST test accuracy vs eps and p, in the papers' protocol and the authors'.
+"""`corn-mnist`: CorN-DSGD Fig. 5, MNIST test accuracy vs eps and p, in the papers' protocol and the authors'.
 
-The papers' protocol (``--parts paper``): a one-hidden-layer network (64 ReLU units) on MNIST
+The papers' protocol (`--parts paper`): a one-hidden-layer network (64 ReLU units) on MNIST
 (80/20 split of the 70000 images, Dirichlet(10) partition, batch 128), C = 0.1, agent-level
 privacy, step size tuned over the papers' grid {1e-1, 5e-2, 1e-2, 5e-3, 1e-3}; n = 20,
 Erdos-Renyi, LDP vs DECOR vs Whisper, both calibrations. T = 1000 steps, as in the authors'
@@ -9,17 +9,17 @@ released scripts for this figure (the text says 5000 for all tasks). What this m
 and p = 0.5 on one seed, and reused across both sweeps; every point then runs on 3 seeds (the
 papers tune every point and average 10).
 
-The authors' released code (``--parts authors``, :mod:`~dpdl_reproductions.corn_authors`:
-``train.py`` and ``paper_experiments/mnist/*.sh`` of arodio/WhisperDSGD):
+The authors' released code (`--parts authors`, `corn_authors`:
+`train.py` and `paper_experiments/mnist/*.sh` of arodio/WhisperDSGD):
 
-| setting | papers' text (``paper``) | authors' code (``authors``) |
+| setting | papers' text (`paper`) | authors' code (`authors`) |
 | --- | --- | --- |
-| model | "a shallow neural network" (here one hidden layer of 64 ReLU units) | linear, 784 -> 10 with bias (``models.py: LinearLayer``), cross-entropy, no weight decay |
-| data | "the same train-test split" as a9a (80/20 of 70000 images), Dirichlet(10) | 20% of the 70000 images (``--s_frac 0.2``: about 12000 training images, 600 an agent, and 2000 test images), Dirichlet(10), the partition drawn once (seed 12345) for all seeds; pixels normalised by (0.1307, 0.3081) |
+| model | "a shallow neural network" (here one hidden layer of 64 ReLU units) | linear, 784 -> 10 with bias (`models.py: LinearLayer`), cross-entropy, no weight decay |
+| data | "the same train-test split" as a9a (80/20 of 70000 images), Dirichlet(10) | 20% of the 70000 images (`--s_frac 0.2`: about 12000 training images, 600 an agent, and 2000 test images), Dirichlet(10), the partition drawn once (seed 12345) for all seeds; pixels normalised by (0.1307, 0.3081) |
 | privacy unit | one agent: its batch gradient clipped to C = 0.1 | one example: each example's gradient clipped to C = 0.1, noise added to the batch's sum, divided by the batch of 128 |
-| noise from eps | closed form (dashed) and dpdl's exact GDP accountant (solid) | zCDP conversion at sensitivity 2C over T (``diff_privacy.py``), calibration ``authors`` (dashed) |
+| noise from eps | closed form (dashed) and dpdl's exact GDP accountant (solid) | zCDP conversion at sensitivity 2C over T (`diff_privacy.py`), calibration `authors` (dashed) |
 | T | 5000 (text); 1000 here | 1000 |
-| step size | tuned once (eps = 10, p = 0.5) and reused | the scripts: a one-seed sweep over the grid (``*_lr.sh``), then 0.1 for every point and method; here tuned per point and method over the papers' grid |
+| step size | tuned once (eps = 10, p = 0.5) and reused | the scripts: a one-seed sweep over the grid (`*_lr.sh`), then 0.1 for every point and method; here tuned per point and method over the papers' grid |
 | eps, p | eps in {3, ..., 40} at p = 0.5; p in {0.2, ..., 1} at eps = 10 | eps in {10, 20, 30, 40}, p in {0.6, 0.8, 1}; here the same |
 | metric | mean over agents of the test accuracy on the test set | mean over agents of each agent's accuracy on its own test images |
 | seeds | 3 | 9 (here the step size tuned on the first) |
@@ -73,7 +73,7 @@ LRS = (1e-1, 5e-2, 1e-2, 5e-3, 1e-3)
 
 def study(quick: bool) -> Study:
     """T = 1000, the papers' grids, tuned at one setting; T = 100, one step size and one seed for
-    ``--quick``, with eps from 10: in 100 steps no method learns at eps = 3 (all stay at chance,
+    `--quick`, with eps from 10: in 100 steps no method learns at eps = 3 (all stay at chance,
     10%)."""
     if quick:
         training = Training(
@@ -94,9 +94,9 @@ def study(quick: bool) -> Study:
 
 
 def authors_study(quick: bool) -> Study:
-    """The authors' protocol (:mod:`corn_authors`): the linear model at example level, their
+    """The authors' protocol (`corn_authors`): the linear model at example level, their
     calibration, the scripts' points and 9 seeds; T = 50, one step size, two points a panel, one
-    seed and batches of 16 for ``--quick`` (the test slices' 20% leave an agent about 50
+    seed and batches of 16 for `--quick` (the test slices' 20% leave an agent about 50
     images)."""
     training = Training(
         "mnist-linear",

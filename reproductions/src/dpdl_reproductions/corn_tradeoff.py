@@ -63,8 +63,8 @@ DELTA = 1e-5
 
 
 def study(training: Training, quick: bool, quick_eps: tuple[float, ...] = QUICK_EPS) -> Study:
-    """Panels (a) eps at p = 0.5 and (b) p at eps = 10, n = 20, for ``training``; ``quick_eps`` is
-    panel (a)'s grid under ``quick``."""
+    """Panels (a) eps at p = 0.5 and (b) p at eps = 10, n = 20, for `training`; `quick_eps` is
+    panel (a)'s grid under `quick`."""
     eps_grid, p_grid = (quick_eps, QUICK_P) if quick else (EPS_GRID, P_GRID)
     return Study(
         (
@@ -92,7 +92,7 @@ def study(training: Training, quick: bool, quick_eps: tuple[float, ...] = QUICK_
 
 
 def _margin(a: Point, b: Point, lower_is_better: bool) -> str:
-    """How much better ``a`` is than ``b``: a ratio for losses, points for accuracies."""
+    """How much better `a` is than `b`: a ratio for losses, points for accuracies."""
     if lower_is_better:
         return f"{b.mean / a.mean:.2f}x" if a.mean > 0 else "inf"
     return f"{100 * (a.mean - b.mean):+.1f} pts"
@@ -106,7 +106,7 @@ def _still(
     primary: str = "exact",
 ) -> dict[tuple[str, float], float]:
     """The points where the iterates do not move: no private method (exact calibration, tuned)
-    ends below half of the initial value of the metric (the row field ``initial``, None: every
+    ends below half of the initial value of the metric (the row field `initial`, None: every
     point counts as moving). Each such point maps to the best private method's final / initial
     ratio."""
     if initial is None:
@@ -127,7 +127,7 @@ HALF = 0.5
 
 
 def _untestable(still: dict[tuple[str, float], float], label: str, xs: list[float]) -> str:
-    """Why the points ``xs`` of panel ``label`` cannot test a claim (they are all in ``still``)."""
+    """Why the points `xs` of panel `label` cannot test a claim (they are all in `still`)."""
     ratios = ", ".join(f"{x:g}: {still[(label, x)]:.2f}x" for x in xs)
     return (
         f"at {ratios} of the initial value (the best private method, tuned) no method leaves its "
@@ -144,8 +144,8 @@ def _verdict_of_misses(
     still: dict[tuple[str, float], float],
     cause: str,
 ) -> Claim:
-    """A claim over ``panel``'s points that misses at ``misses``: holds if none, not testable as
-    written if every miss is a point that does not move, else fails for ``cause``."""
+    """A claim over `panel`'s points that misses at `misses`: holds if none, not testable as
+    written if every miss is a point that does not move, else fails for `cause`."""
     if not misses:
         return Claim(panel.label, paper, measured, Verdict.HOLDS)
     if all((panel.label, x) in still for x in misses):
@@ -179,12 +179,12 @@ def analyse(
 ) -> Analysis:
     """Figure, the papers' claims (Section VI-B) and notes.
 
-    ``initial`` names the row field of the metric at step 0: a claim that misses only where no
-    method leaves it is not testable as written (:func:`_still`). ``references`` adds lines to
+    `initial` names the row field of the metric at step 0: a claim that misses only where no
+    method leaves it is not testable as written (`_still`). `references` adds lines to
     the figure's panels (e.g. noise-free D-SGD). The claims are checked on the calibration
-    ``primary``; the exact accountant's gain and the budget are claimed, and the notes written,
+    `primary`; the exact accountant's gain and the budget are claimed, and the notes written,
     where the study runs the papers' calibration beside it (the papers' protocol). The figure is
-    ``figure_name`` in ``out`` (default: the metric's name).
+    `figure_name` in `out` (default: the metric's name).
     """
     summary = summarise(the_study, rows)
     training = the_study.panels[0].training
@@ -395,7 +395,7 @@ def _papers_protocol_notes(
 def analyser(
     study_of: Callable[[bool], Study], title: str, ylabel: str, log_y: bool
 ) -> Callable[[list[dict[str, Any]], Path, bool], Analysis]:
-    """A reproduction module's ``analyse(rows, out, quick)`` for the study ``study_of(quick)``."""
+    """A reproduction module's `analyse(rows, out, quick)` for the study `study_of(quick)`."""
 
     def analyse_rows(rows: list[dict[str, Any]], out: Path, quick: bool) -> Analysis:
         return analyse(study_of(quick), rows, out, title, ylabel, log_y)
@@ -412,7 +412,7 @@ def _same_at_complete(
     primary: str = "exact",
 ) -> Claim:
     """At p = 1 Whisper's and DECOR's designs leave the same noise, so their utility should be the
-    same: the interquartile ranges over seeds overlap (calibration ``primary``)."""
+    same: the interquartile ranges over seeds overlap (calibration `primary`)."""
     whisper, decor = at(p_panel, 1.0, "whisper"), at(p_panel, 1.0, "decor")
     overlap = whisper.low <= decor.high and decor.low <= whisper.high
     variance = {
@@ -501,8 +501,8 @@ def authors_study(
     p_grid: tuple[float, ...],
     calibrations: tuple[str, ...],
 ) -> Study:
-    """Panels (a) eps at p = 0.5 and (b) p at eps = 10 in the authors' protocol (``training``'s
-    ``protocol``), under ``calibrations``."""
+    """Panels (a) eps at p = 0.5 and (b) p at eps = 10 in the authors' protocol (`training`'s
+    `protocol`), under `calibrations`."""
     return Study(
         (
             Panel(
@@ -531,9 +531,9 @@ def authors_study(
 
 def job_of(options: Mapping[str, Any], version: int = tradeoff.VERSION) -> Job:
     """The job of one run of a sweep file of both protocols: a run on the data set's own test
-    file (``split = "files"``, the authors' data) is one of the authors' protocol
-    (:mod:`corn_authors`), any other one of the papers' (:func:`tradeoff.job_of`). The file's
-    check that every job carries its options (:class:`SweepJobs`) holds the authors' runs to their
+    file (`split = "files"`, the authors' data) is one of the authors' protocol
+    (`corn_authors`), any other one of the papers' (`tradeoff.job_of`). The file's
+    check that every job carries its options (`SweepJobs`) holds the authors' runs to their
     data options too."""
     job = tradeoff.job_of(options, version)
     return {**job, "protocol": corn_authors.PROTOCOL} if options["split"] == "files" else job
@@ -547,7 +547,7 @@ def config_of(job: Job) -> TrainConfig:
 
 
 def sweep_jobs(name: str) -> SweepJobs:
-    """The runs of reproduction ``name``'s sweep file: its grids of the papers' protocol and of the
+    """The runs of reproduction `name`'s sweep file: its grids of the papers' protocol and of the
     authors' (the grids on the data set's own test file), the two parts."""
     return SweepJobs(
         name,
@@ -560,8 +560,8 @@ def sweep_jobs(name: str) -> SweepJobs:
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One run: the papers' protocol (:func:`tradeoff.run_job`) or the authors'
-    (:func:`corn_authors.run_job`)."""
+    """One run: the papers' protocol (`tradeoff.run_job`) or the authors'
+    (`corn_authors.run_job`)."""
     if job.get("protocol") == corn_authors.PROTOCOL:
         return corn_authors.run_job(job)
     return tradeoff_run_job(job)
@@ -586,9 +586,9 @@ def tuned_table(study: Study, summary: Mapping[tuple[str, float, str, str], Poin
 
 @dataclass(frozen=True)
 class Protocols:
-    """A figure run in the papers' protocol (``paper(quick)``) and the authors'
-    (``authors(quick)``): a reproduction module's ``jobs``, ``followup_jobs`` and ``analyse``
-    over its ``parts``."""
+    """A figure run in the papers' protocol (`paper(quick)`) and the authors'
+    (`authors(quick)`): a reproduction module's `jobs`, `followup_jobs` and `analyse`
+    over its `parts`."""
 
     paper: Callable[[bool], Study]
     authors: Callable[[bool], Study]
@@ -613,7 +613,7 @@ class Protocols:
         self, rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str, ...] = PARTS
     ) -> Analysis:
         """The papers' protocol's analysis and the authors', their shared claims merged
-        (:func:`corn_authors.merge_claims`)."""
+        (`corn_authors.merge_claims`)."""
         figures: list[Path] = []
         claims: list[Claim] = []
         notes: list[str] = []

@@ -1,4 +1,4 @@
-"""``decor-fig1``: DECOR Fig. 1, privacy-utility trade-offs of DECOR against the LDP and CDP baselines.
+"""`decor-fig1`: DECOR Fig. 1, privacy-utility trade-offs of DECOR against the LDP and CDP baselines.
 
 n = 16 agents on a ring, a 4 x 4 torus and the complete graph (Metropolis-Hastings weights, which
 are DECOR's 1/(deg+1) on these regular graphs), external eavesdropper, delta = 1e-5; the CDP
@@ -16,7 +16,7 @@ Appendix D.1 search (sigma_pair low, middle, high between the CDP and LDP levels
 add the couple that minimises Tr(W R W^T) (on the complete graph it is CDP's variance exactly).
 
 Least squares runs as the paper states it and as the authors' released code runs it
-(``quadratics.py``, :mod:`dpdl_reproductions.decor_authors`), all grids of the sweep file:
+(`quadratics.py`, `dpdl_reproductions.decor_authors`), all grids of the sweep file:
 
 | least squares | paper (dpdl's default) | authors' code |
 | --- | --- | --- |
@@ -25,19 +25,19 @@ Least squares runs as the paper states it and as the authors' released code runs
 | clipping threshold C | tuned over {0.1, 1} | 1 |
 | DECOR's noise couple | tuned: Appendix D's three and the trace-optimal one | tuned: Appendix D's three; and, in the code's calibration, every couple of the code's search, each run once (the code keeps the couple of lowest loss) |
 | initial point | 0 | every model at 1 |
-| metric | optimality gap at T, each agent's model on the global objective | mean over agents of ‖x_i - x*‖^2, averaged over the last 200 iterates (the code's ``[-200:-1]`` takes 199, the last one left out) |
+| metric | optimality gap at T, each agent's model on the global objective | mean over agents of ‖x_i - x*‖^2, averaged over the last 200 iterates (the code's `[-200:-1]` takes 199, the last one left out) |
 | seeds | 3 to tune, 20 in all | 5 |
 | topologies | ring, torus, complete (CDP on the complete graph) | ring, torus (CDP on the complete graph) |
 
-The authors' a9a and MNIST training (``train.py``) differs from the paper in how DECOR's noise is
-drawn, which this reproduction does not follow: the pairwise noise ``V`` is drawn once before the
-training loop, made antisymmetric with the mixing weights (``misc.to_antisymmetric``, scaled by
+The authors' a9a and MNIST training (`train.py`) differs from the paper in how DECOR's noise is
+drawn, which this reproduction does not follow: the pairwise noise `V` is drawn once before the
+training loop, made antisymmetric with the mixing weights (`misc.to_antisymmetric`, scaled by
 w_ij) and reused at every round, where the paper (Algorithm 1) draws fresh pairwise noise each
-round; their least squares (``utils/optimizers.py``) draws it fresh each round, as here. Their
+round; their least squares (`utils/optimizers.py`) draws it fresh each round, as here. Their
 search files also keep couples whose own accountant gives slightly more than the label (eps
 3.59 at the label 3 on the ring, 10.46 at 10, 40.2 at 40); dpdl's couples meet the label. The
 grids "authors' protocol and search" run the code's calibration (its zCDP bound,
-``authors``) and its couple search (``authors-<k>``, :mod:`dpdl_reproductions.decor_searches`:
+`authors`) and its couple search (`authors-<k>`, `dpdl_reproductions.decor_searches`:
 50 private noises between the CDP and LDP levels, a bisection over sigma_cor in 1..1000 that
 keeps a couple up to 1e-4 above the per-round target, and gives up at many of the 50), as the
 code has them; a claim states the eps of the couples they pick, the code's and dpdl's.
@@ -103,7 +103,7 @@ TASKS = {
 
 
 def _trainings(quick: bool) -> dict[str, tuple[Training, tuple[float, ...]]]:
-    """Each task's training and eps grid; shorter runs, smaller grids, fewer seeds for ``--quick``.
+    """Each task's training and eps grid; shorter runs, smaller grids, fewer seeds for `--quick`.
 
     Four seeds as in the paper, but least squares averages 20 (after tuning on 3): its final gap is
     heavy-tailed across seeds (clipped gradients bound the pull back, not the noise) and its runs
@@ -226,9 +226,9 @@ AUTHORS_SEARCH = "Least squares, authors' protocol and search"
 
 
 def _authors_study(quick: bool, search: bool = False) -> Study:
-    """DECOR's least squares as the authors' code runs it (:mod:`decor_authors`), on the ring and
-    the torus; the eps grid and seeds of ``quick`` are smaller. With ``search``: in the code's
-    calibration (``authors``, their zCDP bound) and couple search (``authors-<k>``, every place
+    """DECOR's least squares as the authors' code runs it (`decor_authors`), on the ring and
+    the torus; the eps grid and seeds of `quick` are smaller. With `search`: in the code's
+    calibration (`authors`, their zCDP bound) and couple search (`authors-<k>`, every place
     of its grid, each run once as the code runs it, the couple of least loss then on every seed;
     quick: three places)."""
     eps = _trainings(quick)["least-squares"][1]
@@ -269,7 +269,7 @@ def _authors_study(quick: bool, search: bool = False) -> Study:
 
 
 def study(quick: bool, parts: tuple[str, ...] = PARTS) -> Study:
-    """The panels of ``parts``: every task on every topology, and least squares in the authors'
+    """The panels of `parts`: every task on every topology, and least squares in the authors'
     protocol too (what the analysis reads; the runs are its sweep file's, a test checks that the
     two agree)."""
     panels = [panel for task in parts for panel in _task_study(task, quick).panels]
@@ -280,9 +280,8 @@ def study(quick: bool, parts: tuple[str, ...] = PARTS) -> Study:
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """One run, of either protocol (its training configuration says which); a place of the
-    authors' couple search where it finds no couple (:class:`~dpdl_reproductions.decor_searches.
-    NoCouple`) is a row without a metric, as their code skips it (tuning takes it for the
-    worst)."""
+    authors' couple search where it finds no couple (` NoCouple`) is a row without a metric, as
+    their code skips it (tuning takes it for the worst)."""
     try:
         return tradeoff.run_job(job)
     except NoCouple as error:
@@ -300,19 +299,19 @@ SWEEP = SweepJobs(
 
 
 def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
-    """The search runs of the tasks ``parts`` names, from the sweep file."""
+    """The search runs of the tasks `parts` names, from the sweep file."""
     return SWEEP.jobs(SWEEP.sweep(quick, parts))
 
 
 def followup_jobs(
     quick: bool, rows: list[dict[str, Any]], parts: tuple[str, ...] = PARTS
 ) -> list[dict[str, Any]]:
-    """Each tuned point of ``parts`` on all its seeds, in both protocols."""
+    """Each tuned point of `parts` on all its seeds, in both protocols."""
     return SWEEP.followup_jobs(SWEEP.sweep(quick, parts), rows)
 
 
 def _gap(point: Point, reference: Point, lower: bool) -> float:
-    """How far ``point`` is from ``reference`` (CDP): a ratio for losses, points for accuracy."""
+    """How far `point` is from `reference` (CDP): a ratio for losses, points for accuracy."""
     return point.mean / reference.mean if lower else 100 * (reference.mean - point.mean)
 
 
@@ -391,7 +390,7 @@ MNIST_RATE = 64 / 3500
 
 
 def _labels_note(task_study: Study) -> str:
-    """DECOR's MNIST eps labels on both scales (:mod:`decor_labels`): what the authors' code means
+    """DECOR's MNIST eps labels on both scales (`decor_labels`): what the authors' code means
     by each, and the (eps, delta) over T that dpdl's accountant gives the same noise."""
     panel = task_study.panels[0]
     training = panel.training
@@ -445,7 +444,7 @@ def _closes(decor_gap: float, ldp_gap: float, lower: bool) -> bool:
 
 
 def _average_model(task_study: Study, rows: list[dict[str, Any]]) -> dict | None:
-    """The points of ``task_study`` scored by the agents' average model (``<metric>_average_model``,
+    """The points of `task_study` scored by the agents' average model (`<metric>_average_model`,
     the metric of DECOR's released MNIST code) at the hyperparameters tuned on the mean over
     agents (the only ones run on every seed), or None where its runs did not record it."""
     panels = task_study.panels
@@ -463,10 +462,10 @@ def _task_claims(
     exact_buys: bool = True,
     average: dict | None = None,
 ) -> tuple[list[Claim], list[tuple[Panel, float]]]:
-    """The claims on the panels labelled ``label`` (with the exact accountant's gain where
-    ``exact_buys``), and the (panel, eps) points where DECOR does not close half of LDP's gap to
-    CDP by more than its spread over seeds (the misses the notes explain); ``average``: the same
-    points by the average model (:func:`_average_model`), for the reason of a miss."""
+    """The claims on the panels labelled `label` (with the exact accountant's gain where
+    `exact_buys`), and the (panel, eps) points where DECOR does not close half of LDP's gap to
+    CDP by more than its spread over seeds (the misses the notes explain); `average`: the same
+    points by the average model (`_average_model`), for the reason of a miss."""
     lower = task_study.panels[0].training.lower_is_better
     unit = "x" if lower else " pts"
     beats, misses, parts = 0, [], []
@@ -558,7 +557,7 @@ def _task_claims(
 
 
 def _chosen(point: Point, method: str = "decor") -> str:
-    """The hyperparameters ``point``'s tuning chose for ``method`` (DECOR's trace-optimal couple
+    """The hyperparameters `point`'s tuning chose for `method` (DECOR's trace-optimal couple
     as "trace"; no couple for the other methods)."""
     return ", ".join(
         f"{name} {'trace' if value is None else value}"
@@ -568,7 +567,7 @@ def _chosen(point: Point, method: str = "decor") -> str:
 
 
 def _threshold(ldp_gap: float, lower: bool) -> float:
-    """The gap to CDP that closes half of LDP's (:func:`_closes`)."""
+    """The gap to CDP that closes half of LDP's (`_closes`)."""
     return ldp_gap**0.5 if lower else ldp_gap / 2
 
 
@@ -592,7 +591,7 @@ def _connectivities(task_study: Study) -> dict[str, float]:
 def _search_budget_claim(searched: Study, summary: dict) -> Claim:
     """What the couples the authors' search picks really give: for each (graph, eps), the place
     its tuning chose, the couple, the code's own per-round value against its target and its eps
-    (their ``user_level_rdp``), and dpdl's exact eps of the couple against the eavesdropper over
+    (their `user_level_rdp`), and dpdl's exact eps of the couple against the eavesdropper over
     the run; it holds where dpdl's eps is within every label."""
     training, delta = searched.panels[0].training, searched.delta
     parts, over = [], []
@@ -622,9 +621,9 @@ def _search_budget_claim(searched: Study, summary: dict) -> Claim:
 
 
 def _picked_couple(graph: Any, eps: float, steps: int, delta: float, k: int) -> dict[str, float]:
-    """The couple of place ``k`` of the authors' search for a budget ``eps`` over ``steps`` at
-    agent level (C = 1, the calibration ``authors``): its noise, the code's per-round value over
-    its target, the eps the code states for it (``user_level_rdp``) and dpdl's exact eps against
+    """The couple of place `k` of the authors' search for a budget `eps` over `steps` at
+    agent level (C = 1, the calibration `authors`): its noise, the code's per-round value over
+    its target, the eps the code states for it (`user_level_rdp`) and dpdl's exact eps against
     the eavesdropper."""
     calibration = calibrate(eps, delta, steps, AgentLevel(decor_authors.CLIP), "authors")
     couple = authors_couple(graph, None, calibration, None, None, str(k))
@@ -654,9 +653,9 @@ def _why_missed(
     far: list[tuple[Panel, float, float, float, tuple[float, float]]],
     average: dict | None = None,
 ) -> str:
-    """Why DECOR misses at ``misses``: within its spread over seeds, or (``far``, beyond it) on
+    """Why DECOR misses at `misses`: within its spread over seeds, or (`far`, beyond it) on
     the graph whose gossip removes its pairwise noise slowest (for an accuracy, with its gap by
-    the ``average`` model, which the agents' disagreement does not cost), or elsewhere at the
+    the `average` model, which the agents' disagreement does not cost), or elsewhere at the
     hyperparameters its tuning chose."""
     training = task_study.panels[0].training
     near = len(misses) - len(far)
@@ -740,7 +739,7 @@ def _exact_gains(task_study: Study, summary: dict, lower: bool) -> str:
 def _misses_note(
     task: str, task_study: Study, misses: list[tuple[Panel, float]], rows: list[dict[str, Any]]
 ) -> str:
-    """Why DECOR stays far from CDP at ``misses``: the agents' disagreement there (mean consensus
+    """Why DECOR stays far from CDP at `misses`: the agents' disagreement there (mean consensus
     distance of the tuned runs) against the graphs' algebraic connectivity, to which DECOR's
     pairwise noise variance is inversely proportional (DECOR Corollary 12)."""
     distances = summarise(task_study, rows, metric="consensus_distance")

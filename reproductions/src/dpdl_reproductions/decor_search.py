@@ -1,22 +1,22 @@
-"""``decor-search``: DECOR Figs. 2-3, the SecLDP eps of a noise couple against sigma_cor, the monotonicity behind its binary search.
+"""`decor-search`: DECOR Figs. 2-3, the SecLDP eps of a noise couple against sigma_cor, the monotonicity behind its binary search.
 
 DECOR Appendix D.1 finds a noise couple (sigma_cdp, sigma_cor) for a budget by fixing sigma_cdp and
 bisecting sigma_cor, "since the function eps(sigma_cor) is monotonous (non-increasing), as shown in
 Figure 2" (and Figure 3). Both figures plot the eps of Algorithm 2 (the per-step SecRDP of DECOR,
-``2 C^2 max_i [(sigma_cdp^2 I + sigma_cor^2 L)^-1]_ii``, the external eavesdropper's branch) composed
+`2 C^2 max_i [(sigma_cdp^2 I + sigma_cor^2 L)^-1]_ii`, the external eavesdropper's branch) composed
 over T = 1000 steps and converted to (eps, delta = 1e-5), on n = 16 agents (ring, 4 x 4 torus,
 complete graph, as in Section 6):
 
 - Fig. 2, user level, C = 1: sigma_cdp at the centre of the search interval
-  ``[C sqrt(2) / sqrt(n eps_iter), C sqrt(2) / sqrt(eps_iter)]`` (Appendix D.1 step 2), eps_iter
+  `[C sqrt(2) / sqrt(n eps_iter), C sqrt(2) / sqrt(eps_iter)]` (Appendix D.1 step 2), eps_iter
   the per-step RDP of the target eps (step 1: RDP composition and conversion inverted), sigma_cor
   over the search interval [1, 10^3] (step 3). The paper's accounting is Algorithm 2 with
-  ``eps = T e + 2 sqrt(T e log(1/delta))`` (the authors' ``user_level_rdp``, dpdl's
-  ``paper-rdp``); dpdl's exact one the Gaussian DP of the same per-step sensitivity.
+  `eps = T e + 2 sqrt(T e log(1/delta))` (the authors' `user_level_rdp`, dpdl's
+  `paper-rdp`); dpdl's exact one the Gaussian DP of the same per-step sensitivity.
 - Fig. 3, example level, C = 1, batch 64: sigma_cdp = 5C/1000, sigma_cor over the search interval
   [C/2000, C/10]. The paper's text: Algorithm 2 at the replace-one sensitivity 2C/B, Wang et al.
   (2019)'s RDP bound for subsampling, composed over T and converted; the authors' code: the same
-  bound for one step at order 2, without T or delta (:mod:`decor_labels`); dpdl: the RDP and the
+  bound for one step at order 2, without T or delta (`decor_labels`); dpdl: the RDP and the
   exact PLD of T Poisson-subsampled Gaussian steps (add/remove-one, sensitivity C/B), at the
   authors' rate q = 64/3750 (60000 MNIST images over 16 agents).
 """  # noqa: E501 - verbatim in REPORT.md; its first line is the `reproduce --list` summary
@@ -63,8 +63,8 @@ EXAMPLE_CURVES = (
 
 
 def per_step_rdp(eps: float, steps: int = STEPS, delta: float = DELTA) -> float:
-    """DECOR Appendix D.1 step 1: the per-step RDP ``e`` with ``T e + 2 sqrt(T e log(1/delta)) =
-    eps`` (the authors' ``reverse_eps``): ``(sqrt(log(1/delta) + eps) - sqrt(log(1/delta)))^2 / T``.
+    """DECOR Appendix D.1 step 1: the per-step RDP `e` with `T e + 2 sqrt(T e log(1/delta)) =
+    eps` (the authors' `reverse_eps`): `(sqrt(log(1/delta) + eps) - sqrt(log(1/delta)))^2 / T`.
     """
     log_delta = math.log(1.0 / delta)
     return (math.sqrt(log_delta + eps) - math.sqrt(log_delta)) ** 2 / steps
@@ -72,13 +72,13 @@ def per_step_rdp(eps: float, steps: int = STEPS, delta: float = DELTA) -> float:
 
 def centre_sigma_cdp(eps: float, n: int = N, clip: float = CLIP) -> float:
     """Fig. 2's sigma_cdp: the centre (arithmetic) of Appendix D.1 step 2's interval
-    ``[C sqrt(2 / (n eps_iter)), C sqrt(2 / eps_iter)]``, between the CDP and LDP noise levels."""
+    `[C sqrt(2 / (n eps_iter)), C sqrt(2 / eps_iter)]`, between the CDP and LDP noise levels."""
     ldp = clip * math.sqrt(2.0 / per_step_rdp(eps))
     return (ldp / math.sqrt(n) + ldp) / 2.0
 
 
 def jobs(quick: bool) -> list[dict[str, Any]]:
-    """One job per (figure, target, graph, sigma_cor); fewer sigma_cor for ``quick``."""
+    """One job per (figure, target, graph, sigma_cor); fewer sigma_cor for `quick`."""
     user = np.geomspace(*USER_RANGE, 9 if quick else 61)
     example = np.geomspace(*EXAMPLE_RANGE, 5 if quick else 41)
     return [
@@ -132,7 +132,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _curve(rows: list[dict[str, Any]], field: str, **fixed: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(sigma_cor, ``field``) of the rows matching ``fixed``, by sigma_cor."""
+    """(sigma_cor, `field`) of the rows matching `fixed`, by sigma_cor."""
     chosen = sorted(
         (row["sigma_cor"], row[field])
         for row in rows
@@ -142,14 +142,14 @@ def _curve(rows: list[dict[str, Any]], field: str, **fixed: Any) -> tuple[np.nda
 
 
 def largest_rise(values: np.ndarray) -> float:
-    """The largest relative rise of ``values`` from one point to the next (0: non-increasing)."""
+    """The largest relative rise of `values` from one point to the next (0: non-increasing)."""
     rises = (values[1:] - values[:-1]) / np.maximum(values[:-1], np.finfo(float).tiny)
     return float(max(rises.max(initial=0.0), 0.0))
 
 
 def _crossing(graph: str, sigma_cdp: float, target: float, accountant: str) -> float | None:
-    """The sigma_cor in the user-level search interval where the ``accountant``'s eps meets
-    ``target`` (the couple the binary search returns), or None when the interval misses it."""
+    """The sigma_cor in the user-level search interval where the `accountant`'s eps meets
+    `target` (the couple the binary search returns), or None when the interval misses it."""
 
     def eps(sigma_cor: float) -> float:
         mechanism = Decor(build_graph(graph, N), sigma_cdp, sigma_cor)
@@ -232,7 +232,7 @@ def _monotone_claim(panel: str, figure: str, curves: list[tuple[str, list, str]]
 
 
 def _ratio_range(rows: list[dict[str, Any]], field: str) -> tuple[float, float, dict[str, Any]]:
-    """Smallest and largest ``field / eps_exact`` over ``rows``, and the row of the smallest."""
+    """Smallest and largest `field / eps_exact` over `rows`, and the row of the smallest."""
     ratios = [(row[field] / row["eps_exact"], row) for row in rows]
     low = min(ratios, key=lambda pair: pair[0])
     return low[0], max(ratio for ratio, _ in ratios), low[1]

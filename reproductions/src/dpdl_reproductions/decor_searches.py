@@ -1,22 +1,22 @@
 """The ways DECOR's experiments pick a noise couple that the library does not offer as a method,
-registered in :data:`dpdl.choices.DECOR_SEARCH_REGISTRY` by :mod:`~dpdl_reproductions.plugin`:
+registered in `dpdl.choices.DECOR_SEARCH_REGISTRY` by `plugin`:
 
-- ``appendix-d-<k>``: the k-th couple of DECOR's Appendix D.1 search, over which its Appendix D.2
-  tunes (decor-fig1's grids tune over ``trace`` and these);
-- ``authors-<k>``: the couple of the k-th private noise of the grid the authors' released code
-  searches for its least squares (elfirdoussilab1/DECOR, ``utils/plotting.py``:
-  ``find_best_params`` and ``find_sigma_cor``), with its tolerance: a couple its bisection keeps
+- `appendix-d-<k>`: the k-th couple of DECOR's Appendix D.1 search, over which its Appendix D.2
+  tunes (decor-fig1's grids tune over `trace` and these);
+- `authors-<k>`: the couple of the k-th private noise of the grid the authors' released code
+  searches for its least squares (elfirdoussilab1/DECOR, `utils/plotting.py`:
+  `find_best_params` and `find_sigma_cor`), with its tolerance: a couple its bisection keeps
   may be above the calibration's target, and a run of it reports the epsilon it really has.
 
-The authors' search, for a per-round target ``eps_iter`` (their ``reverse_eps``: with dpdl's
-calibration ``authors``, the one their code solves), clipping threshold C and n agents:
+The authors' search, for a per-round target `eps_iter` (their `reverse_eps`: with dpdl's
+calibration `authors`, the one their code solves), clipping threshold C and n agents:
 sigma_ldp = C sqrt(2 / eps_iter), sigma_cdp = sigma_ldp / sqrt(n); for each sigma of
-``linspace(sigma_cdp, sigma_ldp, 50)``, a bisection over sigma_cor in ``linspace(1, 1000, 1000)``
-for ``rdp_account(sigma, sigma_cor) = 2 C^2 max_i [Sigma^-1]_ii`` (Sigma = sigma^2 I + sigma_cor^2
-L, ``utils/dp_account.py``) in ``(eps_iter, eps_iter + 1e-4]``. It gives up (no couple) when even
-sigma_cor = 1000 leaves ``rdp_account`` above the target, and where the grid runs down to one
+`linspace(sigma_cdp, sigma_ldp, 50)`, a bisection over sigma_cor in `linspace(1, 1000, 1000)`
+for `rdp_account(sigma, sigma_cor) = 2 C^2 max_i [Sigma^-1]_ii` (Sigma = sigma^2 I + sigma_cor^2
+L, `utils/dp_account.py`) in `(eps_iter, eps_iter + 1e-4]`. It gives up (no couple) when even
+sigma_cor = 1000 leaves `rdp_account` above the target, and where the grid runs down to one
 point it keeps that point whatever its value. The code then runs every couple found once and
-keeps the one of least loss, which decor-fig1's authors' grids do by tuning over ``authors-<k>``.
+keeps the one of least loss, which decor-fig1's authors' grids do by tuning over `authors-<k>`.
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ def appendix_d_couple(
     objective: np.ndarray | None,
     k: str,
 ) -> Decor:
-    """DECOR search ``appendix-d-<k>``: the k-th couple of
-    :func:`dpdl.mechanisms.decor.appendix_d_couples` (0 = the least private noise sigma_pair), as
-    DECOR's Appendix D.2 tunes over them; ``weights`` and ``objective`` are not read (the couple is
-    chosen by its place, not by a variance)."""
+    """DECOR search `appendix-d-<k>`: the k-th couple of
+    [`dpdl.mechanisms.decor.appendix_d_couples`][dpdl.mechanisms.decor.appendix_d_couples] (0 =
+    the least private noise sigma_pair), as DECOR's Appendix D.2 tunes over them; `weights` and
+    `objective` are not read (the couple is chosen by its place, not by a variance)."""
     if not k.isdigit():
         raise ConfigError(
             f"DECOR search appendix-d-{k}: the couple's place is a number from 0, not {k!r}"
@@ -69,22 +69,22 @@ def appendix_d_couple(
 
 
 def authors_eps_iter(graph: nx.Graph, sigma: float, sigma_cor: float, clip: float) -> float:
-    """The authors' per-round privacy ``rdp_account(sigma, sigma_cor, clip, D, A)``:
-    ``2 C^2 max_i [Sigma^-1]_ii`` for ``Sigma = sigma^2 I + sigma_cor^2 L`` (DECOR Algorithm 2,
+    """The authors' per-round privacy `rdp_account(sigma, sigma_cor, clip, D, A)`:
+    `2 C^2 max_i [Sigma^-1]_ii` for `Sigma = sigma^2 I + sigma_cor^2 L` (DECOR Algorithm 2,
     order-1 RDP of one round at replace-one sensitivity 2C, as their code computes it)."""
     return _eps_iter(_laplacian(graph), sigma, sigma_cor, clip)
 
 
 def _laplacian(graph: nx.Graph) -> np.ndarray:
-    """The graph's Laplacian D - A, dense, in float64 (as the code's ``degree_matrix -
-    adjacency_matrix``)."""
+    """The graph's Laplacian D - A, dense, in float64 (as the code's `degree_matrix -
+    adjacency_matrix`)."""
     return (
         nx.laplacian_matrix(graph, nodelist=range(graph.number_of_nodes())).toarray().astype(float)
     )
 
 
 def _eps_iter(laplacian: np.ndarray, sigma: float, sigma_cor: float, clip: float) -> float:
-    """:func:`authors_eps_iter` of the graph of Laplacian ``laplacian``."""
+    """`authors_eps_iter` of the graph of Laplacian `laplacian`."""
     covariance = sigma**2 * np.eye(len(laplacian)) + sigma_cor**2 * laplacian
     return 2.0 * clip**2 * float(np.diag(np.linalg.inv(covariance)).max())
 
@@ -92,9 +92,9 @@ def _eps_iter(laplacian: np.ndarray, sigma: float, sigma_cor: float, clip: float
 def _authors_sigma_cor(
     laplacian: np.ndarray, sigma: float, grid: np.ndarray, clip: float, target: float
 ) -> float | None:
-    """``find_sigma_cor`` of the authors' code, step for step: the sigma_cor its bisection of
-    ``grid`` keeps for private noise ``sigma`` and per-round target ``target`` on the graph of
-    Laplacian ``laplacian``, or None where it finds none."""
+    """`find_sigma_cor` of the authors' code, step for step: the sigma_cor its bisection of
+    `grid` keeps for private noise `sigma` and per-round target `target` on the graph of
+    Laplacian `laplacian`, or None where it finds none."""
     while len(grid) > 1:
         if _eps_iter(laplacian, sigma, grid[-1], clip) > target:
             return None  # no hope: the privacy does not improve with sigma_cor
@@ -114,10 +114,10 @@ def authors_couple(
     objective: np.ndarray | None,
     k: str,
 ) -> Decor:
-    """DECOR search ``authors-<k>``: the couple the authors' search (module docstring) finds for
-    the k-th sigma of its grid, its per-round target ``mu_step^2 / 2`` (what their code's
-    ``reverse_eps`` gives for the calibration ``authors``). Agent level only, as their least
-    squares; ``weights`` and ``objective`` are not read (the code picks among the couples by
+    """DECOR search `authors-<k>`: the couple the authors' search (module docstring) finds for
+    the k-th sigma of its grid, its per-round target `mu_step^2 / 2` (what their code's
+    `reverse_eps` gives for the calibration `authors`). Agent level only, as their least
+    squares; `weights` and `objective` are not read (the code picks among the couples by
     loss)."""
     if not isinstance(calibration.neighbouring, AgentLevel):
         raise ConfigError(

@@ -1,6 +1,6 @@
-"""The reproductions' sweep files: ``NAME.toml`` states the runs of ``dpdl reproduce NAME`` (its
-parts in the papers' protocol), ``quick/NAME.toml`` those of its ``--quick`` setting; registered
-by name (:mod:`dpdl_reproductions.plugin`), so that ``dpdl sweep NAME`` runs them
+"""The reproductions' sweep files: `NAME.toml` states the runs of `dpdl reproduce NAME` (its
+parts in the papers' protocol), `quick/NAME.toml` those of its `--quick` setting; registered
+by name (`dpdl_reproductions.plugin`), so that `dpdl sweep NAME` runs them
 anywhere, on Ray too."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ GRIDS = Path(__file__).resolve().parent / "grids"
 
 
 def named_sweeps() -> dict[str, NamedSweep]:
-    """Every sweep file by its reproduction's name, with its ``--quick`` one."""
+    """Every sweep file by its reproduction's name, with its `--quick` one."""
     return {
         path.stem: NamedSweep(path, GRIDS / "quick" / path.name)
         for path in sorted(GRIDS.glob("*.toml"))
@@ -26,8 +26,8 @@ def named_sweeps() -> dict[str, NamedSweep]:
 
 
 def grid_file(name: str, quick: bool = False) -> Path:
-    """The sweep file of reproduction ``name`` (of its ``quick`` setting); a :class:`ConfigError`
-    naming those that have one if it has none."""
+    """The sweep file of reproduction `name` (of its `quick` setting); a
+    [`ConfigError`][dpdl.errors.ConfigError] naming those that have one if it has none."""
     path = GRIDS / ("quick" if quick else "") / f"{name}.toml"
     if not path.is_file():
         raise ConfigError(

@@ -1,4 +1,4 @@
-"""``horizon``: noise designed for the whole run (``--objective horizon``) against the papers' one-step design.
+"""`horizon`: noise designed for the whole run (`--objective horizon`) against the papers' one-step design.
 
 Not a paper's figure: the test of issue 23's claim that designing the correlated noise for the
 loss it leaves after T steps (docs/horizon.md) closes a clear part of the remaining gap between
@@ -7,8 +7,8 @@ the one-step designs and CDP. n = 16 agents (15 on the Florentine families graph
 Metropolis-Hastings weights, eps = 10 at delta = 1e-5 against the eavesdropper (exact
 calibration, agent level); the CDP baseline is central noise on the same graph. Designs: LDP, CDP,
 Whisper (problem (9)) and DECOR's pairwise family (its trace-optimal couple), each with the
-one-step objective ``Tr(W R W^T)`` and with the horizon objective, at the same constraint
-``[R^-1]_ii <= c``. Three tasks:
+one-step objective `Tr(W R W^T)` and with the horizon objective, at the same constraint
+`[R^-1]_ii <= c`. Three tasks:
 
 - DECOR's least squares (Section 6.1, d = 10, full gradients, C = 0.1 as DECOR's tuning picks),
   T = 1000; the horizon uses the task's exact Hessians (one per agent);
@@ -19,7 +19,7 @@ one-step objective ``Tr(W R W^T)`` and with the horizon objective, at the same c
 The step size is tuned per (task, graph, design) over a grid of three, on the mean over the five
 seeds it is reported on (the same selection for every design; each seed is a full replicate:
 graph draw, data split, batches, noise). Error bars and intervals are 95% Student t intervals
-over seeds; the gap closed is ``(one-step - horizon) / (one-step - CDP)`` on the means over seeds.
+over seeds; the gap closed is `(one-step - horizon) / (one-step - CDP)` on the means over seeds.
 """  # noqa: E501 - verbatim in REPORT.md; its first line is the `reproduce --list` summary
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def _label(method: str, objective: str) -> str:
 
 
 def _setting(quick: bool) -> tuple[dict[str, dict[str, Any]], tuple[str, ...], int]:
-    """Tasks, graphs and seeds; ``--quick``: two tasks, the ring, two seeds, one step size,
+    """Tasks, graphs and seeds; `--quick`: two tasks, the ring, two seeds, one step size,
     shorter runs."""
     if not quick:
         return TASKS, GRAPHS, 5
@@ -118,7 +118,7 @@ def _setting(quick: bool) -> tuple[dict[str, dict[str, Any]], tuple[str, ...], i
 
 def job_of(options: Mapping[str, Any], version: int = VERSION) -> dict[str, Any]:
     """The job of one run of the sweep file (its options with its one seed as a number, as a row
-    of its ``runs.csv`` has them)."""
+    of its `runs.csv` has them)."""
     return {
         "version": version,
         "task": options["task"],
@@ -136,7 +136,7 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> dict[str, Any]
 
 
 def config_of(job: dict[str, Any]) -> TrainConfig:
-    """The training configuration of ``job``."""
+    """The training configuration of `job`."""
     return TrainConfig(
         task=job["task"],
         graph=job["graph"],
@@ -169,7 +169,7 @@ def jobs(quick: bool) -> list[dict[str, Any]]:
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """Train one seed of one design; its final metrics, privacy and ``Tr(W R W^T)``."""
+    """Train one seed of one design; its final metrics, privacy and `Tr(W R W^T)`."""
     torch.set_num_threads(1)
     with threadpool_limits(limits=1):
         result = run_training(config_of(job))
@@ -193,9 +193,9 @@ def _interval(values: np.ndarray) -> tuple[float, float]:
 def _tuned(
     rows: list[dict[str, Any]], metric: str, report: str | None = None
 ) -> dict[tuple, np.ndarray]:
-    """Per (task, graph, method, objective): the final metric (or field ``report`` of the same
+    """Per (task, graph, method, objective): the final metric (or field `report` of the same
     runs) over seeds at the step size of least mean metric (a diverged run counts as infinite,
-    :func:`~dpdl.experiments.sweeps.tuning.cost`)."""
+    `cost`)."""
     grouped: dict[tuple, dict[float, list[tuple[int, float, float]]]] = defaultdict(
         lambda: defaultdict(list)
     )

@@ -1,9 +1,9 @@
-"""``lppa-parameters``: LPPA Figs. 5-6 and Tables 3-4: the noise scale, the number of clients, local epochs and skewed data.
+"""`lppa-parameters`: LPPA Figs. 5-6 and Tables 3-4: the noise scale, the number of clients, local epochs and skewed data.
 
-Table 1's setting (reproduction ``lppa``: five clients on the directed Erdos-Renyi graph with
+Table 1's setting (reproduction `lppa`: five clients on the directed Erdos-Renyi graph with
 Sinkhorn-Knopp's W, DSGT on batches of 128, Laplace noise, the DP baseline every round and LPPA's
 noise difference once, DLG on one example, 10 epochs of local data) with one thing changed at a
-time, on 3 seeds. The step size is tuned per data set as in ``lppa`` (plain DSGT over 0.02, 0.1
+time, on 3 seeds. The step size is tuned per data set as in `lppa` (plain DSGT over 0.02, 0.1
 and 0.5 on one seed, i.i.d. data, five clients) and shared by the three methods and every panel
 of that data set.
 
@@ -12,7 +12,7 @@ of that data set.
   MSE.
 - Fig. 6a ("Effect of local epoch", "the number of local updates performed before sending"
   theta and gamma, 5 to 80): MNIST with K in {5, 10, 20, 40, 80} local updates per communication
-  (``run_dsgt(local_steps=K)``: W on every K-th step, I between; DP's noise once per
+  (`run_dsgt(local_steps=K)`: W on every K-th step, I between; DP's noise once per
   communication). Two lengths, since the paper's "50 rounds ... local epoch 1" does not say what a
   round of its default is: the other panels' 10 epochs of local data (3 seeds; 940/K
   communications, K = 1 being Fig. 5's runs), and the paper's 50 communication rounds of K
@@ -99,7 +99,7 @@ CSV_OMITS = lppa.CSV_OMITS
 
 def _setting(quick: bool) -> dict[str, Any]:
     """Full: Fig. 5 and 6 on MNIST, Tables 3-4 on MNIST, Fashion-MNIST and Adult (every row), 3
-    seeds, Table 1's 10 epochs (Fig. 6a also :data:`ROUNDS` rounds on one seed), step sizes 0.02,
+    seeds, Table 1's 10 epochs (Fig. 6a also `ROUNDS` rounds on one seed), step sizes 0.02,
     0.1 and 0.5, 5 attacked examples per point, 300 L-BFGS iterations; quick: the same data sets
     and rows, beta 0.025 and 0.5, 5 and 10 clients, 2 and 8 local updates (4 rounds), step size
     0.5, 2 seeds, 1 epoch (Fig. 6b: 2), 2 examples, 50 iterations."""
@@ -133,7 +133,7 @@ def _setting(quick: bool) -> dict[str, Any]:
 
 
 def _partitions(task: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """Tables 3-4's partitions of ``task``: (table, name, job fields)."""
+    """Tables 3-4's partitions of `task`: (table, name, job fields)."""
     return [("Table 3", "quantity skew", QUANTITY)] + [
         ("Table 4", name, fields) for name, fields in LABEL_SKEWS[task]
     ]
@@ -174,8 +174,8 @@ def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
 
 
 def _fields(row: dict[str, Any], epochs: int) -> dict[str, Any]:
-    """The setting fields a row has (runs.csv gives None for the others), and its ``epochs``
-    where they are not the setting's ``epochs`` (Fig. 6b's runs; a run in rounds has none)."""
+    """The setting fields a row has (runs.csv gives None for the others), and its `epochs`
+    where they are not the setting's `epochs` (Fig. 6b's runs; a run in rounds has none)."""
     fields = {key: row[key] for key in lppa.SETTING_FIELDS if row.get(key) is not None}
     if row.get("epochs") not in (None, epochs):
         fields["epochs"] = row["epochs"]
@@ -183,8 +183,8 @@ def _fields(row: dict[str, Any], epochs: int) -> dict[str, Any]:
 
 
 def _tuned(rows: list[dict[str, Any]], task: str, epochs: int) -> float:
-    """DSGT's best step size on ``task`` on the tuning seed, i.i.d. with five clients, for the
-    setting's ``epochs``."""
+    """DSGT's best step size on `task` on the tuning seed, i.i.d. with five clients, for the
+    setting's `epochs`."""
     return lppa.tuned(rows, task, where=lambda row: not _fields(row, epochs))
 
 
@@ -201,7 +201,7 @@ def followup_jobs(
 
 
 def _mean(values: list[float]) -> float:
-    """The mean of ``values``, as a float."""
+    """The mean of `values`, as a float."""
     return float(np.mean(values))
 
 
@@ -213,10 +213,10 @@ _GUARANTEE = (
 
 
 class _Runs:
-    """The runs :func:`analyse` reads, and what it measures from them: the training runs of the
-    ``training`` part (each data set's at its tuned step size, and the checks at others) and the
-    DLG attacks of the ``dlg`` part (Fig. 5), in the setting of ``quick``
-    (:func:`_setting`)."""
+    """The runs `analyse` reads, and what it measures from them: the training runs of the
+    `training` part (each data set's at its tuned step size, and the checks at others) and the
+    DLG attacks of the `dlg` part (Fig. 5), in the setting of `quick`
+    (`_setting`)."""
 
     def __init__(self, rows: list[dict[str, Any]], quick: bool, parts: tuple[str, ...]) -> None:
         self.setting = setting = _setting(quick)
@@ -242,8 +242,8 @@ class _Runs:
     def accuracy(
         self, task: str, method: str, lr: float | None = None, **fields: Any
     ) -> list[float]:
-        """Final test accuracy (%) per seed of ``method`` on ``task`` in the setting ``fields``
-        at step size ``lr`` (default: the data set's; DSGT's runs serve every scale)."""
+        """Final test accuracy (%) per seed of `method` on `task` in the setting `fields`
+        at step size `lr` (default: the data set's; DSGT's runs serve every scale)."""
         if method == "dsgt":
             fields = {key: value for key, value in fields.items() if key != "scale"}
         step = self.step_sizes[task] if lr is None else lr
@@ -257,7 +257,7 @@ class _Runs:
         ]
 
     def attacked(self, method: str, scale: float, field: str = "mse") -> list[float]:
-        """``field`` of DLG's attacks on ``method`` at ``scale``, per example."""
+        """`field` of DLG's attacks on `method` at `scale`, per example."""
         want = {} if method == "dsgt" or scale == lppa.SCALE else {"scale": scale}
         return [
             row[field]
@@ -266,7 +266,7 @@ class _Runs:
         ]
 
     def mse(self, method: str, scale: float) -> float:
-        """DLG's MSE on ``method`` at ``scale``, the mean over the attacked examples."""
+        """DLG's MSE on `method` at `scale`, the mean over the attacked examples."""
         return _mean(self.attacked(method, scale))
 
     def runaway(self) -> str:
@@ -289,24 +289,24 @@ class _Runs:
 
     @staticmethod
     def scale_fields(scale: float) -> dict[str, Any]:
-        """Fig. 5's setting at the noise scale ``scale`` (Table 1's beta: no field)."""
+        """Fig. 5's setting at the noise scale `scale` (Table 1's beta: no field)."""
         return {} if scale == lppa.SCALE else {"scale": scale}
 
     def client_fields(self, n: int) -> dict[str, Any]:
-        """Fig. 6b's setting: ``n`` clients, for epochs of their own."""
+        """Fig. 6b's setting: `n` clients, for epochs of their own."""
         length = self.setting["client_epochs"]
         return ({"clients": n} if n != lppa.CLIENTS else {}) | (
             {"epochs": length} if length != self.epochs else {}
         )
 
     def local_fields(self, k: int, budget: str) -> dict[str, Any]:
-        """Fig. 6a's setting at ``k`` updates per communication (``k`` = 1: Fig. 5's runs)."""
+        """Fig. 6a's setting at `k` updates per communication (`k` = 1: Fig. 5's runs)."""
         if k == 1:
             return {}
         return {"local_steps": k, **({"rounds": self.rounds} if budget == "rounds" else {})}
 
     def steps_of(self, task: str, fields: dict[str, Any]) -> int:
-        """The steps of the runs of ``task`` in the setting ``fields``."""
+        """The steps of the runs of `task` in the setting `fields`."""
         return next(
             int(row["steps"])
             for row in self.train
@@ -326,7 +326,7 @@ class _Runs:
         self, settings: dict[str, dict[str, Any]]
     ) -> tuple[dict[str, tuple[float, float]], str, bool, str]:
         """LPPA against DSGT and DP on MNIST at each labelled setting: the gaps to DSGT with their
-        tolerances (:meth:`level`), the measured text, whether LPPA is above DP and within the
+        tolerances (`level`), the measured text, whether LPPA is above DP and within the
         seed spread of DSGT at every setting, and where it is not."""
         gaps = {label: self.level(FIG5, fields) for label, fields in settings.items()}
         over_dp = {
@@ -346,7 +346,7 @@ class _Runs:
         return gaps, measured, not off, "off at " + ", ".join(off)
 
     def checks(self, task: str, fields: dict[str, Any], where: str) -> str:
-        """What the checks of a miss in the setting ``fields`` measured, and whether each makes up
+        """What the checks of a miss in the setting `fields` measured, and whether each makes up
         for it: the same runs over Fig. 6b's length where it is longer than the setting's (the
         quick setting's; its five-client DSGT runs serve), and at a step size other than the data
         set's (searched on i.i.d. data)."""
@@ -390,7 +390,7 @@ class _Runs:
         return "; ".join(found) or f"{where} not checked over longer runs or at another step size"
 
     def cells(self, task: str, fields: dict[str, Any], lr: float | None = None) -> str:
-        """Each method's accuracy (%) on ``task`` in the setting ``fields``, mean and seed std."""
+        """Each method's accuracy (%) on `task` in the setting `fields`, mean and seed std."""
         return ", ".join(
             f"{lppa.LABELS[m]} {lppa.mean_std(self.accuracy(task, m, lr, **fields))}"
             for m in lppa.METHODS
@@ -398,7 +398,7 @@ class _Runs:
 
 
 def _dlg_note(setting: dict[str, Any]) -> str:
-    """The note on how Fig. 5's DLG attacks ran in ``setting``."""
+    """The note on how Fig. 5's DLG attacks ran in `setting`."""
     return (
         f"DLG: {setting['examples']} examples of client 0 per point, "
         f"{setting['iterations']} L-BFGS iterations, as in reproduction lppa."
@@ -406,8 +406,8 @@ def _dlg_note(setting: dict[str, Any]) -> str:
 
 
 def _fig5_figures(runs: _Runs, out: Path) -> list[Path]:
-    """Fig. 5's panels of the parts run: MNIST's accuracy per seed against beta (``training``)
-    and DLG's mean MSE against beta (``dlg``)."""
+    """Fig. 5's panels of the parts run: MNIST's accuracy per seed against beta (`training`)
+    and DLG's mean MSE against beta (`dlg`)."""
     figures: list[Path] = []
     scales = runs.scales
     if runs.training:
@@ -447,14 +447,14 @@ def _fig5_figures(runs: _Runs, out: Path) -> list[Path]:
 
 
 def _scale_levels(runs: _Runs, method: str) -> list[float]:
-    """Fig. 5: ``method``'s mean accuracy (%) over seeds at each noise scale."""
+    """Fig. 5: `method`'s mean accuracy (%) over seeds at each noise scale."""
     return [_mean(runs.accuracy(FIG5, method, **runs.scale_fields(s))) for s in runs.scales]
 
 
 def _fig5_claims(runs: _Runs) -> list[Claim]:
     """Fig. 5's claims of the parts run, in the report's order: DSGT does not depend on beta, LPPA
     is ahead of DP in both accuracy and DLG's MSE (both parts), LPPA's accuracy equals DSGT's,
-    DLG's MSE against beta (``dlg``), and DP's accuracy falls while LPPA's stays level."""
+    DLG's MSE against beta (`dlg`), and DP's accuracy falls while LPPA's stays level."""
     claims: list[Claim] = []
     if runs.training:
         claims.append(
@@ -506,7 +506,7 @@ def _fig5_ahead_claim(runs: _Runs) -> Claim:
 
 def _fig5_equal_claim(runs: _Runs) -> Claim:
     """Fig. 5: LPPA's accuracy equals DSGT's (within the seed spread) at every beta, with the check
-    of a miss at the largest beta (:meth:`_Runs.checks`)."""
+    of a miss at the largest beta (`_Runs.checks`)."""
     scales = runs.scales
     gaps = {s: runs.level(FIG5, runs.scale_fields(s)) for s in scales}
     lppa_levels = _scale_levels(runs, "lppa")
@@ -603,7 +603,7 @@ def _fig6a_figure(runs: _Runs, out: Path) -> Path:
     for each method and both lengths of run (K = 1 being Fig. 5's runs, after the epochs)."""
 
     def local_curve(method: str, budget: str) -> list[list[dict[str, float]]]:
-        """``method``'s accuracy against K per seed after ``budget`` (K = 1 only after epochs)."""
+        """`method`'s accuracy against K per seed after `budget` (K = 1 only after epochs)."""
         xs = runs.ks if budget == "rounds" else (1, *runs.ks)
         per_point = [runs.accuracy(FIG5, method, **runs.local_fields(k, budget)) for k in xs]
         return [
@@ -635,13 +635,13 @@ def _local_levels(runs: _Runs) -> dict[tuple[str, str], list[float]]:
 
 
 def _fig6a_causes(runs: _Runs, falling: dict[tuple[str, str], bool]) -> list[str]:
-    """Fig. 6a: why the accuracy does not fall with K where it does not (``falling``): the rounds'
+    """Fig. 6a: why the accuracy does not fall with K where it does not (`falling`): the rounds'
     runs train longer at a larger K, DP's noise enters less often but stays longer, and the seeds
     of DSGT and LPPA spread wider than K's effect."""
     ks, rounds, budgets = runs.ks, runs.rounds, runs.budgets
 
     def spread(method: str) -> float:
-        """The largest seed standard deviation of ``method`` at any K after the setting's epochs
+        """The largest seed standard deviation of `method` at any K after the setting's epochs
         (points)."""
         return max(
             float(np.std(runs.accuracy(FIG5, method, **runs.local_fields(k, "epochs")))) for k in ks
@@ -714,7 +714,7 @@ def _fig6a_decrease_claim(runs: _Runs) -> Claim:
 def _fig6a_against_both_claim(runs: _Runs) -> Claim:
     """Fig. 6a: LPPA stays above DP and within the seed spread of DSGT at every K after the
     setting's epochs (the rounds' single seed is shown, not judged), with the check of what
-    costs LPPA where it falls behind: the same runs at a tenth of beta (:data:`CHECK_SCALE`)."""
+    costs LPPA where it falls behind: the same runs at a tenth of beta (`CHECK_SCALE`)."""
     ks, budgets = runs.ks, runs.budgets
     by_k = _local_levels(runs)
     local_gaps, local_measured, local_holds, local_off = runs.against_both(
@@ -866,7 +866,7 @@ def _skew_claims(
 ) -> tuple[list[Claim], dict[str, float]]:
     """Table 3's claims (quantity skew) or Table 4's (label skew) on the data sets run: LPPA's
     accuracy equals DSGT's within the seed spread, and LPPA beats DP (the paper: by
-    ``paper_margin`` points on average; its rows ``paper``); and the seed spread each row's
+    `paper_margin` points on average; its rows `paper`); and the seed spread each row's
     equality is judged by, by the row's label."""
     points = [
         (task, name, fields)
@@ -902,9 +902,9 @@ def _skew_margin_claim(
     points: list[tuple[str, str, dict[str, Any]]],
     label: dict[tuple[str, str], str],
 ) -> Claim:
-    """Table 3 or 4 (:func:`_skew_claims`): LPPA beats DP under the skew at every row ``points``
-    (labelled ``label``), against the paper's average margin over its six data sets and over its
-    rows of the data sets run, with the checks of a miss (:meth:`_Runs.checks`)."""
+    """Table 3 or 4 (`_skew_claims`): LPPA beats DP under the skew at every row `points`
+    (labelled `label`), against the paper's average margin over its six data sets and over its
+    rows of the data sets run, with the checks of a miss (`_Runs.checks`)."""
     points_fields = {(task, name): tuple(fields.items()) for task, name, fields in points}
     margins = {
         (task, name): _mean(runs.accuracy(task, "lppa", **fields))
@@ -945,7 +945,7 @@ def _skew_margin_claim(
 
 
 def _unavailable_claim() -> Claim:
-    """Tables 3-4: the rows of the data sets that cannot be obtained here (:data:`UNAVAILABLE`)."""
+    """Tables 3-4: the rows of the data sets that cannot be obtained here (`UNAVAILABLE`)."""
     return Claim(
         "Tables 3-4",
         f"the rows of {UNAVAILABLE}",
@@ -958,8 +958,8 @@ def _unavailable_claim() -> Claim:
 
 def _notes(runs: _Runs, spreads: dict[str, float]) -> list[str]:
     """The report's notes after a run with the training part: the widest seed spread of Tables
-    3-4's rows (``spreads``, by label), the step sizes, the lengths of run, how accuracy is
-    measured, and (with the ``dlg`` part) how DLG ran; last the guarantee."""
+    3-4's rows (`spreads`, by label), the step sizes, the lengths of run, how accuracy is
+    measured, and (with the `dlg` part) how DLG ran; last the guarantee."""
     setting, epochs = runs.setting, runs.epochs
     widest = max(spreads, key=spreads.__getitem__)
     return [
@@ -985,7 +985,7 @@ def analyse(
     rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str, ...] = PARTS
 ) -> tuple[list[Path], list[Claim], list[str]]:
     """Figs. 5-6 and Tables 3-4 as claims; accuracy and MSE against beta, accuracy against the
-    number of clients; the claims of ``parts`` alone (a sweep's runs are the training part's),
+    number of clients; the claims of `parts` alone (a sweep's runs are the training part's),
     Fig. 5's claim on both accuracy and DLG's MSE where both are run."""
     runs = _Runs(rows, quick, parts)
     figures = _fig5_figures(runs, out)

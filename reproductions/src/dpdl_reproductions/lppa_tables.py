@@ -1,4 +1,4 @@
-"""``lppa``: LPPA Tables 1-2 and Figs. 3-4: accuracy of DSGT, the DP baseline and LPPA, and DLG against each.
+"""`lppa`: LPPA Tables 1-2 and Figs. 3-4: accuracy of DSGT, the DP baseline and LPPA, and DLG against each.
 
 Five clients on a strongly connected directed Erdos-Renyi graph (p = 0.5, seed 0) with a doubly
 stochastic W from Sinkhorn-Knopp, as the paper; i.i.d. data; DSGT (eqs. (2)-(3)) on batches of 128,
@@ -11,8 +11,8 @@ phase"). Tasks: Adult with a one-hidden-layer sigmoid MLP (width 64), MNIST and 
 a two-convolution sigmoid LeNet (DLG's network cut to two convolutions: the paper's "two-layer CNN"
 is not specified further).
 
-Gradient inversion: an honest-but-curious out-neighbour of client 0 receives ``gamma_0^0``, client
-0's gradient at the common ``theta^0`` on one example (DLG's setting; the paper shows single
+Gradient inversion: an honest-but-curious out-neighbour of client 0 receives `gamma_0^0`, client
+0's gradient at the common `theta^0` on one example (DLG's setting; the paper shows single
 images) plus the noise the attacker cannot subtract (under LPPA it knows the arcs it shares with
 client 0), and runs DLG (L-BFGS, 300 iterations, from a random dummy example and soft label). MSE is measured in
 the model's input units (standardised pixels or features).
@@ -112,8 +112,8 @@ def _setting(quick: bool) -> dict[str, Any]:
 def train_job(
     task: str, method: str, lr: float, seed: int, epochs: int | None, **setting: Any
 ) -> dict[str, Any]:
-    """A training job, off Table 1's setting by the :data:`SETTING_FIELDS` in ``setting``; its
-    length is ``epochs`` of local data, or (``epochs`` None) ``rounds`` communication rounds."""
+    """A training job, off Table 1's setting by the `SETTING_FIELDS` in `setting`; its
+    length is `epochs` of local data, or (`epochs` None) `rounds` communication rounds."""
     unknown = set(setting) - set(SETTING_FIELDS)
     if unknown:
         raise ValueError(f"unknown setting fields {sorted(unknown)}")
@@ -135,12 +135,12 @@ _METHODS = {("none", False): "dsgt", ("dp", True): "dp", ("lppa", False): "lppa"
 
 
 def job_of(options: Mapping[str, Any], version: int | None = None) -> dict[str, Any]:
-    """The training job of one run of a sweep file (the options of a :class:`TrainConfig`, its one
-    seed as a number): the method its injection names (:data:`_INJECTIONS`), and the
-    :data:`SETTING_FIELDS` where they leave Table 1's setting, so that :func:`config_of` gives the
-    options back (``version``: the sweep's, unused: these jobs have none). Its length is in epochs
-    (``--epochs``), as the paper's, or in steps: ``rounds`` communication rounds of
-    ``local_steps`` updates each (Fig. 6a)."""
+    """The training job of one run of a sweep file (the options of a
+    [`TrainConfig`][dpdl.jobspec.config.TrainConfig], its one seed as a number): the method its
+    injection names (`_INJECTIONS`), and the `SETTING_FIELDS` where they leave Table 1's setting,
+    so that `config_of` gives the options back (`version`: the sweep's, unused: these jobs have
+    none). Its length is in epochs (`--epochs`), as the paper's, or in steps: `rounds`
+    communication rounds of `local_steps` updates each (Fig. 6a)."""
     method = _METHODS.get((options["mechanism"], options["every_round"]))
     if options["algorithm"] != "dsgt" or method is None:
         raise ConfigError(
@@ -205,8 +205,8 @@ def tuned(
     task: str,
     where: Callable[[dict[str, Any]], bool] = lambda row: True,
 ) -> float:
-    """DSGT's best step size on ``task`` (highest final accuracy on the tuning seed), among the
-    runs ``where`` keeps."""
+    """DSGT's best step size on `task` (highest final accuracy on the tuning seed), among the
+    runs `where` keeps."""
     tuning = [
         row
         for row in rows
@@ -236,8 +236,8 @@ def _graph(clients: int = CLIENTS):
 
 
 def _field(job: Mapping[str, Any], key: str, default: Any) -> Any:
-    """Setting field ``key`` of a job (:data:`SETTING_FIELDS`), ``default`` where it has none: a
-    job leaves it out, a row of ``runs.csv`` gives None."""
+    """Setting field `key` of a job (`SETTING_FIELDS`), `default` where it has none: a
+    job leaves it out, a row of `runs.csv` gives None."""
     value = job.get(key)
     return default if value is None else value
 
@@ -260,7 +260,7 @@ def _tracking(job: dict[str, Any]) -> tuple[str, TrackingOptions]:
 
 
 def _injection(job: dict[str, Any]) -> TrackingNoise | None:
-    """The job's noise (:func:`_tracking`) on its graph, as the training run injects it."""
+    """The job's noise (`_tracking`) on its graph, as the training run injects it."""
     mechanism, options = _tracking(job)
     return build_injection(mechanism, _graph(_field(job, "clients", CLIENTS)), options)
 
@@ -293,11 +293,11 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_of(job: dict[str, Any]) -> TrainConfig:
-    """The training configuration of a training job (``dpdl train`` runs it as :func:`run_job`
+    """The training configuration of a training job (`dpdl train` runs it as `run_job`
     does): DSGT without clipping on the directed Erdos-Renyi graph of seed 0 with Sinkhorn-Knopp's
-    W, batches of 128, the method's Laplace injection (:data:`_INJECTIONS`) of the job's scale,
-    its length in epochs of local data (``--epochs``: an evaluation every epoch), or in rounds of
-    ``local_steps`` updates as steps, evaluated at the end only (Fig. 6a reads final metrics)."""
+    W, batches of 128, the method's Laplace injection (`_INJECTIONS`) of the job's scale,
+    its length in epochs of local data (`--epochs`: an evaluation every epoch), or in rounds of
+    `local_steps` updates as steps, evaluated at the end only (Fig. 6a reads final metrics)."""
     mechanism, tracking = _tracking(job)
     if job.get("rounds") is not None:
         steps = job["rounds"] * tracking.local_steps
@@ -496,8 +496,8 @@ def _dlg_claims(datasets: Sequence[str], mse: Callable[[str, str], list[float]])
 
 def _history(row: dict[str, Any]) -> list[dict[str, float]] | None:
     """A training run's test accuracy after every epoch: its own record, or a sweep's
-    ``test_accuracy_curve`` (``[record]``; an evaluation every epoch from step 0); None from
-    ``runs.csv`` alone."""
+    `test_accuracy_curve` (`[record]`; an evaluation every epoch from step 0); None from
+    `runs.csv` alone."""
     if "history" in row:
         return row["history"]
     if row.get("test_accuracy_curve") is None:
@@ -510,10 +510,10 @@ def analyse(
     rows: list[dict[str, Any]], out: Path, quick: bool, parts: tuple[str, ...] = PARTS
 ) -> tuple[list[Path], list[Claim], list[str]]:
     """Tables 1-2 as claims, accuracy curves per data set, and DLG's reconstructions; the claims
-    of ``parts`` alone (a sweep's runs are the training part's).
+    of `parts` alone (a sweep's runs are the training part's).
 
-    From ``runs.csv`` alone (its rows carry no curves or images, ``CSV_OMITS``) the figures are not
-    drawn again: those an earlier run drew into ``out`` are listed."""
+    From `runs.csv` alone (its rows carry no curves or images, `CSV_OMITS`) the figures are not
+    drawn again: those an earlier run drew into `out` are listed."""
     datasets = _setting(quick)["datasets"]
     training, dlg = "training" in parts, "dlg" in parts
     step_sizes = {  # each data set's choice, searched once

@@ -1,25 +1,25 @@
 """MAFALDA-SGD's Housing experiment (Section 7.2, Fig. 3) as the authors' released code runs it
-(``experiments_housing.sh --graph=ego``, ``decentralized_simulation.py``, ``housing.py``,
-``mfdl_optimizer.py`` and ``housing_plotter.py`` of their MFDL repository), beside dpdl's protocol
-in ``mafalda-housing``.
+(`experiments_housing.sh --graph=ego`, `decentralized_simulation.py`, `housing.py`,
+`mfdl_optimizer.py` and `housing_plotter.py` of their MFDL repository), beside dpdl's protocol
+in `mafalda-housing`.
 
 What the code does that the paper does not say: every method at step size 0.1 and clipping
 threshold C = 1 (no tuning), k = 20 passes of b = 16 batches per agent (T = 320; the paper says
 b = 19), a sweep of the GDP parameter mu (noise multiplier 1 / mu) with the noise scaled to the
-sensitivity ``C / smallest batch`` (one example's clipped gradient: add / remove, where dpdl's
-default bounds a replaced example, ``2 C / smallest batch``), eps read off mu at delta = 1e-6, the
-gossip ``w_ij = 1 / (|N_i| + 1)`` (row-stochastic; the Facebook ego graph is irregular), the
-features scikit-learn's ``fetch_california_housing`` derives (rooms, bedrooms and occupants per
+sensitivity `C / smallest batch` (one example's clipped gradient: add / remove, where dpdl's
+default bounds a replaced example, `2 C / smallest batch`), eps read off mu at delta = 1e-6, the
+gossip `w_ij = 1 / (|N_i| + 1)` (row-stochastic; the Facebook ego graph is irregular), the
+features scikit-learn's `fetch_california_housing` derives (rooms, bedrooms and occupants per
 household) standardised over all rows, and the target in units of $100,000, not standardised. The
-improvement the paper quotes (31%) is what ``housing_plotter.py`` prints at one mu: the relative
+improvement the paper quotes (31%) is what `housing_plotter.py` prints at one mu: the relative
 gap of the seed-mean test losses of DP-D-SGD and MAFALDA-SGD, averaged over the end of the run;
-:func:`tail_gain` averages it over the last 50 steps, as the paper states it (the code's slice
+`tail_gain` averages it over the last 50 steps, as the paper states it (the code's slice
 takes the last 50 (evaluation, seed) entries of its table, the last three evaluations).
 
-Each run is a training configuration (:func:`config_of`; ``dpdl train`` runs it the same):
-``--gdp-mu`` for the budget, ``--neighbouring add-remove`` for the sensitivity (each clipped
+Each run is a training configuration (`config_of`; `dpdl train` runs it the same):
+`--gdp-mu` for the budget, `--neighbouring add-remove` for the sensitivity (each clipped
 batch sum divided by its agent's smallest batch, 6 or 7 examples, as the code divides it),
-``--task housing-mlp-sklearn`` for the data and ``--mixing local-degree`` for the gossip. One noise
+`--task housing-mlp-sklearn` for the data and `--mixing local-degree` for the gossip. One noise
 multiplier serves every agent, that of the smallest batch of all (the code's is per agent, from its
 own smallest batch: an agent of 7-example batches gets the noise of 6 here), so every agent meets
 mu; the MAFALDA encoder is dpdl's (Lemma 12, Algorithm 2) for this gossip.
@@ -86,9 +86,9 @@ VERSION = 3
 
 def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
     """The job of one run of the code's protocol stated as a sweep file's run (the options of a
-    :class:`TrainConfig`, its one seed as a number): the fields of its cache key, from which
-    :func:`config_of` gives those options back. A private method's budget is a GDP mu
-    (``gdp-mu``), as the code states it (:func:`budget_of`)."""
+    [`TrainConfig`][dpdl.jobspec.config.TrainConfig], its one seed as a number): the fields of
+    its cache key, from which `config_of` gives those options back. A private method's budget is
+    a GDP mu (`gdp-mu`), as the code states it (`budget_of`)."""
     return {
         "task": _JOB_TASKS.get(options["task"], options["task"]),
         **{key: options[key] for key in ("graph", "n", "steps", "cycle", "lr", "clip")},
@@ -103,10 +103,10 @@ def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def code_options(job: Mapping[str, Any]) -> dict[str, Any]:
     """What every training configuration of the code's protocol (housing and images) sets alike:
-    the job's graph, steps of cyclic batches, step size and C; the gossip :data:`RULE`; each
-    example's gradient clipped; and the noise of ``mfdl_optimizer.py``, mu-GDP for the job's mu
+    the job's graph, steps of cyclic batches, step size and C; the gossip `RULE`; each
+    example's gradient clipped; and the noise of `mfdl_optimizer.py`, mu-GDP for the job's mu
     under add / remove (each clipped batch sum divided by its agent's smallest batch), none for
-    method ``none``."""
+    method `none`."""
     return {
         "graph": job["graph"],
         "n": job["n"],
@@ -126,7 +126,7 @@ def code_options(job: Mapping[str, Any]) -> dict[str, Any]:
 
 def budget_of(options: Mapping[str, Any]) -> float:
     """The GDP mu of a run of the code's protocol (0 without noise): a private method's budget is
-    ``gdp-mu``, as the code states it, or the run is none of the code's."""
+    `gdp-mu`, as the code states it, or the run is none of the code's."""
     method = options["mechanism"]
     if method == "none":
         return 0.0
@@ -139,12 +139,12 @@ def budget_of(options: Mapping[str, Any]) -> float:
 
 
 def config_of(job: dict[str, Any]) -> TrainConfig:
-    """The training configuration of one seed of the code's protocol (``dpdl train`` runs it as
-    :func:`run_job` does): the housing task prepared as ``housing.py`` (scikit-learn's features,
+    """The training configuration of one seed of the code's protocol (`dpdl train` runs it as
+    `run_job` does): the housing task prepared as `housing.py` (scikit-learn's features,
     standardised over all rows, the target in $100,000, a random 80/20 split, rows dealt to agents
-    uniformly at random, no regularisation), the gossip :data:`RULE`, and the noise of
-    ``mfdl_optimizer.py``: mu-GDP for the job's mu under add / remove (each clipped batch sum
-    divided by its agent's smallest batch), no noise for method ``none``."""
+    uniformly at random, no regularisation), the gossip `RULE`, and the noise of
+    `mfdl_optimizer.py`: mu-GDP for the job's mu under add / remove (each clipped batch sum
+    divided by its agent's smallest batch), no noise for method `none`."""
     return TrainConfig(
         **code_options(job),
         task=CODE_TASKS.get(job["task"], job["task"]),
@@ -155,9 +155,9 @@ def config_of(job: dict[str, Any]) -> TrainConfig:
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One seed of the code's protocol: its training configuration (:func:`config_of`) as ``dpdl
-    train`` runs it, the test loss at every evaluation, and node :data:`PLOTTED_NODE`'s final test
-    loss. All of it on the executor's threads, one by default (:func:`dpdl.threads.job_threads`;
+    """One seed of the code's protocol: its training configuration (`config_of`) as `dpdl
+    train` runs it, the test loss at every evaluation, and node `PLOTTED_NODE`'s final test
+    loss. All of it on the executor's threads, one by default (`dpdl.threads.job_threads`;
     the encoders' factorization on one whatever they are): MAFALDA-L-SGD's 148 L-BFGS
     runs on the Facebook ego graph take about 5 minutes so, and did not finish in 30 with the BLAS
     threads of two processes competing for two cores."""
@@ -182,7 +182,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def curves(rows: list[dict[str, Any]]) -> dict[tuple[str, float], np.ndarray]:
-    """The test-loss curves of the authors' runs, ``(seeds, evaluations)`` per (method, mu)."""
+    """The test-loss curves of the authors' runs, `(seeds, evaluations)` per (method, mu)."""
     grouped: dict[tuple[str, float], list[list[float]]] = {}
     for row in rows:
         if row.get("protocol") == PROTOCOL:
@@ -191,8 +191,8 @@ def curves(rows: list[dict[str, Any]]) -> dict[tuple[str, float], np.ndarray]:
 
 
 def node_finals(rows: list[dict[str, Any]]) -> dict[tuple[str, float], np.ndarray]:
-    """Node :data:`PLOTTED_NODE`'s final test loss in the authors' runs, one per seed, per
-    (method, mu), in the order of :func:`curves`: the point the code's trade-off figures plot."""
+    """Node `PLOTTED_NODE`'s final test loss in the authors' runs, one per seed, per
+    (method, mu), in the order of `curves`: the point the code's trade-off figures plot."""
     grouped: dict[tuple[str, float], list[float]] = {}
     for row in rows:
         if row.get("protocol") == PROTOCOL:
@@ -201,15 +201,15 @@ def node_finals(rows: list[dict[str, Any]]) -> dict[tuple[str, float], np.ndarra
 
 
 def eval_steps(rows: list[dict[str, Any]]) -> np.ndarray:
-    """The steps at which the authors' runs are evaluated: every ``eval_every`` and the last."""
+    """The steps at which the authors' runs are evaluated: every `eval_every` and the last."""
     row = next(row for row in rows if row.get("protocol") == PROTOCOL)
     return np.unique(np.append(np.arange(0, row["steps"], row["eval_every"]), row["steps"]))
 
 
 def tail_gain(baseline: np.ndarray, method: np.ndarray, steps: np.ndarray) -> float:
     """The paper's "average improvement in test loss in the last 50 training steps" (Section 7.2,
-    ``housing_plotter.py``): ``(a - b) / a`` of the seed-mean test losses ``a`` (``baseline``) and
-    ``b`` (``method``), averaged over the evaluations of the last :data:`TAIL_STEPS` steps."""
+    `housing_plotter.py`): `(a - b) / a` of the seed-mean test losses `a` (`baseline`) and
+    `b` (`method`), averaged over the evaluations of the last `TAIL_STEPS` steps."""
     a, b = baseline.mean(axis=0), method.mean(axis=0)
     tail = steps > steps[-1] - TAIL_STEPS
     return float(np.mean((a[tail] - b[tail]) / a[tail]))

@@ -1,17 +1,17 @@
-"""``mafalda-housing``: MAFALDA-SGD Fig. 3 and Fig. 5, Housing test loss vs the LDP budget and over time.
+"""`mafalda-housing`: MAFALDA-SGD Fig. 3 and Fig. 5, Housing test loss vs the LDP budget and over time.
 
 California housing regression (20640 block groups, 80/20 split, features and target standardised),
 a one-hidden-layer ReLU network of width 64 with mean squared error, on the largest component of
 Facebook ego network 414 (148 agents, Metropolis-Hastings weights), data spread uniformly at random
 over agents. Cyclic participation k = 20, b = 19 (T = 380): each agent's examples are cut once into
 19 batches used in turn, clipped per example at C, so a record changes the batch mean by at most
-``2 C / smallest batch`` in 20 steps. Every method is (eps, 1e-6)-DP against LDP's attacker
+`2 C / smallest batch` in 20 steps. Every method is (eps, 1e-6)-DP against LDP's attacker
 (every message public), accounted by the matrix-factorization sensitivity (Theorem 8):
 
-- ``dp-dsgd``: independent noise (C_local = I, sens = sqrt(20));
-- ``antipgd``: the noise of the previous step subtracted (C_local = 1_{t >= s}, Koloskova et al.);
-- ``mafalda``: the local encoder optimised for this gossip (Lemma 12, Algorithm 2; sens = 1);
-- ``none``: no noise, the non-private reference (a flat line).
+- `dp-dsgd`: independent noise (C_local = I, sens = sqrt(20));
+- `antipgd`: the noise of the previous step subtracted (C_local = 1_{t >= s}, Koloskova et al.);
+- `mafalda`: the local encoder optimised for this gossip (Lemma 12, Algorithm 2; sens = 1);
+- `none`: no noise, the non-private reference (a flat line).
 
 The step size and clipping threshold of each method are tuned at every eps on two seeds, and every
 point then averages 20 seeds, as the paper. The paper does not say how it tuned. Tuned once at
@@ -20,8 +20,8 @@ step size went unstable at eps = 1 (test loss 8.4; 0.80 at the step size tuned t
 MAFALDA-SGD's average advantage 23% instead of the 6% measured with every eps tuned. The paper
 reports the test loss over the last 50 steps; we report the final one.
 
-The same figure runs a second time as the authors' released code runs it (``experiments_housing.sh
---graph=ego`` of their MFDL repository; :mod:`dpdl_reproductions.mafalda_authors`), 5
+The same figure runs a second time as the authors' released code runs it (`experiments_housing.sh
+--graph=ego` of their MFDL repository; `dpdl_reproductions.mafalda_authors`), 5
 seeds, the test loss recorded every 8 steps (Fig. 3 left):
 
 | Housing, Facebook ego | paper (dpdl's default) | authors' code |
@@ -34,24 +34,24 @@ seeds, the test loss recorded every 8 steps (Fig. 3 left):
 | sensitivity of a batch mean | 2 C / smallest batch (an example replaced) | C / smallest batch (an example added or removed) |
 | gossip | Metropolis-Hastings (doubly stochastic) | 1 / (deg_i + 1) on the neighbours and the agent itself (row-stochastic) |
 | features, target | the data file's 8 columns (totals per block group) standardised with the training split's statistics; target standardised | scikit-learn's features (rooms, bedrooms, occupants per household) standardised over all rows; target in $100,000 (variance 1.33) |
-| metric | final test loss (mean over agents) | test loss (mean over agents); the gain over DP-D-SGD averaged over the last 50 steps at one mu; the code's trade-off figures (Fig. 3 right, Fig. 5) take node 0's final test loss (``loss[0]`` in ``tradeoff_plotter.py``): so do this part's, the mean over agents beside it |
+| metric | final test loss (mean over agents) | test loss (mean over agents); the gain over DP-D-SGD averaged over the last 50 steps at one mu; the code's trade-off figures (Fig. 3 right, Fig. 5) take node 0's final test loss (`loss[0]` in `tradeoff_plotter.py`): so do this part's, the mean over agents beside it |
 | seeds | 2 to tune, 20 in all | 5 (the code: 20) |
 
 Fig. 5 (Appendix C.1) draws the same trade-off on other graphs; its graphs, in the authors' code
-(``tradeoff_plotter.py``, ``experiments_housing.sh``), are Florentine families (15 agents), the
+(`tradeoff_plotter.py`, `experiments_housing.sh`), are Florentine families (15 agents), the
 Facebook ego graph (148), the connected PeerTube graph (271) and Misskey (919). A third part
-(``--parts graphs``) runs the authors' protocol above, 3 seeds a point, on Padgett's Florentine
-families and on the 271-node Gnutella sample that ``mafalda-pndp`` uses as a stand-in for PeerTube
+(`--parts graphs`) runs the authors' protocol above, 3 seeds a point, on Padgett's Florentine
+families and on the 271-node Gnutella sample that `mafalda-pndp` uses as a stand-in for PeerTube
 (a breadth-first sample of SNAP's Gnutella08 of PeerTube's size; the stand-in is not PeerTube's
 graph); the Facebook ego panel is the authors' part above (5 seeds). The PeerTube and Misskey graphs
 are not obtainable offline. Misskey's runs in the code differ besides (8 batches, step size 1, mu
 from 7.5 to 15); the code's PeerTube figure leaves AntiPGD out.
 
-A fourth part (``--parts mafalda-l``) runs MAFALDA-L-SGD, a second method of the authors' code
-(``OPTIMAL_DL_LOCALCOR``, ``MF_OPTIMAL_DL_variednode``; labelled "MAFALDA-L-SGD (Ours)" in its
+A fourth part (`--parts mafalda-l`) runs MAFALDA-L-SGD, a second method of the authors' code
+(`OPTIMAL_DL_LOCALCOR`, `MF_OPTIMAL_DL_variednode`; labelled "MAFALDA-L-SGD (Ours)" in its
 plotting scripts, which leave it out of the paper's figures), in the authors' protocol on the
 Facebook ego graph and the Florentine families (3 seeds each): every agent's encoder is optimised
-for its own term ``H_i`` of Lemma 12's sum instead of one encoder for the sum, each of sensitivity
+for its own term `H_i` of Lemma 12's sum instead of one encoder for the sum, each of sensitivity
 1, so the noise multiplier is MAFALDA-SGD's. Its runs pair with the MAFALDA-SGD runs of the
 authors' part (Facebook ego) and the graphs part (Florentine families) seed by seed (same split,
 initialisation and noise seeds). The 148 per-agent
@@ -132,7 +132,7 @@ NODE_PANEL, MEAN_PANEL = "node 0's model (the code's figure)", "mean over agents
 
 
 def study(quick: bool) -> Study:
-    """The full setting above; ``--quick``: 4 passes (T = 76), one step size, one seed."""
+    """The full setting above; `--quick`: 4 passes (T = 76), one step size, one seed."""
     if quick:
         training = Training(
             "housing-mlp",
@@ -198,7 +198,7 @@ run_job = PROTOCOLS.run_job
 
 
 def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
-    """The first stage of the sweep file's grids of ``parts`` (:meth:`protocol.Protocols.jobs`)."""
+    """The first stage of the sweep file's grids of `parts` (`protocol.Protocols.jobs`)."""
     return PROTOCOLS.jobs(quick, parts)
 
 
@@ -210,7 +210,7 @@ def followup_jobs(
 
 
 def _authors_rows(rows: list[dict[str, Any]], graph: str) -> list[dict[str, Any]]:
-    """The authors' protocol's runs on ``graph``."""
+    """The authors' protocol's runs on `graph`."""
     return [r for r in rows if r.get("protocol") == authors.PROTOCOL and r["graph"] == graph]
 
 
@@ -278,7 +278,7 @@ def analyse(
 def across_protocols(
     paper: tuple[str, bool] | None, ours: tuple[str, bool] | None, claim: str, cause: str
 ) -> Claim:
-    """One claim checked in both protocols (``(measured, holds)`` each, None where not run): it
+    """One claim checked in both protocols (`(measured, holds)` each, None where not run): it
     holds if it holds in dpdl's, holds in the authors' protocol only if only there, else fails."""
     measured = "; ".join(
         f"{name}: {result[0]}"
@@ -305,7 +305,7 @@ def across_protocols(
 def _reduction(
     eps: list[float], curves: dict[str, list[float]], target: float
 ) -> tuple[str, bool, float]:
-    """The eps at which MAFALDA-SGD and the best baseline first reach loss ``target``, whether
+    """The eps at which MAFALDA-SGD and the best baseline first reach loss `target`, whether
     MAFALDA-SGD needs at most 1 / sqrt(2) of the baseline's (half the paper's 2-fold in log eps),
     and the ratio of the two."""
     crossings = {m: protocol.eps_at_loss(eps, curves[m], target) for m in METHODS}
@@ -593,7 +593,7 @@ def _quartiles(values: list[np.ndarray]) -> tuple[list[float], list[float]]:
 
 
 def _triples(grid: list[float], final: dict[str, list[float]]) -> str:
-    """``eps e: MAFALDA / DP-D-SGD / AntiPGD`` for every eps of ``grid``."""
+    """`eps e: MAFALDA / DP-D-SGD / AntiPGD` for every eps of `grid`."""
     return ", ".join(
         f"eps {e:.3g}: {final['mafalda'][i]:.3g} / {final['dp-dsgd'][i]:.3g} / "
         f"{final['antipgd'][i]:.3g}"
@@ -604,7 +604,7 @@ def _triples(grid: list[float], final: dict[str, list[float]]) -> str:
 def _node_reduction(
     grid: list[float], node: dict[str, list[float]], mean: dict[str, list[float]]
 ) -> tuple[str, bool, float]:
-    """The paper's eps reduction at a test loss of :data:`PAPER_LOSS` read off Fig. 3 right as the
+    """The paper's eps reduction at a test loss of `PAPER_LOSS` read off Fig. 3 right as the
     code draws it (node 0's model; judged), and off the mean over agents (reported beside)."""
     text, holds, ratio = _reduction(grid, node, PAPER_LOSS)
     return (
@@ -616,8 +616,8 @@ def _node_reduction(
 
 def _over_time_claim(below: dict[float, int], antipgd_low: dict[float, float], count: int) -> Claim:
     """Fig. 3 left at the budgets the authors' figure may show (those it leaves AntiPGD out at):
-    MAFALDA's seed-mean test loss below DP-D-SGD's at every evaluation after the start (``below``
-    of ``count``), AntiPGD's above :data:`ANTIPGD_FLOOR` (its lowest: ``antipgd_low``)."""
+    MAFALDA's seed-mean test loss below DP-D-SGD's at every evaluation after the start (`below`
+    of `count`), AntiPGD's above `ANTIPGD_FLOOR` (its lowest: `antipgd_low`)."""
     above = [f"mu {mu:g}: {count - c}" for mu, c in below.items() if c < count]
     low = [f"{mu:g}" for mu, value in antipgd_low.items() if value <= ANTIPGD_FLOOR]
     return checked(
@@ -640,7 +640,7 @@ def _over_time_claim(below: dict[float, int], antipgd_low: dict[float, float], c
 def _graphs_analysis(rows: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     """Fig. 5 in the authors' protocol: the final test loss against eps on each graph run (the
     Facebook ego panel from the authors' part where it ran), MAFALDA-SGD against the baselines on
-    each of :data:`FIG5_GRAPHS`, and Appendix C.1's smaller-graph claim."""
+    each of `FIG5_GRAPHS`, and Appendix C.1's smaller-graph claim."""
     labels = {GRAPH: AUTHORS_LABEL} | {g: label for g, (_, label) in FIG5_GRAPHS.items()}
     results: dict[str, dict[str, Any]] = {}
     for graph, label in labels.items():
@@ -759,7 +759,7 @@ MATERIAL = 0.01
 def _smaller_graph_claims(results: dict[str, dict[str, Any]]) -> list[Claim]:
     """Appendix C.1's smaller-graph claim between each two graphs run, next in size (Florentine
     families against Facebook ego, Facebook ego against the Gnutella sample), by
-    :func:`_smaller_graph_claim`; not testable with fewer than two graphs."""
+    `_smaller_graph_claim`; not testable with fewer than two graphs."""
     ranked = sorted(results, key=lambda graph: results[graph]["agents"])
     if len(ranked) < 2:
         return [
@@ -778,13 +778,13 @@ def _smaller_graph_claims(results: dict[str, dict[str, Any]]) -> list[Claim]:
 
 
 def _smaller_graph_claim(a: dict[str, Any], b: dict[str, Any]) -> Claim:
-    """Appendix C.1 between the smaller graph's results ``a`` and the larger one's ``b``:
+    """Appendix C.1 between the smaller graph's results `a` and the larger one's `b`:
     smaller graphs give better trade-offs because each agent's batches are bigger.
     Tested at the mus both ran, on the
     seeds both ran (a seed fixes the train/test split and the model's initialisation, whose spread
     is wider than the graphs' difference without noise). The claim is about the cost of privacy:
     MAFALDA-SGD's excess over the graph's own no-noise loss must be lower on the smaller graph at
-    every mu where it is material on either graph (above :data:`MATERIAL` of the no-noise loss);
+    every mu where it is material on either graph (above `MATERIAL` of the no-noise loss);
     where the noise costs neither graph that much, the final losses differ by the graphs' own
     no-noise losses, which the claim does not speak of (reported, not judged)."""
     small, large = a["short"], b["short"]

@@ -1,7 +1,7 @@
-"""``mafalda-images``: MAFALDA-SGD Fig. 4 (right) and Fig. 6, test accuracy vs the LDP budget on images.
+"""`mafalda-images`: MAFALDA-SGD Fig. 4 (right) and Fig. 6, test accuracy vs the LDP budget on images.
 
 The paper trains on FEMNIST (LEAF), which cannot be had offline: we use MNIST and Fashion-MNIST
-(``dpdl data fetch mnist``, ``fashion_mnist``) with a strongly non-iid split instead, two labels per
+(`dpdl data fetch mnist`, `fashion_mnist`) with a strongly non-iid split instead, two labels per
 agent and 128 examples each (FEMNIST's nodes hold ten writers' characters, a few hundred examples),
 tested on a fixed random 2000 of the 10000 test images. The network is the paper's:
 two 3x3 convolutions of 16 and 32 channels with ReLU and 2x2 max-pooling, group norm, a linear
@@ -10,12 +10,12 @@ clipping. The paper's graph is Facebook ego 414 (148 agents); per-example gradie
 for 148 agents cost about 4 s a step here, so we run on Padgett's Florentine families (15 agents,
 Metropolis-Hastings weights), one of the "various graphs" of its Fig. 6. MAFALDA-SGD, DP-D-SGD and
 AntiPGD are each (eps, 1e-6)-DP under LDP by the matrix-factorization accounting
-(:mod:`dpdl_reproductions.mafalda_tradeoff`); step size and clipping are tuned at eps = 10
+(`dpdl_reproductions.mafalda_tradeoff`); step size and clipping are tuned at eps = 10
 on two seeds, and every point averages 5 seeds (the paper: 20).
 
 The same figure runs a second time as the authors' released code runs it
-(``experiments_femnist.sh --graph=florentine`` of their MFDL repository;
-:mod:`dpdl_reproductions.mafalda_images_authors`, ``--parts authors``):
+(`experiments_femnist.sh --graph=florentine` of their MFDL repository;
+`dpdl_reproductions.mafalda_images_authors`, `--parts authors`):
 
 | images, Florentine families | paper (dpdl's default) | authors' code (FEMNIST) | authors' part here |
 | --- | --- | --- | --- |
@@ -90,7 +90,7 @@ AUTHORS_LABEL = "authors' protocol"
 
 
 def study(quick: bool) -> Study:
-    """The full setting above; ``--quick``: MNIST only, 2 passes (T = 32), one step size, one
+    """The full setting above; `--quick`: MNIST only, 2 passes (T = 32), one step size, one
     seed."""
     if quick:
         trainings = {
@@ -167,7 +167,7 @@ run_job = PROTOCOLS.run_job
 
 
 def jobs(quick: bool, parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:
-    """The first stage of the sweep file's grids of ``parts`` (:meth:`protocol.Protocols.jobs`)."""
+    """The first stage of the sweep file's grids of `parts` (`protocol.Protocols.jobs`)."""
     return PROTOCOLS.jobs(quick, parts)
 
 
@@ -232,7 +232,7 @@ def relative_gains(accuracy: dict[str, list[float]]) -> list[float]:
 
 def _gains(grid: list[float], accuracy: dict[str, list[float]]) -> tuple[str, bool, str]:
     """The relative gains at each eps, whether the largest is at a tight budget (at most
-    :data:`TIGHT_EPS`), and where it is, with the accuracies at the tightest budget."""
+    `TIGHT_EPS`), and where it is, with the accuracies at the tightest budget."""
     gains = relative_gains(accuracy)
     best = int(np.argmax(gains))
     baseline = max(accuracy["dp-dsgd"][0], accuracy["antipgd"][0])
@@ -455,8 +455,8 @@ def _authors_accuracies(
     dict[str, dict[str, tuple[list[float], list[float]]]],
 ]:
     """One data set of the authors' protocol (Fig. 4 right, Fig. 6), for each reading of
-    :data:`AUTHORS_METRICS` at each mu of ``mus``: the mean over seeds of every method and of no
-    noise, every method's runs (one value a seed), and the figure's panel (``<data>: <reading>``):
+    `AUTHORS_METRICS` at each mu of `mus`: the mean over seeds of every method and of no
+    noise, every method's runs (one value a seed), and the figure's panel (`<data>: <reading>`):
     its series (the no-noise reference flat) and every method's band of quartiles over seeds."""
     means: dict[str, dict[str, list[float]]] = {}
     per_seed: dict[str, dict[str, list[np.ndarray]]] = {}
@@ -498,9 +498,9 @@ def _authors_beats_claim(
     batch: int,
 ) -> Claim:
     """Fig. 4 (right) and Fig. 6 in the authors' protocol: MAFALDA-SGD above both baselines at
-    every eps by node 0's mean accuracy ``code`` (the code's metric; ``mean``: over agents).
-    Where it misses, the seeds' range of node 0's accuracy (``runs``) and, where every method is
-    within :data:`ABOVE_CHANCE` of chance, how the ``batch``-example batches' noise compares with
+    every eps by node 0's mean accuracy `code` (the code's metric; `mean`: over agents).
+    Where it misses, the seeds' range of node 0's accuracy (`runs`) and, where every method is
+    within `ABOVE_CHANCE` of chance, how the `batch`-example batches' noise compares with
     the code's on FEMNIST."""
     pairs = [
         code["mafalda"][i] > code[m][i] for i in range(len(eps)) for m in ("dp-dsgd", "antipgd")
@@ -560,8 +560,8 @@ def _authors_note(
     mean: dict[str, list[float]],
 ) -> str:
     """One data set of the authors' protocol (Fig. 4 right, Fig. 6): no noise's final accuracy on
-    node 0 (``code``) and over agents (``mean``), every method's mean over agents at each eps,
-    and every method's noise sigma / C at the middle mu of ``mus``."""
+    node 0 (`code`) and over agents (`mean`), every method's mean over agents at each eps,
+    and every method's noise sigma / C at the middle mu of `mus`."""
     sigma = {
         m: next(
             float(r["sigma"])

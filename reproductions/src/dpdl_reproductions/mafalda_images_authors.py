@@ -1,28 +1,28 @@
 """MAFALDA-SGD's image experiment (Section 7.2, Fig. 4 and Fig. 6) as the authors' released code
-runs it (``experiments_femnist.sh --graph=florentine``, ``decentralized_simulation.py``,
-``femnist.py``, ``mfdl_optimizer.py`` and ``tradeoff_plotter.py --dataset femnist`` of their MFDL
-repository), beside dpdl's protocol in ``mafalda-images``.
+runs it (`experiments_femnist.sh --graph=florentine`, `decentralized_simulation.py`,
+`femnist.py`, `mfdl_optimizer.py` and `tradeoff_plotter.py --dataset femnist` of their MFDL
+repository), beside dpdl's protocol in `mafalda-images`.
 
 What the code does that the paper does not say: every method at clipping threshold C = 1 and the
 same step size, 5.0 on the Florentine families (2.0 on the Facebook ego graph; chosen by a search
-over the noise-free run, ``--hyperparameters``), multiplied by 0.1 once node 0's data loader is
+over the noise-free run, `--hyperparameters`), multiplied by 0.1 once node 0's data loader is
 reset for the fifth time, at step 81 of 320, the first of its sixth pass (the code's "learning rate
 decay", for the cross-entropy task only); k = 20 passes of b = 16 batches (T = 320);
 a sweep of the GDP parameter mu in {0.1, 0.2, 0.5, 1, 2, 5, 10} (noise multiplier 1 / mu) with the
-noise scaled to ``C / smallest batch`` (add / remove, where dpdl's default bounds a replaced
-example); eps read off mu at delta = 1e-6; the gossip ``w_ij = 1 / (|N_i| + 1)``; every node
+noise scaled to `C / smallest batch` (add / remove, where dpdl's default bounds a replaced
+example); eps read off mu at delta = 1e-6; the gossip `w_ij = 1 / (|N_i| + 1)`; every node
 starting from the same initial model; the CNN without a normalisation after its first convolution
 (group norm with 8 groups after the second pooling only) on pixels in [0, 1], not standardised;
 each node's ten FEMNIST writers split 80/20, the test set the union of the nodes' held-out 20%;
-and the metric of ``tradeoff_plotter.py``: at the last step, the first row of a seed's table, that
+and the metric of `tradeoff_plotter.py`: at the last step, the first row of a seed's table, that
 is the test accuracy of node 0's model alone (the Florentine families' Acciaiuoli, a leaf), not
 the mean over nodes; the test set evaluated every pass (once at the end here: the figure
 needs the final accuracy only).
 
-Each run is a training configuration (:func:`config_of`; ``dpdl train`` runs it, and the sweep
-file of ``mafalda-images`` states them): the code's network is the task ``mnist-tiny-cnn`` (or
-``fashion-tiny-cnn``), its decay the schedule ``step``, its noise mu-GDP under add / remove
-(``neighbouring = "add-remove"``: each batch's clipped sum divided by its agent's smallest batch,
+Each run is a training configuration (`config_of`; `dpdl train` runs it, and the sweep
+file of `mafalda-images` states them): the code's network is the task `mnist-tiny-cnn` (or
+`fashion-tiny-cnn`), its decay the schedule `step`, its noise mu-GDP under add / remove
+(`neighbouring = "add-remove"`: each batch's clipped sum divided by its agent's smallest batch,
 as the code; every agent holds as many examples, so one noise multiplier serves all of them, as
 the code's per-node one does), and the MAFALDA encoder is dpdl's (Lemma 12, Algorithm 2) for this
 gossip.
@@ -69,14 +69,14 @@ TASKS = {"mnist-cnn": "mnist-tiny-cnn", "fashion-cnn": "fashion-tiny-cnn"}
 
 
 def config_of(job: Mapping[str, Any]) -> TrainConfig:
-    """The training configuration of one seed of the code's protocol (``dpdl train`` runs it as
-    :func:`run_job` does): the code's network on its pixels (:data:`TASKS`), ``examples`` training
+    """The training configuration of one seed of the code's protocol (`dpdl train` runs it as
+    `run_job` does): the code's network on its pixels (`TASKS`), `examples` training
     images per agent dealt uniformly at random (a FEMNIST node's ten writers each write every
     character, so its labels are not skewed; MNIST's files name no writers), a fixed random
-    ``test_examples`` of the test split, no regularisation; the step size times :data:`DECAY`
-    after step ``decay_after``; and the gossip and noise of the code's housing runs
-    (``mafalda_authors.code_options``: mu-GDP for the job's mu under add / remove, no noise for
-    method ``none``)."""
+    `test_examples` of the test split, no regularisation; the step size times `DECAY`
+    after step `decay_after`; and the gossip and noise of the code's housing runs
+    (`mafalda_authors.code_options`: mu-GDP for the job's mu under add / remove, no noise for
+    method `none`)."""
     return TrainConfig(
         **code_options(job),
         task=TASKS[job["task"]],
@@ -96,9 +96,9 @@ def config_of(job: Mapping[str, Any]) -> TrainConfig:
 
 def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
     """The job of one run of the code's protocol stated as a sweep file's run (the options of a
-    :class:`TrainConfig`, its one seed as a number): the fields of its cache key, from which
-    :func:`config_of` gives those options back. A private method's budget is a GDP mu
-    (``gdp-mu``), as the code states it (``mafalda_authors.budget_of``)."""
+    [`TrainConfig`][dpdl.jobspec.config.TrainConfig], its one seed as a number): the fields of
+    its cache key, from which `config_of` gives those options back. A private method's budget is
+    a GDP mu (`gdp-mu`), as the code states it (`mafalda_authors.budget_of`)."""
     mu = budget_of(options)
     figure = {task: name for name, task in TASKS.items()}
     if options["task"] not in figure:
@@ -126,8 +126,8 @@ def job_of(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One seed of the code's protocol: its training configuration (:func:`config_of`) as ``dpdl
-    train`` runs it, on the executor's threads (one by default: :func:`dpdl.threads.job_threads`;
+    """One seed of the code's protocol: its training configuration (`config_of`) as `dpdl
+    train` runs it, on the executor's threads (one by default: `dpdl.threads.job_threads`;
     the MAFALDA encoder's optimisation on one whatever they are); the final test
     accuracy of every agent and their mean."""
     with job_threads():

@@ -1,4 +1,4 @@
-"""``mafalda-pndp``: MAFALDA-SGD Fig. 2, PNDP privacy loss of DP-D-SGD per pair of nodes, by distance.
+"""`mafalda-pndp`: MAFALDA-SGD Fig. 2, PNDP privacy loss of DP-D-SGD per pair of nodes, by distance.
 
 DP-D-SGD (Muffliato-SGD with one gossip round per gradient), T = 10 steps, independent Gaussian
 noise of unit scale (sigma = 1) and a unit change of the victim's gradient at every step (the
@@ -8,17 +8,17 @@ gives on u's data:
 
 - **ours** (solid): the matrix-factorization accounting under PNDP: a sees the messages it receives,
   knows its own gradients and noise (Lemma 14), and the exact sensitivity of Theorem 8 gives
-  ``mu = sens(C_a; B_a)``, Renyi divergence ``alpha mu^2 / 2`` (the paper plots eq. (12)'s upper
+  `mu = sens(C_a; B_a)`, Renyi divergence `alpha mu^2 / 2` (the paper plots eq. (12)'s upper
   bound on it; the report says how far apart the two are);
 - **Muffliato** (dashed): the accounting of Cyffers et al. (NeurIPS 2022) that the paper compares
-  against (:func:`muffliato_renyi`).
+  against (`muffliato_renyi`).
 
 Graphs: the largest component of Facebook ego network 414 (148 nodes), Padgett's Florentine
 families (15), an Erdos-Renyi graph G(100, 0.2) (seed 0), and, in place of the PeerTube graph of
 the paper (not obtainable offline), a connected sample of a real P2P overlay: the 271 nodes (the
 PeerTube graph's size) a breadth-first search of SNAP's Gnutella08 reaches from its best-connected
 peer. Metropolis-Hastings weights on all.
-"""  # noqa: E501 - verbatim in REPORT.md; its first line is the `reproduce --list` summary
+"""
 
 from __future__ import annotations
 
@@ -75,15 +75,15 @@ def jobs(quick: bool) -> list[dict[str, Any]]:
 
 
 def muffliato_renyi(weights: np.ndarray, steps: int, attacker: int, order: float) -> np.ndarray:
-    """Renyi divergence (order ``order``) of every victim towards ``attacker`` under Muffliato's
+    """Renyi divergence (order `order`) of every victim towards `attacker` under Muffliato's
     accounting, unit noise and unit sensitivity.
 
     Cyffers et al. (2022, Theorem on Muffliato gossip averaging) bound the loss of gossiping a
     noisy value for k rounds by composing, over the rounds and the attacker's neighbours w, one
     Gaussian mechanism per received message with the message's own noise:
-    ``alpha / 2 * sum_k sum_w (W^k)_wu^2 / ||(W^k)_w||^2``. Applied to DP-D-SGD (K = 1), the
-    gradient and noise of step s are gossiped for the ``T - s`` rounds left, and the T steps
-    compose: ``alpha / 2 * sum_k (T - k) sum_w (W^k)_wu^2 / ||(W^k)_w||^2``. Correlations between
+    `alpha / 2 * sum_k sum_w (W^k)_wu^2 / ||(W^k)_w||^2`. Applied to DP-D-SGD (K = 1), the
+    gradient and noise of step s are gossiped for the `T - s` rounds left, and the T steps
+    compose: `alpha / 2 * sum_k (T - k) sum_w (W^k)_wu^2 / ||(W^k)_w||^2`. Correlations between
     messages (the same noise seen again, the attacker's own noise) are ignored; that is what the
     factorization accounting adds. (Our reading of their theorem for this algorithm: the paper's
     Fig. 2 does not restate the formula.)
@@ -158,7 +158,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 def _by_distance(
     rows: list[dict[str, Any]], graph: str, name: str
 ) -> dict[int, tuple[float, float, float]]:
-    """(min, mean, max) over all pairs of ``graph`` at each distance, for accounting ``name``."""
+    """(min, mean, max) over all pairs of `graph` at each distance, for accounting `name`."""
     result = {}
     graph_rows = [row for row in rows if row["graph"] == graph]
     for d in range(1, 64):

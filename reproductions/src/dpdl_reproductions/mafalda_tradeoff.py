@@ -4,19 +4,19 @@ share.
 Every method is (eps, 1e-6)-DP against LDP's attacker (every message public), accounted by the
 matrix-factorization sensitivity (Theorem 8), under cyclic (k, b)-participation: each agent's
 examples are cut once into b batches used in turn, clipped per example at C, so a record changes
-the batch mean by at most ``2 C / smallest batch`` in k steps. The methods:
+the batch mean by at most `2 C / smallest batch` in k steps. The methods:
 
-- ``dp-dsgd``: independent noise (C_local = I, sens = sqrt(k));
-- ``antipgd``: the noise of the previous step subtracted (C_local = 1_{t >= s}, Koloskova et al.);
-- ``mafalda``: the local encoder optimised for the graph's gossip (Lemma 12, Algorithm 2);
-- ``mafalda-l``: MAFALDA-L-SGD of the authors' code, every agent's encoder optimised for its own
-  share of the gossip's error (:func:`~dpdl.factorization.mafalda.optimize_agents`; run in the
+- `dp-dsgd`: independent noise (C_local = I, sens = sqrt(k));
+- `antipgd`: the noise of the previous step subtracted (C_local = 1_{t >= s}, Koloskova et al.);
+- `mafalda`: the local encoder optimised for the graph's gossip (Lemma 12, Algorithm 2);
+- `mafalda-l`: MAFALDA-L-SGD of the authors' code, every agent's encoder optimised for its own share
+  of the gossip's error ([`optimize_agents`][dpdl.factorization.mafalda.optimize_agents]; run in the
   authors' protocol only);
-- ``none``: no noise, the non-private reference, run once at eps = 10 (it has no budget).
+- `none`: no noise, the non-private reference, run once at eps = 10 (it has no budget).
 
 Step size and clipping threshold are tuned per method on the tuning seeds, at every eps or, where
 a study says so for cost, at eps = 10 and reused across eps (the paper does not say how it tuned).
-A reproduction module states its :class:`~dpdl_reproductions.tradeoff.Study` and its
+A reproduction module states its `Study` and its
 claims; this module runs and summarises it.
 """
 
@@ -96,7 +96,7 @@ TASK_OPTIONS = {
 
 
 def _reference_study(study: Study) -> Study:
-    """The no-noise reference: once per panel, at :data:`REFERENCE_EPS`, not at every eps."""
+    """The no-noise reference: once per panel, at `REFERENCE_EPS`, not at every eps."""
     panels = tuple(
         Panel(p.label, p.training, "eps", (REFERENCE_EPS,), p.fixed, ("none",), p.xlabel)
         for p in study.panels
@@ -114,13 +114,13 @@ def _private_study(study: Study) -> Study:
 
 @dataclass(frozen=True)
 class Protocols:
-    """A MAFALDA figure whose sweep file (of reproduction ``name``) states its runs in both
-    protocols: dpdl's, the study ``study(quick)`` (the search, then each setting's choice on every
-    seed; :func:`run_job` trains them, as ``dpdl train`` does), and the authors' code's, a run
-    under add / remove (its job ``authors_job_of(options)``, whose ``protocol`` is ``authors``,
-    its configuration ``authors_config_of(job)``, run by ``authors_run``); each grid's label names
-    its part (``part_labels``). The shared part of a reproduction module's ``jobs``, its
-    ``followup_jobs`` and ``run_job``."""
+    """A MAFALDA figure whose sweep file (of reproduction `name`) states its runs in both
+    protocols: dpdl's, the study `study(quick)` (the search, then each setting's choice on every
+    seed; `run_job` trains them, as `dpdl train` does), and the authors' code's, a run
+    under add / remove (its job `authors_job_of(options)`, whose `protocol` is `authors`,
+    its configuration `authors_config_of(job)`, run by `authors_run`); each grid's label names
+    its part (`part_labels`). The shared part of a reproduction module's `jobs`, its
+    `followup_jobs` and `run_job`."""
 
     name: str
     study: Callable[[bool], Study]
@@ -132,7 +132,7 @@ class Protocols:
 
     def job_of(self, options: Mapping[str, Any], version: int = VERSION) -> Job:
         """The job of one run of the sweep file: a run under add / remove is one of the authors'
-        protocol, any other one of dpdl's (:func:`job_of`, of ``version``)."""
+        protocol, any other one of dpdl's (`job_of`, of `version`)."""
         if options["neighbouring"] == "add-remove":
             return self.authors_job_of(options)
         return job_of(options, version)
@@ -155,7 +155,7 @@ class Protocols:
         )
 
     def jobs(self, quick: bool, parts: tuple[str, ...]) -> list[dict[str, Any]]:
-        """The first stage of the sweep file's grids of ``parts``: dpdl's tuning runs and the
+        """The first stage of the sweep file's grids of `parts`: dpdl's tuning runs and the
         authors' runs (they tune nothing)."""
         return self.sweep.jobs(self.sweep.sweep(quick, parts))
 
@@ -166,19 +166,19 @@ class Protocols:
         return self.sweep.followup_jobs(self.sweep.sweep(quick, parts), rows)
 
     def paper_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The runs of dpdl's protocol among ``rows``."""
+        """The runs of dpdl's protocol among `rows`."""
         return [row for row in rows if row.get("protocol") != self.authors]
 
     def run_job(self, job: dict[str, Any]) -> dict[str, Any]:
-        """One run: dpdl's protocol (:func:`run_job`) or the authors' (``authors_run``)."""
+        """One run: dpdl's protocol (`run_job`) or the authors' (`authors_run`)."""
         return self.authors_run(job) if job.get("protocol") == self.authors else run_job(job)
 
 
 def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
     """The job of one run of a MAFALDA figure's sweep file, stated as its options (those of a
-    :class:`TrainConfig`, its one seed as a number): the trade-off figures' fields
-    (:func:`~dpdl_reproductions.tradeoff.job_of`) with the batches per cycle in place of
-    the batch size (:class:`~dpdl_reproductions.sweep_jobs.SweepJobs`)."""
+    [`TrainConfig`][dpdl.jobspec.config.TrainConfig], its one seed as a number): the trade-off
+    figures' fields (`job_of`) with the batches per cycle in place of the batch size
+    (`SweepJobs`)."""
     job = tradeoff.job_of(options, version)
     return {
         **{key: value for key, value in job.items() if key != "batch_size"},
@@ -187,10 +187,10 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
 
 
 def config_of(job: Job) -> TrainConfig:
-    """The training configuration :func:`run_job` runs for ``job`` (``dpdl train`` gives the same
+    """The training configuration `run_job` runs for `job` (`dpdl train` gives the same
     run bit for bit; tests/jobspec/test_factorized_train.py): the trade-off figures' configuration
-    (:func:`~dpdl_reproductions.tradeoff.config_of`) with its task's data spread,
-    delta = 1e-6 and the examples of each agent cycled in ``job``'s batches."""
+    (`config_of`) with its task's data spread,
+    delta = 1e-6 and the examples of each agent cycled in `job`'s batches."""
     plain = tradeoff.config_of({**job, "batch_size": TrainConfig().batch_size})
     return replace(plain, delta=DELTA, cycle=job["cycle"], task_options=TASK_OPTIONS[job["task"]])
 
@@ -198,12 +198,12 @@ def config_of(job: Job) -> TrainConfig:
 def local_encoder(
     method: str, graph: str, steps: int, cycle: int, rule: str = "metropolis-hastings"
 ) -> np.ndarray:
-    """C_local of ``method`` (:data:`dpdl.choices.FACTORIZED_REGISTRY`; ``none`` as DP-D-SGD's,
-    run without noise) for the gossip on ``graph`` (mixing ``rule``) over ``steps`` steps of
-    cyclic participation; for ``mafalda-l`` one per agent (``n x T x T``: on the 148-agent Facebook
-    ego graph over T = 320 steps, 148 L-BFGS runs, 289 s on one thread beside one other process).
-    The job spec's cache holds it, so a training run of the same gossip and the design figures
-    read one optimisation per process (:func:`dpdl.jobspec.factorized.encoder_for`)."""
+    """C_local of `method` (`dpdl.choices.FACTORIZED_REGISTRY`; `none` as DP-D-SGD's, run without
+    noise) for the gossip on `graph` (mixing `rule`) over `steps` steps of cyclic participation;
+    for `mafalda-l` one per agent (`n x T x T`: on the 148-agent Facebook ego graph over T = 320
+    steps, 148 L-BFGS runs, 289 s on one thread beside one other process). The job spec's cache
+    holds it, so a training run of the same gossip and the design figures read one optimisation
+    per process ([`dpdl.jobspec.factorized.encoder_for`][dpdl.jobspec.factorized.encoder_for])."""
     name = "dp-dsgd" if method == "none" else method
     return encoder_for(name, mixing(graph, rule), steps, cycle)
 
@@ -216,8 +216,8 @@ def _agent_grams(graph: str, steps: int, rule: str) -> np.ndarray:
 @lru_cache(maxsize=8)
 def per_agent_design(graph: str, steps: int, cycle: int, rule: str) -> dict[str, float]:
     """The error of the gossiped models that noise of unit privacy causes (eq. (9), summed over
-    agents' terms): MAFALDA-L-SGD's encoders (``design_loss``) and MAFALDA-SGD's shared one
-    (``design_loss_shared``)."""
+    agents' terms): MAFALDA-L-SGD's encoders (`design_loss`) and MAFALDA-SGD's shared one
+    (`design_loss_shared`)."""
     participation = Participation.cyclic(steps, -(-steps // cycle), cycle)
     grams = _agent_grams(graph, steps, rule)
     return {
@@ -229,7 +229,7 @@ def per_agent_design(graph: str, steps: int, cycle: int, rule: str) -> dict[str,
 
 
 def mixing(graph: str, rule: str = "metropolis-hastings") -> np.ndarray:
-    """The gossip of ``graph`` under ``rule``; the row-stochastic ``local-degree`` rule of the
+    """The gossip of `graph` under `rule`; the row-stochastic `local-degree` rule of the
     MAFALDA-SGD authors' code without its warning that irregular graphs make it not doubly
     stochastic (the reproduction states it)."""
     with warnings.catch_warnings():
@@ -238,11 +238,11 @@ def mixing(graph: str, rule: str = "metropolis-hastings") -> np.ndarray:
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One seed of dpdl's protocol: the training configuration of ``job`` (:func:`config_of`), as
-    ``dpdl train`` and ``dpdl sweep`` run it (its noise multiplier calibrated to (eps, delta)
-    under LDP by :mod:`dpdl.jobspec.factorized`), on the executor's threads (one by default:
-    :func:`dpdl.threads.job_threads`); its final metrics, its guarantee
-    against the eavesdropper, the noise multiplier and the encoder's sensitivity."""
+    """One seed of dpdl's protocol: the training configuration of `job` (`config_of`), as `dpdl
+    train` and `dpdl sweep` run it (its noise multiplier calibrated to (eps, delta) under LDP by
+    [`dpdl.jobspec.factorized`][dpdl.jobspec.factorized]), on the executor's threads (one by
+    default: `dpdl.threads.job_threads`); its final metrics, its guarantee against the
+    eavesdropper, the noise multiplier and the encoder's sensitivity."""
     with job_threads():
         result = run_training(config_of(job))
     run = result.runs[0]
@@ -298,7 +298,7 @@ def plot_tradeoff(
 
 
 def average_model(study: Study, rows: list[dict[str, Any]]) -> str:
-    """The note on the private methods' average model (:func:`average_model_note`)."""
+    """The note on the private methods' average model (`average_model_note`)."""
     return average_model_note(_private_study(study), rows)
 
 
@@ -310,10 +310,10 @@ def budget_met(rows: list[dict[str, Any]]) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Crossing:
-    """Where a loss-vs-eps curve first reaches a target loss: ``eps`` interpolated linearly in
-    ``log eps`` between the grid points around the crossing; ``kind`` ``"reached"``, or
-    ``"before"`` (already at the target at the grid's smallest eps: ``eps`` is an upper bound) or
-    ``"never"`` (not within the grid: ``eps`` is its largest, a lower bound)."""
+    """Where a loss-vs-eps curve first reaches a target loss: `eps` interpolated linearly in
+    `log eps` between the grid points around the crossing; `kind` `"reached"`, or
+    `"before"` (already at the target at the grid's smallest eps: `eps` is an upper bound) or
+    `"never"` (not within the grid: `eps` is its largest, a lower bound)."""
 
     eps: float
     kind: str
@@ -323,8 +323,8 @@ class Crossing:
 
 
 def eps_at_loss(eps: list[float], losses: list[float], target: float) -> Crossing:
-    """The budget at which a method's loss curve (``losses`` at increasing ``eps``) first reaches
-    ``target`` (MAFALDA-SGD Section 7.2: "for a fixed test-loss value of 0.75, ... a 2-fold
+    """The budget at which a method's loss curve (`losses` at increasing `eps`) first reaches
+    `target` (MAFALDA-SGD Section 7.2: "for a fixed test-loss value of 0.75, ... a 2-fold
     reduction in eps")."""
     if losses[0] <= target:
         return Crossing(eps[0], "before")

@@ -1,11 +1,11 @@
-"""The reproductions' registrations in dpdl (entry point ``dpdl.plugins``): each reproduction in
-:data:`dpdl.choices.REPRODUCTION_REGISTRY` (``dpdl reproduce NAME``), each sweep file in
-:data:`dpdl.choices.SWEEP_REGISTRY` (``dpdl sweep NAME``), and what only imitates a paper's
+"""The reproductions' registrations in dpdl (entry point `dpdl.plugins`): each reproduction in
+`dpdl.choices.REPRODUCTION_REGISTRY` (`dpdl reproduce NAME`), each sweep file in
+`dpdl.choices.SWEEP_REGISTRY` (`dpdl sweep NAME`), and what only imitates a paper's
 experiments or its released script in dpdl's registry of its kind: MAFALDA-SGD's code's tasks in
-:data:`dpdl.choices.TASK_REGISTRY`, the Whisper / CorN-DSGD and DECOR codes' calibration in
-:data:`dpdl.choices.CALIBRATION_REGISTRY`, DECOR's Appendix D couples in
-:data:`dpdl.choices.DECOR_SEARCH_REGISTRY` and its code's starting point in
-:data:`dpdl.choices.START_REGISTRY`; all imported on first use, so that ``dpdl --help`` loads
+`dpdl.choices.TASK_REGISTRY`, the Whisper / CorN-DSGD and DECOR codes' calibration in
+`dpdl.choices.CALIBRATION_REGISTRY`, DECOR's Appendix D couples in
+`dpdl.choices.DECOR_SEARCH_REGISTRY` and its code's starting point in
+`dpdl.choices.START_REGISTRY`; all imported on first use, so that `dpdl --help` loads
 nothing more."""
 
 from __future__ import annotations

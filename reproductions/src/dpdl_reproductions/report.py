@@ -1,7 +1,7 @@
 """REPORT.md of a reproduction: for each panel, what the paper claims, what we measured, and a
 verdict with its reason; the verdicts counted back from the reports (the README's table).
 
-A verdict is one of four kinds (:class:`Verdict`): the claim *holds*; it *holds in the authors'
+A verdict is one of four kinds (`Verdict`): the claim *holds*; it *holds in the authors'
 protocol only* (their released code, not the paper's text); it *fails* (the reason gives the
 measured gap and its cause); or it is *not testable as written* (the reason says why). Every kind
 but the first needs its reason.
@@ -42,9 +42,9 @@ class Verdict(enum.Enum):
 class Claim:
     """One checkable statement of a paper, what this run found, and the verdict on it.
 
-    ``reason`` is required for every verdict but :attr:`Verdict.HOLDS`: for ``FAILS`` the
-    measured gap and its cause, for ``NOT_TESTABLE`` why the setting as written cannot test it,
-    for ``AUTHORS_ONLY`` what in the authors' protocol makes it hold.
+    `reason` is required for every verdict but `Verdict.HOLDS`: for `FAILS` the
+    measured gap and its cause, for `NOT_TESTABLE` why the setting as written cannot test it,
+    for `AUTHORS_ONLY` what in the authors' protocol makes it hold.
     """
 
     panel: str
@@ -73,7 +73,7 @@ def checked(
     reason: str,
     otherwise: Verdict = Verdict.FAILS,
 ) -> Claim:
-    """A claim that holds when ``holds``, else gets ``otherwise`` with ``reason`` (the reason is
+    """A claim that holds when `holds`, else gets `otherwise` with `reason` (the reason is
     dropped when it holds)."""
     if holds:
         return Claim(panel, paper, measured, Verdict.HOLDS)
@@ -88,8 +88,8 @@ def budget_verdict(
     achieved: dict[float, float],
     delta: float,
 ) -> Claim:
-    """The claim that every point is (eps, delta)-DP at its label eps: ``exact`` says how dpdl's
-    exact calibration did (``exact_met``: every run within its target), ``achieved`` maps each
+    """The claim that every point is (eps, delta)-DP at its label eps: `exact` says how dpdl's
+    exact calibration did (`exact_met`: every run within its target), `achieved` maps each
     label eps to the exact epsilon of the papers' closed-form calibration at it.
 
     The papers state their closed form for eps <= log(1/delta) (DECOR Corollary 3, Whisper
@@ -127,7 +127,7 @@ AVERAGE_MODEL = "_average_model"
 
 
 def no_average_model(column: str) -> str:
-    """The note of a report whose runs predate the average model's metric ``column`` (torch
+    """The note of a report whose runs predate the average model's metric `column` (torch
     models did not report it when the committed runs were made)."""
     return (
         f"Average model: these runs predate its metric (`{column}`, the agents' mean parameters "
@@ -148,7 +148,7 @@ _PIPE = re.compile(r"(?<!\\)\|")
 
 
 def _table_cell(text: str) -> str:
-    """``text`` safe in a markdown table cell: every pipe escaped (``\\|``), which ends the cell
+    """`text` safe in a markdown table cell: every pipe escaped (`\\|`), which ends the cell
     otherwise, even inside a code span; on one line."""
     return _PIPE.sub(r"\\|", " ".join(text.splitlines()))
 
@@ -163,7 +163,7 @@ def write_report(
     significance: str = "",
 ) -> Path:
     """Markdown report: setting, claims table (paper / measured / verdict and reason, each cell
-    made safe by :func:`_table_cell`), the statistical test its verdicts use (``significance``,
+    made safe by `_table_cell`), the statistical test its verdicts use (`significance`,
     one sentence under the table, where they use one), figures, notes."""
     lines = [
         f"# {title}",
@@ -194,7 +194,7 @@ HEADER = "| panel | the paper claims | we measured | verdict |"
 
 
 def read_verdicts(report: Path) -> Counter[Verdict] | None:
-    """How many claims of each verdict a REPORT.md written by :func:`write_report` states (its
+    """How many claims of each verdict a REPORT.md written by `write_report` states (its
     claims table's last column); None for a report written before verdicts (a yes / no column),
     which its reproduction has to write again."""
     lines = Path(report).read_text().splitlines()
@@ -209,7 +209,7 @@ def read_verdicts(report: Path) -> Counter[Verdict] | None:
 
 
 def verdict_table(results: Path, names: list[str]) -> str:
-    """The README's table of verdicts: per reproduction (``results/NAME/REPORT.md``), how many
+    """The README's table of verdicts: per reproduction (`results/NAME/REPORT.md`), how many
     claims get each verdict, and the totals (a report written before verdicts is named, not
     counted)."""
     header = ["reproduction", *(kind.value for kind in Verdict), "claims"]

@@ -1,15 +1,15 @@
-"""Named reproductions of the papers' figures: ``dpdl reproduce NAME``.
+"""Named reproductions of the papers' figures: `dpdl reproduce NAME`.
 
-Each reproduction is a module behind :class:`~dpdl_reproductions.interface.ReproductionModule`.
-:func:`reproduce` runs the grid through the cache (an interrupted run resumes, in either stage),
-then writes ``runs.csv``, the figures and ``REPORT.md``, whose run line states the invocation's
+Each reproduction is a module behind `ReproductionModule`.
+`reproduce` runs the grid through the cache (an interrupted run resumes, in either stage),
+then writes `runs.csv`, the figures and `REPORT.md`, whose run line states the invocation's
 wall time and the compute time its runs recorded
-(:data:`~dpdl.experiments.cache.RUN_SECONDS`, summed); :func:`redraw` draws a finished
-reproduction's figures again from its ``runs.csv`` alone (the documentation site's figures),
-:func:`report_again` writes its figures and ``REPORT.md`` again from it (nothing is run),
-:func:`report_of_sweep` writes them from the runs of the reproduction's sweep file (``dpdl sweep
-NAME``, run anywhere, on Ray too), for a module with a sweep file (``SWEEP``, and the parts
-it states in ``SWEEP_PARTS``), and :func:`verdict_table` counts the reports' verdicts for the
+(`RUN_SECONDS`, summed); `redraw` draws a finished
+reproduction's figures again from its `runs.csv` alone (the documentation site's figures),
+`report_again` writes its figures and `REPORT.md` again from it (nothing is run),
+`report_of_sweep` writes them from the runs of the reproduction's sweep file (`dpdl sweep
+NAME`, run anywhere, on Ray too), for a module with a sweep file (`SWEEP`, and the parts
+it states in `SWEEP_PARTS`), and `verdict_table` counts the reports' verdicts for the
 README.
 """
 
@@ -87,7 +87,7 @@ WALL_TIME = "wall_time.txt"
 
 
 def committed_wall_time(out: Path) -> str | None:
-    """The measured wall time of the full run committed in ``out`` (:data:`WALL_TIME`), if any."""
+    """The measured wall time of the full run committed in `out` (`WALL_TIME`), if any."""
     path = out / WALL_TIME
     return path.read_text().strip() if path.is_file() else None
 
@@ -97,7 +97,7 @@ FULL, QUICK = "full setting (the papers' grids)", "quick setting (fewer seeds an
 
 
 def _module(name: str) -> ModuleType:
-    """The reproduction called ``name``."""
+    """The reproduction called `name`."""
     if name not in REPRODUCTIONS:
         raise ConfigError(
             f"unknown reproduction {name!r}; known: {', '.join(REPRODUCTIONS)} (see dpdl "
@@ -109,7 +109,7 @@ def _module(name: str) -> ModuleType:
 def _parts(
     name: str, module: ModuleType, parts: Sequence[str] | None
 ) -> dict[str, tuple[str, ...]]:
-    """The ``parts=`` keyword for ``module``'s functions (empty: the whole figure)."""
+    """The `parts=` keyword for `module`'s functions (empty: the whole figure)."""
     if not parts:
         return {}
     known = getattr(module, "PARTS", ())
@@ -124,7 +124,7 @@ def _parts(
 
 
 def _cached(jobs: list[dict], cache: Path) -> int:
-    """How many of ``jobs`` an earlier invocation already ran: their entries in ``cache`` are of
+    """How many of `jobs` an earlier invocation already ran: their entries in `cache` are of
     this engine version and data (stale and unusable ones are run again, so they do not count)."""
     return len(scan_cache(jobs, cache).rows)
 
@@ -138,8 +138,8 @@ def reproduce(
     parts: Sequence[str] | None = None,
     executor: Executor | None = None,
 ) -> Path:
-    """Run reproduction ``name`` (only ``parts`` of it, where it has parts) into ``out``, its jobs
-    on ``executor`` (default: ``workers`` local processes; :mod:`dpdl.experiments.executors`);
+    """Run reproduction `name` (only `parts` of it, where it has parts) into `out`, its jobs
+    on `executor` (default: `workers` local processes; `dpdl.experiments.executors`);
     returns the path of its REPORT.md."""
     module = _module(name)
     options = _parts(name, module, parts)
@@ -184,10 +184,10 @@ def _run_line(
     wall: float | None = None,
     committed: str | None = None,
 ) -> str:
-    """A report's run line: the command, its setting, how many runs (``cached`` of them from the
-    cache), the invocation's ``wall`` time (None: no invocation ran them, the report is written
+    """A report's run line: the command, its setting, how many runs (`cached` of them from the
+    cache), the invocation's `wall` time (None: no invocation ran them, the report is written
     again), and the compute seconds summed over the runs that recorded theirs
-    (:data:`~dpdl.experiments.cache.RUN_SECONDS`); where none did, the ``committed``
+    (`RUN_SECONDS`); where none did, the `committed`
     run's measured wall time."""
     timing = f"{len(rows)} runs"
     if cached:
@@ -240,12 +240,12 @@ def _write(
 
 
 def redraw(name: str, runs: Path, out: Path, quick: bool = False) -> list[Path]:
-    """The figures of reproduction ``name`` drawn again into ``out`` from the ``runs.csv`` a whole
-    run of it wrote (of its ``quick`` setting or not), by the same analysis as :func:`reproduce`;
+    """The figures of reproduction `name` drawn again into `out` from the `runs.csv` a whole
+    run of it wrote (of its `quick` setting or not), by the same analysis as `reproduce`;
     nothing is run. Returns the figures' paths.
 
-    A reproduction whose figures need fields that ``runs.csv`` leaves out (``CSV_OMITS``: LPPA's
-    curves and reconstructions) can only be drawn from its cache, by :func:`reproduce`.
+    A reproduction whose figures need fields that `runs.csv` leaves out (`CSV_OMITS`: LPPA's
+    curves and reconstructions) can only be drawn from its cache, by `reproduce`.
     """
     module = _module(name)
     if getattr(module, "CSV_OMITS", ()):
@@ -259,14 +259,14 @@ def redraw(name: str, runs: Path, out: Path, quick: bool = False) -> list[Path]:
 
 
 def report_again(name: str, out: Path) -> Path:
-    """Write ``out/REPORT.md`` of reproduction ``name`` again, and its figures, from
-    ``out/runs.csv`` of a whole run in its full setting (its analysis, claims and verdicts as the
+    """Write `out/REPORT.md` of reproduction `name` again, and its figures, from
+    `out/runs.csv` of a whole run in its full setting (its analysis, claims and verdicts as the
     code now has them; nothing is run). The run line of the report it replaces (command, runs,
     wall time and compute time) is kept, except for runs that recorded no compute time: their
-    line quotes the committed run's measured wall time (:func:`committed_wall_time`), and so does
+    line quotes the committed run's measured wall time (`committed_wall_time`), and so does
     the line of runs only some of which recorded it (a part added later), beside their sum, and
     the line of a table whose runs are no longer those the kept line counts and sums (runs added
-    or replaced since). A reproduction whose figures need fields ``runs.csv`` leaves out keeps the
+    or replaced since). A reproduction whose figures need fields `runs.csv` leaves out keeps the
     figures its run drew."""
     module = _module(name)
     again = " Report written again from `runs.csv`."
@@ -294,14 +294,14 @@ def report_again(name: str, out: Path) -> Path:
 
 
 def report_of_sweep(name: str, folder: Path, quick: bool = False, out: Path | None = None) -> Path:
-    """Write ``REPORT.md`` of reproduction ``name``, and its figures, into ``out`` (default
-    ``folder/report``, beside the sweep's own summary and figures, whose names the report's
-    figures share) from the runs that ``dpdl sweep NAME`` (with ``--quick`` for ``quick``) wrote
-    into ``folder``: the module's sweep file (its ``SWEEP``; the parts of a figure with parts
-    that the file states, ``SWEEP_PARTS``), analysed by the reproduction's own code, claims and
+    """Write `REPORT.md` of reproduction `name`, and its figures, into `out` (default
+    `folder/report`, beside the sweep's own summary and figures, whose names the report's
+    figures share) from the runs that `dpdl sweep NAME` (with `--quick` for `quick`) wrote
+    into `folder`: the module's sweep file (its `SWEEP`; the parts of a figure with parts
+    that the file states, `SWEEP_PARTS`), analysed by the reproduction's own code, claims and
     verdicts; nothing is run. The run line states the sweep's runs and what its last invocation
-    cost (``timing.json``). A folder whose runs do not cover the reproduction's grid (another
-    file, or one changed) is a :class:`ConfigError` naming a missing run."""
+    cost (`timing.json`). A folder whose runs do not cover the reproduction's grid (another
+    file, or one changed) is a [`ConfigError`][dpdl.errors.ConfigError] naming a missing run."""
     module = _module(name)
     flag = " --quick" if quick else ""
     sweep = getattr(module, "SWEEP", None)
@@ -360,15 +360,15 @@ def report_of_sweep(name: str, folder: Path, quick: bool = False, out: Path | No
 
 def verdict_table(results: Path) -> str:
     """The README's table of verdicts: how many claims of each kind every reproduction's
-    ``results/NAME/REPORT.md`` states."""
+    `results/NAME/REPORT.md` states."""
     return _table(results, list(REPRODUCTIONS))
 
 
 @dataclass(frozen=True)
 class ModuleReproduction:
-    """A reproduction module as :class:`dpdl.experiments.reproduction.Reproduction`: what ``dpdl
-    reproduce NAME`` runs (:func:`reproduce`, :func:`report_of_sweep`), registered by
-    :mod:`dpdl_reproductions.plugin`."""
+    """A reproduction module as `dpdl.experiments.reproduction.Reproduction`: what `dpdl
+    reproduce NAME` runs (`reproduce`, `report_of_sweep`), registered by
+    `dpdl_reproductions.plugin`."""
 
     module: ModuleType
 

@@ -1,16 +1,16 @@
 """A reproduction's runs read from its sweep file: the file states the grid, the search and the
-seeds (``dpdl sweep NAME`` runs the same file anywhere, on Ray too), this module turns its two
+seeds (`dpdl sweep NAME` runs the same file anywhere, on Ray too), this module turns its two
 stages into the reproduction's jobs, and the reproduction's analysis writes the report.
 
-The file (:func:`~dpdl_reproductions.grids.grid_file`, ``quick/NAME.toml`` for
-``--quick``) is read by the sweeps' own code, and each stage is theirs
-(:mod:`dpdl.experiments.sweeps.tuning`: the search's runs, then each setting's choice on every
+The file (`grid_file`, `quick/NAME.toml` for
+`--quick`) is read by the sweeps' own code, and each stage is theirs
+(`dpdl.experiments.sweeps.tuning`: the search's runs, then each setting's choice on every
 seed); each run becomes the job of the reproduction's own form (by default the trade-off figures',
-:func:`~dpdl_reproductions.tradeoff.job_of`), which its ``run_job`` trains, so a
-reproduction's cache and ``runs.csv`` keep their form. A file that sets an option the jobs do not
-carry (say ``delta``) is refused: its runs would not be the file's. The other way,
-:meth:`SweepJobs.rows` reads the rows of ``dpdl sweep``'s ``runs.csv`` as the rows of those jobs,
-for the reproduction's analysis (``dpdl reproduce NAME --from-sweep DIR``).
+`job_of`), which its `run_job` trains, so a
+reproduction's cache and `runs.csv` keep their form. A file that sets an option the jobs do not
+carry (say `delta`) is refused: its runs would not be the file's. The other way,
+`SweepJobs.rows` reads the rows of `dpdl sweep`'s `runs.csv` as the rows of those jobs,
+for the reproduction's analysis (`dpdl reproduce NAME --from-sweep DIR`).
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ __all__ = ["SweepJobs"]
 
 @dataclass(frozen=True)
 class SweepJobs:
-    """The jobs of reproduction ``name``'s sweep file, run by a ``run_job`` of ``version``: a run's
-    options (its one seed as a number, as in a row of the sweep's ``runs.csv``) become a job by
-    ``job_of(options, version)``, and ``config_of(job)`` is the training configuration that
-    ``run_job`` runs for it (the trade-off figures' by default). The rows of these jobs are
-    those whose ``protocol`` field is among ``protocols`` (``""``: none).
+    """The jobs of reproduction `name`'s sweep file, run by a `run_job` of `version`: a run's
+    options (its one seed as a number, as in a row of the sweep's `runs.csv`) become a job by
+    `job_of(options, version)`, and `config_of(job)` is the training configuration that
+    `run_job` runs for it (the trade-off figures' by default). The rows of these jobs are
+    those whose `protocol` field is among `protocols` (`""`: none).
 
     A figure with parts names each grid's part by the value its grid fixes of option
-    ``part_option`` (decor-fig1: its ``task``), through ``part_names`` (``None``: the value is
-    the part's name), or, where no one option tells its parts apart, by the grid's ``label``
-    through ``part_labels`` (mafalda-housing)."""
+    `part_option` (decor-fig1: its `task`), through `part_names` (`None`: the value is
+    the part's name), or, where no one option tells its parts apart, by the grid's `label`
+    through `part_labels` (mafalda-housing)."""
 
     name: str
     version: int = tradeoff.VERSION
@@ -54,7 +54,7 @@ class SweepJobs:
     part_labels: Mapping[str, str] | None = None
 
     def sweep(self, quick: bool, parts: Sequence[str] | None = None) -> Sweep:
-        """The file of the ``quick`` setting or the full one; with ``parts``, only its grids of
+        """The file of the `quick` setting or the full one; with `parts`, only its grids of
         those parts."""
         sweep = read_sweep(grid_file(self.name, quick))
         if parts is None:
@@ -85,7 +85,7 @@ class SweepJobs:
         return replace(sweep, grids=grids)
 
     def _grids_of_labels(self, sweep: Sweep, parts: Sequence[str]) -> tuple[Grid, ...]:
-        """The grids of ``sweep`` whose labels name one of ``parts`` (:attr:`part_labels`)."""
+        """The grids of `sweep` whose labels name one of `parts` (`part_labels`)."""
         assert self.part_labels is not None
         unnamed = [grid.label for grid in sweep.grids if grid.label not in self.part_labels]
         if unnamed:
@@ -112,8 +112,8 @@ class SweepJobs:
         return unique_jobs([self._job(options) for options in search_runs(sweep)])
 
     def followup_jobs(self, sweep: Sweep, rows: list[dict[str, Any]]) -> list[Job]:
-        """The second stage: each setting's choice, by the first stage's ``rows`` (the jobs' fields
-        and results), on every seed; those ``rows`` hold already are left out."""
+        """The second stage: each setting's choice, by the first stage's `rows` (the jobs' fields
+        and results), on every seed; those `rows` hold already are left out."""
         by_run: dict[str, dict[str, Any]] = {}
         for row in rows:  # those of this file's jobs (not another protocol's, nor version's)
             if (row.get("protocol") or "") in self.protocols:
@@ -129,7 +129,7 @@ class SweepJobs:
         return unique_jobs([job for options, job in final if run_key(options) not in by_run])
 
     def rows(self, sweep_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """A sweep's runs (the rows of ``dpdl sweep``'s ``runs.csv``) as the rows of these jobs:
+        """A sweep's runs (the rows of `dpdl sweep`'s `runs.csv`) as the rows of these jobs:
         each run's job fields and its results, and the steps it ran where its job does not state
         them (a length in epochs resolves to them; the reproduction's rows record them), so that
         the reproduction's own analysis reads them. Failed runs are left out."""

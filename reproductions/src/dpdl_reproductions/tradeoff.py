@@ -1,13 +1,13 @@
 """Privacy-utility trade-off figures: D-SGD under several noise designs across a sweep of eps or p.
 
 Whisper D-SGD Figs. 2-3, CorN-DSGD Figs. 3-5 and DECOR Fig. 1 share one protocol, implemented here
-once; each reproduction module only states its :class:`Study` (panels, tasks, grids) and its claims.
+once; each reproduction module only states its `Study` (panels, tasks, grids) and its claims.
 
 1. *Tuning* (the papers tune every method on the metric they report; so do we): every
    (setting, method, calibration) runs every point of its grid (step size x clipping threshold,
    and DECOR's noise couples where the study tunes them, DECOR Appendix D.2) on the tuning seeds;
    the best mean final metric wins (a diverged run counts as the worst). Where that costs too
-   much, a task is tuned once at a reference setting (:attr:`Training.tune_at`).
+   much, a task is tuned once at a reference setting (`Training.tune_at`).
 2. *Final*: the winner runs on all seeds; the tuning seeds are the first of them, reused from the
    cache. Each seed is a full replicate (graph draw, data split, partition, batches, noise).
    Figures show the mean over seeds and the interquartile range.
@@ -126,9 +126,9 @@ class Training:
 
 @dataclass(frozen=True)
 class Panel:
-    """One panel: ``training`` on graphs ``fixed["graph"]``, the metric against ``sweep``.
+    """One panel: `training` on graphs `fixed["graph"]`, the metric against `sweep`.
 
-    ``fixed`` holds the settings that do not move (graph, n, p, eps); ``method_graphs`` runs a
+    `fixed` holds the settings that do not move (graph, n, p, eps); `method_graphs` runs a
     method on another graph (DECOR's CDP baseline is centralised: the complete graph).
     """
 
@@ -159,7 +159,7 @@ class Study:
 @dataclass(frozen=True)
 class Point:
     """One (panel, x, method, calibration) after tuning: the final metric over seeds, its mean and
-    its interquartile range (``low``, ``high``: robust where the metric is heavy-tailed across
+    its interquartile range (`low`, `high`: robust where the metric is heavy-tailed across
     seeds)."""
 
     mean: float
@@ -203,13 +203,13 @@ _USUAL = {
 
 
 def _unusual(**fields: Any) -> dict[str, Any]:
-    """The ``fields`` of :data:`_USUAL` whose value is not the usual one."""
+    """The `fields` of `_USUAL` whose value is not the usual one."""
     return {key: value for key, value in fields.items() if value != _USUAL[key]}
 
 
 def _usual_or(job: Job, key: str) -> Any:
-    """Field ``key`` of :data:`_USUAL` as ``job`` has it: the usual value where the job has none
-    (or a row of ``runs.csv`` an empty cell)."""
+    """Field `key` of `_USUAL` as `job` has it: the usual value where the job has none
+    (or a row of `runs.csv` an empty cell)."""
     value = job.get(key)
     return _USUAL[key] if value is None else value
 
@@ -258,7 +258,7 @@ def _grid(training: Training, method: str) -> Iterator[dict[str, Any]]:
 
 
 def calibrations_of(study: Study, panel: Panel) -> tuple[str, ...]:
-    """The calibrations ``panel`` runs in: its training's own, else the study's."""
+    """The calibrations `panel` runs in: its training's own, else the study's."""
     return panel.training.calibrations or study.calibrations
 
 
@@ -275,19 +275,19 @@ def _key(job: Job) -> str:
 
 
 def unique_jobs(jobs: list[Job]) -> list[Job]:
-    """``jobs`` without repeats (the same job twice is one), in order."""
+    """`jobs` without repeats (the same job twice is one), in order."""
     return list({_key(job): job for job in jobs}.values())
 
 
 def _tuning_base(training: Training, base: Job) -> Job:
-    """The job whose tuning chooses ``base``'s hyperparameters: itself, or its twin at
-    ``tune_at``."""
+    """The job whose tuning chooses `base`'s hyperparameters: itself, or its twin at
+    `tune_at`."""
     return {**base, **training.tune_at}
 
 
 def tuning_jobs(study: Study) -> list[Job]:
     """Every grid point of every (setting, method, calibration) on the tuning seeds (of the
-    setting ``tune_at`` moves them to, if any)."""
+    setting `tune_at` moves them to, if any)."""
     return unique_jobs(
         [
             {**_tuning_base(panel.training, base), **hyper, "seed": seed}
@@ -300,18 +300,18 @@ def tuning_jobs(study: Study) -> list[Job]:
 
 def _score(value: float, lower_is_better: bool) -> float:
     """Smaller is better; a diverged run (NaN or infinite metric) is the worst (the sweeps' rule,
-    :func:`~dpdl.experiments.sweeps.tuning.cost`)."""
+    `cost`)."""
     return cost(value, "min" if lower_is_better else "max")
 
 
 def _metric(row: Mapping[str, Any], metric: str) -> float:
-    """``row``'s ``metric``, NaN where the run has none (it failed; an empty cell of runs.csv)."""
+    """`row`'s `metric`, NaN where the run has none (it failed; an empty cell of runs.csv)."""
     value = row.get(metric)
     return math.nan if value is None else float(value)
 
 
 def _best(panel: Panel, base: Job, rows_by_key: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """The grid point of ``base``'s (tuning) setting with the best mean metric over the tuning
+    """The grid point of `base`'s (tuning) setting with the best mean metric over the tuning
     seeds; the first such point in grid order on a tie."""
     training = panel.training
     tuned = _tuning_base(training, base)
@@ -361,19 +361,19 @@ def run_job(job: Job) -> dict[str, Any]:
 
 
 def train(job: Job) -> TrainResult:
-    """Train one seed of one grid point (:func:`run_job` without the row: a study that reports
+    """Train one seed of one grid point (`run_job` without the row: a study that reports
     more of the run starts from it).
 
     One BLAS / torch thread per job, the jobs themselves filling the cores, unless the executor
-    says otherwise (``--threads``: :func:`dpdl.threads.job_threads`).
+    says otherwise (`--threads`: `dpdl.threads.job_threads`).
     """
     with job_threads():
         return run_training(config_of(job))
 
 
 def config_of(job: Job, eval_every: int | None = None) -> TrainConfig:
-    """The training configuration of ``job`` (evaluated at the end only, or every
-    ``eval_every`` steps)."""
+    """The training configuration of `job` (evaluated at the end only, or every
+    `eval_every` steps)."""
     return TrainConfig(
         task=job["task"],
         graph=job["graph"],
@@ -399,15 +399,15 @@ def config_of(job: Job, eval_every: int | None = None) -> TrainConfig:
 
 
 def decor_search(couple: int | None, search: str = "appendix-d") -> str:
-    """The DECOR search of a job's ``decor_couple`` in its ``couple_search``: the couple of place
-    ``k`` (``appendix-d-<k>`` or ``authors-<k>``, :mod:`~dpdl_reproductions.decor_searches`), or
+    """The DECOR search of a job's `decor_couple` in its `couple_search`: the couple of place
+    `k` (`appendix-d-<k>` or `authors-<k>`, `decor_searches`), or
     the trace-optimal one for None."""
     return "trace" if couple is None else f"{search}-{couple}"
 
 
 def decor_couple(search: str) -> tuple[int | None, str]:
-    """A job's ``decor_couple`` and ``couple_search`` of the DECOR search ``search``
-    (:func:`decor_search` inverted)."""
+    """A job's `decor_couple` and `couple_search` of the DECOR search `search`
+    (`decor_search` inverted)."""
     if search == "trace":
         return None, _USUAL["couple_search"]
     prefix, _, k = search.rpartition("-")
@@ -420,7 +420,7 @@ def decor_couple(search: str) -> tuple[int | None, str]:
 
 
 def result_row(result: TrainResult) -> dict[str, Any]:
-    """The row of :func:`run_job`: the run's final metrics, privacy and noise variance."""
+    """The row of `run_job`: the run's final metrics, privacy and noise variance."""
     run = result.runs[0]
     return {
         **{key: value for key, value in run.final.items() if key != "step"},
@@ -434,10 +434,11 @@ def result_row(result: TrainResult) -> dict[str, Any]:
 
 
 def job_of(options: Mapping[str, Any], version: int = VERSION) -> Job:
-    """The job of one run stated as a sweep's options (those of a :class:`TrainConfig`,
-    :func:`dpdl.settings.to_options`, with its one seed as a number, as a row of ``dpdl sweep``'s
-    ``runs.csv`` has it): the fields :func:`config_of` reads, under their names here, and the
-    ``version`` of the ``run_job`` that runs it (:mod:`~dpdl_reproductions.sweep_jobs`)."""
+    """The job of one run stated as a sweep's options (those of a
+    [`TrainConfig`][dpdl.jobspec.config.TrainConfig],
+    [`dpdl.settings.to_options`][dpdl.settings.to_options], with its one seed as a number, as a
+    row of `dpdl sweep`'s `runs.csv` has it): the fields `config_of` reads, under their names
+    here, and the `version` of the `run_job` that runs it (`sweep_jobs`)."""
     couple, search = decor_couple(options["decor_search"])
     return {
         "task": options["task"],
@@ -468,7 +469,7 @@ def summarise(
     study: Study, rows: list[dict[str, Any]], metric: str | None = None
 ) -> dict[tuple[str, float, str, str], Point]:
     """The final point of every (panel label, x, method, calibration): the training's metric, or
-    ``metric`` (another field of the same runs, e.g. the consensus distance) at the tuned point."""
+    `metric` (another field of the same runs, e.g. the consensus distance) at the tuned point."""
     by_key = _rows_by_key(rows)
     summary = {}
     for panel, x, method, calibration, base in _points(study):
@@ -486,10 +487,10 @@ def summarise(
 
 
 def average_model_note(study: Study, rows: list[dict[str, Any]], what: str = "") -> str:
-    """A report's note on the agents' average model: its metric (``<metric>_average_model``) at
-    every tuned point of ``study``'s exact calibration beside the mean over agents that the
+    """A report's note on the agents' average model: its metric (`<metric>_average_model`) at
+    every tuned point of `study`'s exact calibration beside the mean over agents that the
     figures show, both means over seeds; or, for runs made before their task reported it,
-    :func:`~dpdl_reproductions.report.no_average_model`. ``what`` names the study in the
+    `no_average_model`. `what` names the study in the
     note, where a report has several."""
     metric = study.panels[0].training.metric  # the same in every panel of a study
     column = metric + AVERAGE_MODEL
@@ -520,17 +521,17 @@ def average_model_note(study: Study, rows: list[dict[str, Any]], what: str = "")
 
 
 def better(a: float, b: float, lower_is_better: bool) -> bool:
-    """Whether metric value ``a`` is strictly better than ``b``."""
+    """Whether metric value `a` is strictly better than `b`."""
     return _score(a, lower_is_better) < _score(b, lower_is_better)
 
 
 def significantly_better(
     a: Point, b: Point, lower_is_better: bool, level: float = SIGNIFICANCE_LEVEL
 ) -> bool:
-    """Whether ``a`` beats ``b`` in a paired two-sided Student t test over seeds at ``level`` (seed
+    """Whether `a` beats `b` in a paired two-sided Student t test over seeds at `level` (seed
     s of both shares its graph, data split, batches and noise stream): the mean paired gain exceeds
-    ``t_{(1 + level)/2, n-1}`` standard errors of the paired difference (4.30, 3.18, 2.78 for 3, 4,
-    5 seeds at 95%), i.e. ``scipy.stats.ttest_rel`` rejects equal means with the gain on ``a``'s
+    `t_{(1 + level)/2, n-1}` standard errors of the paired difference (4.30, 3.18, 2.78 for 3, 4,
+    5 seeds at 95%), i.e. `scipy.stats.ttest_rel` rejects equal means with the gain on `a`'s
     side.
 
     Two-sided, because the reports test both directions (is LDP ahead of DECOR? are the papers'
@@ -538,7 +539,7 @@ def significantly_better(
     one-sided test at 95% would then be a 90% test. Where both sit at the same level (two
     calibrations of nearly the same noise), the sign of the difference of means is a coin toss;
     this asks whether the seeds tell them apart. With fewer than two seeds, or a diverged run, it
-    is :func:`better` on the means.
+    is `better` on the means.
     """
     gain = np.asarray(b.values, dtype=float) - np.asarray(a.values, dtype=float)
     gain = gain if lower_is_better else -gain
@@ -559,7 +560,7 @@ def plot_study(
     extra: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
 ) -> Path:
     """Mean over seeds (band: interquartile range) per method; exact calibration solid, the papers'
-    dashed; ``extra[panel label][line label]`` adds a line (one value per x) without a band."""
+    dashed; `extra[panel label][line label]` adds a line (one value per x) without a band."""
     suffix = {"exact": "", "paper": " (paper calibration)", "authors": " (authors' calibration)"}
     grid = {panel.label: list(panel.values) for panel in study.panels}
     series: dict[str, dict[str, list[float]]] = {}
@@ -590,8 +591,7 @@ def plot_study(
 
 def budget_claim(rows: list[dict[str, Any]], delta: float = 1e-5) -> Claim:
     """Every point is (eps, delta)-DP at its label: every exactly calibrated run meets its target,
-    and what the papers' calibration really gives (:func:`~dpdl_reproductions.report.
-    budget_verdict`)."""
+    and what the papers' calibration really gives (` budget_verdict`)."""
     exact = [row for row in rows if row["calibration"] == "exact"]
     met = all(row["epsilon"] <= row["eps"] for row in exact)
     paper: dict[float, float] = {}

@@ -1,21 +1,21 @@
-"""``whisper-logreg``: Whisper D-SGD Fig. 3 / CorN-DSGD Fig. 4, a9a logistic regression test loss vs eps and p.
+"""`whisper-logreg`: Whisper D-SGD Fig. 3 / CorN-DSGD Fig. 4, a9a logistic regression test loss vs eps and p.
 
-Two protocols (``--parts paper authors``). The papers' (``paper``): L2-regularised logistic
+Two protocols (`--parts paper authors`). The papers' (`paper`): L2-regularised logistic
 regression on a9a (80/20 split, Dirichlet(10) partition, batch 128), agent-level privacy,
 T = 5000 steps, C = 0.1, step size tuned over the papers' grid {1e-1, 5e-2, 1e-2, 5e-3, 1e-3};
 n = 20, Erdos-Renyi, LDP vs DECOR vs Whisper, both calibrations, 10 seeds. The authors' released
-code (``authors``, :mod:`~dpdl_reproductions.corn_authors`: ``train.py`` and
-``paper_experiments/a9a_libsvm/*.sh`` of arodio/WhisperDSGD):
+code (`authors`, `corn_authors`: `train.py` and
+`paper_experiments/a9a_libsvm/*.sh` of arodio/WhisperDSGD):
 
-| setting | papers' text (``paper``) | authors' code (``authors``) |
+| setting | papers' text (`paper`) | authors' code (`authors`) |
 | --- | --- | --- |
-| privacy unit | one agent: its batch gradient clipped to C | one example: each example's gradient clipped to C (``--mbz 1``), noise added to the batch's sum, the sum divided by the batch |
-| noise from eps | closed form [R^-1]_ii <= eps^2 / (16 C^2 T log(1/delta)) (dashed) and dpdl's exact GDP accountant (solid) | zCDP conversion max_i [Sigma^-1]_ii <= (sqrt(log(1/delta) + eps) - sqrt(log(1/delta)))^2 / (2 T C^2) on the sum (``diff_privacy.py``; calibration ``authors``, dashed) |
+| privacy unit | one agent: its batch gradient clipped to C | one example: each example's gradient clipped to C (`--mbz 1`), noise added to the batch's sum, the sum divided by the batch |
+| noise from eps | closed form [R^-1]_ii <= eps^2 / (16 C^2 T log(1/delta)) (dashed) and dpdl's exact GDP accountant (solid) | zCDP conversion max_i [Sigma^-1]_ii <= (sqrt(log(1/delta) + eps) - sqrt(log(1/delta)))^2 / (2 T C^2) on the sum (`diff_privacy.py`; calibration `authors`, dashed) |
 | batch | 128 | 128 a step, drawn without replacement (dpdl: Poisson, expected 128) |
 | T, C | 5000, 0.1 | 5000, 0.1 |
 | step size | tuned per point over the grid | the scripts: one per (eps or p, method), from a one-seed sweep (eps 3..40: LDP 1e-3 to 1e-2, DECOR 1e-3 to 1e-2, Whisper 1e-3 to 5e-2; p: 5e-3, DECOR 1e-2 at p = 1, Whisper 1e-2 at p >= 0.8); here tuned per point, method and calibration over the papers' grid |
 | agents, graph | 20, Erdos-Renyi, Metropolis-Hastings | the same (weights 1/(1 + max(d_i, d_j))), a fresh graph per seed |
-| data | all 48842 rows, 80/20 random split, Dirichlet(10) partition | a9a's own train / test files (32561 / 16281 rows), Dirichlet(10) partition (``--alpha 10``); the partition is drawn once (seed 12345) for all seeds |
+| data | all 48842 rows, 80/20 random split, Dirichlet(10) partition | a9a's own train / test files (32561 / 16281 rows), Dirichlet(10) partition (`--alpha 10`); the partition is drawn once (seed 12345) for all seeds |
 | model | logistic regression, L2 1e-3, no bias, starts at 0 | a linear layer with bias (torch's initialisation), no weight decay |
 | metric | mean over agents of the test loss on the test set | mean over agents of each agent's loss on its own test rows |
 | eps, p | eps in {3, ..., 40} at p = 0.5; p in {0.2, ..., 1} at eps = 10 | eps in {3, 5, 7, 10, 15, 20, 30, 40}, p in {0.2, 0.4, 0.6, 0.8, 1}; here the same |
@@ -69,7 +69,7 @@ LRS = (1e-1, 5e-2, 1e-2, 5e-3, 1e-3)
 
 
 def study(quick: bool) -> Study:
-    """The papers' setting, or T = 1000, two step sizes and fewer grid points for ``--quick``."""
+    """The papers' setting, or T = 1000, two step sizes and fewer grid points for `--quick`."""
     if quick:
         return corn_tradeoff.study(
             Training("logreg-a9a", 1000, (1e-1, 1e-2), (0.1,), "test_loss", seeds=2), quick
@@ -87,8 +87,8 @@ def study(quick: bool) -> Study:
 
 
 def authors_study(quick: bool) -> Study:
-    """The authors' protocol (:mod:`corn_authors`): example level, their calibration, the
-    scripts' points and 9 seeds; T = 200, two step sizes and two points a panel for ``--quick``."""
+    """The authors' protocol (`corn_authors`): example level, their calibration, the
+    scripts' points and 9 seeds; T = 200, two step sizes and two points a panel for `--quick`."""
     if quick:
         training = Training(
             "logreg-a9a",

@@ -1,4 +1,4 @@
-"""``whisper-quadratic``: Whisper D-SGD Fig. 2 / CorN-DSGD Fig. 3, optimality gap vs eps and p.
+"""`whisper-quadratic`: Whisper D-SGD Fig. 2 / CorN-DSGD Fig. 3, optimality gap vs eps and p.
 
 The quadratics of eq. (11) (d = 2, the second half rotated by 15 degrees), full gradients,
 diminishing step size eta_t = 1e-2 / sqrt(t), T = 5000; n = 20, Erdos-Renyi, LDP vs DECOR vs
@@ -6,7 +6,7 @@ Whisper, both calibrations, 10 seeds. The optimality gap is that of every agent'
 global objective, averaged over agents.
 
 The papers' clipping threshold C = 0.1 leaves nothing to compare here: the optimum lies about 5
-away from the start and the clipped steps move at most ``C sum_t eta_t = 0.14`` in T steps, so every
+away from the start and the clipped steps move at most `C sum_t eta_t = 0.14` in T steps, so every
 method ends at the initial gap (measured: about 600 for all three at every eps). We tune C over
 {0.1, 1, 10, 100, 1000} and eta_1 over {1e-1, 1e-2 (the papers'), 1e-3} per method and point
 instead (the noise scales with C, so this is the privacy-utility trade-off that DECOR's
@@ -21,7 +21,7 @@ iterates: noise-free D-SGD at C = 0.1 and eta_1 = 1e-2 ends where it starts (the
 as written" in the figure). The claims of both panels are therefore marked *not testable as
 written* where they miss at points that do not move; the line "no noise, tuned" (noise-free D-SGD
 on the same grid of C and eta_1) shows what the task allows without noise. The second figure
-reports the paper's metric, ``(1/n) sum_i f_i(x_i^(T)) - f*`` (each agent's own objective at its
+reports the paper's metric, `(1/n) sum_i f_i(x_i^(T)) - f*` (each agent's own objective at its
 own model), which can go below zero away from consensus; the claims use ours.
 
 Why nothing moves at eps <= 10 (panel (a), and panel (b), which runs at eps = 10):
@@ -77,7 +77,7 @@ def _training(quick: bool, lrs: tuple[float, ...], clips: tuple[float, ...]) -> 
 
 
 def study(quick: bool) -> Study:
-    """The papers' setting with C and eta_1 tuned; fewer grid points and seeds for ``--quick``."""
+    """The papers' setting with C and eta_1 tuned; fewer grid points and seeds for `--quick`."""
     return corn_tradeoff.study(_training(quick, (1e-1, 1e-2, 1e-3), CLIPS), quick)
 
 
@@ -128,8 +128,8 @@ def followup_jobs(quick: bool, rows: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One seed (:func:`tradeoff.run_job`), with the optimality gap at step 0 and the paper's
-    metric ``(1/n) sum_i f_i(x_i) - f*`` at the end (the task's ``paper_optimality_gap``)."""
+    """One seed (`tradeoff.run_job`), with the optimality gap at step 0 and the paper's
+    metric `(1/n) sum_i f_i(x_i) - f*` at the end (the task's `paper_optimality_gap`)."""
     result = tradeoff.train(job)
     run = result.runs[0]
     return {

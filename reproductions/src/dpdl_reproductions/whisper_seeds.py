@@ -1,6 +1,6 @@
-"""``whisper-seeds``: CorN-DSGD Fig. 2, the covariance objective against the number m of seeds.
+"""`whisper-seeds`: CorN-DSGD Fig. 2, the covariance objective against the number m of seeds.
 
-Problem (10) of CorN-DSGD: m seeds, seed k held by the agents H_k, ``R_cor^(k)`` supported on
+Problem (10) of CorN-DSGD: m seeds, seed k held by the agents H_k, `R_cor^(k)` supported on
 H_k x H_k, protection against every coalition of q curious agents. The paper's caption asks for
 "disjoint groups (intersection of all H_k empty)", which admits two readings, both computed here on
 Erdos-Renyi graphs (p = 0.5, Metropolis-Hastings weights, eps = 10, delta = 1e-5, C = 0.1,
@@ -13,7 +13,7 @@ T = 5000, exact calibration):
   curious agent misses exactly the seed of its own block.
 
 References: Whisper (q = 0), DECOR designed against honest-but-curious agents (m = |E| pairwise
-seeds), and LDP. The objective is reported relative to LDP's ``Tr(W W^T) / c``.
+seeds), and LDP. The objective is reported relative to LDP's `Tr(W W^T) / c`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ CURVES = (("partition", 0), ("partition", 1), ("complement", 1))
 
 
 def setting(quick: bool) -> tuple[int, list[int], int]:
-    """(n, values of m, graph seeds): the papers' n = 20, or n = 8 for ``--quick``."""
+    """(n, values of m, graph seeds): the papers' n = 20, or n = 8 for `--quick`."""
     if quick:
         return 8, [1, 2, 4, 8], 2
     return 20, [1, 2, 4, 5, 10, 20], 3

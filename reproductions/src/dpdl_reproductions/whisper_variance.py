@@ -1,11 +1,11 @@
-"""``whisper-variance``: Whisper D-SGD Fig. 1 / CorN-DSGD Fig. 1.
+"""`whisper-variance`: Whisper D-SGD Fig. 1 / CorN-DSGD Fig. 1.
 
-The noise variance left after one gossip round, ``Tr(W R W^T)``, for Whisper (problem (9)), DECOR
-(``sigma_pair^2 I + sigma_cor^2 L``, trace-optimal) and LDP, against (a) eps at p = 0.5, (b) the
+The noise variance left after one gossip round, `Tr(W R W^T)`, for Whisper (problem (9)), DECOR
+(`sigma_pair^2 I + sigma_cor^2 L`, trace-optimal) and LDP, against (a) eps at p = 0.5, (b) the
 Erdos-Renyi edge probability p at eps = 10, (c) the number of agents n at p = 0.5, eps = 10;
 Metropolis-Hastings weights, delta = 1e-5, C = 0.1, T = 5000, external eavesdropper. A second
-figure shows the independent variances: Whisper's ``sigma_mix^2``, DECOR's ``sigma_pair^2``,
-``sigma_ldp^2`` and the CDP line ``sigma_ldp^2 / n``. Every point is computed under both the papers'
+figure shows the independent variances: Whisper's `sigma_mix^2`, DECOR's `sigma_pair^2`,
+`sigma_ldp^2` and the CDP line `sigma_ldp^2 / n`. Every point is computed under both the papers'
 closed-form calibration and the exact accountant; each graph seed is a fresh Erdos-Renyi draw.
 """
 
@@ -36,7 +36,7 @@ CALIBRATIONS = ("paper", "exact")
 
 
 def grids(quick: bool) -> dict[str, list[float]]:
-    """The papers' grids (Section VI-A), or a subset for ``--quick``."""
+    """The papers' grids (Section VI-A), or a subset for `--quick`."""
     if quick:
         return {"eps": [3, 10, 40], "p": [0.2, 0.6, 1.0], "n": [10, 20, 40]}
     return {
