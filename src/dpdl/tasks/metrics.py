@@ -32,12 +32,9 @@ class MetricRange:
     higher_is_better: bool = False
 
 
-#: The suffixes under which a metric keeps its range (the agents' mean model, a tail average).
 SUFFIXES = ("_average_model", "_tail")
+"""The suffixes under which a metric keeps its range (the agents' mean model, a tail average)."""
 
-#: The built-in tasks' metrics by name. Left out on purpose: the quadratics'
-#: `paper_optimality_gap` (each agent's own objective at its own model against the optimum of
-#: their sum: it can be negative) and any metric a task does not define here.
 METRIC_RANGES: dict[str, MetricRange] = {
     "test_accuracy": MetricRange(0.0, 1.0, higher_is_better=True),
     "test_loss": MetricRange(0.0),
@@ -47,6 +44,9 @@ METRIC_RANGES: dict[str, MetricRange] = {
     "squared_distance": MetricRange(0.0),
     "consensus_distance": MetricRange(0.0),
 }
+"""The built-in tasks' metrics by name. Left out on purpose: the quadratics'
+`paper_optimality_gap` (each agent's own objective at its own model against the optimum of their
+sum: it can be negative) and any metric a task does not define here."""
 
 
 def metric_range(name: str) -> MetricRange | None:
