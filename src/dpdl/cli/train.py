@@ -19,7 +19,7 @@ from dpdl.cli.options import (
     add_training_arguments,
     output_folder,
 )
-from dpdl.errors import ConfigError
+from dpdl.errors import ConfigError, DpdlError
 from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import from_options, to_options
 
@@ -109,11 +109,21 @@ def _train(args: argparse.Namespace) -> int:
         else RunCheckpoints(folder / "checkpoints", args.checkpoint_every, args.resume)
     )
     config = from_options(TrainConfig, args)
-    with compute_threads(args.threads), contextlib.ExitStack() as stack:
-        if checkpoints is not None:  # two runs resuming one folder would overwrite each other's
-            stack.enter_context(folder_lock(checkpoints.folder, "training run"))
-        logs = None if args.tensorboard is None else stack.enter_context(SeedLogs(args.tensorboard))
-        result = run_training(config, not args.no_progress, args.device, checkpoints, logs)
+    new_folder = not folder.exists()
+    try:
+        with compute_threads(args.threads), contextlib.ExitStack() as stack:
+            if checkpoints is not None:  # two runs resuming one folder would overwrite each other
+                stack.enter_context(folder_lock(checkpoints.folder, "training run"))
+            logs = None
+            if args.tensorboard is not None:
+                logs = stack.enter_context(SeedLogs(args.tensorboard))
+            result = run_training(config, not args.no_progress, args.device, checkpoints, logs)
+    except DpdlError:
+        # bad input (found while the job is built, before or between seeds): a run that did not
+        # happen leaves no folder behind, not even the checkpoints' lock it took
+        if new_folder:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     paths = write_results(result, folder)
     _write_options(args, result.config, folder)
     if args.save_models:
