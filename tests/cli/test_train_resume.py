@@ -48,6 +48,10 @@ def test_a_killed_run_resumes_to_the_same_files(tmp_path) -> None:
     assert checkpoint.exists() and not (out / "final.json").exists()
     resumed = _train("--out", str(out), "--resume")
     assert resumed.returncode == 0, resumed.stderr
+    # it says where it went on from: a step the killed run had saved, before the end
+    (line,) = [x for x in resumed.stderr.splitlines() if x.startswith("seed 0: resumed")]
+    step = int(line.split("checkpoint at step ")[1].split()[0])
+    assert 0 < step < 600 and step % 20 == 0, line
     for name in ("metrics.csv", "final.json", "config.json"):
         assert (out / name).read_bytes() == (whole / name).read_bytes(), name
     assert not (out / "checkpoints").exists()  # removed once the results are written

@@ -134,6 +134,14 @@ def _train(args: argparse.Namespace) -> int:
     summary = result.summary()
     metric = result.primary_metric
     print(f"results: {folder}", file=sys.stderr)
+    for run in result.runs:
+        if run.resumed_from is not None:
+            done = "finished before" if run.resumed_from == config.steps else "resumed"
+            print(
+                f"seed {run.seed}: {done} (checkpoint at step {run.resumed_from} of "
+                f"{config.steps})",
+                file=sys.stderr,
+            )
     for report in result.runs[0].privacy:
         print(f"privacy: {report}", file=sys.stderr)
     for report in result.released_together():

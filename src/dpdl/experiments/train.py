@@ -128,6 +128,8 @@ class SeedRun:
     #: Every agent's own final metrics, in agent order, where the task keeps them (the model
     #: tasks' test loss and accuracy: the papers' code often plots one agent's model).
     agent_metrics: dict[str, tuple[float, ...]] = field(repr=False, default_factory=dict)
+    #: The step its checkpoint had reached where the run was resumed (None: run from the start).
+    resumed_from: int | None = None
 
     @property
     def final(self) -> dict[str, float]:
@@ -276,6 +278,7 @@ def run_seed(
         agent_metrics=agent_metrics
         if agent_metrics is not None
         else dict(getattr(job.task, "agent_metrics", {})),
+        resumed_from=None if start is None else start.step,
     )
     return job.task, job.calibration, run
 
