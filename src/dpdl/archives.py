@@ -11,17 +11,27 @@ whole) and read with `allow_pickle=False`, so reading a file, whatever it holds,
 from __future__ import annotations
 
 import hashlib
+import hmac
 import io
 import json
+import zipfile
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dpdl.errors import FileFormatError
 from dpdl.files import atomic_write
 
-__all__ = ["archive_digest", "read_archive", "setting_changes", "write_archive"]
+__all__ = [
+    "archive_digest",
+    "read_archive",
+    "read_checked_archive",
+    "setting_changes",
+    "write_archive",
+]
 
 
 def archive_digest(manifest: bytes, arrays: Mapping[str, np.ndarray]) -> bytes:
@@ -64,6 +74,37 @@ def read_archive(path: Path) -> tuple[bytes, dict[str, np.ndarray], bytes]:
     ):
         raise ValueError("a manifest and checksum that are not byte strings")
     return manifest.tobytes(), arrays, stored.tobytes()
+
+
+def read_checked_archive(
+    path: Path, kind: str, version: int, expected: str
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The JSON manifest and the arrays of the archive at `path`, checked whole: readable, its
+    checksum its own, its manifest a JSON object of format `kind` and version `version`. Raises
+    one [`FileFormatError`][dpdl.errors.FileFormatError] naming `path` and what was `expected`
+    otherwise (a pickle, random bytes, a truncated archive, an object array: numpy refuses them
+    without running anything)."""
+    try:
+        manifest_bytes, arrays, stored = read_archive(path)
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:
+        raise FileFormatError(
+            f"{path} is not a readable checkpoint ({error}); {expected}"
+        ) from None
+    if not hmac.compare_digest(archive_digest(manifest_bytes, arrays), stored):
+        raise FileFormatError(
+            f"{path} fails its checksum: altered or torn after it was written; {expected}"
+        )
+    try:
+        manifest = json.loads(manifest_bytes)
+    except (ValueError, RecursionError) as error:
+        raise FileFormatError(f"{path} has an unreadable manifest ({error}); {expected}") from None
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != kind
+        or manifest.get("version") != version
+    ):
+        raise FileFormatError(f"{path} is a file of another format; {expected}")
+    return manifest, arrays
 
 
 def setting_changes(saved: Any, settings: Mapping[str, Any]) -> list[str]:

@@ -19,17 +19,14 @@ names every setting that differs, with both values.
 
 from __future__ import annotations
 
-import hmac
 import json
-import zipfile
-import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dpdl.archives import archive_digest, read_archive, setting_changes, write_archive
+from dpdl.archives import read_checked_archive, setting_changes, write_archive
 from dpdl.errors import FileFormatError
 from dpdl.files import json_safe
 from dpdl.jobspec import ENGINE_VERSION
@@ -79,27 +76,7 @@ def save_state(
 def _manifest(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The manifest and arrays of the checkpoint at `path`, checked whole and of this format."""
     expected = f"expected a checkpoint of a dpdl run (format {FORMAT} {FORMAT_VERSION})"
-    try:
-        manifest_bytes, arrays, stored = read_archive(path)
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:
-        raise FileFormatError(
-            f"{path} is not a readable checkpoint ({error}); {expected}"
-        ) from None
-    if not hmac.compare_digest(archive_digest(manifest_bytes, arrays), stored):
-        raise FileFormatError(
-            f"{path} fails its checksum: altered or torn after it was written; {expected}"
-        )
-    try:
-        manifest = json.loads(manifest_bytes)
-    except (ValueError, RecursionError) as error:
-        raise FileFormatError(f"{path} has an unreadable manifest ({error}); {expected}") from None
-    if (
-        not isinstance(manifest, dict)
-        or manifest.get("format") != FORMAT
-        or manifest.get("version") != FORMAT_VERSION
-    ):
-        raise FileFormatError(f"{path} is a file of another format; {expected}")
-    return manifest, arrays
+    return read_checked_archive(path, FORMAT, FORMAT_VERSION, expected)
 
 
 def load_state(

@@ -22,8 +22,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import zipfile
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from dpdl.archives import archive_digest, read_archive, setting_changes, write_archive
+from dpdl.archives import read_checked_archive, setting_changes, write_archive
 from dpdl.errors import FileFormatError
 from dpdl.files import atomic_write, json_safe
 from dpdl.jobspec import ENGINE_VERSION
@@ -136,28 +134,8 @@ def load_checkpoint(
         f"expected a checkpoint of agent {agent} of this run, written by dpdl (format {FORMAT} "
         f"{FORMAT_VERSION})"
     )
+    manifest, arrays = read_checked_archive(path, FORMAT, FORMAT_VERSION, expected)
     try:
-        manifest_bytes, arrays, stored = read_archive(path)
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:
-        # a pickle, random bytes, a truncated archive, an object array: numpy refuses without
-        # running anything
-        raise FileFormatError(
-            f"{path} is not a readable checkpoint ({error}); {expected}"
-        ) from None
-    if not hmac.compare_digest(archive_digest(manifest_bytes, arrays), stored):
-        raise FileFormatError(
-            f"{path} fails its checksum: altered or torn after it was written; {expected}"
-        )
-    try:
-        manifest = json.loads(manifest_bytes)
-        if (
-            not isinstance(manifest, dict)
-            or manifest.get("format") != FORMAT
-            or manifest.get("version") != FORMAT_VERSION
-        ):
-            raise ValueError(
-                f"format {manifest.get('format') if isinstance(manifest, dict) else manifest!r}"
-            )
         if manifest["engine"] != ENGINE_VERSION:
             raise FileFormatError(
                 f"{path} was written by engine version {manifest['engine']}, this is version "
