@@ -43,6 +43,34 @@ def test_default_threads_leave_the_cores_other_work_keeps_busy(monkeypatch) -> N
     assert threads.default_threads() == 1  # a loaded machine: one thread, never zero
 
 
+@pytest.mark.parametrize(
+    ("value", "count"), [(None, None), ("", None), ("3", 3), (" 2 ", 2), ("4,2", 4)]
+)
+def test_omp_num_threads_sets_the_default_count(monkeypatch, value, count) -> None:
+    """A user's OMP_NUM_THREADS is the default (its first level where it lists several); unset,
+    the idle cores are."""
+    monkeypatch.setattr(threads, "default_threads", lambda: 7)
+    if value is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", value)
+    assert threads.env_threads() == count
+    with threads.compute_threads(None) as used:
+        assert used == (count or 7) == torch.get_num_threads()
+    with threads.compute_threads(1) as used:  # a count given wins over the variable
+        assert used == 1
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two", "1.5"])
+def test_a_bad_omp_num_threads_is_one_clear_error(monkeypatch, value) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    with (
+        pytest.raises(ConfigError, match="OMP_NUM_THREADS must be a whole number >= 1"),
+        threads.compute_threads(None),
+    ):
+        pass
+
+
 def test_compute_threads_sets_torch_and_blas_and_restores_them() -> None:
     before = torch.get_num_threads()
     with threads.compute_threads(1) as count:

@@ -24,6 +24,7 @@ __all__ = [
     "allowed_cores",
     "compute_threads",
     "default_threads",
+    "env_threads",
     "job_threads",
     "require_threads",
 ]
@@ -67,6 +68,19 @@ def default_threads() -> int:
     return max(1, min(allowed, idle))
 
 
+def env_threads() -> int | None:
+    """The thread count `OMP_NUM_THREADS` asks for (the variable torch's and BLAS's users set;
+    its first number where it lists one per nesting level), or None where it is unset or empty.
+    Refuses a value that is not a whole number >= 1, naming the variable."""
+    text = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if not text:
+        return None
+    first = text.split(",")[0].strip()
+    if not first.isdigit() or int(first) < 1:
+        raise ConfigError(f"OMP_NUM_THREADS must be a whole number >= 1, got {text!r}")
+    return int(first)
+
+
 def require_threads(threads: int | None) -> None:
     """Refuse a thread count that is not None or a whole number >= 1."""
     if threads is not None and (
@@ -77,11 +91,12 @@ def require_threads(threads: int | None) -> None:
 
 @contextmanager
 def compute_threads(threads: int | None) -> Iterator[int]:
-    """Run the block with `threads` threads in torch and the BLAS libraries (None:
-    `default_threads`), and restore the counts they had after it; yields the count."""
+    """Run the block with `threads` threads in torch and the BLAS libraries (None: what
+    `OMP_NUM_THREADS` asks for where it is set, else `default_threads`), and restore the counts
+    they had after it; yields the count."""
     require_threads(threads)
     if threads is None:
-        threads = default_threads()
+        threads = env_threads() or default_threads()
     logger.info("computing with %d thread(s) (allowed cores: %d)", threads, allowed_cores())
     with _limited(threads):
         yield threads

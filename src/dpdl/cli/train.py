@@ -45,8 +45,8 @@ def train_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="threads torch and BLAS compute with (default: the cores this process may use that "
-        "the machine's other work leaves idle)",
+        help="threads torch and BLAS compute with (default: OMP_NUM_THREADS where it is set, "
+        "else the cores this process may use that the machine's other work leaves idle)",
     )
     add_checkpoint_arguments(parser)
     add_tensorboard_argument(parser, "every seed's metrics, in DIR/seed<s>")
