@@ -88,7 +88,7 @@ REPRODUCTIONS: dict[str, tuple[str, bool, str]] = {
     "horizon": (
         "horizon_design",
         True,
-        "noise designed for the whole run (``--objective horizon``) against the papers' one-step "
+        "noise designed for the whole run (`--objective horizon`) against the papers' one-step "
         "design.",
     ),
 }
