@@ -136,10 +136,10 @@ def _train(args: argparse.Namespace) -> int:
     print(f"results: {folder}", file=sys.stderr)
     for run in result.runs:
         if run.resumed_from is not None:
-            done = "finished before" if run.resumed_from == config.steps else "resumed"
+            done = "finished before" if run.resumed_from == result.config.steps else "resumed"
             print(
                 f"seed {run.seed}: {done} (checkpoint at step {run.resumed_from} of "
-                f"{config.steps})",
+                f"{result.config.steps})",
                 file=sys.stderr,
             )
     for report in result.runs[0].privacy:
