@@ -27,10 +27,9 @@ def _train(*options: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_a_killed_run_resumes_to_the_same_files(tmp_path) -> None:
-    whole = tmp_path / "whole"
-    assert _train("--out", str(whole)).returncode == 0
-    out = tmp_path / "killed"
+def _killed_at_first_checkpoint(out: Path) -> int | None:
+    """Start the run into `out`, checkpointing every 20 steps, and kill it (SIGKILL) once its
+    first checkpoint is written (or it ended, or 240 s passed); its exit code."""
     checkpoint = out / "checkpoints" / "seed0.npz"
     process = subprocess.Popen(
         [sys.executable, "-m", "dpdl.cli", "train", *RUN, "--out", str(out),
@@ -44,8 +43,16 @@ def test_a_killed_run_resumes_to_the_same_files(tmp_path) -> None:
         process.send_signal(signal.SIGKILL)
     finally:
         process.wait()
-    assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
-    assert checkpoint.exists() and not (out / "final.json").exists()
+    return process.returncode
+
+
+def test_a_killed_run_resumes_to_the_same_files(tmp_path) -> None:
+    whole = tmp_path / "whole"
+    assert _train("--out", str(whole)).returncode == 0
+    out = tmp_path / "killed"
+    returncode = _killed_at_first_checkpoint(out)
+    assert returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    assert (out / "checkpoints" / "seed0.npz").exists() and not (out / "final.json").exists()
     resumed = _train("--out", str(out), "--resume")
     assert resumed.returncode == 0, resumed.stderr
     # it says where it went on from: a step the killed run had saved, before the end
@@ -59,18 +66,7 @@ def test_a_killed_run_resumes_to_the_same_files(tmp_path) -> None:
 
 def test_resuming_with_other_options_is_one_clear_error(tmp_path) -> None:
     out = tmp_path / "run"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "dpdl.cli", "train", *RUN, "--out", str(out),
-         "--checkpoint-every", "20"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 240
-        while not (out / "checkpoints" / "seed0.npz").exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.wait()
+    _killed_at_first_checkpoint(out)
     refused = _train("--out", str(out), "--resume", "--lr", "0.5", "--eps", "4")
     assert refused.returncode != 0
     errors = [line for line in refused.stderr.splitlines() if line.strip()]
