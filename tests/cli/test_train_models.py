@@ -30,6 +30,19 @@ def _train(folder: Path, task: str, *options: str) -> dict:
     return json.loads((folder / "final.json").read_text())
 
 
+def _scores_as_reported(network: nn.Module, built, final: dict) -> float:  # noqa: ANN001 (a task)
+    """`network`'s accuracy on the task's test set, checked to be the average model's accuracy the
+    run reported, exactly, and its loss to float32 rounding."""
+    with torch.no_grad():
+        outputs = network(built.test_inputs)
+    accuracy = float((outputs.argmax(dim=1) == built.test_targets).double().mean())
+    assert accuracy == final["test_accuracy_average_model"]
+    np.testing.assert_allclose(
+        float(loss(outputs, built.test_targets).mean()), final["test_loss_average_model"], rtol=1e-5
+    )
+    return accuracy
+
+
 @pytest.mark.parametrize(
     ("task", "options"),
     [("mnist-mlp", ()), ("mnist-cnn", ("--examples-per-agent", "40", "--test-examples", "300"))],
@@ -49,13 +62,7 @@ def test_a_trained_model_loads_into_its_task_and_scores_what_the_run_reported(
     network = saved.module()
     assert isinstance(network, nn.Module) and next(network.parameters()).dtype == torch.float32
     built = build_task(task, 3, 0, TaskOptions(**saved.manifest["task"]["options"]))
-    with torch.no_grad():
-        outputs = network(built.test_inputs)
-    accuracy = float((outputs.argmax(dim=1) == built.test_targets).double().mean())
-    assert accuracy == final["test_accuracy_average_model"]
-    np.testing.assert_allclose(
-        float(loss(outputs, built.test_targets).mean()), final["test_loss_average_model"], rtol=1e-5
-    )
+    accuracy = _scores_as_reported(network, built, final)
     # every agent's model too: the engine's own scores of each
     first = saved.module(agent=1)
     scores = built.evaluate(torch.as_tensor(saved.models))
@@ -97,10 +104,4 @@ def test_a_plugin_tasks_model_loads_into_the_network_its_task_builds(tmp_path: P
         built = task("test-mnist-flat", 3, 0, TaskOptions(**saved.manifest["task"]["options"]))
     finally:
         TASK_REGISTRY.unregister("test-mnist-flat")
-    with torch.no_grad():
-        outputs = network(built.test_inputs)
-    accuracy = float((outputs.argmax(dim=1) == built.test_targets).double().mean())
-    assert accuracy == final["test_accuracy_average_model"]
-    np.testing.assert_allclose(
-        float(loss(outputs, built.test_targets).mean()), final["test_loss_average_model"], rtol=1e-5
-    )
+    _scores_as_reported(network, built, final)
