@@ -1,6 +1,7 @@
 """The docstrings are Markdown, which mkdocstrings renders (docs/contributing.md): no
 reStructuredText left in them, which the site would show raw (`make docs` checks the built pages
-too: scripts/check_site.py)."""
+too: scripts/check_site.py). The reproductions' docstrings are scanned the same way: a module's is
+the intro of its REPORT.md and its first line the summary `dpdl reproduce --list` prints."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1] / "src" / "dpdl"
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = [REPO / "src" / "dpdl", REPO / "reproductions" / "src" / "dpdl_reproductions"]
 #: reST that Markdown shows raw: a Sphinx role, a field list, an inline literal in double
 #: backticks (Markdown's `` `x` `` pads code that holds a backtick), a paragraph ending in `::`.
 REST = {
@@ -71,10 +73,12 @@ def test_the_scan_leaves_markdown_alone(text: str) -> None:
     assert not rest_in(text)
 
 
-def test_no_docstring_holds_rest() -> None:
+@pytest.mark.parametrize("root", SOURCES, ids=lambda root: root.name)
+def test_no_docstring_holds_rest(root: Path) -> None:
+    assert any(root.rglob("*.py")), root
     found = [
-        f"{path.relative_to(ROOT.parents[1])}:{line}: {', '.join(rest)}"
-        for path in sorted(ROOT.rglob("*.py"))
+        f"{path.relative_to(REPO)}:{line}: {', '.join(rest)}"
+        for path in sorted(root.rglob("*.py"))
         for line, text in docstrings(ast.parse(path.read_text(encoding="utf-8")))
         if (rest := rest_in(text))
     ]
