@@ -42,11 +42,18 @@ def run_agent_parser(sub: argparse._SubParsersAction) -> None:
         "(X25519), then train (D-SGD, or gradient tracking with --algorithm dsgt) exchanging "
         "authenticated messages with its graph neighbours only. Reads RANK, WORLD_SIZE, "
         "LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the environment, as torchrun sets them "
-        "(torchrun ... -m dpdl.cli -- run-agent ...); writes the final model to "
+        "(torchrun ... -m dpdl.cli -- run-agent ...); MASTER_ADDR is the first agent's host as "
+        "the others reach it (not 127.0.0.1 across hosts); writes the final model to "
         "WORKDIR/agent<id>/final.npy.",
     )
     add_training_arguments(parser)
     add_agent_arguments(parser)
+    parser.add_argument(
+        "--interface",
+        metavar="NAME",
+        help="network interface of this agent's sockets when the agents run on several hosts "
+        "(default: the one that routes to MASTER_ADDR; GLOO_SOCKET_IFNAME, where set, is kept)",
+    )
     parser.set_defaults(handler=_run_agent)
 
 
@@ -56,7 +63,7 @@ def _run_agent(args: argparse.Namespace) -> int:
     from dpdl.runtime.agent import final_model_path
 
     options = _agent_options(args)
-    rank = init_agent(backend=options.backend)
+    rank = init_agent(backend=options.backend, interface=args.interface)
     agent = remaining_agents(args.n, options.departed)[rank]
     run_agent(
         from_options(TrainConfig, args), args.seed[0], agent, options, progress=not args.no_progress

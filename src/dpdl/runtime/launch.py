@@ -38,7 +38,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from dpdl.errors import ConfigError, DpdlError
+from dpdl.errors import ConfigError, DpdlError, PeerFailure
 from dpdl.files import folder_lock, require_folder
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.departure import remaining_agents
@@ -52,6 +52,7 @@ from dpdl.runtime.agent import (
     run_agent,
 )
 from dpdl.runtime.backend import agent_device, environment_int, process_group_backend
+from dpdl.runtime.network import choose_interface
 
 __all__ = [
     "Agents",
@@ -85,10 +86,18 @@ def free_port() -> int:
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-def init_agent(rank: int | None = None, world: int | None = None, backend: str = "gloo") -> int:
+def init_agent(
+    rank: int | None = None,
+    world: int | None = None,
+    backend: str = "gloo",
+    interface: str | None = None,
+) -> int:
     """Join the process group of `backend` ([`dpdl.runtime.backend`][dpdl.runtime.backend]) from
     the environment `torchrun` sets; returns the rank. Under nccl the agent's GPU becomes the
-    current device."""
+    current device. On several hosts the agent's sockets use `interface`, else the interface
+    that routes to `MASTER_ADDR` ([`choose_interface`][dpdl.runtime.network.choose_interface]).
+    A group that cannot be joined within `JOIN_TIMEOUT` seconds (the master unreachable, an
+    agent missing) is a [`PeerFailure`][dpdl.errors.PeerFailure] of round 0."""
     if rank is None or world is None:
         missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
         if missing:
@@ -102,13 +111,26 @@ def init_agent(rank: int | None = None, world: int | None = None, backend: str =
     device = agent_device(backend)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(
-        process_group_backend(backend),
-        init_method="env://",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=JOIN_TIMEOUT),
-    )
+    master = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+    if "MASTER_ADDR" in os.environ:
+        choose_interface(os.environ["MASTER_ADDR"], environment_int("MASTER_PORT"), interface)
+    try:
+        dist.init_process_group(
+            process_group_backend(backend),
+            init_method="env://",
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=JOIN_TIMEOUT),
+        )
+    except RuntimeError as error:  # torch's DistNetworkError, DistStoreError, gloo's own
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise PeerFailure(
+            f"rank {rank} could not join the {world} agents at {master} within {JOIN_TIMEOUT:g} s "
+            f"({reason}); check that every agent was started and that the hosts reach one "
+            "another (--interface names the network interface to use)",
+            0,
+            0,
+        ) from error
     return rank
 
 
