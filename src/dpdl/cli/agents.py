@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from dpdl.cli.options import add_training_arguments
-from dpdl.errors import ConfigError
+from dpdl.errors import AuthenticationError, ConfigError, PeerFailure
 from dpdl.jobspec.config import TrainConfig
 from dpdl.runtime.options import AgentOptions
 from dpdl.settings import add_arguments, from_options
@@ -65,9 +66,20 @@ def _run_agent(args: argparse.Namespace) -> int:
     options = _agent_options(args)
     rank = init_agent(backend=options.backend, interface=args.interface)
     agent = remaining_agents(args.n, options.departed)[rank]
-    run_agent(
-        from_options(TrainConfig, args), args.seed[0], agent, options, progress=not args.no_progress
-    )
+    try:
+        run_agent(
+            from_options(TrainConfig, args),
+            args.seed[0],
+            agent,
+            options,
+            progress=not args.no_progress,
+        )
+    except (PeerFailure, AuthenticationError) as error:  # a neighbour died, went silent or lied
+        # End now (its last states are saved), as run-local's agents do: tearing the process
+        # group down waits on the failed peer's pending messages (3 s here), delaying the stop.
+        sys.stdout.flush()
+        print(f"dpdl: error: {error}", file=sys.stderr, flush=True)
+        os._exit(2)
     print(
         f"agent {agent} (rank {rank}): final model {final_model_path(args.workdir, agent)}",
         file=sys.stderr,
@@ -97,7 +109,6 @@ def run_local_parser(sub: argparse._SubParsersAction) -> None:
 def _run_local(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from dpdl.errors import PeerFailure
     from dpdl.experiments.results import json_safe
     from dpdl.runtime import run_local
 
