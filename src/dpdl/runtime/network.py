@@ -10,8 +10,8 @@ which this host reaches `MASTER_ADDR` (the kernel's route to it). A loopback `MA
 machine, as `dpdl run-local` runs) needs nothing. Under nccl, `NCCL_SOCKET_IFNAME` is set to the
 same interface for NCCL's own bootstrap, unless it is set already.
 
-Linux only for the automatic choice (the interfaces' addresses are read with `ioctl`); elsewhere,
-name the interface.
+Linux and IPv4 only for the automatic choice (the interfaces' addresses are read with `ioctl`);
+elsewhere, name the interface.
 """
 
 from __future__ import annotations
@@ -77,12 +77,14 @@ def choose_interface(master_addr: str, master_port: int, interface: str | None) 
         return os.environ["GLOO_SOCKET_IFNAME"]
     else:
         try:
-            loopback = ipaddress.ip_address(socket.gethostbyname(master_addr)).is_loopback
-        except (OSError, ValueError) as error:
+            family, *_, where = socket.getaddrinfo(
+                master_addr, master_port, proto=socket.IPPROTO_TCP
+            )[0]
+        except OSError as error:
             raise ConfigError(f"MASTER_ADDR={master_addr} does not resolve: {error}") from None
-        if loopback:
-            return None
-        source = route_source(master_addr, master_port)
+        if ipaddress.ip_address(where[0]).is_loopback or family != socket.AF_INET:
+            return None  # one machine; or IPv6, whose interface addresses are not read here
+        source = route_source(where[0], master_port)
         chosen = next((name for name in names if interface_address(name) == source), None)
         if chosen is None:
             return None
