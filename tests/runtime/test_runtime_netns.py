@@ -142,7 +142,7 @@ def _delay(net: Network) -> Callable[[], None] | str:
         for namespace, device in ends:  # afresh, without the agents' backlog, for the ping
             _sh(*_in(namespace), "tc", "qdisc", "replace", "dev", device, "root", "pfifo")
             _sh(*_in(namespace), "tc", "qdisc", "replace", "dev", device, "root", *shape)
-        log.info("delay measured on the idle link: %s", _ping(net, 5, 0.3, 10, each=True))
+        log.info("delay measured on the idle link: %s", _ping(net, 4, 0.5, 8, each=True))
         for namespace, device in ends:
             _sh(*_in(namespace), "tc", "qdisc", "del", "dev", device, "root")
 
@@ -163,7 +163,7 @@ def _loss(net: Network) -> Callable[[], None] | str:
     log.info("loss: iptables statistic --mode random --probability 0.95 DROP, in and out")
 
     def undo() -> None:
-        log.info("loss measured after detection: %s", _ping(net, 50, 0.02, 2))
+        log.info("loss measured after detection: %s", _ping(net, 50, 0.02, 1))
         for rule in rules:
             _sh(*_in(net.agents[VICTIM]), "iptables", "-D", *rule)
 
