@@ -5,6 +5,12 @@ leave either the previous file or the new one, never a torn mix: `atomic_write` 
 temporary file in the same folder (same file system, so the rename is atomic), flushes it to disk
 and renames it over the target. `json_safe` makes values writable as strict JSON.
 `folder_lock` keeps two jobs out of one working folder.
+
+Every file dpdl reads by name goes through `require_regular` or `read_regular` first: a FIFO, a
+device (`/dev/null`, `/dev/zero`), a socket or a folder given where a file is expected is refused
+by name, never opened (a FIFO would block the reader forever, `/dev/zero` never ends).
+`parse_json` turns JSON nested too deep for Python's parser into the same one clear error as any
+other malformed file.
 """
 
 from __future__ import annotations
@@ -12,14 +18,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dpdl.errors import ConfigError
+from dpdl.errors import ConfigError, DpdlError
 
 __all__ = [
     "LOCK_NAME",
@@ -27,7 +35,10 @@ __all__ = [
     "file_sha256",
     "folder_lock",
     "json_safe",
+    "parse_json",
+    "read_regular",
     "require_folder",
+    "require_regular",
 ]
 
 #: The lock file a job holds in its working folder (:func:`folder_lock`).
@@ -90,6 +101,74 @@ def require_folder(folder: Path, what: str) -> None:
                 where = "is" if place == folder else f"lies under {place}, which is"
                 raise ConfigError(f"{what} {folder} {where} a file, not a folder")
             return
+
+
+#: What a file that is not regular is, by the test of its mode (`stat`).
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(path: Path, mode: int, what: str, error: type[DpdlError]) -> DpdlError:
+    kind = next((name for test, name in _KINDS if test(mode)), "not a plain file")
+    return error(f"{what} {path} is not a regular file: it is {kind}; give a file")
+
+
+def require_regular(path: Path, what: str, error: type[DpdlError] = ConfigError) -> Path:
+    """`path`, when it names a regular file (a link to one is followed); else an `error` (a
+    [`DpdlError`][dpdl.errors.DpdlError] subclass) naming it as `what`: not found, a folder, a
+    FIFO, a device or a socket. Checked before a reader opens the file, so that a FIFO cannot
+    block it."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}") from None
+    except OSError as problem:  # a loop of links, a name too long, a path through a file
+        raise error(f"{what} {path} cannot be read ({problem.strerror or problem})") from None
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode, what, error)
+    return path
+
+
+def read_regular(path: Path, what: str, error: type[DpdlError] = ConfigError) -> bytes:
+    """The bytes of the regular file `path`, else an `error` as
+    [`require_regular`][dpdl.files.require_regular] raises it. The file is opened without
+    blocking and checked on the open descriptor, so that a FIFO put in its place after a check
+    cannot block the read."""
+    path = Path(path)
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}") from None
+    except OSError as problem:
+        raise error(f"{what} {path} cannot be read ({problem.strerror or problem})") from None
+    try:
+        mode = os.fstat(handle).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode, what, error)
+        os.set_blocking(handle, True)
+        with os.fdopen(os.dup(handle), "rb") as stream:
+            return stream.read()
+    except OSError as problem:
+        raise error(f"{what} {path} cannot be read ({problem.strerror or problem})") from None
+    finally:
+        os.close(handle)
+
+
+def parse_json(data: bytes | str, path: Path, what: str, error: type[DpdlError]) -> Any:
+    """The JSON value of `data`, read from `path`; an `error` naming `path` as `what` when it
+    is not JSON, not UTF-8, or nested too deep for Python's parser (a `RecursionError`)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise error(f"{what} {path} is nested too deeply to be read as JSON") from None
+    except ValueError as problem:  # json.JSONDecodeError, UnicodeDecodeError
+        raise error(f"{what} {path} is not JSON ({problem})") from None
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dpdl.errors import ConfigError
+from dpdl.files import read_regular
 
 __all__ = [
     "NOT_RECORDED",
@@ -191,17 +192,21 @@ def parse_set(assignment: str) -> tuple[str, Any]:
 
 def read_toml(path: Path, what: str = "options file") -> tuple[str, dict[str, Any]]:
     """The text of the TOML file `path` (for the lines errors name) and its data; a missing,
-    unreadable or invalid file is a [`ConfigError`][dpdl.errors.ConfigError] naming it as `what`."""
+    unreadable, not regular (a FIFO, a device, a folder), invalid or too deeply nested file is a
+    [`ConfigError`][dpdl.errors.ConfigError] naming it as `what`."""
     try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{what} not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as error:
+        text = read_regular(Path(path), what).decode("utf-8")
+    except UnicodeDecodeError as error:
         raise ConfigError(f"cannot read {what} {path}: {error}") from None
     try:
         return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{what} {path} is nested too deeply to be read (tables or arrays inside one another "
+            "hundreds of levels deep)"
+        ) from None
 
 
 def load_options(
