@@ -11,7 +11,8 @@ covariance (Whisper, CorN-DSGD's multi-seed design) stay dense and check first, 
 `memory_limit` is the memory a job may use: `DPDL_MEMORY_LIMIT` when set, else what the
 operating system says is available (`MemAvailable` of `/proc/meminfo`, capped by a cgroup's
 `memory.max`; elsewhere the physical memory). `dpdl.jobspec.resources` compares a whole
-job's estimate with it.
+job's estimate with it; `require_memory` compares a few named terms (a graph file's reading,
+`dpdl.graphs.sizes`) with it.
 """
 
 from __future__ import annotations
@@ -19,20 +20,25 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from dpdl.errors import ConfigError, ResourceError
 
 __all__ = [
     "AGENT_EVAL_PAIRS",
+    "GRAPH_EDGE_BYTES",
+    "GRAPH_NODE_BYTES",
     "MEMORY_LIMIT_ENV",
     "SPARSE_MIN_AGENTS",
     "agent_test_count",
     "dense_bytes",
     "format_bytes",
+    "graph_terms",
     "memory_limit",
     "parse_bytes",
     "require_dense",
+    "require_memory",
 ]
 
 #: From this many agents on, W is held sparse (CSR) and its spectrum found by sparse eigensolvers.
@@ -44,6 +50,10 @@ SPARSE_MIN_AGENTS = 1000
 #: (``512M``, ``8G``, ``1.5T``), or ``inf`` to check nothing; it overrides what the OS says.
 MEMORY_LIMIT_ENV = "DPDL_MEMORY_LIMIT"
 
+#: Bytes networkx spends per node and per edge of a graph (dicts of dicts; measured).
+GRAPH_NODE_BYTES = 300
+GRAPH_EDGE_BYTES = 150
+
 _SUFFIXES = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 
 
@@ -54,7 +64,13 @@ def dense_bytes(n: int, matrices: int = 1) -> int:
 
 def format_bytes(count: float) -> str:
     """`count` bytes in binary units, e.g. `74.5 GiB`."""
-    for unit, size in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+    for unit, size in (
+        ("EiB", 2**60),
+        ("PiB", 2**50),
+        ("TiB", 2**40),
+        ("GiB", 2**30),
+        ("MiB", 2**20),
+    ):
         if count >= size:
             return f"{count / size:.1f} {unit}"
     return f"{count / 2**10:.1f} KiB"
@@ -139,6 +155,38 @@ def require_dense(n: int, what: str, matrices: int) -> None:
             f"({format_bytes(needed)}: {matrices} matrices of {n} x {n} float64), more than the "
             f"{format_bytes(limit[0])} of {limit[1]}; use a mechanism accounted in closed form "
             "at any n (ldp, cdp) or fewer agents"
+        )
+
+
+def graph_terms(n: int, edges: int, dense: bool) -> dict[str, float]:
+    """The bytes of a graph of `n` nodes and `edges` edges as networkx holds it and of its
+    mixing matrix W (`dense`: a float64 n x n array and its eigendecomposition; else CSR), by
+    named term."""
+    terms = {
+        f"networkx graph ({n:,} nodes, {edges:,} edges)": float(
+            GRAPH_NODE_BYTES * n + GRAPH_EDGE_BYTES * edges
+        )
+    }
+    if dense:
+        terms[f"dense mixing matrix W ({n:,} x {n:,} float64) and its eigendecomposition"] = (
+            3 * 8.0 * n * n
+        )
+    else:
+        terms[f"sparse mixing matrix W ({2 * edges + n:,} entries)"] = 3 * 12.0 * (2 * edges + n)
+    return terms
+
+
+def require_memory(terms: Mapping[str, float], what: str, advice: str) -> None:
+    """Raise a [`ResourceError`][dpdl.errors.ResourceError] naming `what`, the bytes of `terms`
+    added up, the largest term and the limit, when they exceed the memory a job may use
+    (`memory_limit`); `advice` says what to do instead."""
+    limit, needed = memory_limit(), float(sum(terms.values()))
+    if limit is not None and needed > limit[0]:
+        name, size = max(terms.items(), key=lambda item: item[1])
+        raise ResourceError(
+            f"{what}: that needs about {format_bytes(needed)} of memory (largest term: {name}, "
+            f"{format_bytes(size)}), more than the {format_bytes(limit[0])} of {limit[1]}; "
+            f"{advice}, or set {MEMORY_LIMIT_ENV} to override"
         )
 
 

@@ -24,6 +24,8 @@ import numpy as np
 
 from dpdl.choices import ADJACENCY_KEY, GRAPH_FILE_FORMATS
 from dpdl.errors import GraphError
+from dpdl.files import read_regular, require_regular
+from dpdl.graphs.sizes import declared_size, require_graph_file_fits
 from dpdl.graphs.topologies import read_edgelist, relabel_consecutive
 
 if TYPE_CHECKING:
@@ -57,10 +59,7 @@ def _error(path: Path, problem: str) -> GraphError:
 def _text(path: Path) -> str:
     """The file's text (`.gz` decompressed); a binary file is an error, not a decoding
     traceback."""
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise _error(path, f"it cannot be read ({error.strerror or error})") from None
+    raw = read_regular(path, "graph file", GraphError)
     if path.suffix == ".gz":
         try:
             raw = gzip.decompress(raw)
@@ -88,6 +87,7 @@ def detect_format(path: Path) -> str:
     `.gz`), else from its content: a zip archive is an `.npz`, XML is GraphML, a `graph [`
     is GML, a text file whose first line is one integer is decentralizepy's, other text an edge
     list."""
+    require_regular(path, "graph file", GraphError)
     suffixes = [s for s in path.suffixes[-2:] if s != ".gz"]
     if suffixes and suffixes[-1].lower() in _EXTENSIONS:
         return _EXTENSIONS[suffixes[-1].lower()]
@@ -271,14 +271,17 @@ _READERS: dict[str, Callable[[Path], nx.Graph]] = {
 
 def read_graph_file(path: str | Path, fmt: str = "file") -> nx.Graph:
     """The graph in `path`, read as `fmt` (a key of `GRAPH_FILE_FORMATS`, or `"file"`
-    to detect it: [`detect_format`][dpdl.graphs.readers.detect_format]), on the nodes `0..n-1`."""
-    path = Path(path)
-    if not path.is_file():
-        raise GraphError(f"graph file not found: {path}")
+    to detect it: [`detect_format`][dpdl.graphs.readers.detect_format]), on the nodes `0..n-1`.
+    A path that is not a regular file (a FIFO, a device, a folder) is a
+    [`GraphError`][dpdl.errors.GraphError]; a file whose declared size does not fit in memory
+    ([`declared_size`][dpdl.graphs.sizes.declared_size]) a
+    [`ResourceError`][dpdl.errors.ResourceError], both before it is read."""
+    path = require_regular(Path(path), "graph file", GraphError)
     if fmt == "file":
         fmt = detect_format(path)
     if fmt not in _READERS:
         raise GraphError(f"unknown graph file format {fmt!r}; {ACCEPTED}")
+    require_graph_file_fits(path, declared_size(path, fmt))
     try:
         graph = _READERS[fmt](path)
     except GraphError as error:

@@ -19,6 +19,7 @@ import numpy as np
 from dpdl.choices import REAL_GRAPHS
 from dpdl.data.paths import data_file
 from dpdl.errors import GraphError
+from dpdl.files import require_regular
 
 __all__ = [
     "LARGE_ERDOS_RENYI",
@@ -221,9 +222,7 @@ def read_edgelist(path: str | Path) -> nx.Graph:
     relabelled to `0..n-1` in increasing order. A binary file is a
     [`GraphError`][dpdl.errors.GraphError], not a decoding error from deep inside the reader.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise GraphError(f"edge list file not found: {path}")
+    path = require_regular(Path(path), "edge list file", GraphError)
     opener = gzip.open if path.suffix == ".gz" else open
     graph = nx.Graph()
     try:

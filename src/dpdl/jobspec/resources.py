@@ -30,9 +30,17 @@ import os
 from dataclasses import dataclass, field
 
 from dpdl.choices import FACTORIZED_REGISTRY
-from dpdl.errors import ConfigError, ResourceError
+from dpdl.errors import ConfigError, GraphError, ResourceError
+from dpdl.graphs.readers import detect_format, graph_file_spec
+from dpdl.graphs.sizes import declared_size
 from dpdl.jobspec.config import TrainConfig
-from dpdl.scale import SPARSE_MIN_AGENTS, agent_test_count, format_bytes, memory_limit
+from dpdl.scale import (
+    SPARSE_MIN_AGENTS,
+    agent_test_count,
+    format_bytes,
+    graph_terms,
+    memory_limit,
+)
 from dpdl.settings import TaskOptions
 
 __all__ = [
@@ -78,9 +86,6 @@ SETUP_SECONDS = 3.0
 #: Operations worth one Gaussian draw (numpy's ziggurat, per coordinate).
 NORMAL_COST = 10
 
-#: Bytes networkx spends per node and per edge of a graph (dicts of dicts; measured).
-GRAPH_NODE_BYTES = 300
-GRAPH_EDGE_BYTES = 150
 #: Dense n x n float64 matrices each mechanism's design and exact accounting hold at once: the
 #: certified accountant's (:mod:`dpdl.accounting.sensitivity`: the agents' factor B, n x 2n for
 #: Whisper's one secret and for DECOR on a graph of about n edges, its QR's Q, the right inverse,
@@ -199,8 +204,16 @@ def task_shape(task: str, n: int, options: TaskOptions) -> TaskShape | None:
 
 def graph_size(spec: str, n: int | None, p: float | None) -> tuple[int, int] | None:
     """`(agents, edges)` of a built-in synthetic topology (the expected edges of `er`, arcs of
-    `er-directed`), without building it; None for a real graph, a graph file or a registered
-    source."""
+    `er-directed`) or of a graph file (as its header declares it:
+    [`declared_size`][dpdl.graphs.sizes.declared_size]), without building it; None for a real
+    graph, a registered source or a file too malformed to say (its reader names the problem)."""
+    if isinstance(spec, str) and (file := graph_file_spec(spec)) is not None:
+        fmt, path = file
+        try:
+            size = declared_size(path, detect_format(path) if fmt == "file" else fmt)
+        except GraphError:
+            return None
+        return (size.nodes, max(size.edges, size.nodes - 1)) if size.nodes > 0 else None
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         return None  # the graph's own checks name a bad size
     p = p if isinstance(p, (int, float)) and 0 <= p <= 1 else 1.0
@@ -290,17 +303,8 @@ def format_seconds(seconds: float) -> str:
 
 def _design_terms(sizes: JobSizes) -> dict[str, float]:
     """The graph, W (with its eigendecomposition when dense) and the noise design."""
-    n, edges = sizes.n, sizes.edges
-    terms = {
-        f"networkx graph ({n:,} nodes, {edges:,} edges)": GRAPH_NODE_BYTES * n
-        + GRAPH_EDGE_BYTES * edges
-    }
-    if sizes.dense:
-        terms[f"dense mixing matrix W ({n:,} x {n:,} float64) and its eigendecomposition"] = (
-            3 * 8.0 * n * n
-        )
-    else:
-        terms[f"sparse mixing matrix W ({2 * edges + n:,} entries)"] = 3 * 12.0 * (2 * edges + n)
+    n = sizes.n
+    terms = graph_terms(n, sizes.edges, sizes.dense)
     matrices = DENSE_DESIGN_MATRICES.get(sizes.mechanism, 0)
     if matrices:
         terms[
