@@ -187,6 +187,11 @@ def parse_set(assignment: str) -> tuple[str, Any]:
         value = tomllib.loads(f"value = {text}")["value"]
     except tomllib.TOMLDecodeError:
         value = text
+    except RecursionError:
+        raise ConfigError(
+            f"--set {key.strip()}: the value is nested too deeply to be read "
+            "(arrays or tables inside one another hundreds of levels deep)"
+        ) from None
     return key.strip(), value
 
 
