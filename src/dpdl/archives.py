@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from dpdl.errors import FileFormatError
-from dpdl.files import atomic_write
+from dpdl.files import atomic_write, require_regular
 
 __all__ = [
     "archive_digest",
@@ -80,10 +80,12 @@ def read_checked_archive(
     path: Path, kind: str, version: int, expected: str
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The JSON manifest and the arrays of the archive at `path`, checked whole: readable, its
-    checksum its own, its manifest a JSON object of format `kind` and version `version`. Raises
+    checksum its own, its manifest a JSON object of format `kind` and version `version`. A path
+    that is not a regular file (a FIFO, a device, a folder) is refused before it is opened. Raises
     one [`FileFormatError`][dpdl.errors.FileFormatError] naming `path` and what was `expected`
     otherwise (a pickle, random bytes, a truncated archive, an object array: numpy refuses them
     without running anything)."""
+    require_regular(path, "checkpoint", FileFormatError)
     try:
         manifest_bytes, arrays, stored = read_archive(path)
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:

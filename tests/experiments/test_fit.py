@@ -169,7 +169,11 @@ def test_design_noise_is_calibrated_for_the_privacy_unit_given() -> None:
         ({"strategy": "fast"}, ConfigError, "unknown gradient strategy 'fast'"),
         ({"callbacks": print}, ConfigError, "callbacks: expected a sequence of functions"),
         ({"checkpoint_every": 0}, ConfigError, "checkpoint_every: expected an integer >= 1"),
-        ({"resume_from": "no-such.npz"}, ConfigError, "resume_from: no-such.npz is not a file"),
+        (
+            {"resume_from": "no-such.npz"},
+            ConfigError,
+            "resume_from: checkpoint not found: no-such.npz",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_error(data, change, error, message) -> None:

@@ -62,7 +62,8 @@ def _sweep(args: argparse.Namespace) -> int:
     from dpdl.experiments.sweeps.spec import DEFAULT, named_sweep_file, read_sweep
 
     path, name = args.file, args.file.stem
-    if path.suffix != ".toml" and not path.is_file():  # a registered sweep's name
+    # a registered sweep's name, unless a file stands there (a FIFO or a device is refused by name)
+    if path.suffix != ".toml" and (not path.exists() or path.is_dir()):
         path = named_sweep_file(str(args.file), args.quick)
         name += "-quick" if args.quick else ""
     elif args.quick:

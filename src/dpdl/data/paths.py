@@ -25,6 +25,7 @@ from typing import Any
 import platformdirs
 
 from dpdl.errors import DataError
+from dpdl.files import require_regular
 
 __all__ = ["bundled_file", "cache_dir", "data_file", "data_roots", "manifest"]
 
@@ -78,8 +79,8 @@ def data_file(dataset: str, *relatives: str) -> Path:
     roots = data_roots()
     for _, root in roots:
         for relative in relatives:
-            if (root / relative).is_file():
-                return root / relative
+            if (root / relative).exists():  # a FIFO or a folder is refused by name, not skipped
+                return require_regular(root / relative, f"data file of {dataset!r}", DataError)
     looked = " and ".join(f"{root} ({what})" for what, root in roots)
     hint = "" if "DPDL_DATA_DIR" in dict(roots) else "; or set DPDL_DATA_DIR to a folder holding it"
     raise DataError(

@@ -48,7 +48,7 @@ from dpdl.experiments.saved_models import (
     load_models,
     save_models,
 )
-from dpdl.files import json_safe
+from dpdl.files import json_safe, require_regular
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.graphs.mixing import validate_mixing_matrix
 from dpdl.graphs.topologies import require_connected
@@ -525,8 +525,8 @@ def _calling(
 def _require_checkpoints(every: Any, resume_from: str | Path | None) -> None:
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
         raise ConfigError(f"checkpoint_every: expected an integer >= 1, got {every!r}")
-    if resume_from is not None and not Path(resume_from).is_file():
-        raise ConfigError(f"resume_from: {resume_from} is not a file (a checkpoint of fit)")
+    if resume_from is not None:
+        require_regular(Path(resume_from), "resume_from: checkpoint")
 
 
 def _plain(value: Any) -> bool:

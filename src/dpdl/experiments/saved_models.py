@@ -48,7 +48,7 @@ from torch import nn
 from dpdl import __version__
 from dpdl.choices import TASKS
 from dpdl.errors import ConfigError, FileFormatError
-from dpdl.files import atomic_write, json_safe, require_folder
+from dpdl.files import atomic_write, json_safe, parse_json, read_regular, require_folder
 from dpdl.graphs.mixing import Weights, as_format
 from dpdl.tasks.layout import ParameterLayout
 
@@ -366,15 +366,14 @@ _REQUIRED = ("task", "parameters", "agents", "seed", "mechanism", "privacy", "hi
 
 def _read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST
-    if not path.is_file():
+    if not path.exists():
         raise FileFormatError(
             f"{folder} holds no {MANIFEST}: not a folder of saved models (dpdl train "
             "--save-models writes RESULTS/models/seed<s>/, FitResult.save a folder of its own)"
         )
-    try:
-        manifest = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise FileFormatError(f"{path} is not JSON ({error})") from None
+    manifest = parse_json(
+        read_regular(path, "manifest", FileFormatError), path, "manifest", FileFormatError
+    )
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise FileFormatError(f"{path} is not a manifest of saved models (format {FORMAT!r})")
     if manifest.get("format_version") != FORMAT_VERSION:
@@ -407,10 +406,7 @@ def _verified_bytes(folder: Path, entry: Any) -> tuple[Path, bytes]:
     if Path(name).name != name or name in ("", ".", ".."):
         raise FileFormatError(f"{folder / MANIFEST}: {name!r} is not a file name in the folder")
     path = folder / name
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise FileFormatError(f"{path}, listed in the manifest, cannot be read ({error})") from None
+    data = read_regular(path, "file listed in the manifest", FileFormatError)
     digest = hashlib.sha256(data).hexdigest()
     if digest != entry["sha256"]:
         raise FileFormatError(

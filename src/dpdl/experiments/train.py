@@ -221,7 +221,7 @@ def run_seed(
     (`RunCheckpoints`); `callback(seed, step, metrics)` sees each metric record."""
     job = build_job(config, seed)
     start, agent_metrics = None, None
-    if checkpoints is not None and checkpoints.resume and checkpoints.path(seed).is_file():
+    if checkpoints is not None and checkpoints.resume and checkpoints.path(seed).exists():
         fingerprint = _fingerprint(config, seed, job)
         settings = checkpoints.settings(config, device)
         start, extra = load_state(checkpoints.path(seed), settings, fingerprint)

@@ -51,7 +51,7 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from dpdl.errors import ConfigError, FileFormatError
-from dpdl.files import atomic_write, folder_lock, json_safe
+from dpdl.files import atomic_write, folder_lock, json_safe, read_regular
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.departure import (
     SecondPhase,
@@ -150,11 +150,12 @@ def _phase_start(options: AgentOptions, agent: int, resumed_round: int) -> int:
     """The round after which the second phase starts: recorded at its first start (so a resume
     inside the second phase keeps it), else the round the agents resume from now."""
     path = phase_path(options.workdir, agent)
-    if path.is_file():
+    if path.exists():
+        data = read_regular(path, "departure record", FileFormatError)
         try:
-            record = json.loads(path.read_text())
+            record = json.loads(data)
             departed, after_round = record["departed"], record["after_round"]
-        except (ValueError, TypeError, KeyError) as error:
+        except (ValueError, TypeError, KeyError, RecursionError) as error:
             raise FileFormatError(
                 f"{path} is not a record of a departure (JSON with departed and after_round): "
                 f"{error}"

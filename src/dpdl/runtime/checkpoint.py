@@ -31,7 +31,7 @@ import numpy as np
 
 from dpdl.archives import read_checked_archive, setting_changes, write_archive
 from dpdl.errors import FileFormatError
-from dpdl.files import atomic_write, json_safe
+from dpdl.files import atomic_write, json_safe, read_regular
 from dpdl.jobspec import ENGINE_VERSION
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.job import Job
@@ -128,7 +128,7 @@ def load_checkpoint(
     setting that differs from `settings` (this run's
     [`run_settings`][dpdl.runtime.checkpoint.run_settings]) with both values."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():  # a FIFO or a folder in its place is refused, not taken as no file
         return []
     expected = (
         f"expected a checkpoint of agent {agent} of this run, written by dpdl (format {FORMAT} "
@@ -226,10 +226,11 @@ def load_agent_key(path: Path, run: str, agent: int, epoch: int) -> bytes | None
     [`FileFormatError`][dpdl.errors.FileFormatError] naming it (another run's key would correlate
     this run's noise with that run's)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         return None
+    data = read_regular(path, "agent key file", FileFormatError)
     try:
-        stored = json.loads(path.read_text())
+        stored = json.loads(data)
         checksum = stored.pop("sha256")
         expected = _key_record(run, agent, epoch, stored.get("key"))
         if not hmac.compare_digest(str(checksum), _key_checksum(stored)):
@@ -240,7 +241,7 @@ def load_agent_key(path: Path, run: str, agent: int, epoch: int) -> bytes | None
             }
             raise ValueError(f"it is the key of another {', '.join(other)}")
         return bytes.fromhex(stored["key"])
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as error:
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as error:
         raise FileFormatError(
             f"{path} is not agent {agent}'s key of this run ({error}); resume with the folder the "
             "run was started in, or start afresh (without resume)"
