@@ -218,21 +218,27 @@ def _sparse(path: Path, archive: zipfile.ZipFile, names: dict[str, str]) -> File
         return FileSize(0, 0)
     with archive.open(names["shape"]) as member:
         shape = np.lib.format.read_array(member, allow_pickle=False).tolist()
-    arrays = {
-        key: _array_bytes(*_header(archive, names[key])[:2])
+    headers = {
+        key: _header(archive, names[key])
         for key in ("data", "indices", "indptr", "row", "col")
         if key in names
     }
-    entries = 0
-    if "data" in names:
-        entries = int(np.prod(_header(archive, names["data"])[0]))
+    arrays = {key: _array_bytes(shape_, dtype) for key, (shape_, dtype, _) in headers.items()}
+    entries = int(np.prod(headers["data"][0])) if "data" in headers else 0
     nodes = int(shape[0]) if len(shape) == 2 else 0
-    stored = float(sum(arrays.values()))
     reading = {
         f"sparse adjacency ({entries:,} entries: its arrays, a CSR copy and its transpose)": 3
-        * stored
+        * float(sum(arrays.values()))
     }
-    return FileSize(nodes, entries // 2, reading)
+    size = FileSize(nodes, min(entries // 2, nodes * (nodes - 1) // 2), reading)
+    require_graph_file_fits(path, size)
+    for key, (shape_, _, stored) in headers.items():
+        if arrays[key] > stored:
+            raise GraphError(
+                f"cannot read graph file {path}: array '{key}' of its sparse matrix declares "
+                f"shape {shape_} ({arrays[key]:,.0f} bytes) but its member holds {stored:,} bytes"
+            )
+    return size
 
 
 _SIZERS: dict[str, Callable[[Path, str], FileSize]] = {
