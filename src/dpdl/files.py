@@ -140,11 +140,9 @@ def read_regular(path: Path, what: str, error: type[DpdlError] = ConfigError) ->
     [`require_regular`][dpdl.files.require_regular] raises it. The file is opened without
     blocking and checked on the open descriptor, so that a FIFO put in its place after a check
     cannot block the read."""
-    path = Path(path)
+    path = require_regular(path, what, error)  # names a socket, which cannot be opened
     try:
         handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise error(f"{what} not found: {path}") from None
     except OSError as problem:
         raise error(f"{what} {path} cannot be read ({problem.strerror or problem})") from None
     try:
