@@ -81,15 +81,20 @@ def _blocks(path: Path) -> Iterator[bytes]:
         return
 
 
-def _count(path: Path, pattern: re.Pattern[bytes], cap: float) -> tuple[int, int]:
-    """Matches of `pattern` (at most a few bytes long) in the file and the bytes read, the
-    count stopping once above `cap`."""
+def _count(path: Path, pattern: re.Pattern[bytes], cap: float, split: bytes) -> tuple[int, int]:
+    """Matches of `pattern` in the file and the bytes read, the count stopping once above
+    `cap`. Each block is counted up to its last `split` (a line's end, or the byte that starts
+    or ends an element), which no match spans; the rest waits for the next block (a file without
+    any `split` is not one its reader reads, and is counted approximately)."""
     count, size, tail = 0, 0, b""
     for block in _blocks(path):
         size += len(block)
         text = tail + block
-        cut = max(len(tail), len(text) - 16)  # a match that spans blocks is counted once
-        count += len(pattern.findall(text, 0, cut))
+        cut = text.rfind(split) + (split != b"<")
+        if cut <= 0:
+            tail = text if len(text) <= BLOCK else text[-64:]
+            continue
+        count += len(pattern.findall(text[:cut]))
         tail = text[cut:]
         if count > cap:
             return count, size
@@ -102,7 +107,7 @@ _LINE = re.compile(rb"^[ \t]*[0-9+-]", re.MULTILINE)
 def _text_lines(path: Path, fmt: str) -> FileSize:
     """An edge list (one edge per line) or a decentralizepy file (the node count, then one edge
     per line); comment lines are not counted."""
-    lines, _ = _count(path, _LINE, _cap(2 * 150.0))
+    lines, _ = _count(path, _LINE, _cap(2 * 150.0), b"\n")
     if fmt == "edgelist":  # a connected graph has at most edges + 1 nodes
         return FileSize(lines + 1, lines)
     head = next(_blocks(path), b"")[:4096].lstrip().split(b"\n", 1)[0].split()
@@ -117,10 +122,12 @@ def _markup(path: Path, fmt: str) -> FileSize:
     str) and a parse tree."""
     if fmt == "graphml":
         nodes_at, edges_at = re.compile(rb"<node[\s/>]"), re.compile(rb"<edge[\s/>]")
+        split = b"<"
     else:
         nodes_at, edges_at = re.compile(rb"\bnode\s*\["), re.compile(rb"\bedge\s*\[")
-    nodes, size = _count(path, nodes_at, _cap(PARSE_ELEMENT_BYTES))
-    edges, _ = _count(path, edges_at, _cap(PARSE_ELEMENT_BYTES))
+        split = b"]"
+    nodes, size = _count(path, nodes_at, _cap(PARSE_ELEMENT_BYTES), split)
+    edges, _ = _count(path, edges_at, _cap(PARSE_ELEMENT_BYTES), split)
     return FileSize(
         nodes,
         edges,
