@@ -90,7 +90,8 @@ def _count(path: Path, pattern: re.Pattern[bytes], cap: float, split: bytes) -> 
     for block in _blocks(path):
         size += len(block)
         text = tail + block
-        cut = text.rfind(split) + (split != b"<")
+        after = split != b"<"  # a line or a GML element ends with `split`, a GraphML one starts
+        cut = text.rfind(split) + after
         if cut <= 0:
             tail = text if len(text) <= BLOCK else text[-64:]
             continue
@@ -105,16 +106,20 @@ _LINE = re.compile(rb"^[ \t]*[0-9+-]", re.MULTILINE)
 
 
 def _text_lines(path: Path, fmt: str) -> FileSize:
-    """An edge list (one edge per line) or a decentralizepy file (the node count, then one edge
-    per line); comment lines are not counted."""
-    lines, _ = _count(path, _LINE, _cap(2 * 150.0), b"\n")
+    """An edge list (one edge per line, read as a stream) or a decentralizepy file (the node
+    count, then one edge per line, read whole and split into lines); comment lines are not
+    counted."""
+    lines, size = _count(path, _LINE, _cap(2 * 150.0), b"\n")
     if fmt == "edgelist":  # a connected graph has at most edges + 1 nodes
         return FileSize(lines + 1, lines)
     head = next(_blocks(path), b"")[:4096].lstrip().split(b"\n", 1)[0].split()
     if len(head) != 1 or not head[0].isdigit():
         return FileSize(0, 0)  # the reader names the bad first line
     nodes = int(head[0])
-    return FileSize(nodes, min(max(lines - 1, 0), nodes * (nodes - 1) // 2))
+    text = {
+        f"the file's text ({size:,} bytes, read whole, and its lines)": 2.0 * size + 64.0 * lines
+    }
+    return FileSize(nodes, min(max(lines - 1, 0), nodes * (nodes - 1) // 2), text)
 
 
 def _markup(path: Path, fmt: str) -> FileSize:
