@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dpdl.files import atomic_write, json_safe
+from dpdl.files import atomic_write, json_safe, read_regular
 
 if TYPE_CHECKING:
     from dpdl.experiments.train import TrainResult
@@ -103,6 +103,8 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     """The rows `write_rows` wrote, with their values' types: an int stays an int and a float
     a float (Python writes a float with a point or an exponent), so a row's fields key the same
     job as before (a reproduction's analysis finds its runs in `runs.csv`). A row's missing
-    fields, empty cells, come back as None."""
-    with Path(path).open(newline="") as handle:
-        return [{key: _cell(text) for key, text in row.items()} for row in csv.DictReader(handle)]
+    fields, empty cells, come back as None. A path that is not a regular file (a FIFO, a device,
+    a folder) is a [`ConfigError`][dpdl.errors.ConfigError] naming it."""
+    table = read_regular(Path(path), "results table").decode("utf-8")
+    rows = csv.DictReader(io.StringIO(table, newline=""))
+    return [{key: _cell(text) for key, text in row.items()} for row in rows]
