@@ -635,3 +635,29 @@ def test_data_file_found_as_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyP
         DataError, match=r"cal_housing.data.gz is not a regular file: it is a folder"
     ):
         data_file("california-housing", "california_housing/cal_housing.data.gz")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_results_table_not_regular(kind: str, tmp_path: Path) -> None:
+    from dpdl.experiments.results import read_rows
+
+    path = _special(kind, tmp_path, "runs.csv")
+    with pytest.raises(ConfigError, match=f"results table {path} is not a regular file"):
+        read_rows(path)
+
+
+@pytest.mark.parametrize("name", ["decentralizepy-billion", "npz-dense-billion"])
+def test_fit_on_a_graph_file_declaring_too_much(name: str, tmp_path: Path) -> None:
+    """`dpdl.fit` sizes a graph file from its header before reading it, as the commands do."""
+    make, fmt, _, _ = SIZE_CASES[name]
+    path = make(tmp_path)
+    with pytest.raises(ResourceError, match="1,000,000,000"):
+        dpdl.fit(
+            nn.Sequential(nn.Linear(3, 2)),
+            lambda o, t: nn.functional.cross_entropy(o, t, reduction="none"),
+            (np.zeros((8, 3), np.float32), np.zeros(8, np.int64)),
+            (np.zeros((8, 3), np.float32), np.zeros(8, np.int64)),
+            f"{fmt}:{path}",
+            eps=5.0,
+            progress=False,
+        )
