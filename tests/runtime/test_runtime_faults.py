@@ -3,17 +3,20 @@ working folder, a resume with another setting, and a resume from nothing (issue 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from dpdl.errors import ConfigError
+from dpdl.errors import ConfigError, FileFormatError
 from dpdl.experiments.train import TrainConfig
 from dpdl.files import folder_lock
 from dpdl.runtime import AgentOptions, run_agent, run_local
@@ -92,18 +95,64 @@ def test_agents_exit_when_their_launcher_dies(tmp_path: Path) -> None:
         launcher.kill()
 
 
+@contextlib.contextmanager
+def _held_elsewhere(folder: Path) -> Iterator[int]:
+    """`folder`'s lock held by another process (its id) for the duration: the thread that holds a
+    lock may take it again, so another job is another process."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from dpdl.files import folder_lock\n"
+            f"with folder_lock({str(folder)!r}):\n    print('held', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+
+
 def test_a_second_job_in_a_working_folder_in_use_is_refused(tmp_path: Path) -> None:
     options = AgentOptions(tmp_path, key_seed=KEY_SEED)
-    with folder_lock(tmp_path), pytest.raises(ConfigError, match="in use by another dpdl job"):
+    with (
+        _held_elsewhere(tmp_path) as pid,
+        pytest.raises(ConfigError, match=rf"in use by another dpdl job \(process {pid}\)"),
+    ):
         run_local(CONFIG, 0, options)
     with (
-        folder_lock(tmp_path / "agent1", "agent 1"),
+        _held_elsewhere(tmp_path / "agent1"),
         pytest.raises(ConfigError, match=r"agent1 is in use by another dpdl agent 1 \(process"),
     ):
         run_agent(CONFIG, 0, 1, options)
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match="is a file, not a folder"):
         run_local(CONFIG, 0, replace(options, workdir=tmp_path / "file"))
+
+
+def test_the_thread_that_holds_a_lock_may_take_it_again_and_another_thread_may_not(
+    tmp_path: Path,
+) -> None:
+    refused: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            with folder_lock(tmp_path):
+                pass
+        except ConfigError as error:
+            refused.append(error)
+
+    with folder_lock(tmp_path), folder_lock(tmp_path):
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+    assert len(refused) == 1 and f"process {os.getpid()}" in str(refused[0])
+    with folder_lock(tmp_path):  # released with the outer hold
+        pass
 
 
 def test_a_lock_dies_with_its_holder(tmp_path: Path) -> None:
@@ -136,8 +185,40 @@ def test_a_resume_with_another_setting_names_it_and_a_resume_from_nothing_says_s
     assert nothing.models is None
     assert all("nothing to resume" in error for error in nothing.errors.values())
     assert run_local(CONFIG, 0, options).errors == {}
-    changed = run_local(replace(CONFIG, eps=6.0, lr=0.05), 0, replace(options, resume=True))
-    assert changed.models is None and set(changed.errors) == {0, 1, 2, 3}
-    for error in changed.errors.values():
-        assert "belongs to another run (eps was 5.0 and is 6.0; lr was" in error
-        assert "start afresh" in error
+    # refused once, by the launcher, before any agent starts, naming what differs
+    with pytest.raises(FileFormatError) as refused:
+        run_local(replace(CONFIG, eps=6.0, lr=0.05), 0, replace(options, resume=True))
+    message = str(refused.value)
+    assert "other settings (eps was 5.0 and is 6.0; lr was" in message, message
+    assert "another --workdir" in message and "not the layout" not in message, message
+    assert not agent_error_path(tmp_path, 0).exists()
+
+
+def _failing_agent(rank: int) -> None:
+    from tqdm.auto import tqdm
+
+    tqdm(total=3, disable=True)  # as an agent's progress bar, before it fails
+    raise RuntimeError(f"agent {rank} failed")
+
+
+FAILING_LAUNCHER = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from dpdl.runtime.launch import spawn_agents, watch_agents
+from test_runtime_faults import _failing_agent
+agents = spawn_agents(2, Path({workdir!r}), _failing_agent)
+watch_agents(agents, grace=2.0)
+agents.close()
+print("dpdl: error: the launcher's last line", file=sys.stderr)
+"""
+
+
+def test_a_failed_run_leaks_no_semaphore_after_the_launchers_last_line(tmp_path: Path) -> None:
+    script = FAILING_LAUNCHER.format(tests=str(HERE), workdir=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert "leaked semaphore" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "dpdl: error: the launcher's last line"
+    assert "agent 0 failed" in agent_error_path(tmp_path, 0).read_text()

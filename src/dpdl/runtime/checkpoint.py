@@ -118,6 +118,37 @@ def save_checkpoint(
     write_archive(path, json.dumps(manifest, sort_keys=True).encode(), arrays)
 
 
+def saved_settings(path: Path) -> dict[str, Any] | None:
+    """The run settings ([`run_settings`][dpdl.runtime.checkpoint.run_settings]) that the
+    checkpoint at `path` keeps; None where there is no such file, or it is not a checkpoint whole
+    and unaltered (the agent that loads it says why)."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        manifest, _ = read_checked_archive(path, FORMAT, FORMAT_VERSION, "a checkpoint")
+    except FileFormatError:
+        return None
+    settings = manifest.get("settings") if isinstance(manifest, dict) else None
+    return settings if isinstance(settings, dict) else None
+
+
+def require_same_run(paths: list[Path], settings: Mapping[str, Any], workdir: Path) -> None:
+    """Refuse, once and before any agent starts, a resume whose checkpoints (`paths`) were saved
+    by a run with other `settings`, naming every setting that differs with both values."""
+    for path in paths:
+        saved = saved_settings(path)
+        if saved is None or saved == dict(settings):
+            continue
+        changes = setting_changes(saved, settings)
+        raise FileFormatError(
+            f"--resume: the checkpoints in {workdir} belong to a run with other settings "
+            f"({'; '.join(changes) or 'its noise design differs'}); resuming them would continue "
+            "other numbers under another privacy claim. Resume with the options that run was "
+            "started with, or start this run in another --workdir"
+        )
+
+
 def load_checkpoint(
     path: Path, run: str, agent: int, settings: Mapping[str, Any] | None = None
 ) -> list[AgentState]:
@@ -186,6 +217,8 @@ def load_checkpoint(
             )
         if arrays:
             raise ValueError(f"entries of no state: {sorted(arrays)[:5]}")
+    except FileFormatError:  # of another run or engine: said as it is, not as a torn layout
+        raise
     except (ValueError, KeyError, TypeError, RecursionError) as error:
         raise FileFormatError(
             f"{path} has a checksum but not the layout of a checkpoint ({error}); {expected}"

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+from tqdm import tqdm
 
 from dpdl.errors import ConfigError, DpdlError, PeerFailure
 from dpdl.files import folder_lock, require_folder
@@ -47,11 +48,13 @@ from dpdl.processes import worker_context
 from dpdl.registry import load_plugins
 from dpdl.runtime.agent import (
     AgentOptions,
+    checkpoint_path,
     final_model_path,
     require_runtime_settings,
     run_agent,
 )
 from dpdl.runtime.backend import agent_device, environment_int, process_group_backend
+from dpdl.runtime.checkpoint import require_same_run, run_settings
 from dpdl.runtime.network import choose_interface
 
 __all__ = [
@@ -71,6 +74,8 @@ JOIN_TIMEOUT = 120.0
 STOP_GRACE = 5.0
 #: Seconds between the launcher's looks at its agents.
 WATCH_INTERVAL = 0.1
+#: The checkpoints an agent may keep (`dpdl.runtime.agent.checkpoint_path`).
+KINDS = ("periodic", "last")
 #: Exit status of an agent whose launcher died.
 ORPHANED = 3
 
@@ -159,6 +164,10 @@ def _local_agent(
 ) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), LOCAL_RANK=str(rank))
     threading.Thread(target=_exit_with_launcher, args=(launcher,), daemon=True).start()
+    # tqdm's bars otherwise share a multiprocessing lock, a named semaphore that an agent ending
+    # by os._exit (on failure, below) never unlinks: the resource tracker then warns of a leak
+    # after the launcher's last line. The agents' bars need a lock within their process only.
+    tqdm.set_lock(threading.RLock())
     try:
         load_plugins()  # a fresh process: what the plugins register (DPDL_PLUGINS is inherited)
         init_agent(rank, world, backend)
@@ -289,6 +298,9 @@ def run_local(
             f"{torch.cuda.device_count()} GPU(s); use --backend gloo, or torchrun across machines"
         )
     with folder_lock(options.workdir):
+        if options.resume:  # said once here, not by every agent as it loads its checkpoint
+            paths = [checkpoint_path(options.workdir, a, k) for a in agents for k in KINDS]
+            require_same_run(paths, run_settings(config, seed), options.workdir)
         spawned = spawn_agents(
             len(agents),
             options.workdir,
