@@ -4,7 +4,9 @@ Checkpoints and cache entries are read back by later runs, so a run killed while
 leave either the previous file or the new one, never a torn mix: `atomic_write` writes a
 temporary file in the same folder (same file system, so the rename is atomic), flushes it to disk
 and renames it over the target. `json_safe` makes values writable as strict JSON.
-`folder_lock` keeps two jobs out of one working folder.
+`folder_lock` keeps two jobs out of one working folder, and `claimed_folder` keeps one run's
+results per folder: it holds the lock for the whole run and writes a marker (`.dpdl-run`: the
+command and its settings) that tells a continuation of the same run from another run's results.
 
 Every file dpdl reads by name goes through `require_regular` or `read_regular` first: a FIFO, a
 device (`/dev/null`, `/dev/zero`), a socket or a folder given where a file is expected is refused
@@ -21,8 +23,10 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +35,9 @@ from dpdl.errors import ConfigError, DpdlError
 
 __all__ = [
     "LOCK_NAME",
+    "RUN_MARKER",
     "atomic_write",
+    "claimed_folder",
     "file_sha256",
     "folder_lock",
     "json_safe",
@@ -43,6 +49,17 @@ __all__ = [
 
 #: The lock file a job holds in its working folder (:func:`folder_lock`).
 LOCK_NAME = ".dpdl.lock"
+
+#: The marker a command writes in the results folder it claims (:func:`claimed_folder`).
+RUN_MARKER = ".dpdl-run"
+
+#: Layout of the marker (its `format` field).
+RUN_FORMAT = "dpdl-run"
+
+#: The folders whose lock this process holds, by resolved path: (process, thread, depth). A job
+#: that holds its folder's lock (a command, for its whole run) may take it again (the launcher it
+#: calls), while another process or thread is refused.
+_HELD: dict[Path, tuple[int, int, int]] = {}
 
 
 def json_safe(value: Any) -> Any:
@@ -175,12 +192,27 @@ def folder_lock(folder: Path, what: str = "job") -> Iterator[None]:
     for the duration; a second holder is refused at once with a
     [`ConfigError`][dpdl.errors.ConfigError] naming the folder and the process that holds it. The
     operating system releases the lock when its holder exits, however it exits (a killed job
-    leaves no stale lock)."""
+    leaves no stale lock). The thread that holds the lock may take it again (a command that holds
+    its folder for the whole run calls a launcher that takes it too)."""
     folder = Path(folder)
     require_folder(folder, f"the {what}'s folder")
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / LOCK_NAME
-    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        key = folder.resolve()
+        me = (os.getpid(), threading.get_ident())
+        held = _HELD.get(key)
+        if held is not None and held[:2] == me:
+            _HELD[key] = (*me, held[2] + 1)
+            try:
+                yield
+            finally:
+                _HELD[key] = (*me, _HELD[key][2] - 1)
+            return
+        handle = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError as error:
+        raise ConfigError(
+            f"the {what}'s folder {folder} is not writable ({error.strerror})"
+        ) from None
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -192,6 +224,149 @@ def folder_lock(folder: Path, what: str = "job") -> Iterator[None]:
             ) from None
         os.ftruncate(handle, 0)
         os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
-        yield
+        _HELD[key] = (*me, 1)
+        try:
+            yield
+        finally:
+            _HELD.pop(key, None)
     finally:
         os.close(handle)  # releases the lock
+
+
+def _read_marker(folder: Path) -> dict[str, Any] | None:
+    """The run marker of `folder` (`RUN_MARKER`), or None where there is none that dpdl wrote."""
+    path = folder / RUN_MARKER
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            return None
+        marker = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("format") != RUN_FORMAT:
+        return None
+    return marker
+
+
+def _contents(folder: Path) -> list[Path]:
+    """What `folder` holds besides its lock file (nothing when it does not exist)."""
+    if not folder.is_dir():
+        return []
+    return sorted(entry for entry in folder.iterdir() if entry.name != LOCK_NAME)
+
+
+def _written(folder: Path) -> bool:
+    """Whether a run wrote anything into `folder` besides its marker and lock files (the folders
+    that hold them do not count)."""
+    return any(
+        path.is_file() and path.name != LOCK_NAME and path != folder / RUN_MARKER
+        for path in folder.rglob("*")
+    )
+
+
+def _differences(marker: dict[str, Any], command: str, settings: dict[str, Any]) -> str:
+    """What makes the run `marker` records another run than `command` with `settings`."""
+    if marker.get("command") != command:
+        return f"it holds the results of 'dpdl {marker.get('command')}'"
+    saved = marker.get("settings")
+    saved = saved if isinstance(saved, dict) else {}
+    missing = "(not set)"
+    changes = [
+        f"{key} was {saved.get(key, missing)!r} and is {settings.get(key, missing)!r}"
+        for key in sorted(set(saved) | set(settings))
+        if saved.get(key, missing) != settings.get(key, missing)
+    ]
+    shown = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6 else "")
+    return f"it holds a run with other settings: {shown}"
+
+
+def _refuse_to_clear(folder: Path, option: str) -> None:
+    """Refuse `--overwrite` of a folder that holds the user's files however it is marked: the
+    file system's root, the home folder, the working folder or a folder above it."""
+    place, here = folder.resolve(), Path.cwd().resolve()
+    if place in (Path(place.anchor), Path.home().resolve(), here, *here.parents):
+        raise ConfigError(
+            f"{option} {folder}: --overwrite would clear the root, home or working folder (or "
+            "one above it); choose a folder of the run's own"
+        )
+
+
+def _clear(folder: Path) -> None:
+    """Remove what `folder` holds (not its lock); links are removed, not followed."""
+    for entry in _contents(folder):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+@contextlib.contextmanager
+def claimed_folder(
+    folder: Path,
+    command: str,
+    settings: dict[str, Any],
+    overwrite: bool = False,
+    option: str = "--out",
+) -> Iterator[Path]:
+    """Hold `folder` as the results folder of one run of `command` with `settings` (plain JSON
+    data: the options that make the results) for the duration: its lock
+    ([`folder_lock`][dpdl.files.folder_lock]) and its marker (`.dpdl-run`).
+
+    A new or empty folder is claimed; a folder whose marker records the same command and settings
+    is the same run continued (a resume, a sweep's finished points); any other non-empty folder is
+    refused with a [`ConfigError`][dpdl.errors.ConfigError] naming it (`option`: the option that
+    named it) and what differs, before anything is written. With `overwrite`, a folder that dpdl
+    wrote (it has the marker) is cleared first; a folder dpdl did not write (no marker: a home or
+    source folder) is never cleared. When the run fails on bad input (a
+    [`DpdlError`][dpdl.errors.DpdlError]), a folder it created is removed, and a marker it wrote
+    into an empty folder too."""
+    folder = Path(folder)
+    settings = json.loads(json.dumps(json_safe(settings), default=str))  # as the marker keeps it
+    require_folder(folder, option)
+    marker = _read_marker(folder)
+    if marker is None and _contents(folder):  # refused before the lock file is made in it
+        raise ConfigError(
+            f"{option} {folder} is not empty and holds no dpdl run (no {RUN_MARKER} marker)"
+            + (
+                ": --overwrite clears only a folder that dpdl wrote; empty it yourself or "
+                "choose another folder"
+                if overwrite
+                else "; choose a new or empty folder"
+            )
+        )
+    if overwrite:
+        _refuse_to_clear(folder, option)
+    created = next(  # the first folder of the path that the claim makes, if any
+        (place for place in reversed((folder, *folder.parents)) if not place.exists()), None
+    )
+    with folder_lock(folder, f"{command} run"):
+        marker = _read_marker(folder)  # again, now that no other job can write it
+        wrote = not _contents(folder)
+        if marker is not None and not wrote:
+            same = marker.get("command") == command and marker.get("settings") == settings
+            if overwrite:
+                _clear(folder)
+                wrote = True
+            elif not same:
+                raise ConfigError(
+                    f"{option} {folder} holds another run's results "
+                    f"({_differences(marker, command, settings)}); choose another folder, rerun "
+                    "with the same options to continue that run, or add --overwrite to clear it "
+                    "first"
+                )
+        elif marker is None and _contents(folder):
+            raise ConfigError(f"{option} {folder} is not empty and holds no dpdl run")
+        if wrote:
+            record = {"format": RUN_FORMAT, "command": command, "settings": settings}
+            try:
+                atomic_write(folder / RUN_MARKER, (json.dumps(record, indent=1) + "\n").encode())
+            except PermissionError as error:
+                raise ConfigError(f"{option} {folder} is not writable ({error.strerror})") from None
+        try:
+            yield folder
+        except DpdlError:  # bad input found before the run wrote anything: leave nothing
+            if not _written(folder):
+                if created is not None:
+                    shutil.rmtree(created, ignore_errors=True)
+                elif wrote:
+                    (folder / RUN_MARKER).unlink(missing_ok=True)
+            raise

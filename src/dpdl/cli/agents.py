@@ -7,12 +7,13 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
-from dpdl.cli.options import add_training_arguments
+from dpdl.cli.options import add_overwrite_argument, add_training_arguments, claimed_output
 from dpdl.errors import AuthenticationError, ConfigError, PeerFailure
 from dpdl.jobspec.config import TrainConfig
 from dpdl.runtime.options import AgentOptions
-from dpdl.settings import add_arguments, from_options
+from dpdl.settings import add_arguments, from_options, to_options
 
 
 def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,21 +104,28 @@ def run_local_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print the final metrics as one JSON object on the last line",
     )
+    add_overwrite_argument(parser, "--workdir")
     parser.set_defaults(handler=_run_local)
 
 
 def _run_local(args: argparse.Namespace) -> int:
+    from dpdl.runtime import run_local
+
+    config = from_options(TrainConfig, args)
+    options = _agent_options(args)
+    if args.resume and args.overwrite:
+        raise ConfigError("--resume continues the run in --workdir, which --overwrite clears")
+    # the folder's lock and its run, for the whole run: the same options continue it (--resume)
+    with claimed_output(args, args.workdir, "run-local", to_options(config), "--workdir"):
+        return _write_outcome(args, run_local(config, args.seed[0], options, not args.no_progress))
+
+
+def _write_outcome(args: argparse.Namespace, outcome: Any) -> int:  # noqa: ANN401 (a LocalRun)
+    """Write and print what the agents of `run-local` made (`outcome`), or why they stopped."""
     import numpy as np
 
     from dpdl.experiments.results import json_safe
-    from dpdl.runtime import run_local
 
-    outcome = run_local(
-        from_options(TrainConfig, args),
-        args.seed[0],
-        _agent_options(args),
-        progress=not args.no_progress,
-    )
     if outcome.models is None:
         for agent, error in sorted(outcome.errors.items()):
             print(f"agent {agent}: {error.strip().splitlines()[-1]}", file=sys.stderr)

@@ -14,6 +14,7 @@ from dpdl.cli.options import (
     add_graph_seed_argument,
     add_output_arguments,
     add_plot_argument,
+    claimed_output,
     graph_and_weights,
     output_folder,
 )
@@ -61,13 +62,18 @@ def audit_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from dpdl.experiments.audit import format_audit, run_audit, write_audit
-    from dpdl.experiments.results import json_safe
-
     output_folder(args.out)
     if args.plot is not None:
         output_folder(args.plot.parent, "--plot")
     graph, weights = graph_and_weights(args)
+    with claimed_output(args, args.out, "audit"):
+        return _run_audit(args, graph, weights)
+
+
+def _run_audit(args: argparse.Namespace, graph: object, weights: object) -> int:
+    from dpdl.experiments.audit import format_audit, run_audit, write_audit
+    from dpdl.experiments.results import json_safe
+
     reports = run_audit(
         graph,
         weights,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dpdl.cli.options import add_output_arguments, output_folder
+from dpdl.cli.options import add_output_arguments, claimed_output, output_folder
 from dpdl.settings import positive_int
 
 
@@ -36,8 +36,9 @@ def _demo(args: argparse.Namespace) -> int:
 
     output_folder(args.out)
     base = replace(HEADLINE, steps=args.steps, eps=args.eps, seeds=tuple(args.seed))
-    result = run_demo(base, workers=args.workers, progress=not args.no_progress)
-    table, figure = write_demo(result, args.out)
+    with claimed_output(args, args.out, "demo"):
+        result = run_demo(base, workers=args.workers, progress=not args.no_progress)
+        table, figure = write_demo(result, args.out)
     print(table)
     print(f"\nresults: {args.out} (figure {figure})")
     return 0

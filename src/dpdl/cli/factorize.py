@@ -10,6 +10,8 @@ from pathlib import Path
 from dpdl.cli.options import (
     add_graph_arguments,
     add_graph_seed_argument,
+    add_overwrite_argument,
+    claimed_output,
     graph_and_weights,
     output_folder,
 )
@@ -68,6 +70,7 @@ def factorize_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="results folder (default results/factorize/<graph>-k<k>-b<b>)",
     )
+    add_overwrite_argument(group, "--out")
     group.add_argument(
         "--json", action="store_true", help="print the result as one JSON object on the last line"
     )
@@ -82,16 +85,17 @@ def _factorize(args: argparse.Namespace) -> int:
     )
     out = output_folder(args.out or Path("results") / "factorize" / name)
     graph, weights = graph_and_weights(args)
-    result = factorize(
-        weights,
-        args.participations,
-        args.batches,
-        args.eps,
-        args.delta,
-        args.restart,
-        args.per_agent,
-    )
-    table, summary, folder = write_factorize(result, out)
+    with claimed_output(args, out, "factorize"):
+        result = factorize(
+            weights,
+            args.participations,
+            args.batches,
+            args.eps,
+            args.delta,
+            args.restart,
+            args.per_agent,
+        )
+        table, summary, folder = write_factorize(result, out)
     print(
         f"{args.graph} (n={graph.number_of_nodes()}), T={result.steps} (k={args.participations}, "
         f"b={args.batches})"

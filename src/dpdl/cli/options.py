@@ -10,9 +10,10 @@ nothing heavy; the helpers import their implementation when a command runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from dpdl.choices import EXECUTORS
 from dpdl.errors import DpdlError
@@ -117,6 +118,7 @@ def add_output_arguments(
     `--no-progress`."""
     group = parser.add_argument_group("output")
     group.add_argument("--out", type=Path, default=out, help=f"results folder (default {out_help})")
+    add_overwrite_argument(group, "--out")
     if json_help:
         group.add_argument(
             "--json",
@@ -124,6 +126,47 @@ def add_output_arguments(
             help=f"print {json_help} as one JSON object on the last line",
         )
     group.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def add_overwrite_argument(parser: argparse._ActionsContainer, option: str) -> None:
+    """`--overwrite`: clear the results folder of another run of dpdl's before writing into it."""
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"clear {option} first when it holds another dpdl run's results (without it, such a "
+        "folder is refused; the same command with the same options continues its own run); a "
+        "folder that dpdl did not write is never cleared",
+    )
+
+
+#: Options that say where and how a command runs or reports, not what it computes: runs that
+#: differ only in them are the same run (`claimed_output`).
+NOT_SETTINGS = frozenset(
+    {
+        "address", "checkpoint_every", "command", "config", "dest", "device", "executor",
+        "handler", "jobs", "json", "no_progress", "out", "overwrite", "parser", "plot", "quiet",
+        "resume", "save_models", "set", "tensorboard", "threads", "timeout", "verbose",
+        "workdir", "workers",
+    }
+)  # fmt: skip
+
+
+def claimed_output(
+    args: argparse.Namespace,
+    folder: Path,
+    command: str,
+    settings: dict[str, Any] | None = None,
+    option: str = "--out",
+) -> contextlib.AbstractContextManager[Path]:
+    """Hold `folder` as the results folder of this run of `command` for the whole run
+    ([`dpdl.files.claimed_folder`][dpdl.files.claimed_folder]): its lock, and its marker naming
+    `settings` (default: the options of `args` that make the results, all but `NOT_SETTINGS`);
+    `--overwrite` clears another dpdl run's folder first."""
+    from dpdl.files import claimed_folder
+
+    if settings is None:
+        settings = {k: v for k, v in sorted(vars(args).items()) if k not in NOT_SETTINGS}
+    return claimed_folder(folder, command, settings, getattr(args, "overwrite", False), option)
 
 
 def add_tensorboard_argument(parser: argparse.ArgumentParser, what: str) -> None:

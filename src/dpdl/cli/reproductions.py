@@ -10,6 +10,7 @@ from pathlib import Path
 from dpdl.cli.options import (
     add_executor_arguments,
     add_output_arguments,
+    claimed_output,
     executor_from,
     output_folder,
 )
@@ -80,8 +81,11 @@ def _reproduce(args: argparse.Namespace) -> int:
             print(f"{name:<20} {plain_summary(name, entry.summary)}{parts}")
         return 0
     chosen = reproduction(args.name)
-    if args.from_sweep is not None:
-        report = chosen.report_of_sweep(args.from_sweep, quick=args.quick, out=args.out)
+    settings = {"reproduction": args.name, "quick": args.quick}
+    if args.from_sweep is not None:  # the sweep's folder is read; the report's is written
+        out = output_folder(args.out or args.from_sweep / "report")
+        with claimed_output(args, out, "reproduce", {**settings, "from_sweep": True}):
+            report = chosen.report_of_sweep(args.from_sweep, quick=args.quick, out=out)
         print(report.read_text())
         print(f"results: {report.parent}")
         return 0
@@ -89,7 +93,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         args.out
         or (Path("results") / "quick" / args.name if args.quick else Path("results") / args.name)
     )
-    with executor_from(args) as executor:
+    with claimed_output(args, out, "reproduce", settings), executor_from(args) as executor:
         report = chosen.reproduce(
             out,
             quick=args.quick,

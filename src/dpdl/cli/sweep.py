@@ -12,6 +12,7 @@ from dpdl.cli.options import (
     add_executor_arguments,
     add_output_arguments,
     add_tensorboard_argument,
+    claimed_output,
     executor_from,
 )
 from dpdl.errors import ConfigError
@@ -107,7 +108,13 @@ def _sweep(args: argparse.Namespace) -> int:
     from dpdl.experiments.sweeps.run import run_sweep
 
     out = args.out or Path("results") / "sweeps" / name
-    with executor_from(args, sweep.cpus, sweep.gpus) as executor:
+    # the sweep is named by its file: the same file into its folder again (interrupted, or with
+    # points added or changed) is a continuation that reuses the finished points; another sweep's
+    # folder is refused
+    with (
+        claimed_output(args, out, "sweep", {"sweep": name}),
+        executor_from(args, sweep.cpus, sweep.gpus) as executor,
+    ):
         result = run_sweep(
             sweep,
             out,

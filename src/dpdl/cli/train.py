@@ -9,6 +9,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from dpdl import __version__
 from dpdl.cli.options import (
@@ -17,9 +18,10 @@ from dpdl.cli.options import (
     add_output_arguments,
     add_tensorboard_argument,
     add_training_arguments,
+    claimed_output,
     output_folder,
 )
-from dpdl.errors import ConfigError, DpdlError
+from dpdl.errors import ConfigError
 from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import from_options, to_options
 
@@ -79,14 +81,14 @@ def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
 def _train(args: argparse.Namespace) -> int:
     from dpdl.experiments.results import json_safe, write_results
     from dpdl.experiments.saved_models import save_training_models
-    from dpdl.experiments.tensorboard import SeedLogs
-    from dpdl.experiments.train import RunCheckpoints, run_training
-    from dpdl.files import folder_lock
-    from dpdl.threads import compute_threads, require_threads
+    from dpdl.experiments.train import RunCheckpoints
+    from dpdl.threads import require_threads
 
     require_threads(args.threads)
     if args.checkpoint_every is not None and args.checkpoint_every < 0:
         raise ConfigError(f"--checkpoint-every: expected N >= 0 steps, got {args.checkpoint_every}")
+    if args.resume and args.overwrite:
+        raise ConfigError("--resume continues the run in --out, which --overwrite clears")
     if args.resume and args.checkpoint_every == 0:
         raise ConfigError(
             "--resume: continues from checkpoints, which --checkpoint-every 0 turns off"
@@ -109,28 +111,15 @@ def _train(args: argparse.Namespace) -> int:
         else RunCheckpoints(folder / "checkpoints", args.checkpoint_every, args.resume)
     )
     config = from_options(TrainConfig, args)
-    new_folder = not folder.exists()
-    try:
-        with compute_threads(args.threads), contextlib.ExitStack() as stack:
-            if checkpoints is not None:  # two runs resuming one folder would overwrite each other
-                stack.enter_context(folder_lock(checkpoints.folder, "training run"))
-            logs = None
-            if args.tensorboard is not None:
-                logs = stack.enter_context(SeedLogs(args.tensorboard))
-            result = run_training(config, not args.no_progress, args.device, checkpoints, logs)
-    except DpdlError:
-        # bad input (found while the job is built, before or between seeds): a run that did not
-        # happen leaves no folder behind, not even the checkpoints' lock it took
-        if new_folder:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
-    paths = write_results(result, folder)
-    _write_options(args, result.config, folder)
-    if args.save_models:
-        for saved in save_training_models(result, folder):
-            print(f"models: {saved}", file=sys.stderr)
-    if checkpoints is not None:  # the results are written: nothing is left to resume
-        shutil.rmtree(checkpoints.folder, ignore_errors=True)
+    with claimed_output(args, folder, "train"):
+        result = _run(args, config, checkpoints)
+        paths = write_results(result, folder)
+        _write_options(args, result.config, folder)
+        if args.save_models:
+            for saved in save_training_models(result, folder):
+                print(f"models: {saved}", file=sys.stderr)
+        if checkpoints is not None:  # the results are written: nothing is left to resume
+            shutil.rmtree(checkpoints.folder, ignore_errors=True)
     summary = result.summary()
     metric = result.primary_metric
     print(f"results: {folder}", file=sys.stderr)
@@ -166,6 +155,22 @@ def _train(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json_safe(summary)))
     return 0
+
+
+def _run(args: argparse.Namespace, config: TrainConfig, checkpoints: Any) -> Any:  # noqa: ANN401 (RunCheckpoints, TrainingResult: imported late)
+    """Train `config` as `args` say, with `checkpoints` (None: none)."""
+    from dpdl.experiments.tensorboard import SeedLogs
+    from dpdl.experiments.train import run_training
+    from dpdl.files import folder_lock
+    from dpdl.threads import compute_threads
+
+    with compute_threads(args.threads), contextlib.ExitStack() as stack:
+        if checkpoints is not None:  # two runs resuming one folder would overwrite each other
+            stack.enter_context(folder_lock(checkpoints.folder, "training run"))
+        logs = None
+        if args.tensorboard is not None:
+            logs = stack.enter_context(SeedLogs(args.tensorboard))
+        return run_training(config, not args.no_progress, args.device, checkpoints, logs)
 
 
 def _write_options(args: argparse.Namespace, config: TrainConfig, folder: Path) -> None:
