@@ -187,18 +187,19 @@ def parse_json(data: bytes | str, path: Path, what: str, error: type[DpdlError])
 
 
 @contextlib.contextmanager
-def folder_lock(folder: Path, what: str = "job") -> Iterator[None]:
+def folder_lock(folder: Path, what: str = "job", name: str = LOCK_NAME) -> Iterator[None]:
     """Hold `folder`'s lock (an advisory `flock` on `folder/.dpdl.lock`, created with the folder)
     for the duration; a second holder is refused at once with a
     [`ConfigError`][dpdl.errors.ConfigError] naming the folder and the process that holds it. The
     operating system releases the lock when its holder exits, however it exits (a killed job
     leaves no stale lock). The thread that holds the lock may take it again (a command that holds
-    its folder for the whole run calls a launcher that takes it too)."""
+    its folder for the whole run calls a launcher that takes it too). `name`: the lock file's, for
+    a lock on one file of the folder (a checkpoint's) rather than the whole folder."""
     folder = Path(folder)
     require_folder(folder, f"the {what}'s folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        key = folder.resolve()
+        key = folder.resolve() / name
         me = (os.getpid(), threading.get_ident())
         held = _HELD.get(key)
         if held is not None and held[:2] == me:
@@ -208,7 +209,7 @@ def folder_lock(folder: Path, what: str = "job") -> Iterator[None]:
             finally:
                 _HELD[key] = (*me, _HELD[key][2] - 1)
             return
-        handle = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        handle = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o644)
     except PermissionError as error:
         raise ConfigError(
             f"the {what}'s folder {folder} is not writable ({error.strerror})"
@@ -269,24 +270,26 @@ def _differences(marker: dict[str, Any], command: str, settings: dict[str, Any])
         return f"it holds the results of 'dpdl {marker.get('command')}'"
     saved = marker.get("settings")
     saved = saved if isinstance(saved, dict) else {}
-    missing = "(not set)"
     changes = [
-        f"{key} was {saved.get(key, missing)!r} and is {settings.get(key, missing)!r}"
-        for key in sorted(set(saved) | set(settings))
-        if saved.get(key, missing) != settings.get(key, missing)
+        f"{key} was {saved[key]!r} and is {settings[key]!r}"
+        for key in sorted(set(saved) & set(settings))
+        if saved[key] != settings[key]
     ]
+    unmatched = len(set(saved) ^ set(settings))
+    if unmatched:  # of another version, or of a run that had other options altogether
+        changes.append(f"{unmatched} settings set in only one of the two runs")
     shown = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6 else "")
     return f"it holds a run with other settings: {shown}"
 
 
-def _refuse_to_clear(folder: Path, option: str) -> None:
+def _refuse_to_clear(folder: Path, option: str, how: str) -> None:
     """Refuse `--overwrite` of a folder that holds the user's files however it is marked: the
     file system's root, the home folder, the working folder or a folder above it."""
     place, here = folder.resolve(), Path.cwd().resolve()
     if place in (Path(place.anchor), Path.home().resolve(), here, *here.parents):
         raise ConfigError(
-            f"{option} {folder}: --overwrite would clear the root, home or working folder (or "
-            "one above it); choose a folder of the run's own"
+            f"{option} {folder}: {how.split()[-1]} would clear the root, home or working "
+            "folder (or one above it); choose a folder of the run's own"
         )
 
 
@@ -306,6 +309,7 @@ def claimed_folder(
     settings: dict[str, Any],
     overwrite: bool = False,
     option: str = "--out",
+    how: str = "add --overwrite",
 ) -> Iterator[Path]:
     """Hold `folder` as the results folder of one run of `command` with `settings` (plain JSON
     data: the options that make the results) for the duration: its lock
@@ -314,7 +318,8 @@ def claimed_folder(
     A new or empty folder is claimed; a folder whose marker records the same command and settings
     is the same run continued (a resume, a sweep's finished points); any other non-empty folder is
     refused with a [`ConfigError`][dpdl.errors.ConfigError] naming it (`option`: the option that
-    named it) and what differs, before anything is written. With `overwrite`, a folder that dpdl
+    named it) and what differs, before anything is written (`how`: how the caller asks to clear
+    it). With `overwrite`, a folder that dpdl
     wrote (it has the marker) is cleared first; a folder dpdl did not write (no marker: a home or
     source folder) is never cleared. When the run fails on bad input (a
     [`DpdlError`][dpdl.errors.DpdlError]), a folder it created is removed, and a marker it wrote
@@ -322,39 +327,41 @@ def claimed_folder(
     folder = Path(folder)
     settings = json.loads(json.dumps(json_safe(settings), default=str))  # as the marker keeps it
     require_folder(folder, option)
-    marker = _read_marker(folder)
-    if marker is None and _contents(folder):  # refused before the lock file is made in it
-        raise ConfigError(
-            f"{option} {folder} is not empty and holds no dpdl run (no {RUN_MARKER} marker)"
-            + (
-                ": --overwrite clears only a folder that dpdl wrote; empty it yourself or "
-                "choose another folder"
-                if overwrite
-                else "; choose a new or empty folder"
+
+    def check() -> dict[str, Any] | None:
+        """Refuse `folder` unless it is new, empty, this run's, or dpdl's to `overwrite`."""
+        marker = _read_marker(folder)
+        if marker is None and _contents(folder):
+            raise ConfigError(
+                f"{option} {folder} is not empty and holds no dpdl run (no {RUN_MARKER} marker)"
+                + (
+                    f": {how.split()[-1]} clears only a folder that dpdl wrote; empty it "
+                    "yourself or choose another folder"
+                    if overwrite
+                    else "; choose a new or empty folder"
+                )
             )
-        )
+        if marker is None or overwrite:
+            return marker
+        if marker.get("command") != command or marker.get("settings") != settings:
+            raise ConfigError(
+                f"{option} {folder} holds another run's results "
+                f"({_differences(marker, command, settings)}); choose another folder, rerun "
+                f"with the same options to continue that run, or {how} to clear it first"
+            )
+        return marker
+
+    check()  # before the lock file is made in it: a refused folder is left as it was
     if overwrite:
-        _refuse_to_clear(folder, option)
+        _refuse_to_clear(folder, option, how)
     created = next(  # the first folder of the path that the claim makes, if any
         (place for place in reversed((folder, *folder.parents)) if not place.exists()), None
     )
     with folder_lock(folder, f"{command} run"):
-        marker = _read_marker(folder)  # again, now that no other job can write it
-        wrote = not _contents(folder)
-        if marker is not None and not wrote:
-            same = marker.get("command") == command and marker.get("settings") == settings
-            if overwrite:
-                _clear(folder)
-                wrote = True
-            elif not same:
-                raise ConfigError(
-                    f"{option} {folder} holds another run's results "
-                    f"({_differences(marker, command, settings)}); choose another folder, rerun "
-                    "with the same options to continue that run, or add --overwrite to clear it "
-                    "first"
-                )
-        elif marker is None and _contents(folder):
-            raise ConfigError(f"{option} {folder} is not empty and holds no dpdl run")
+        marker = check()  # again, now that no other job can write it
+        wrote = marker is None or overwrite
+        if overwrite:
+            _clear(folder)
         if wrote:
             record = {"format": RUN_FORMAT, "command": command, "settings": settings}
             try:

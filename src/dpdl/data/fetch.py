@@ -27,7 +27,7 @@ from typing import Any
 
 from dpdl.data.paths import cache_dir, data_roots, manifest
 from dpdl.errors import DataError
-from dpdl.files import file_sha256
+from dpdl.files import file_sha256, folder_lock
 
 __all__ = ["CHUNK", "RETRIES", "FileStatus", "download", "fetch", "survey"]
 
@@ -147,8 +147,10 @@ def fetch(
 ) -> list[Path]:
     """Download data set `name` of the manifest (`datasets`, default the packaged one) into
     `dest` (default: the user cache folder), each file to its place in the data layout; files
-    already there with the right sha256 are kept. `progress(file path)` gives each file's progress
-    callback; `options` go to `download`. A data set without a verifiable original raises a
+    already there with the right sha256 are kept. `progress(file path)` gives each file's
+    progress callback; `options` go to `download`. The folder's lock
+    ([`folder_lock`][dpdl.files.folder_lock]) is held meanwhile: a second fetch into it is
+    refused. A data set without a verifiable original raises a
     [`DataError`][dpdl.errors.DataError] that says where to get it and which sha256 to expect."""
     datasets = datasets if datasets is not None else manifest()
     if name not in datasets:
@@ -161,20 +163,21 @@ def fetch(
             f"{expected}"
         )
     paths = []
-    for item in entry["files"]:
-        path = dest / item["path"]
-        if path.is_file() and file_sha256(path) == item["sha256"]:
-            logger.info("%s is already there, verified", path)
-        else:
-            download(
-                item["url"],
-                path,
-                item["sha256"],
-                item.get("size"),
-                progress=progress(item["path"]) if progress else None,
-                **options,
-            )
-        paths.append(path)
+    with folder_lock(dest, "data fetch"):  # two fetches into one folder would race
+        for item in entry["files"]:
+            path = dest / item["path"]
+            if path.is_file() and file_sha256(path) == item["sha256"]:
+                logger.info("%s is already there, verified", path)
+            else:
+                download(
+                    item["url"],
+                    path,
+                    item["sha256"],
+                    item.get("size"),
+                    progress=progress(item["path"]) if progress else None,
+                    **options,
+                )
+            paths.append(path)
     return paths
 
 

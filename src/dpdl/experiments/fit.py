@@ -24,6 +24,7 @@ loop of the user's own (`examples/calibrate_only.py`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
@@ -48,7 +49,7 @@ from dpdl.experiments.saved_models import (
     load_models,
     save_models,
 )
-from dpdl.files import json_safe, require_regular
+from dpdl.files import claimed_folder, folder_lock, json_safe, require_regular
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.graphs.mixing import validate_mixing_matrix
 from dpdl.graphs.topologies import require_connected
@@ -295,12 +296,17 @@ class FitResult:
         )
         return model
 
-    def save(self, folder: Path | str) -> Path:
+    def save(self, folder: Path | str, overwrite: bool = False) -> Path:
         """Write the result into `folder`: every agent's model and their average as state dicts
         of the model's parameter names (safetensors files), the graph and mixing matrix, and a
         manifest with the metrics recorded, the mechanism, the privacy reports and every file's
         SHA-256 ([`dpdl.experiments.saved_models`][dpdl.experiments.saved_models]). Returns
-        `folder`; [`FitResult.load`][dpdl.experiments.fit.FitResult.load] reads it back."""
+        `folder`; [`FitResult.load`][dpdl.experiments.fit.FitResult.load] reads it back.
+
+        The folder holds one result ([`claimed_folder`][dpdl.files.claimed_folder], its lock held
+        while it is written): a folder of another result (other agents, seed, mechanism or model)
+        or one that dpdl did not write is refused; `overwrite=True` clears one that dpdl wrote
+        first."""
         info = ModelsInfo(
             task={"name": OWN_MODEL, "module": type(self.task.model).__name__},
             seed=self.seed,
@@ -310,7 +316,14 @@ class FitResult:
             calibration=None if self.calibration is None else self.calibration.as_dict(),
         )
         layout = self.task.parameter_layout()
-        return save_models(folder, self.models, layout, info, self.graph, self.weights)
+        settings = {
+            "agents": len(self.models),
+            "parameters": layout.dim,
+            "seed": self.seed,
+            "mechanism": self.mechanism.describe(),
+        }
+        with claimed_folder(Path(folder), "fit", settings, overwrite, "folder", "overwrite=True"):
+            return save_models(folder, self.models, layout, info, self.graph, self.weights)
 
     @staticmethod
     def load(folder: Path | str) -> SavedModels:
@@ -473,7 +486,7 @@ def fit(
     logger.info("fit: %d agents, %s, %d steps", agents, noise.name or "custom noise", steps)
     data = (inputs, targets, test_inputs, test_targets)
     saving = _fit_checkpoints(arguments, name, parts, data, task, dsgd, weights, noise)
-    with compute_threads(threads):
+    with compute_threads(threads), _checkpoint_lock(arguments["checkpoint"]):
         result = run_dsgd(
             task, weights, noise, dsgd, seed=seed, progress=progress, device=device,
             callback=record, checkpoints=saving,
@@ -520,6 +533,15 @@ def _calling(
             callback(step, metrics)
 
     return record
+
+
+def _checkpoint_lock(path: str | Path | None) -> contextlib.AbstractContextManager[None]:
+    """Hold the lock of the checkpoint file `path` (none: no lock) while the fit runs: a second
+    fit saving into the same file is refused, naming the process that holds it."""
+    if path is None:
+        return contextlib.nullcontext()
+    path = Path(path)
+    return folder_lock(path.parent, f"fit saving {path.name}", f".{path.name}.lock")
 
 
 def _require_checkpoints(every: Any, resume_from: str | Path | None) -> None:
