@@ -185,3 +185,48 @@ def test_a_sparse_mixing_matrix_comes_back_sparse(fitted: dpdl.FitResult, tmp_pa
     assert (loaded.weights != weights).nnz == 0 and loaded.seed is None
     assert sorted(loaded.graph.edges()) == sorted(graph.edges())
     assert np.array_equal(loaded.models, models)
+
+
+def test_a_save_into_another_results_folder_is_refused_and_overwrite_clears_it(
+    fitted: dpdl.FitResult, tmp_path: Path
+) -> None:
+    folder = tmp_path / "fit"
+    fitted.save(folder)
+    fitted.save(folder)  # the same result again: the same files
+    (folder / "agent-99.safetensors").write_bytes(b"left by an earlier result of 100 agents")
+    marker = json.loads((folder / ".dpdl-run").read_text())
+    marker["settings"]["agents"] = 100
+    (folder / ".dpdl-run").write_text(json.dumps(marker))
+    with pytest.raises(ConfigError, match=r"another run's results .*agents was 100 and is 34"):
+        fitted.save(folder)
+    assert fitted.save(folder, overwrite=True) == folder
+    assert not (folder / "agent-99.safetensors").exists()
+    assert load_models(folder).models.shape[0] == 34
+    foreign = tmp_path / "thesis"
+    foreign.mkdir()
+    (foreign / "chapter1.tex").write_text("\\chapter{}")
+    with pytest.raises(ConfigError, match="clears only a folder that dpdl wrote"):
+        fitted.save(foreign, overwrite=True)
+    assert sorted(p.name for p in foreign.iterdir()) == ["chapter1.tex"]
+
+
+def test_a_fit_saving_into_a_checkpoint_another_fit_holds_is_refused(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    checkpoint = tmp_path / "state.npz"
+    handle = os.open(tmp_path / ".state.npz.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(handle, b"31337\n")
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as another fit holds it
+    rng = np.random.default_rng(0)
+    inputs, labels = rng.normal(size=(40, 8)).astype(np.float32), rng.integers(0, 3, 40)
+    try:
+        with pytest.raises(ConfigError, match=r"fit saving state.npz \(process 31337\)"):
+            dpdl.fit(
+                model(), loss, (inputs, labels), (inputs, labels), nx.cycle_graph(4),
+                mechanism="ldp", eps=5.0, steps=2, lr=0.1, batch_size=4, progress=False,
+                checkpoint=checkpoint,
+            )  # fmt: skip
+    finally:
+        os.close(handle)
+    assert not checkpoint.exists()

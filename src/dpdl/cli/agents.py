@@ -4,6 +4,7 @@ of torch.distributed each (`dpdl.runtime`), and the runtime options both take.""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -115,8 +116,15 @@ def _run_local(args: argparse.Namespace) -> int:
     options = _agent_options(args)
     if args.resume and args.overwrite:
         raise ConfigError("--resume continues the run in --workdir, which --overwrite clears")
-    # the folder's lock and its run, for the whole run: the same options continue it (--resume)
-    with claimed_output(args, args.workdir, "run-local", to_options(config), "--workdir"):
+    # the folder's lock and its run, for the whole run: the same options continue it (--resume);
+    # a resume of a folder that does not exist is refused by the launcher, before the claim
+    # would make it
+    claim = (
+        contextlib.nullcontext()
+        if args.resume and not args.workdir.is_dir()
+        else claimed_output(args, args.workdir, "run-local", to_options(config), "--workdir")
+    )
+    with claim:
         return _write_outcome(args, run_local(config, args.seed[0], options, not args.no_progress))
 
 
