@@ -199,16 +199,20 @@ def folder_lock(folder: Path, what: str = "job", name: str = LOCK_NAME) -> Itera
     require_folder(folder, f"the {what}'s folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        key = folder.resolve() / name
-        me = (os.getpid(), threading.get_ident())
-        held = _HELD.get(key)
-        if held is not None and held[:2] == me:
-            _HELD[key] = (*me, held[2] + 1)
-            try:
-                yield
-            finally:
-                _HELD[key] = (*me, _HELD[key][2] - 1)
-            return
+    except PermissionError as error:
+        raise ConfigError(
+            f"the {what}'s folder {folder} cannot be made ({error.strerror})"
+        ) from None
+    key, me = folder.resolve() / name, (os.getpid(), threading.get_ident())
+    held = _HELD.get(key)
+    if held is not None and held[:2] == me:  # taken again by its holder
+        _HELD[key] = (*me, held[2] + 1)
+        try:
+            yield
+        finally:
+            _HELD[key] = (*me, _HELD[key][2] - 1)
+        return
+    try:
         handle = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o644)
     except PermissionError as error:
         raise ConfigError(
