@@ -11,6 +11,7 @@ import gzip
 import io
 import json
 import os
+import shutil
 import signal
 import socket
 import zipfile
@@ -486,9 +487,12 @@ def test_checkpoint_that_is_a_fifo_is_refused_on_resume(
     start (which would replace the FIFO and hide the mistake)."""
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "run"
-    (out / "checkpoints").mkdir(parents=True)
-    os.mkfifo(out / "checkpoints" / "seed0.npz")
     args = ["train", "--graph", "ring", "--n", "4", "--steps", "2", "--task", "quadratic"]
+    # a run of these options made the folder (its marker lets --resume continue it)
+    assert _run([*args, "--out", str(out), "--no-progress"])[0] == 0
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    (out / "checkpoints").mkdir()
+    os.mkfifo(out / "checkpoints" / "seed0.npz")
     code, stderr = _run([*args, "--out", str(out), "--resume", "--no-progress"])
     assert_clear_error(code, stderr, "seed0.npz is not a regular file", args)
     assert (out / "checkpoints" / "seed0.npz").is_fifo()
