@@ -42,6 +42,7 @@ from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport
 from dpdl.choices import PARTITIONS
 from dpdl.errors import ConfigError
 from dpdl.experiments.checkpoints import load_state, save_state
+from dpdl.experiments.fit_checks import checked_data, probe, require_graph_object, require_seed
 from dpdl.experiments.saved_models import (
     OWN_MODEL,
     ModelsInfo,
@@ -89,36 +90,6 @@ Partition = str | Sequence[np.ndarray] | Callable[[np.ndarray, int, np.random.Ge
 #: A graph: a networkx graph (any node labels), a mixing matrix (dense or scipy.sparse), or a
 #: specification of ``dpdl train --graph`` (``"ring"``, ``"facebook"``, ``"edgelist:PATH"``, ...).
 GraphLike = nx.Graph | np.ndarray | sparse.spmatrix | str
-
-
-def _arrays(data: Data, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """`(inputs, targets)` as numpy arrays of equal, non-zero length."""
-    if isinstance(data, (tuple, list)):
-        if len(data) != 2:
-            raise ConfigError(f"{what}: expected (inputs, targets), got a sequence of {len(data)}")
-        inputs, targets = (
-            part.detach().cpu().numpy() if isinstance(part, torch.Tensor) else np.asarray(part)
-            for part in data
-        )
-    elif isinstance(data, torch.utils.data.Dataset) and hasattr(data, "__len__"):
-        items = [data[i] for i in range(len(data))]
-        pairs = all(isinstance(item, (tuple, list)) and len(item) == 2 for item in items)
-        if not items or not pairs:
-            raise ConfigError(f"{what}: a Dataset must hold (input, target) pairs")
-        inputs = np.stack([np.asarray(x) for x, _ in items])
-        targets = np.asarray([np.asarray(y) for _, y in items])
-    else:
-        raise ConfigError(
-            f"{what}: expected (inputs, targets) arrays or a map-style torch Dataset, got "
-            f"{type(data).__name__}"
-        )
-    if len(inputs) == 0 or len(inputs) != len(targets):
-        raise ConfigError(
-            f"{what}: {len(inputs)} inputs and {len(targets)} targets; need as many, at least one"
-        )
-    if np.issubdtype(inputs.dtype, np.number) and not np.isfinite(inputs).all():
-        raise ConfigError(f"{what}: the inputs hold NaN or infinite values")
-    return inputs, targets
 
 
 def split_examples(
@@ -170,7 +141,10 @@ def graph_and_weights(
     `mixing`'s. A matrix is validated (square, nonnegative, doubly stochastic unless
     row-stochastic on a directed support, and mixing) and its off-diagonal support is the graph. A
     string is a `dpdl train --graph` specification: a synthetic topology takes `n` agents (and
-    the edge probability `p` of `er`), drawn from `seed` when random."""
+    the edge probability `p` of `er`), drawn from `seed` when random; `n` and `p` beside a graph
+    or a matrix, a multigraph and a matrix of complex numbers are refused
+    ([`require_graph_object`][dpdl.experiments.fit_checks.require_graph_object])."""
+    require_graph_object(graph, n, p)
     if isinstance(graph, str):
         built = build_graph(graph, n, p, seed=seed)
         return built, mixing_matrix(built, mixing)
@@ -385,6 +359,10 @@ def fit(
 ) -> FitResult:
     """Train copies of `model` on the agents of `graph` by noisy D-SGD and account the privacy.
 
+    Every argument is checked before anything is built or trained, the model and the loss by one
+    probe on two examples ([`dpdl.experiments.fit_checks`][dpdl.experiments.fit_checks]): a bad
+    one is a [`DpdlError`][dpdl.errors.DpdlError] naming it.
+
     `loss(outputs, targets)` gives per-example losses `(B,)`. `train` and `test` are `Data`; the
     training examples are split over the agents by `partition`
     ([`split_examples`][dpdl.experiments.fit.split_examples]), and every agent's model and their
@@ -425,20 +403,11 @@ def fit(
     require_strategy(strategy)
     record = _calling(callbacks)
     _require_checkpoints(checkpoint_every, resume_from)
-    if not isinstance(model, nn.Module):
-        raise ConfigError(f"model: expected a torch nn.Module, got {type(model).__name__}")
     threats = _threats(threats)  # an unknown name fails here, not after training
-    inputs, targets = _arrays(train, "train")
-    test_inputs, test_targets = _arrays(test, "test")
-    dsgd = DSGDConfig(
-        steps=steps,
-        step_size=StepSize(lr, schedule),
-        clip=clip,
-        clip_level=clip_level,
-        batch_size=batch_size,
-        sampling="poisson" if clip_level == "example" else "uniform",
-        eval_every=eval_every if eval_every is not None else max(1, steps // 10),
-    )
+    checks = {"seed": seed, "l2": l2, "classification": classification, "progress": progress}
+    sets = checked_data(model, train, test, device=device, strategy=strategy, **checks)
+    (inputs, targets), (test_inputs, test_targets) = sets["train"], sets["test"]
+    dsgd = _engine(steps, StepSize(lr, schedule), clip, clip_level, batch_size, eval_every)
     shape = TaskShape(
         sum(p.numel() for p in model.parameters()),
         "torch",
@@ -460,6 +429,8 @@ def fit(
     known = _graph_size(graph, n, p)
     if known is not None:
         check(known)
+    probe(model, loss, sets, classification=classification, strategy=strategy,
+          example_clip=clip if clip_level == "example" else None)  # fmt: skip
     graph_, weights = graph_and_weights(graph, mixing, seed, n, p)
     if known is None:
         check((graph_.number_of_nodes(), graph_.number_of_edges()))
@@ -494,6 +465,27 @@ def fit(
     reports = _accounted(noise, adjacent, steps, delta, threats, budget, calibration, eps)
     return FitResult(
         result.params, result.history, reports, noise, budget, graph_, weights, task, seed
+    )
+
+
+def _engine(
+    steps: int,
+    step_size: StepSize,
+    clip: float,
+    clip_level: str,
+    batch_size: int,
+    eval_every: int | None,
+) -> DSGDConfig:
+    """The engine's settings of a `fit`: Poisson batches at the example level, uniform ones at
+    the agent level, and 10 evaluations unless `eval_every` says."""
+    return DSGDConfig(
+        steps=steps,
+        step_size=step_size,
+        clip=clip,
+        clip_level=clip_level,
+        batch_size=batch_size,
+        sampling="poisson" if clip_level == "example" else "uniform",
+        eval_every=eval_every if eval_every is not None else max(1, steps // 10),
     )
 
 
@@ -641,6 +633,7 @@ def design_noise(
     own from the seeds it holds with `mechanism.agent_noise`, and add it to each agent's clipped
     gradient: at the example level, the sum of the clipped per-example gradients divided by the
     expected batch size B, whose sensitivity `C / B` the calibration assumes."""
+    require_seed(seed)
     threats = _threats(threats)
     what = f"the {mechanism} design"
     known = require_design_fits(mechanism, _graph_size(graph, n, p), what)

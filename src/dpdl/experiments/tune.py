@@ -42,10 +42,17 @@ from dpdl.experiments.fit import (
     FitResult,
     GraphLike,
     Partition,
-    _arrays,
     fit,
     graph_and_weights,
     split_examples,
+)
+from dpdl.experiments.fit_checks import (
+    data_arrays,
+    probe,
+    require_model,
+    require_options,
+    require_seed,
+    require_targets,
 )
 from dpdl.experiments.sweeps.tuning import cost
 from dpdl.jobspec.engine import poisson_rates
@@ -265,6 +272,32 @@ def _require_test_form(test: Data | None, refit: bool) -> None:
         )
 
 
+def _require_own_model(
+    model: nn.Module,
+    loss: Loss,
+    train: tuple[np.ndarray, np.ndarray],
+    validation: Data | None,
+    options: dict[str, Any],
+) -> None:
+    """The checks `fit` makes of its model, loss, data and options
+    ([`dpdl.experiments.fit_checks`][dpdl.experiments.fit_checks]), made once before the search
+    on the training data and `validation`. The test set is not read before the refit (which
+    checks it before it trains): the search must not read it."""
+    classification = _default("classification", options)
+    require_options(_default("l2", options), classification, _default("progress", options))
+    require_model(model, _default("device", options), _default("strategy", options))
+    data = {"train": train}
+    if validation is not None:
+        data["validation"] = data_arrays(validation, "validation")
+    for what, (_, targets) in data.items():
+        require_targets(targets, what, classification)
+    example = _default("clip_level", options) == "example"
+    probe(
+        model, loss, data, classification=classification, strategy=_default("strategy", options),
+        example_clip=_default("clip", options) if example else None,
+    )  # fmt: skip
+
+
 def _metric(metric: str | None, classification: bool) -> tuple[str, str]:
     """The validation metric's name and goal (`"max"` or `"min"`)."""
     name = metric if metric is not None else ("accuracy" if classification else "loss")
@@ -407,7 +440,7 @@ def _split(
     if validation is not None:
         if fraction is not None:
             raise ConfigError("give a validation set or a validation_fraction, not both")
-        return train, parts, _arrays(validation, "validation")
+        return train, parts, data_arrays(validation, "validation")
     kept, held = _hold_out(parts, 0.2 if fraction is None else fraction, seed)
     order = np.concatenate(kept)
     search_parts = np.split(np.arange(len(order)), np.cumsum([len(k) for k in kept])[:-1])
@@ -503,15 +536,13 @@ def tune(
     """
     lrs = _require_lrs(lr)
     _require_options(options, FORWARDED, "tune")
-    if not isinstance(model, nn.Module):
-        raise ConfigError(f"model: expected a torch nn.Module, got {type(model).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ConfigError(f"seed: expected an integer >= 0, got {seed!r}")
+    require_seed(seed)
     _require_flag(refit, "refit")
     _require_flag(reference, "reference")
     score, goal = _metric(metric, bool(_default("classification", options)))
     _require_test_form(test, refit)
-    inputs, targets = _arrays(train, "train")
+    inputs, targets = data_arrays(train, "train")
+    _require_own_model(model, loss, (inputs, targets), validation, options)
     built, weights = graph_and_weights(graph, mixing, seed, n, p)
     fixed = built if isinstance(graph, (str, nx.Graph)) else graph  # a random draw made once
     parts = split_examples(targets, len(weights), partition, seed, alpha)
