@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ from dpdl.experiments.saved_models import (
     ModelsInfo,
     SavedModels,
     load_models,
+    require_module,
     save_models,
 )
 from dpdl.files import claimed_folder, folder_lock, json_safe, require_regular
@@ -260,6 +262,13 @@ class FitResult:
     def load_into(self, model: nn.Module, agent: int | None = None) -> nn.Module:
         """Write agent `agent`'s parameters (default: the average) into `model`, a module of
         the architecture trained; returns it."""
+        require_module(model, "model")
+        if agent is not None and (
+            isinstance(agent, bool)
+            or not isinstance(agent, numbers.Integral)
+            or not 0 <= agent < len(self.models)
+        ):
+            raise ConfigError(f"agent: expected one of 0..{len(self.models) - 1}, got {agent!r}")
         flat = self.average_model if agent is None else self.models[agent]
         expected = sum(p.numel() for p in model.parameters())
         if expected != flat.size:

@@ -63,6 +63,7 @@ __all__ = [
     "ModelsInfo",
     "SavedModels",
     "load_models",
+    "require_module",
     "save_models",
     "save_training_models",
 ]
@@ -278,6 +279,7 @@ class SavedModels:
         """Write agent `agent`'s parameters (default: the average model's) into `module`, whose
         parameters must have the saved names and shapes (they are cast to its dtype and device);
         its buffers are left as they are. Returns `module`."""
+        require_module(module, "module")
         state = self.average_state if agent is None else self.agent(agent)
         parameters = dict(module.named_parameters())
         self.layout.require_matches(
@@ -325,6 +327,18 @@ class SavedModels:
                     raise ConfigError(f"task {self.task!r} has no torch module")
                 network = built.model
         return self.load_into(network, agent)
+
+
+def require_module(module: Any, what: str) -> None:
+    """Refuse `module` that cannot take saved parameters: not an `nn.Module` (a class, a
+    function, a state dict), or one with tensors on the meta device (no storage to write)."""
+    if not isinstance(module, nn.Module):
+        raise ConfigError(f"{what}: expected a torch nn.Module, got {type(module).__name__}")
+    if any(t.is_meta for t in (*module.parameters(), *module.buffers())):
+        raise ConfigError(
+            f"{what}: has tensors on the meta device (no storage to load into): "
+            "materialise it first with .to_empty(device='cpu')"
+        )
 
 
 def load_models(folder: Path | str) -> SavedModels:
