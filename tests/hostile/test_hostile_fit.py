@@ -372,6 +372,10 @@ CASES: dict[str, tuple[Callable[[], Any], type[DpdlError], str]] = {
     "n-beside-a-networkx-graph": (lambda: _fit(n=10), ConfigError, "n"),
     "p-beside-a-networkx-graph": (lambda: _fit(p=0.5), ConfigError, "p"),
     "n-beside-a-mixing-matrix": (lambda: _fit(graph=W, n=4), ConfigError, "n"),
+    "n-beside-a-real-graph": (lambda: _fit(graph="florentine", n=4), ConfigError, "n="),
+    "p-beside-a-ring": (lambda: _fit(graph="ring", n=4, p=0.5), ConfigError, "p="),
+    "p-beside-a-real-graph": (lambda: _fit(graph="karate", p=0.1), ConfigError, "p="),
+    "n-beside-a-graph-file": (lambda: _fit(graph="edgelist:graph.txt", n=4), ConfigError, "n="),
     "multigraph": (lambda: _fit(graph=_multi(nx.MultiGraph)), GraphError, "graph"),
     "multidigraph": (lambda: _fit(graph=_multi(nx.MultiDiGraph)), GraphError, "MultiDiGraph"),
     "mixing-matrix-complex": (lambda: _fit(graph=_complex_w()), MixingMatrixError, "graph"),
@@ -391,6 +395,7 @@ CASES: dict[str, tuple[Callable[[], Any], type[DpdlError], str]] = {
     # dpdl.design_noise
     "design-noise-seed-fraction": (lambda: _design(seed=0.5), ConfigError, "seed"),
     "design-noise-n-beside-a-graph": (lambda: _design(n=8), ConfigError, "n"),
+    "design-noise-p-beside-a-star": (lambda: _design(graph="star", n=5, p=0.2), ConfigError, "p="),
     "design-noise-multigraph": (lambda: _design(graph=_multi(nx.MultiGraph)), GraphError, "graph"),
     "design-noise-complex-matrix": (
         lambda: _design(graph=_complex_w()),

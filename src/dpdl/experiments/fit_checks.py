@@ -6,8 +6,8 @@ Each refusal is one [`DpdlError`][dpdl.errors.DpdlError] that names the argument
 for the model, the loss and the options, `DataError` for the data, `GraphError` and
 `MixingMatrixError` for the graph. What is checked:
 
-- the options: `seed` an integer, `n` and `p` only beside a topology's name, `device` one torch
-  sees, `l2` finite and nonnegative, `classification` a flag;
+- the options: `seed` an integer, `n` and `p` only beside a topology's name that reads them,
+  `device` one torch sees, `l2` finite and nonnegative, `classification` a flag;
 - the data: numbers (real, finite), targets of a classification integer labels `(B,)`, from 0 to
   the model's outputs, test inputs of the training inputs' shape;
 - the model: parameters (float32, every one trainable, on the CPU or on `device`, none on the meta
@@ -30,6 +30,7 @@ import torch
 from scipy import sparse
 from torch import nn
 
+from dpdl.choices import GRAPH_SOURCES, RANDOM_GRAPHS
 from dpdl.errors import ConfigError, DataError, GraphError, MixingMatrixError
 from dpdl.jobspec.device import resolve_device
 from dpdl.tasks.base import Batch
@@ -130,6 +131,7 @@ def require_graph_object(graph: Any, n: Any, p: Any) -> None:
     matrix (they size a topology given by name), a multigraph (its repeated edges would count
     once in the mixing matrix, or twice, by rule), and a matrix that is not real numbers."""
     if isinstance(graph, str):
+        _require_sized_by_name(graph, n, p)
         return
     for name, value in (("n", n), ("p", p)):
         if value is not None:
@@ -151,6 +153,27 @@ def require_graph_object(graph: Any, n: Any, p: Any) -> None:
                 f"graph: the mixing matrix is {what}; a mixing matrix holds real weights "
                 "(nonnegative, rows summing to 1)"
             )
+
+
+def _require_sized_by_name(graph: str, n: Any, p: Any) -> None:
+    """Refuse `n` or `p` beside a topology's name that does not read them: a real graph or a
+    graph file has its own size, and only the random built-in graphs take `p` (a plugin's
+    source reads what it reads)."""
+    target = GRAPH_SOURCES.entry(graph).target if graph in GRAPH_SOURCES else None
+    module = (
+        target.partition(":")[0] if isinstance(target, str) else getattr(target, "__module__", "")
+    )
+    own_size = target is None or target == "dpdl.graphs.sources:real"
+    if own_size and n is not None:
+        raise ConfigError(
+            f"n: graph {graph!r} (a real graph or a graph file) has its own size: drop n={n!r}"
+        )
+    builtin = own_size or module == "dpdl.graphs.sources"
+    if builtin and graph not in RANDOM_GRAPHS and p is not None:
+        raise ConfigError(
+            f"p: the edge probability applies to {', '.join(RANDOM_GRAPHS)}, not to graph "
+            f"{graph!r}: drop p={p!r}"
+        )
 
 
 def data_arrays(data: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
