@@ -30,8 +30,9 @@ import torch
 from scipy import sparse
 from torch import nn
 
-from dpdl.choices import GRAPH_SOURCES, RANDOM_GRAPHS
+from dpdl.choices import GRAPH_SOURCES, RANDOM_GRAPHS, REAL_GRAPHS
 from dpdl.errors import ConfigError, DataError, GraphError, MixingMatrixError
+from dpdl.graphs.readers import graph_file_spec
 from dpdl.jobspec.device import resolve_device
 from dpdl.tasks.base import Batch
 from dpdl.tasks.torch_model import Loss, TorchModelTask
@@ -163,7 +164,12 @@ def _require_sized_by_name(graph: str, n: Any, p: Any) -> None:
     module = (
         target.partition(":")[0] if isinstance(target, str) else getattr(target, "__module__", "")
     )
-    own_size = target is None or target == "dpdl.graphs.sources:real"
+    patterns = [name.partition("<")[0] for name in REAL_GRAPHS if "<" in name]
+    own_size = (
+        target == "dpdl.graphs.sources:real"
+        or graph_file_spec(graph) is not None
+        or (target is None and any(graph.startswith(prefix) for prefix in patterns))
+    )  # an unknown name is left to build_graph, whose error lists the known ones
     if own_size and n is not None:
         raise ConfigError(
             f"n: graph {graph!r} (a real graph or a graph file) has its own size: drop n={n!r}"
