@@ -448,6 +448,9 @@ CASES: dict[str, tuple[Callable[[], Any], type[DpdlError], str]] = {
     "load-into-agent-beyond": (lambda: _load_into(agent=4), ConfigError, "agent"),
     "load-into-agent-negative": (lambda: _load_into(agent=-1), ConfigError, "agent"),
     "load-into-agent-float": (lambda: _load_into(agent=1.0), ConfigError, "agent"),
+    # dpdl.load_models
+    "load-models-of-none": (lambda: dpdl.load_models(None), ConfigError, "folder"),
+    "load-models-of-a-result": (lambda: dpdl.load_models({"models": []}), ConfigError, "folder"),
 }
 
 

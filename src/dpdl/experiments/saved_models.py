@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -349,6 +350,8 @@ def load_models(folder: Path | str) -> SavedModels:
     A folder that is not one of saved models, a manifest that is not JSON or not of this format, a
     missing, altered or truncated file: one [`FileFormatError`][dpdl.errors.FileFormatError]
     naming the file and what is wrong."""
+    if not isinstance(folder, (str, os.PathLike)):
+        raise ConfigError(f"folder: expected a path of saved models, got {type(folder).__name__}")
     folder = Path(folder)
     if not folder.is_dir():
         raise ConfigError(f"{folder}: no such folder of saved models")
