@@ -4,7 +4,9 @@ Every error a user can cause (a disconnected graph, a non-stochastic mixing matr
 out of range, a missing data file) is a [`DpdlError`][dpdl.errors.DpdlError]; the CLI prints its
 message as one line and exits non-zero instead of showing a traceback. The errors of a bad value are
 also `ValueError` (and a missing dependency an `ImportError`), so code that catches the standard
-exceptions keeps working.
+exceptions keeps working. A run that started on good input and failed on the way (its models or
+metrics stopped being finite) raises a [`DivergenceError`][dpdl.errors.DivergenceError], which the
+CLI reports with its own exit status (3).
 """
 
 from __future__ import annotations
@@ -57,6 +59,44 @@ class PeerFailure(DpdlError):
 
 class AuthenticationError(DpdlError):
     """A runtime message failed authentication: forged, altered, replayed or from another round."""
+
+
+class DivergenceError(DpdlError):
+    """A run's state (models, gradients after clipping, noise-added messages) or metrics stopped
+    being finite: the message names the step, the agent where known and the likely cause (a step
+    size too large, a loss returning NaN). Not a `ValueError`: the input was accepted, the run
+    failed. `step`: the first step found not finite; `agent`: the first agent found (None where
+    unknown); `cause`: the likely cause, in words; `seed`: the replicate, where a job has several
+    (None where not known)."""
+
+    def __init__(
+        self,
+        message: str,
+        step: int,
+        agent: int | None = None,
+        cause: str = "",
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.step = step
+        self.agent = agent
+        self.cause = cause
+        self.seed = seed
+
+    def of_seed(self, seed: int) -> DivergenceError:
+        """This error, of replicate `seed` (its message prefixed with it)."""
+        return DivergenceError(f"seed {seed}, {self}", self.step, self.agent, self.cause, seed)
+
+    def record(self) -> dict[str, object]:
+        """What a results folder's `FAILED.json` holds: the seed, step, agent, cause and
+        message."""
+        return {
+            "seed": self.seed,
+            "step": self.step,
+            "agent": self.agent,
+            "cause": self.cause,
+            "message": str(self),
+        }
 
 
 class MissingDependencyError(DpdlError, ImportError):

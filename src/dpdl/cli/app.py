@@ -1,6 +1,7 @@
 """The `dpdl` command itself: the top-level parser (`--version`, `-v` / `-q`) with every
 command's parser, and `main`, which loads the plugins, sets up logging and turns errors
-into one line and an exit status."""
+into one line and an exit status: 2 for bad input (a `DpdlError`), 3 for a run that diverged
+(`DIVERGED`), 1 for a bug, 130 for an interrupt."""
 
 from __future__ import annotations
 
@@ -21,8 +22,12 @@ from dpdl.cli.options import Parser
 from dpdl.cli.reproductions import reproduce_parser
 from dpdl.cli.sweep import sweep_parser
 from dpdl.cli.train import train_parser
-from dpdl.errors import DpdlError
+from dpdl.errors import DivergenceError, DpdlError
 from dpdl.registry import load_plugins
+
+#: The exit status of a run that failed on the way (a `DivergenceError`: its models or metrics
+#: stopped being finite); 2 is for bad input, found before the work.
+DIVERGED = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args)
     try:
         return args.handler(args)
+    except DivergenceError as error:
+        print(f"dpdl: error: {error}", file=sys.stderr)
+        return DIVERGED
     except DpdlError as error:
         print(f"dpdl: error: {error}", file=sys.stderr)
         return 2

@@ -21,7 +21,7 @@ from dpdl.cli.options import (
     claimed_output,
     output_folder,
 )
-from dpdl.errors import ConfigError
+from dpdl.errors import ConfigError, DivergenceError
 from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import from_options, to_options
 
@@ -79,7 +79,13 @@ def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from dpdl.experiments.results import json_safe, write_results
+    from dpdl.experiments.results import (
+        clear_failure,
+        json_safe,
+        refuse_failed_resume,
+        write_failure,
+        write_results,
+    )
     from dpdl.experiments.saved_models import save_training_models
     from dpdl.experiments.train import RunCheckpoints
     from dpdl.threads import require_threads
@@ -111,8 +117,15 @@ def _train(args: argparse.Namespace) -> int:
         else RunCheckpoints(folder / "checkpoints", args.checkpoint_every, args.resume)
     )
     config = from_options(TrainConfig, args)
+    if args.resume:
+        refuse_failed_resume(folder)
     with claimed_output(args, folder, "train"):
-        result = _run(args, config, checkpoints)
+        try:
+            result = _run(args, config, checkpoints)
+        except DivergenceError as error:  # the run happened and failed: its folder says so
+            print(f"failed: {write_failure(folder, error)}", file=sys.stderr)
+            raise
+        clear_failure(folder)  # of an earlier run this one replaces
         paths = write_results(result, folder)
         _write_options(args, result.config, folder)
         if args.save_models:

@@ -25,7 +25,7 @@ from scipy import sparse
 
 from dpdl.accounting import Calibration, PrivacyReport
 from dpdl.accounting.accountant import compose_runs
-from dpdl.errors import ConfigError
+from dpdl.errors import ConfigError, DivergenceError
 from dpdl.experiments.checkpoints import load_state, save_state
 from dpdl.graphs import summarize
 from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
@@ -318,17 +318,23 @@ def run_training(
     `checkpoints`: keep each seed's checkpoints, and with `resume` continue from them: the seeds
     finished are kept, the others continue where they were saved (or start), and the result equals
     an uninterrupted run's bit for bit ([`dpdl.simulation.resume`][dpdl.simulation.resume]).
-    Checkpoints of other settings are refused before anything runs. `callback(seed, step, metrics)`
-    sees every metric record as it is made (a resumed seed's records after its checkpoint only).
+    A seed whose models or metrics stop being finite stops the job with a
+    [`DivergenceError`][dpdl.errors.DivergenceError] naming the seed, step, agent and likely
+    cause. Checkpoints of other settings are refused before anything runs. `callback(seed, step,
+    metrics)` sees every metric record as it is made (a resumed seed's records after its checkpoint
+    only).
 
     The result's configuration holds the graph's real number of agents as `n`: a real graph or
     a graph file has its own size, not the `n` given for synthetic graphs (20 by default)."""
     config = with_epochs(with_gdp_budget(config.resolved()))
     if checkpoints is not None:
         _prepare_checkpoints(config, checkpoints, device)
-    outcomes = [
-        run_seed(config, seed, progress, device, checkpoints, callback) for seed in config.seeds
-    ]
+    outcomes = []
+    for seed in config.seeds:
+        try:
+            outcomes.append(run_seed(config, seed, progress, device, checkpoints, callback))
+        except DivergenceError as error:
+            raise error.of_seed(seed) from None
     task, calibration, _ = outcomes[0]
     runs = [run for _, _, run in outcomes]
     config = replace(config, n=runs[0].graph["nodes"])

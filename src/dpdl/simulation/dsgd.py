@@ -38,6 +38,7 @@ from dpdl.choices import CLIP_LEVELS
 from dpdl.errors import ConfigError
 from dpdl.graphs.mixing import validate_mixing_matrix
 from dpdl.jobspec.device import resolve_device
+from dpdl.jobspec.divergence import FiniteWatch, check_metrics
 from dpdl.jobspec.engine import DSGDConfig, StepSize, require_calibrated_for
 from dpdl.jobspec.step import agent_batches, clip_rows, local_gradients, make_sampler
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook
@@ -127,12 +128,18 @@ def run_dsgd(
         noise = None if mechanism.is_noiseless else _agent_noise(mechanism, agent_seeds, task.dim)
 
     mixing = mixing_operator(weights, device)
+    watch = FiniteWatch(config.step_size)
 
     def step(t: int, params: torch.Tensor) -> torch.Tensor:
         grads = local_gradients(task, params, draw() if draw is not None else None, config)
+        watch.note(t, "gradient", grads)
         if noise is not None:
-            grads = grads + to_device(next(noise), device)
-        return mixing @ (params - config.step_size(t) * grads)
+            drawn = to_device(next(noise), device)
+            watch.note(t, "noise", drawn)
+            grads = grads + drawn
+        message = params - config.step_size(t) * grads
+        watch.note(t, "message", message)
+        return mixing @ message
 
     def replay(t: int) -> None:  # step t's draws, in step's order, without its arithmetic
         if draw is not None:
@@ -142,7 +149,15 @@ def run_dsgd(
 
     label = f"{task.name}/{mechanism.name}"
     return iterate(
-        task.to(device), config, step, label, progress, callback, replay, checkpoints=checkpoints
+        task.to(device),
+        config,
+        step,
+        label,
+        progress,
+        callback,
+        replay,
+        checkpoints=checkpoints,
+        watch=watch,
     )
 
 
@@ -161,6 +176,7 @@ def iterate(
     replay: Callable[[int], None] | None = None,
     variables: dict[str, torch.Tensor] | None = None,
     checkpoints: Checkpoints | None = None,
+    watch: FiniteWatch | None = None,
 ) -> DSGDResult:
     """Apply `params <- step(t, params)` for t = 1..T from the task's initial point on every
     agent, on the task's device, recording metrics at step 0, every `config.eval_every` steps and
@@ -175,8 +191,15 @@ def iterate(
     the way and the one to start from; `replay(t)` draws step t's random numbers without
     computing (what a resumed run fast-forwards its streams by), and `variables` are the engine's
     other state, by name, which `step` reads and writes and a checkpoint holds. A resumed run's
-    callback sees the records made after its start only."""
+    callback sees the records made after its start only.
+
+    A run whose models (or what `step` notes in `watch`: gradients, noise, messages) or metrics
+    stop being finite stops with a [`DivergenceError`][dpdl.errors.DivergenceError] naming the step,
+    the agent and the likely cause ([`dpdl.jobspec.divergence`][dpdl.jobspec.divergence]); the
+    models are checked at every evaluation and before every checkpoint, so no checkpoint holds a
+    diverged state."""
     variables = {} if variables is None else variables
+    watch = FiniteWatch(config.step_size) if watch is None else watch
     start = None if checkpoints is None else checkpoints.start
     if start is not None and start.step >= config.steps:
         _check_start(task, config, start)
@@ -192,7 +215,10 @@ def iterate(
     def record(t: int) -> None:
         # at step 0 every agent holds the initial point, so one row has every agent's metrics (a
         # CNN's test pass costs as much as a few dozen training steps)
+        watch.note(t, "model", params)
+        watch.check()
         metrics = {"step": t, **task.evaluate(params[:1] if t == 0 else params)}
+        check_metrics(t, metrics)
         history.append(metrics)
         if callback is not None:
             callback(t, metrics)
@@ -213,13 +239,18 @@ def iterate(
         params = step(t, params)
         if t % config.eval_every == 0 or t == config.steps:
             record(t)
+        else:
+            watch.note(t, "model", params)
             bar.set_postfix(
                 {task.primary_metric: f"{history[-1][task.primary_metric]:.4g}"}, refresh=False
             )
         if t > config.steps - config.average_last:
             recorded = history[-1]["step"] == t
-            tail.append(history[-1] if recorded else task.evaluate(params))
+            if not recorded:
+                watch.check()
+            tail.append(history[-1] if recorded else _evaluated(task, t, params))
         if checkpoints is not None and t < config.steps and checkpoints.due(t, config.steps):
+            watch.check()
             checkpoints.save(_state(t, params, history, tail, variables))
             checkpoints.saved()
         bar.update()
@@ -237,6 +268,13 @@ def iterate(
         checkpoints.save(_state(config.steps, params, history, tail, variables, result.params))
         checkpoints.saved()
     return result
+
+
+def _evaluated(task: Task, t: int, params: torch.Tensor) -> dict[str, float]:
+    """The task's metrics of `params` at step `t`, checked finite."""
+    metrics = task.evaluate(params)
+    check_metrics(t, metrics)
+    return metrics
 
 
 def _state(

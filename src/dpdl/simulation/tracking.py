@@ -36,6 +36,7 @@ import torch
 from dpdl.errors import ConfigError
 from dpdl.graphs import validate_mixing_matrix
 from dpdl.jobspec.device import resolve_device
+from dpdl.jobspec.divergence import FiniteWatch
 from dpdl.jobspec.step import agent_batches, local_gradients, make_sampler
 from dpdl.mechanisms.base import SeedBook
 from dpdl.mechanisms.lppa import TrackingNoise
@@ -100,13 +101,16 @@ def run_dsgt(
             )
 
     state: dict[str, torch.Tensor] = {}
+    watch = FiniteWatch(config.step_size)
 
-    def gradients(params: torch.Tensor) -> torch.Tensor:
-        return local_gradients(task, params, draw() if draw is not None else None, config)
+    def gradients(t: int, params: torch.Tensor) -> torch.Tensor:
+        grads = local_gradients(task, params, draw() if draw is not None else None, config)
+        watch.note(t, "gradient", grads)
+        return grads
 
     def step(t: int, params: torch.Tensor) -> torch.Tensor:
         if t == 1:
-            state["grads"] = gradients(params)
+            state["grads"] = gradients(0, params)
             state["tracking"] = state["grads"] + (inject(0) if injection is not None else 0.0)
         communicates = t % local_steps == 0
         mixed, tracking = (
@@ -115,10 +119,12 @@ def run_dsgt(
             else (params, state["tracking"])
         )
         params = mixed - config.step_size(t) * state["tracking"]
-        grads = gradients(params)
+        watch.note(t, "model", params)  # before its gradient, which a diverged model makes NaN
+        grads = gradients(t, params)
         state["tracking"] = tracking + grads - state["grads"]
         if injection is not None and injection.every_round and communicates:
             state["tracking"] = state["tracking"] + inject(t)
+        watch.note(t, "tracking", state["tracking"])
         state["grads"] = grads
         return params
 
@@ -134,5 +140,5 @@ def run_dsgt(
 
     label = f"{task.name}/dsgt" + (f"+{injection.name}" if injection is not None else "")
     return iterate(
-        task.to(device), config, step, label, progress, callback, replay, state, checkpoints
+        task.to(device), config, step, label, progress, callback, replay, state, checkpoints, watch
     )

@@ -1,0 +1,122 @@
+"""Runs that fail loudly: a watch on an engine's state that stops a run whose models, gradients,
+noise or metrics stop being finite, with a [`DivergenceError`][dpdl.errors.DivergenceError] naming
+the step, the agent and the likely cause.
+
+The watch is cheap: each quantity watched is reduced to one number per agent, its largest
+magnitude (`(n,)`, on the compute device, no copy to the host; NaN where a value is NaN), and these
+are checked together at the run's evaluations, before a checkpoint and every `WINDOW` steps (one
+synchronisation), so a GPU is never waited on step by step. The first step and agent whose
+largest magnitude is not finite are reported; what was watched there names the cause: a gradient
+after clipping (the loss or its gradient), the noise (the mechanism), the noise-added message or
+the model (the step size).
+The simulation ([`dpdl.simulation.dsgd.iterate`][dpdl.simulation.dsgd.iterate]) and the runtime's
+agents ([`dpdl.runtime.agent`][dpdl.runtime.agent]) both watch their runs with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import torch
+
+from dpdl.errors import DivergenceError
+
+__all__ = ["WINDOW", "FiniteWatch", "check_metrics"]
+
+#: At most this many steps' values are kept before they are checked.
+WINDOW = 64
+
+#: What each watched quantity is called in a message, and where in the step it is.
+_WHAT = {
+    "model": "model",
+    "gradient": "gradient after clipping",
+    "noise": "noise",
+    "message": "noise-added message",
+    "tracking": "tracking variable",
+}
+
+
+def _cause(what: str, kind: str, step_size: float) -> str:
+    """The likely cause of a non-finite `what` (`nan` or `inf`) under step size `step_size`."""
+    if what == "gradient":
+        return (
+            f"the loss or its gradient is {kind} there (a loss that returns NaN or inf, or data "
+            "that is not finite)"
+        )
+    if what == "noise":
+        return "the mechanism drew noise that is not finite (its noise scale may be too large)"
+    if kind == "inf" or not math.isfinite(step_size) or abs(step_size) > 1e3:
+        return f"the step size {step_size:g} may be too large"
+    return f"the step size {step_size:g} may be too large, or the loss returns NaN"
+
+
+class FiniteWatch:
+    """Per-agent largest magnitudes of what an engine computes, checked in windows (module doc).
+
+    `step_size(t)`: the step size of step `t`, for the message; `agents`: the agents' names in
+    row order (default: row i is agent i; a runtime agent watches its own row only)."""
+
+    def __init__(self, step_size: Callable[[int], float], agents: list[int] | None = None) -> None:
+        self._step_size = step_size
+        self._agents = agents
+        self._notes: list[tuple[int, str]] = []
+        self._peaks: list[torch.Tensor] = []
+
+    def note(self, t: int, what: str, rows: torch.Tensor) -> None:
+        """Keep the per-agent largest magnitudes of `rows` (`(n, d)`, or `(d,)` for one agent),
+        `what` of step `t` (a key of the watched quantities: model, gradient, noise, message,
+        tracking)."""
+        flat = rows.detach().reshape(rows.shape[0] if rows.ndim > 1 else 1, -1)
+        self._peaks.append(torch.linalg.vector_norm(flat, ord=math.inf, dim=1))
+        self._notes.append((t, what))
+        if len(self._notes) >= WINDOW * len(_WHAT):
+            self.check()
+
+    def check(self) -> None:
+        """Raise [`DivergenceError`][dpdl.errors.DivergenceError] for the first value kept that is
+        not finite; forget them all otherwise."""
+        if not self._peaks:
+            return
+        peaks = torch.stack([p.to(torch.float64) for p in self._peaks])
+        bad = ~torch.isfinite(peaks)
+        if not bool(bad.any()):
+            self._peaks.clear()
+            self._notes.clear()
+            return
+        row = int(bad.any(dim=1).nonzero()[0, 0])
+        t, what = self._notes[row]
+        columns = bad[row].nonzero()[:, 0].tolist()
+        names = columns if self._agents is None else [self._agents[c] for c in columns]
+        kind = "nan" if bool(torch.isnan(peaks[row, columns[0]])) else "inf"
+        raise divergence(t, names, what, kind, float(self._step_size(max(t, 1))))
+
+
+def divergence(
+    t: int, agents: list[int], what: str, kind: str, step_size: float
+) -> DivergenceError:
+    """The error of step `t`, where `agents`' `what` (a key of the watched quantities) is first
+    `kind` (nan or inf)."""
+    cause = _cause(what, kind, step_size)
+    others = len(agents) - 1
+    who = f"agent {agents[0]}'s" + (
+        f" (and {others} other agent{'s' if others > 1 else ''}')" if others else ""
+    )
+    where = "at the start" if t == 0 else ("after the step" if what == "model" else "")
+    text = f"step {t}: {who} {_WHAT[what]} is not finite ({kind})"
+    text += f" {where}" if where else ""
+    return DivergenceError(f"{text}; {cause}", t, agents[0], cause)
+
+
+def check_metrics(t: int, metrics: Mapping[str, float]) -> None:
+    """Raise [`DivergenceError`][dpdl.errors.DivergenceError] if a metric of step `t` is not
+    finite (the models were checked finite before they were evaluated)."""
+    for name, value in metrics.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            cause = "the task's loss or metric returns NaN or inf on finite models"
+            raise DivergenceError(
+                f"step {t}: the metric {name} is {value} though the models are finite; {cause}",
+                t,
+                None,
+                cause,
+            )
