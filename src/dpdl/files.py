@@ -13,6 +13,8 @@ device (`/dev/null`, `/dev/zero`), a socket or a folder given where a file is ex
 by name, never opened (a FIFO would block the reader forever, `/dev/zero` never ends).
 `parse_json` turns JSON nested too deep for Python's parser into the same one clear error as any
 other malformed file.
+`write_failure` marks a folder whose run diverged (`FAILED.json`), and `refuse_failed_resume`
+refuses to resume it.
 """
 
 from __future__ import annotations
@@ -31,20 +33,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dpdl.errors import ConfigError, DpdlError
+from dpdl.errors import ConfigError, DivergenceError, DpdlError
 
 __all__ = [
+    "FAILED",
     "LOCK_NAME",
     "RUN_MARKER",
     "atomic_write",
     "claimed_folder",
+    "clear_failure",
     "file_sha256",
     "folder_lock",
     "json_safe",
     "parse_json",
     "read_regular",
+    "refuse_failed_resume",
     "require_folder",
     "require_regular",
+    "write_failure",
 ]
 
 #: The lock file a job holds in its working folder (:func:`folder_lock`).
@@ -381,3 +387,44 @@ def claimed_folder(
                 elif wrote:
                     (folder / RUN_MARKER).unlink(missing_ok=True)
             raise
+
+
+#: The file that marks a results folder's run as diverged (seed, step, agent, cause, message).
+FAILED = "FAILED.json"
+
+#: The files of a folder that claim results, removed from a folder whose run diverged.
+_CLAIMS = ("final.json",)
+
+
+def write_failure(folder: Path, error: DivergenceError) -> Path:
+    """Mark `folder` failed: `FAILED.json` holding `error`'s record (seed, step, agent, cause,
+    message), and no `final.json` claiming results. Its checkpoints stay (to inspect), but a
+    resume of them is refused (`refuse_failed_resume`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in _CLAIMS:
+        (folder / name).unlink(missing_ok=True)
+    path = folder / FAILED
+    atomic_write(path, (json.dumps(json_safe(error.record()), indent=2) + "\n").encode())
+    return path
+
+
+def clear_failure(folder: Path) -> None:
+    """Remove `folder`'s `FAILED.json`: a new run replaces the one that failed."""
+    (folder / FAILED).unlink(missing_ok=True)
+
+
+def refuse_failed_resume(folder: Path) -> None:
+    """Raise [`ConfigError`][dpdl.errors.ConfigError] if `folder`'s run diverged: its checkpoints
+    would continue into the same divergence (the run is deterministic)."""
+    path = folder / FAILED
+    if not path.is_file():
+        return
+    try:
+        message = json.loads(path.read_text()).get("message", "")
+    except (OSError, ValueError, AttributeError):
+        message = ""
+    raise ConfigError(
+        f"--resume: the run in {folder} diverged ({path}: {message or 'unreadable'}); its "
+        "checkpoints would continue into the same divergence: start afresh (without --resume) "
+        "with other settings"
+    )

@@ -110,6 +110,7 @@ def run_local_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_local(args: argparse.Namespace) -> int:
+    from dpdl.experiments.results import clear_failure
     from dpdl.runtime import run_local
 
     config = from_options(TrainConfig, args)
@@ -125,6 +126,8 @@ def _run_local(args: argparse.Namespace) -> int:
         else claimed_output(args, args.workdir, "run-local", to_options(config), "--workdir")
     )
     with claim:
+        if not args.resume:
+            clear_failure(args.workdir)  # of an earlier run this one replaces
         return _write_outcome(args, run_local(config, args.seed[0], options, not args.no_progress))
 
 
@@ -132,11 +135,14 @@ def _write_outcome(args: argparse.Namespace, outcome: Any) -> int:  # noqa: ANN4
     """Write and print what the agents of `run-local` made (`outcome`), or why they stopped."""
     import numpy as np
 
-    from dpdl.experiments.results import json_safe
+    from dpdl.experiments.results import json_safe, write_failure
 
     if outcome.models is None:
         for agent, error in sorted(outcome.errors.items()):
             print(f"agent {agent}: {error.strip().splitlines()[-1]}", file=sys.stderr)
+        if outcome.diverged is not None:  # the run failed: its folder says so, no resume
+            print(f"failed: {write_failure(args.workdir, outcome.diverged)}", file=sys.stderr)
+            raise outcome.diverged
         raise PeerFailure(
             f"{len(outcome.errors)} of {len(outcome.agents)} agents stopped; rerun with --resume "
             "to continue from the checkpoints",

@@ -1,7 +1,7 @@
 """Writing results: a training job's folder (config JSON, metrics CSV, final JSON, figure), rows as
 CSV (and reading them back), JSON with non-finite numbers (`dpdl.files.json_safe`,
 re-exported here), and the mark of a run that diverged (`FAILED.json`, in place of
-`final.json`).
+`final.json`: `dpdl.files.write_failure`, re-exported here).
 
 The commands that write JSON or CSV alone (`dpdl noise`, `audit`, `factorize`) import this
 module too, so matplotlib is imported by `write_results`, which draws the figure.
@@ -15,8 +15,15 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dpdl.errors import ConfigError, DivergenceError
-from dpdl.files import atomic_write, json_safe, read_regular
+from dpdl.files import (
+    FAILED,
+    atomic_write,
+    clear_failure,
+    json_safe,
+    read_regular,
+    refuse_failed_resume,
+    write_failure,
+)
 
 if TYPE_CHECKING:
     from dpdl.experiments.train import TrainResult
@@ -31,46 +38,6 @@ __all__ = [
     "write_results",
     "write_rows",
 ]
-
-#: The file that marks a results folder's run as diverged (seed, step, agent, cause, message).
-FAILED = "FAILED.json"
-
-#: The files of a folder that claim results, removed from a folder whose run diverged.
-_CLAIMS = ("final.json",)
-
-
-def write_failure(folder: Path, error: DivergenceError) -> Path:
-    """Mark `folder` failed: `FAILED.json` holding `error`'s record (seed, step, agent, cause,
-    message), and no `final.json` claiming results. Its checkpoints stay (to inspect), but a
-    resume of them is refused (`refuse_failed_resume`)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in _CLAIMS:
-        (folder / name).unlink(missing_ok=True)
-    path = folder / FAILED
-    atomic_write(path, (json.dumps(json_safe(error.record()), indent=2) + "\n").encode())
-    return path
-
-
-def clear_failure(folder: Path) -> None:
-    """Remove `folder`'s `FAILED.json`: a new run replaces the one that failed."""
-    (folder / FAILED).unlink(missing_ok=True)
-
-
-def refuse_failed_resume(folder: Path) -> None:
-    """Raise [`ConfigError`][dpdl.errors.ConfigError] if `folder`'s run diverged: its checkpoints
-    would continue into the same divergence (the run is deterministic)."""
-    path = folder / FAILED
-    if not path.is_file():
-        return
-    try:
-        message = json.loads(path.read_text()).get("message", "")
-    except (OSError, ValueError, AttributeError):
-        message = ""
-    raise ConfigError(
-        f"--resume: the run in {folder} diverged ({path}: {message or 'unreadable'}); its "
-        "checkpoints would continue into the same divergence: start afresh (without --resume) "
-        "with other settings"
-    )
 
 
 def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:

@@ -22,7 +22,7 @@ import torch
 
 from dpdl.errors import DivergenceError
 
-__all__ = ["WINDOW", "FiniteWatch", "check_metrics"]
+__all__ = ["HUGE", "WINDOW", "FiniteWatch", "check_metrics", "divergence"]
 
 #: At most this many steps' values are kept before they are checked.
 WINDOW = 64
@@ -37,8 +37,17 @@ _WHAT = {
 }
 
 
-def _cause(what: str, kind: str, step_size: float) -> str:
-    """The likely cause of a non-finite `what` (`nan` or `inf`) under step size `step_size`."""
+#: A model larger than this before a gradient that is not finite: the models grew without bound.
+HUGE = 1e30
+
+
+def _cause(what: str, kind: str, step_size: float, peak: float | None) -> str:
+    """The likely cause of a non-finite `what` (`nan` or `inf`) under step size `step_size`, the
+    model's largest magnitude having been `peak` before (None: not known)."""
+    if what in ("gradient", "tracking") and peak is not None and peak > HUGE:
+        return (
+            f"the models grew to {peak:.3g} before it: the step size {step_size:g} may be too large"
+        )
     if what == "gradient":
         return (
             f"the loss or its gradient is {kind} there (a loss that returns NaN or inf, or data "
@@ -62,6 +71,7 @@ class FiniteWatch:
         self._agents = agents
         self._notes: list[tuple[int, str]] = []
         self._peaks: list[torch.Tensor] = []
+        self._last_model: torch.Tensor | None = None
 
     def note(self, t: int, what: str, rows: torch.Tensor) -> None:
         """Keep the per-agent largest magnitudes of `rows` (`(n, d)`, or `(d,)` for one agent),
@@ -80,7 +90,10 @@ class FiniteWatch:
             return
         peaks = torch.stack([p.to(torch.float64) for p in self._peaks])
         bad = ~torch.isfinite(peaks)
+        models = [r for r, (_, what) in enumerate(self._notes) if what == "model"]
         if not bool(bad.any()):
+            if models:
+                self._last_model = peaks[models[-1]]
             self._peaks.clear()
             self._notes.clear()
             return
@@ -89,15 +102,24 @@ class FiniteWatch:
         columns = bad[row].nonzero()[:, 0].tolist()
         names = columns if self._agents is None else [self._agents[c] for c in columns]
         kind = "nan" if bool(torch.isnan(peaks[row, columns[0]])) else "inf"
-        raise divergence(t, names, what, kind, float(self._step_size(max(t, 1))))
+        before = [r for r in models if r < row]
+        model = peaks[before[-1]] if before else self._last_model
+        peak = None if model is None else float(model[columns[0]])
+        raise divergence(t, names, what, kind, float(self._step_size(max(t, 1))), peak)
 
 
 def divergence(
-    t: int, agents: list[int], what: str, kind: str, step_size: float
+    t: int,
+    agents: list[int],
+    what: str,
+    kind: str,
+    step_size: float,
+    peak: float | None = None,
 ) -> DivergenceError:
     """The error of step `t`, where `agents`' `what` (a key of the watched quantities) is first
-    `kind` (nan or inf)."""
-    cause = _cause(what, kind, step_size)
+    `kind` (nan or inf), under step size `step_size`, the first agent's model having had largest
+    magnitude `peak` before (None: not known)."""
+    cause = _cause(what, kind, step_size, peak)
     others = len(agents) - 1
     who = f"agent {agents[0]}'s" + (
         f" (and {others} other agent{'s' if others > 1 else ''}')" if others else ""

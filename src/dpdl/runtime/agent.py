@@ -59,6 +59,7 @@ from dpdl.jobspec.departure import (
     second_phase,
     two_phase_reports,
 )
+from dpdl.jobspec.divergence import divergence
 from dpdl.jobspec.engine import require_calibrated_for
 from dpdl.jobspec.job import Job, build_job, with_epochs
 from dpdl.jobspec.sampling import AgentBatches
@@ -395,6 +396,23 @@ def _connect(
     return links, channel
 
 
+def _require_finite(
+    t: int,
+    agent: int,
+    what: str,
+    values: np.ndarray,
+    step_size: float,
+    model: np.ndarray | None = None,
+) -> None:
+    """Raise [`DivergenceError`][dpdl.errors.DivergenceError] if `values`, agent `agent`'s `what`
+    of round `t` ([`dpdl.jobspec.divergence`][dpdl.jobspec.divergence]), are not all finite
+    (`model`: the agent's model before, whose size tells a step size too large)."""
+    if not np.isfinite(values).all():
+        kind = "nan" if np.isnan(values).any() else "inf"
+        peak = None if model is None else float(np.abs(model).max(initial=0.0))
+        raise divergence(t, [agent], what, kind, step_size, peak)
+
+
 def _round_step(
     config: TrainConfig,
     job: Job,
@@ -405,11 +423,14 @@ def _round_step(
     links: Links,
     channel: NeighbourChannel,
     device: torch.device,
+    names: list[int],
 ) -> Callable[[int, np.ndarray], np.ndarray]:
     """Agent `agent`'s round: `step(t, params)` runs round `t` from `params` (collective
     with its neighbours) and returns the parameters after it. A round of noisy D-SGD (the
     module's formulas), or under gradient tracking (`config.algorithm == "dsgt"`) one of LPPA:
-    `params` stacks the model, the tracking variable and the last gradient."""
+    `params` stacks the model, the tracking variable and the last gradient. A gradient, noise,
+    message sent or received that is not finite stops it with a
+    [`DivergenceError`][dpdl.errors.DivergenceError] (`names`: the agents by rank)."""
     dim = job.task.dim
     own_weight, weights_in = (
         job.weights[rank, rank],
@@ -429,11 +450,30 @@ def _round_step(
             mixed += w * received[j][part]
         return mixed
 
+    def require_finite(
+        t: int,
+        parts: dict[str, np.ndarray],
+        received: dict[int, np.ndarray],
+        model: np.ndarray,
+    ) -> None:
+        # after the exchange: a neighbour learns of a diverged message at once, not at a timeout
+        eta = job.dsgd.step_size(t)
+        for what, values in parts.items():
+            _require_finite(t, agent, what, values, eta, model)
+        for j, values in received.items():  # j: the sender's rank
+            _require_finite(t, names[j], "message", values, eta)
+
     def dsgd_round(t: int, x: np.ndarray) -> np.ndarray:
-        step = gradient(x) + job.mechanism.agent_noise(rank, links.seeds, t, dim)
+        grad, noise = gradient(x), job.mechanism.agent_noise(rank, links.seeds, t, dim)
+        step = grad + noise
         step *= -job.dsgd.step_size(t)
         sent = np.add(x, step, out=channel.outgoing)  # computed into the message: no copy
-        return mix(sent, channel.exchange(t, sent))
+        received = channel.exchange(t, sent)
+        parts = {"gradient": grad, "noise": noise, "message": sent}
+        require_finite(t, parts, received, x)
+        mixed = mix(sent, received)
+        _require_finite(t, agent, "model", mixed, job.dsgd.step_size(t))
+        return mixed
 
     def inject(t: int) -> np.ndarray:
         return (
@@ -465,6 +505,8 @@ def _round_step(
         y = mixed_y + g_new - g
         if job.injection is not None and job.injection.every_round and communicates:
             y = y + inject(t)
+        parts = {"model": x_new, "gradient": g_new, "tracking": y}
+        require_finite(t, parts, received if communicates else {}, x_new)
         return np.stack([x_new, y, g_new])
 
     return dsgt_round if config.algorithm == "dsgt" else dsgd_round
@@ -584,7 +626,9 @@ def _run(
     links, channel = _connect(
         job, options, agent, rank, epoch, run, resumed, remaining, tracking, device
     )
-    advance = _round_step(config, job, task, agent, rank, batches, links, channel, device)
+    advance = _round_step(
+        config, job, task, agent, rank, batches, links, channel, device, remaining
+    )
     params = _run_rounds(
         advance,
         state,

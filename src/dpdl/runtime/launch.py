@@ -39,10 +39,11 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from dpdl.errors import ConfigError, DpdlError, PeerFailure
-from dpdl.files import folder_lock, require_folder
+from dpdl.errors import ConfigError, DivergenceError, DpdlError, PeerFailure
+from dpdl.files import folder_lock, refuse_failed_resume, require_folder
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.departure import remaining_agents
+from dpdl.jobspec.divergence import check_metrics
 from dpdl.jobspec.job import build_job, privacy_reports, with_epochs
 from dpdl.processes import worker_context
 from dpdl.registry import load_plugins
@@ -144,6 +145,12 @@ def agent_error_path(workdir: Path, rank: int) -> Path:
     return Path(workdir) / "errors" / f"rank{rank}.txt"
 
 
+def agent_divergence_path(workdir: Path, rank: int) -> Path:
+    """Where the local agent process of rank `rank` writes the record of its
+    [`DivergenceError`][dpdl.errors.DivergenceError], when it stopped on one."""
+    return Path(workdir) / "errors" / f"rank{rank}.diverged.json"
+
+
 def _exit_with_launcher(launcher: multiprocessing.connection.Connection) -> None:
     """Block until the launcher's end of the pipe closes (it died, or the job is over), then end
     this agent at once."""
@@ -177,6 +184,8 @@ def _local_agent(
         path = agent_error_path(workdir, rank)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(str(error) if isinstance(error, DpdlError) else traceback.format_exc())
+        if isinstance(error, DivergenceError):
+            agent_divergence_path(workdir, rank).write_text(json.dumps(error.record()))
         os._exit(1)  # without tearing down gloo, which can block on a dead peer
 
 
@@ -202,6 +211,7 @@ def spawn_agents(
     port = free_port()
     for rank in range(world):
         agent_error_path(workdir, rank).unlink(missing_ok=True)
+        agent_divergence_path(workdir, rank).unlink(missing_ok=True)
     watched, lifeline = context.Pipe(duplex=False)
     processes = [
         context.Process(
@@ -253,13 +263,15 @@ def watch_agents(agents: Agents, grace: float = STOP_GRACE) -> dict[int, str]:
 class LocalRun:
     """Outcome of [`run_local`][dpdl.runtime.launch.run_local]: the final models (rows: the
     agents of the run in rank order), their metrics, the run's privacy guarantee per threat, and
-    the agents' errors."""
+    the agents' errors; `diverged`: the first divergence an agent stopped on (the earliest round),
+    where one did."""
 
     agents: list[int]
     models: np.ndarray | None
     metrics: dict[str, float]
     privacy: list[dict[str, Any]]
     errors: dict[int, str]
+    diverged: DivergenceError | None = None
 
 
 def _agent_target(
@@ -280,7 +292,11 @@ def run_local(
     left) and collect the outcome.
 
     When any agent fails, `models` is None and `errors` says, per agent, why it stopped;
-    rerun with `resume=True` to continue from the checkpoints.
+    rerun with `resume=True` to continue from the checkpoints. An agent whose gradient, noise,
+    messages or model stopped being finite stops on a
+    [`DivergenceError`][dpdl.errors.DivergenceError] (`diverged`); a resume of the folder is then
+    refused once the caller has marked it failed (`dpdl.files.write_failure`), and final metrics
+    that are not finite raise one.
     """
     config = with_epochs(config.resolved())
     require_runtime_settings(config)
@@ -291,6 +307,8 @@ def run_local(
         raise ConfigError(f"departed: agents are 0..{n - 1}, got {list(options.departed)}")
     if options.resume and not Path(options.workdir).is_dir():
         raise ConfigError(f"nothing to resume: {options.workdir} does not exist")
+    if options.resume:
+        refuse_failed_resume(Path(options.workdir))
     agents = remaining_agents(config.n, options.departed)
     if options.backend == "nccl" and torch.cuda.device_count() < len(agents):
         raise ConfigError(
@@ -326,7 +344,7 @@ def run_local(
         elif process.exitcode:
             errors[agent] = f"agent {agent} exited with code {process.exitcode}"
     if errors:
-        return LocalRun(agents, None, {}, [], errors)
+        return LocalRun(agents, None, {}, [], errors, _first_divergence(options.workdir, agents))
     models = np.stack(
         [np.load(final_model_path(options.workdir, a), allow_pickle=False) for a in agents]
     )  # plain arrays only
@@ -341,4 +359,20 @@ def run_local(
                 job.mechanism, job.neighbouring, config.steps, config.delta
             )
         ]
-    return LocalRun(agents, models, job.task.evaluate(torch.from_numpy(models)), privacy, {})
+    metrics = job.task.evaluate(torch.from_numpy(models))
+    check_metrics(config.steps, metrics)
+    return LocalRun(agents, models, metrics, privacy, {})
+
+
+def _first_divergence(workdir: Path, agents: list[int]) -> DivergenceError | None:
+    """The divergence of the earliest round that an agent recorded
+    (`agent_divergence_path`), or None."""
+    found = []
+    for rank in range(len(agents)):
+        path = agent_divergence_path(workdir, rank)
+        if path.is_file():
+            record = json.loads(path.read_text())
+            found.append(
+                DivergenceError(record["message"], record["step"], record["agent"], record["cause"])
+            )
+    return min(found, key=lambda e: (e.step, -1 if e.agent is None else e.agent), default=None)
