@@ -28,7 +28,7 @@ import contextlib
 import hashlib
 import logging
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from torch import nn
 
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
 from dpdl.choices import PARTITIONS
-from dpdl.errors import ConfigError
+from dpdl.errors import ConfigError, DivergenceError
 from dpdl.experiments.checkpoints import load_state, save_state
 from dpdl.experiments.fit_checks import checked_data, probe, require_graph_object, require_seed
 from dpdl.experiments.saved_models import (
@@ -406,6 +406,10 @@ def fit(
     a call with the same arguments, model, data and graph, to continue from: the result equals the
     uninterrupted run's bit for bit; a checkpoint of other arguments is refused, naming what
     differs. A resumed run's callbacks see the records made after the checkpoint only.
+
+    A run whose models, gradients, noise or metrics stop being finite (a loss that returns NaN, a
+    step size too large) stops with a [`DivergenceError`][dpdl.errors.DivergenceError] naming the
+    step, the agent and the likely cause.
     """
     arguments = dict(locals())  # the plain ones name the run in a checkpoint
     require_threads(threads)
@@ -466,7 +470,11 @@ def fit(
     logger.info("fit: %d agents, %s, %d steps", agents, noise.name or "custom noise", steps)
     data = (inputs, targets, test_inputs, test_targets)
     saving = _fit_checkpoints(arguments, name, parts, data, task, dsgd, weights, noise)
-    with compute_threads(threads), _checkpoint_lock(arguments["checkpoint"]):
+    with (
+        compute_threads(threads),
+        _checkpoint_lock(arguments["checkpoint"]),
+        _noting_checkpoint(arguments["checkpoint"]),
+    ):
         result = run_dsgd(
             task, weights, noise, dsgd, seed=seed, progress=progress, device=device,
             callback=record, checkpoints=saving,
@@ -496,6 +504,24 @@ def _engine(
         sampling="poisson" if clip_level == "example" else "uniform",
         eval_every=eval_every if eval_every is not None else max(1, steps // 10),
     )
+
+
+@contextlib.contextmanager
+def _noting_checkpoint(checkpoint: str | Path | None) -> Iterator[None]:
+    """A [`DivergenceError`][dpdl.errors.DivergenceError] of the run, saying that `checkpoint`
+    (where it was saving) holds a state from before the divergence, which resuming would repeat."""
+    try:
+        yield
+    except DivergenceError as error:
+        if checkpoint is None or not Path(checkpoint).is_file():
+            raise
+        raise DivergenceError(
+            f"{error} (the checkpoint {checkpoint} holds a state from before step {error.step}: "
+            "resuming from it would diverge again)",
+            error.step,
+            error.agent,
+            error.cause,
+        ) from None
 
 
 def _accounted(
