@@ -7,7 +7,8 @@ statistics; categorical ones are one-hot encoded by scikit-learn's
 `OneHotEncoder` fitted on the training rows (a missing value, "?", is
 a category of its own, as in the original files).
 
-Every row is checked (15 fields, numbers where numbers belong, a known label), not the number of
+Every row is checked (15 fields, finite numbers where numbers belong, a known label; no numeric
+attribute constant over the training rows, which standardising divides by), not the number of
 rows, so that a slice of the files reads too; a truncated file fails on its last, broken row or on
 its gzip check, and `dpdl data list` compares the files with the published checksums.
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.preprocessing import OneHotEncoder
 
+from dpdl.data.checks import require_finite, require_varying
 from dpdl.data.paths import data_file
 from dpdl.errors import DataError
 
@@ -66,11 +68,11 @@ _FILES = {"train": "adult.data", "test": "adult.test"}
 _LABELS = {"<=50K": 0, ">50K": 1}
 
 
-def _read_rows(path: Path) -> list[list[str]]:
-    """The data rows of one original file, fields stripped; blank lines and the test file's first
-    line (`|1x3 Cross validator`) skipped."""
+def _read_rows(path: Path) -> tuple[list[list[str]], list[int]]:
+    """The data rows of one original file, fields stripped, and their lines in the file; blank
+    lines and the test file's first line (`|1x3 Cross validator`) skipped."""
     opener = gzip.open if path.suffix == ".gz" else open
-    rows = []
+    rows, lines = [], []
     try:
         with opener(path, "rt", newline="") as handle:
             for lineno, fields in enumerate(csv.reader(handle), start=1):
@@ -84,28 +86,34 @@ def _read_rows(path: Path) -> list[list[str]]:
                         f"{len(fields)}"
                     )
                 rows.append([field.strip() for field in fields])
+                lines.append(lineno)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
         raise DataError(f"{path} cannot be read: {error}") from None
     if not rows:
         raise DataError(f"{path} holds no rows")
-    return rows
+    return rows, lines
 
 
 def _parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(numeric (m, 6) float, categorical (m, 8) str, labels (m,) int64) of one original file."""
-    rows = _read_rows(path)
+    rows, lines = _read_rows(path)
     index = {name: k for k, name in enumerate(COLUMNS)}
     try:
         numeric = np.array([[float(row[index[name]]) for name in NUMERIC] for row in rows])
     except ValueError as error:
         raise DataError(f"{path}: a numeric attribute is not a number ({error})") from None
+    require_finite(numeric, str(path), NUMERIC, lines)
     categorical = np.array([[row[index[name]] for name in CATEGORICAL] for row in rows])
     incomes = [
         row[index["income"]].rstrip(".") for row in rows
     ]  # the test file's labels end with a dot
     unknown = set(incomes) - set(_LABELS)
     if unknown:
-        raise DataError(f"{path}: unknown income labels {sorted(unknown)}; expected <=50K or >50K")
+        row = next(k for k, income in enumerate(incomes) if income in unknown)
+        raise DataError(
+            f"{path}: row {lines[row]}: unknown income label {incomes[row]!r} (and "
+            f"{len(unknown) - 1} other(s)); expected <=50K or >50K"
+        )
     return numeric, categorical, np.array([_LABELS[income] for income in incomes], dtype=np.int64)
 
 
@@ -123,6 +131,7 @@ def _load(paths: tuple[Path, ...]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
                 ROWS[split],
             )
     numeric_train, categorical_train, _ = parts["train"]
+    require_varying(numeric_train, str(paths[0]), NUMERIC, "training rows")
     mean, std = numeric_train.mean(axis=0), numeric_train.std(axis=0)
     encoder = OneHotEncoder(handle_unknown="ignore", sparse_output=False).fit(categorical_train)
     result = {}

@@ -6,9 +6,9 @@ archive `dpdl data fetch california_housing` downloads, as scikit-learn does) or
 bedrooms, population, households, median income) and the median house value, the regression
 target of MAFALDA-SGD's Housing experiment (its OpenML 823 copy holds the same rows).
 
-The table's shape (9 finite numbers a row) is checked, not its number of rows, so that a slice
-reads too; a damaged file fails to parse or its gzip check, and `dpdl data list` compares the
-files with the published checksums.
+The table's shape (9 finite numbers a row, no column constant: the task standardises them) is
+checked, not its number of rows, so that a slice reads too; a damaged file fails to parse or its
+gzip check, and `dpdl data list` compares the files with the published checksums.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
+from dpdl.data.checks import require_finite, require_varying
 from dpdl.data.paths import data_file
 from dpdl.errors import DataError
 
-__all__ = ["FEATURES", "ROWS", "load_california_housing"]
+__all__ = ["COLUMNS", "FEATURES", "ROWS", "load_california_housing"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ FEATURES = (
     "households",
     "median_income",
 )
+#: The data file's columns: the features, then the target.
+COLUMNS = (*FEATURES, "median_house_value")
 #: Rows of the full data set (a slice has fewer).
 ROWS = 20640
 #: The data file's name inside ``cal_housing.tgz``.
@@ -70,10 +73,12 @@ def _load(path: Path) -> tuple[np.ndarray, np.ndarray]:
         table = np.loadtxt(io.StringIO(_read_text(path)), delimiter=",", ndmin=2)
     except ValueError as error:
         raise DataError(f"{path}: not a table of numbers ({error})") from None
-    if table.shape[1] != len(FEATURES) + 1 or not np.isfinite(table).all():
+    if table.shape[1] != len(FEATURES) + 1:
         raise DataError(
             f"{path}: expected rows of {len(FEATURES) + 1} finite numbers, got shape {table.shape}"
         )
+    require_finite(table, str(path), COLUMNS)
+    require_varying(table, str(path), COLUMNS, "rows of the file")
     if len(table) != ROWS:
         logger.warning(
             "%s holds %d rows, not the full data set's %d: a slice", path, len(table), ROWS

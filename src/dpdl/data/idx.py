@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from dpdl.data.checks import require_finite, require_labels
 from dpdl.data.paths import data_file
 from dpdl.errors import DataError
 
-__all__ = ["IDX_FOLDERS", "load_idx_dataset", "read_idx"]
+__all__ = ["CLASSES", "IDX_FOLDERS", "IMAGE_SHAPE", "load_idx_dataset", "read_idx"]
 
 #: The data sets in IDX files, by folder.
 IDX_FOLDERS = ("mnist", "fashion_mnist")
@@ -54,7 +55,8 @@ def read_idx(path: Path) -> np.ndarray:
 
 def load_idx_dataset(folder: str, split: str) -> tuple[np.ndarray, np.ndarray]:
     """`(images (m, 28, 28) uint8, labels (m,) int64)` of `folder` (`mnist` or
-    `fashion_mnist`), `split` being `train` or `t10k`.
+    `fashion_mnist`), `split` being `train` or `t10k`; the shapes, finite pixels and labels in
+    0..9 checked (one [`DataError`][dpdl.errors.DataError] naming the file and row).
 
     The arrays are cached for the files the data folders give now (a process that trains many
     runs decompresses once) and read-only."""
@@ -69,10 +71,27 @@ def load_idx_dataset(folder: str, split: str) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
+#: The classes of both data sets' labels.
+CLASSES = tuple(range(10))
+#: An image's shape.
+IMAGE_SHAPE = (28, 28)
+
+
 @lru_cache(maxsize=4)
 def _read_pair(name: str, images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.ndarray]:
     images = read_idx(images_path)
-    labels = read_idx(labels_path).astype(np.int64)
+    labels = read_idx(labels_path)
+    if images.ndim != 3 or images.shape[1:] != IMAGE_SHAPE or len(images) == 0:
+        raise DataError(
+            f"{images_path}: expected images of {IMAGE_SHAPE[0]} x {IMAGE_SHAPE[1]} pixels, "
+            f"(m, 28, 28), got an array of shape {images.shape}"
+        )
+    if labels.ndim != 1:
+        raise DataError(f"{labels_path}: expected one label per image, got shape {labels.shape}")
+    require_finite(images.reshape(len(images), -1), str(images_path))
+    require_finite(labels, str(labels_path))
+    require_labels(labels, CLASSES, str(labels_path))
+    labels = labels.astype(np.int64)
     if len(images) != len(labels):
         raise DataError(f"{name}: {len(images)} images but {len(labels)} labels")
     labels.setflags(write=False)

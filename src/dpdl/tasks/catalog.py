@@ -13,9 +13,10 @@ from torch.nn import functional
 from dpdl.choices import START_REGISTRY, TASK_REGISTRY, TASKS
 from dpdl.data.a9a import load_a9a
 from dpdl.data.adult import load_adult
-from dpdl.data.housing import load_california_housing
+from dpdl.data.checks import require_varying
+from dpdl.data.housing import COLUMNS, load_california_housing
 from dpdl.data.idx import load_idx_dataset
-from dpdl.errors import ConfigError
+from dpdl.errors import ConfigError, DataError
 from dpdl.seeding import purpose_rng
 from dpdl.settings import TaskOptions
 from dpdl.tasks import partition as partitions
@@ -143,6 +144,18 @@ def _cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return functional.cross_entropy(outputs, targets, reduction="none")
 
 
+def _pixel_std(pixels: np.ndarray, folder: str) -> float:
+    """The standard deviation of the training images' `pixels`, which standardising divides
+    by: a [`DataError`][dpdl.errors.DataError] where it is 0 (every pixel of every image alike)."""
+    std = float(pixels.std())
+    if std == 0:
+        raise DataError(
+            f"{folder}: every pixel of the training images is {float(pixels.flat[0]):g}: "
+            "standardising them divides by zero"
+        )
+    return std
+
+
 def _mnist(
     name: str,
     n_agents: int,
@@ -186,7 +199,7 @@ def _mnist_mlp(name: str, n_agents: int, seed: int, options: TaskOptions) -> Tor
 
     def standardise(images: np.ndarray, train: np.ndarray) -> np.ndarray:
         pixels = images.astype(np.float32) / 255.0
-        return (pixels - pixels[train].mean()) / pixels[train].std()
+        return (pixels - pixels[train].mean()) / _pixel_std(pixels[train], "mnist")
 
     return _mnist(
         "mnist-mlp",
@@ -232,7 +245,12 @@ def standardised_census(
     table: np.ndarray, values: np.ndarray, train: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """housing-mlp's features and target: the census table's columns and the median house value,
-    standardised with the training rows' (`train`) mean and standard deviation."""
+    standardised with the training rows' (`train`) mean and standard deviation (a column constant
+    over them is a [`DataError`][dpdl.errors.DataError])."""
+    require_varying(
+        np.column_stack([table[train], values[train]]), "california_housing", COLUMNS,
+        "training rows",
+    )  # fmt: skip
     mean, std = table[train].mean(axis=0), table[train].std(axis=0)
     inputs = ((table - mean) / std).astype(np.float32)
     targets = ((values - values[train].mean()) / values[train].std()).astype(np.float32)
@@ -401,7 +419,9 @@ def image_task(
         return images.astype(np.float32)[:, None] / 255.0
 
     train_inputs = scaled(train_images)
-    mean, std = (train_inputs.mean(), train_inputs.std()) if standardised else (0.0, 1.0)
+    mean, std = (
+        (train_inputs.mean(), _pixel_std(train_inputs, folder)) if standardised else (0.0, 1.0)
+    )
     parts = partition_labels(train_labels, n_agents, options, purpose_rng(seed, "partition"))
     if options.examples_per_agent is not None:
         keep, rng, fewest = (
