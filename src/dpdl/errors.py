@@ -69,6 +69,9 @@ class DivergenceError(DpdlError):
     unknown); `cause`: the likely cause, in words; `seed`: the replicate, where a job has several
     (None where not known)."""
 
+    #: The `dpdl` command's exit status for it (2 is bad input, found before the work).
+    exit_status = 3
+
     def __init__(
         self,
         message: str,
@@ -82,6 +85,9 @@ class DivergenceError(DpdlError):
         self.agent = agent
         self.cause = cause
         self.seed = seed
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # pickled back from a worker process
+        return (DivergenceError, (str(self), self.step, self.agent, self.cause, self.seed))
 
     def of_seed(self, seed: int) -> DivergenceError:
         """This error, of replicate `seed` (its message prefixed with it)."""

@@ -27,7 +27,7 @@ from dpdl.registry import load_plugins
 
 #: The exit status of a run that failed on the way (a `DivergenceError`: its models or metrics
 #: stopped being finite); 2 is for bad input, found before the work.
-DIVERGED = 3
+DIVERGED = DivergenceError.exit_status
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,10 @@ from dpdl.cli.options import (
     claimed_output,
     executor_from,
 )
-from dpdl.errors import ConfigError
+from dpdl.errors import ConfigError, DivergenceError
+
+#: The failed points a sweep names at its end (all are rows of runs.csv with their error).
+SHOWN_FAILURES = 10
 
 
 def sweep_parser(sub: argparse._SubParsersAction) -> None:
@@ -127,5 +130,11 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"{what}: {written}", file=sys.stderr)
     if "table" in result.paths:  # the answer: the primary metric per setting, the paired tests
         print(result.paths["table"].read_text())
+    errors = [row["error"] for row in result.rows if row.get("error")]
+    for row in [row for row in result.rows if row.get("error")][:SHOWN_FAILURES]:
+        print(f"point {row['point']} failed: {row['error']}", file=sys.stderr)
     print(f"{len(result.rows)} runs, {result.failed} failed; results: {out}")
+    if errors and all(error.startswith(DivergenceError.__name__) for error in errors):
+        # every failure a run that diverged: the sweep file was good, its settings were not
+        return DivergenceError.exit_status
     return 1 if result.failed else 0

@@ -130,12 +130,26 @@ def divergence(
     return DivergenceError(f"{text}; {cause}", t, agents[0], cause)
 
 
-def check_metrics(t: int, metrics: Mapping[str, float]) -> None:
+def check_metrics(
+    t: int,
+    metrics: Mapping[str, float],
+    step_size: float | None = None,
+    peak: Callable[[], float] | None = None,
+) -> None:
     """Raise [`DivergenceError`][dpdl.errors.DivergenceError] if a metric of step `t` is not
-    finite (the models were checked finite before they were evaluated)."""
+    finite (the models were checked finite before they were evaluated). `peak()`: the models'
+    largest magnitude, asked only then: models past `HUGE` blame `step_size`."""
     for name, value in metrics.items():
         if isinstance(value, float) and not math.isfinite(value):
-            cause = "the task's loss or metric returns NaN or inf on finite models"
+            largest = None if peak is None else peak()
+            if largest is not None and largest > HUGE:
+                cause = (
+                    f"the models grew to {largest:.3g}: the step size "
+                    + ("" if step_size is None else f"{step_size:g} ")
+                    + "may be too large"
+                )
+            else:
+                cause = "the task's loss or metric returns NaN or inf on finite models"
             raise DivergenceError(
                 f"step {t}: the metric {name} is {value} though the models are finite; {cause}",
                 t,

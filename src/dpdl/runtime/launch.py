@@ -360,7 +360,12 @@ def run_local(
             )
         ]
     metrics = job.task.evaluate(torch.from_numpy(models))
-    check_metrics(config.steps, metrics)
+    check_metrics(
+        config.steps,
+        metrics,
+        job.dsgd.step_size(config.steps),
+        lambda: float(np.abs(models).max(initial=0.0)),
+    )
     return LocalRun(agents, models, metrics, privacy, {})
 
 

@@ -218,7 +218,7 @@ def iterate(
         watch.note(t, "model", params)
         watch.check()
         metrics = {"step": t, **task.evaluate(params[:1] if t == 0 else params)}
-        check_metrics(t, metrics)
+        _check_metrics(config, t, metrics, params)
         history.append(metrics)
         if callback is not None:
             callback(t, metrics)
@@ -248,7 +248,7 @@ def iterate(
             recorded = history[-1]["step"] == t
             if not recorded:
                 watch.check()
-            tail.append(history[-1] if recorded else _evaluated(task, t, params))
+            tail.append(history[-1] if recorded else _evaluated(task, config, t, params))
         if checkpoints is not None and t < config.steps and checkpoints.due(t, config.steps):
             watch.check()
             checkpoints.save(_state(t, params, history, tail, variables))
@@ -270,10 +270,19 @@ def iterate(
     return result
 
 
-def _evaluated(task: Task, t: int, params: torch.Tensor) -> dict[str, float]:
+def _check_metrics(
+    config: DSGDConfig, t: int, metrics: dict[str, float], params: torch.Tensor
+) -> None:
+    """`metrics` of `params` at step `t` checked finite
+    ([`check_metrics`][dpdl.jobspec.divergence.check_metrics])."""
+    step_size = config.step_size(max(t, 1))
+    check_metrics(t, metrics, step_size, lambda: float(params.abs().max()))
+
+
+def _evaluated(task: Task, config: DSGDConfig, t: int, params: torch.Tensor) -> dict[str, float]:
     """The task's metrics of `params` at step `t`, checked finite."""
     metrics = task.evaluate(params)
-    check_metrics(t, metrics)
+    _check_metrics(config, t, metrics, params)
     return metrics
 
 
