@@ -111,8 +111,8 @@ def _parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if unknown:
         row = next(k for k, income in enumerate(incomes) if income in unknown)
         raise DataError(
-            f"{path}: row {lines[row]}: unknown income label {incomes[row]!r} (and "
-            f"{len(unknown) - 1} other(s)); expected <=50K or >50K"
+            f"{path}: row {lines[row]}: unknown income labels {sorted(unknown)} (the first, "
+            f"{incomes[row]!r}, in this row); expected <=50K or >50K"
         )
     return numeric, categorical, np.array([_LABELS[income] for income in incomes], dtype=np.int64)
 
