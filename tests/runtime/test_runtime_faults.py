@@ -222,3 +222,28 @@ def test_a_failed_run_leaks_no_semaphore_after_the_launchers_last_line(tmp_path:
     assert "leaked semaphore" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "dpdl: error: the launcher's last line"
     assert "agent 0 failed" in agent_error_path(tmp_path, 0).read_text()
+
+
+def test_a_run_that_diverges_stops_every_agent_naming_the_round(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A step size of 1e308 (issue 49): the agents stop on their own at the round their values
+    stop being finite (no timeout, no agent killed), `run-local` exits 3 naming the round and the
+    cause, writes FAILED.json and no final.json, and refuses `--resume` of the folder."""
+    from dpdl.cli import main
+
+    work = tmp_path / "work"
+    args = ["run-local", "--task", "quadratic", "--graph", "ring", "--n", "3", "--steps", "5"]
+    args += ["--lr", "1e308", "--no-progress", "--timeout", "60"]
+    args += ["--workdir", str(work)]
+    began = time.monotonic()
+    assert main(args) == 3
+    stderr = capsys.readouterr().err
+    assert time.monotonic() - began < 60, "an agent waited for a timeout"
+    errors = [line for line in stderr.splitlines() if line.startswith("dpdl: error:")]
+    assert len(errors) == 1 and "step " in errors[0] and "step size" in errors[0], stderr
+    assert "was stopped by the launcher" not in stderr, stderr
+    assert not (work / "final.json").exists()
+    assert '"step": ' in (work / "FAILED.json").read_text()
+    assert main([*args, "--resume"]) == 2
+    assert "FAILED.json" in capsys.readouterr().err

@@ -110,7 +110,8 @@ def run_local_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_local(args: argparse.Namespace) -> int:
-    from dpdl.experiments.results import clear_failure
+    from dpdl.errors import DivergenceError
+    from dpdl.experiments.results import clear_failure, write_failure
     from dpdl.runtime import run_local
 
     config = from_options(TrainConfig, args)
@@ -128,21 +129,27 @@ def _run_local(args: argparse.Namespace) -> int:
     with claim:
         if not args.resume:
             clear_failure(args.workdir)  # of an earlier run this one replaces
-        return _write_outcome(args, run_local(config, args.seed[0], options, not args.no_progress))
+        try:
+            outcome = run_local(config, args.seed[0], options, not args.no_progress)
+            if outcome.models is None:
+                for agent, error in sorted(outcome.errors.items()):
+                    print(f"agent {agent}: {error.strip().splitlines()[-1]}", file=sys.stderr)
+                if outcome.diverged is not None:
+                    raise outcome.diverged
+        except DivergenceError as error:  # the run failed: its folder says so, and is not resumed
+            print(f"failed: {write_failure(args.workdir, error)}", file=sys.stderr)
+            raise
+        return _write_outcome(args, outcome)
 
 
 def _write_outcome(args: argparse.Namespace, outcome: Any) -> int:  # noqa: ANN401 (a LocalRun)
-    """Write and print what the agents of `run-local` made (`outcome`), or why they stopped."""
+    """Write and print what the agents of `run-local` made (`outcome`), or why they stopped
+    (printed by the caller)."""
     import numpy as np
 
-    from dpdl.experiments.results import json_safe, write_failure
+    from dpdl.experiments.results import json_safe
 
     if outcome.models is None:
-        for agent, error in sorted(outcome.errors.items()):
-            print(f"agent {agent}: {error.strip().splitlines()[-1]}", file=sys.stderr)
-        if outcome.diverged is not None:  # the run failed: its folder says so, no resume
-            print(f"failed: {write_failure(args.workdir, outcome.diverged)}", file=sys.stderr)
-            raise outcome.diverged
         raise PeerFailure(
             f"{len(outcome.errors)} of {len(outcome.agents)} agents stopped; rerun with --resume "
             "to continue from the checkpoints",
