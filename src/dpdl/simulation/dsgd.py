@@ -239,11 +239,11 @@ def iterate(
         params = step(t, params)
         if t % config.eval_every == 0 or t == config.steps:
             record(t)
-        else:
-            watch.note(t, "model", params)
             bar.set_postfix(
                 {task.primary_metric: f"{history[-1][task.primary_metric]:.4g}"}, refresh=False
             )
+        else:
+            watch.note(t, "model", params)
         if t > config.steps - config.average_last:
             recorded = history[-1]["step"] == t
             if not recorded:
