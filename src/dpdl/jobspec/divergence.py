@@ -80,7 +80,7 @@ class FiniteWatch:
         flat = rows.detach().reshape(rows.shape[0] if rows.ndim > 1 else 1, -1)
         self._peaks.append(torch.linalg.vector_norm(flat, ord=math.inf, dim=1))
         self._notes.append((t, what))
-        if len(self._notes) >= WINDOW * len(_WHAT):
+        if t - self._notes[0][0] >= WINDOW:
             self.check()
 
     def check(self) -> None:
