@@ -2,13 +2,16 @@
 noise or metrics stop being finite, with a [`DivergenceError`][dpdl.errors.DivergenceError] naming
 the step, the agent and the likely cause.
 
-The watch is cheap: each quantity watched is reduced to one number per agent, its largest
-magnitude (`(n,)`, on the compute device, no copy to the host; NaN where a value is NaN), and these
-are checked together at the run's evaluations, before a checkpoint and every `WINDOW` steps (one
-synchronisation), so a GPU is never waited on step by step. The first step and agent whose
-largest magnitude is not finite are reported; what was watched there names the cause: a gradient
-after clipping (the loss or its gradient), the noise (the mechanism), the noise-added message or
-the model (the step size).
+The watch is cheap: what an engine notes each step (the simulation's D-SGD: each agent's
+noise-added message, which holds its gradient after clipping and its noise times the step size;
+gradient tracking: the models and tracking variables) is reduced to one number per agent, its
+largest magnitude (`(n,)`, on the compute device, no copy to the host; NaN where a value is NaN),
+and these are checked together at the run's evaluations, before a checkpoint and at least every
+`WINDOW` steps (one synchronisation), so a GPU is never waited on step by step. The first step and
+agent whose largest magnitude is not finite are reported, with the likely cause: a step size too
+large where the values grew past `HUGE` first, are infinite or the step size is huge; else a loss
+or gradient that is NaN (the runtime's agents, which check their own values every round, tell the
+gradient, the noise and the message apart).
 The simulation ([`dpdl.simulation.dsgd.iterate`][dpdl.simulation.dsgd.iterate]) and the runtime's
 agents ([`dpdl.runtime.agent`][dpdl.runtime.agent]) both watch their runs with it.
 """
@@ -43,21 +46,19 @@ HUGE = 1e30
 
 def _cause(what: str, kind: str, step_size: float, peak: float | None) -> str:
     """The likely cause of a non-finite `what` (`nan` or `inf`) under step size `step_size`, the
-    model's largest magnitude having been `peak` before (None: not known)."""
-    if what in ("gradient", "tracking") and peak is not None and peak > HUGE:
-        return (
-            f"the models grew to {peak:.3g} before it: the step size {step_size:g} may be too large"
-        )
-    if what == "gradient":
-        return (
-            f"the loss or its gradient is {kind} there (a loss that returns NaN or inf, or data "
-            "that is not finite)"
-        )
+    agent's model (or message) having had largest magnitude `peak` before (None: not known)."""
+    grew = peak is not None and peak > HUGE
+    large = kind == "inf" or not math.isfinite(step_size) or abs(step_size) > 1e3
+    if grew or (large and what not in ("gradient", "noise")):
+        before = f"the models grew to {peak:.3g} before it: " if grew else ""
+        return f"{before}the step size {step_size:g} may be too large"
     if what == "noise":
         return "the mechanism drew noise that is not finite (its noise scale may be too large)"
-    if kind == "inf" or not math.isfinite(step_size) or abs(step_size) > 1e3:
-        return f"the step size {step_size:g} may be too large"
-    return f"the step size {step_size:g} may be too large, or the loss returns NaN"
+    return (
+        f"the loss or its gradient is {kind} there (a loss that returns NaN or inf, or data that "
+        "is not finite)"
+        + ("" if what == "gradient" else f", or the step size {step_size:g} is too large")
+    )
 
 
 class FiniteWatch:
@@ -78,7 +79,7 @@ class FiniteWatch:
         `what` of step `t` (a key of the watched quantities: model, gradient, noise, message,
         tracking)."""
         flat = rows.detach().reshape(rows.shape[0] if rows.ndim > 1 else 1, -1)
-        self._peaks.append(torch.linalg.vector_norm(flat, ord=math.inf, dim=1))
+        self._peaks.append(flat.abs().amax(dim=1))  # NaN where a value is NaN
         self._notes.append((t, what))
         if t - self._notes[0][0] >= WINDOW:
             self.check()
@@ -90,7 +91,7 @@ class FiniteWatch:
             return
         peaks = torch.stack([p.to(torch.float64) for p in self._peaks])
         bad = ~torch.isfinite(peaks)
-        models = [r for r, (_, what) in enumerate(self._notes) if what == "model"]
+        models = [r for r, (_, what) in enumerate(self._notes) if what in ("model", "message")]
         if not bool(bad.any()):
             if models:
                 self._last_model = peaks[models[-1]]

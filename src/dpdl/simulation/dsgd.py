@@ -132,13 +132,10 @@ def run_dsgd(
 
     def step(t: int, params: torch.Tensor) -> torch.Tensor:
         grads = local_gradients(task, params, draw() if draw is not None else None, config)
-        watch.note(t, "gradient", grads)
         if noise is not None:
-            drawn = to_device(next(noise), device)
-            watch.note(t, "noise", drawn)
-            grads = grads + drawn
+            grads = grads + to_device(next(noise), device)
         message = params - config.step_size(t) * grads
-        watch.note(t, "message", message)
+        watch.note(t, "message", message)  # its gradient and noise, times the step size
         return mixing @ message
 
     def replay(t: int) -> None:  # step t's draws, in step's order, without its arithmetic
@@ -193,11 +190,11 @@ def iterate(
     other state, by name, which `step` reads and writes and a checkpoint holds. A resumed run's
     callback sees the records made after its start only.
 
-    A run whose models (or what `step` notes in `watch`: gradients, noise, messages) or metrics
-    stop being finite stops with a [`DivergenceError`][dpdl.errors.DivergenceError] naming the step,
-    the agent and the likely cause ([`dpdl.jobspec.divergence`][dpdl.jobspec.divergence]); the
-    models are checked at every evaluation and before every checkpoint, so no checkpoint holds a
-    diverged state."""
+    A run whose models (or what `step` notes in `watch` every step: D-SGD's noise-added
+    messages, gradient tracking's models and tracking variable) or metrics stop being finite stops
+    with a [`DivergenceError`][dpdl.errors.DivergenceError] naming the step, the agent and the
+    likely cause ([`dpdl.jobspec.divergence`][dpdl.jobspec.divergence]); the models are checked
+    at every evaluation and before every checkpoint, so no checkpoint holds a diverged state."""
     variables = {} if variables is None else variables
     watch = FiniteWatch(config.step_size) if watch is None else watch
     start = None if checkpoints is None else checkpoints.start
@@ -242,14 +239,14 @@ def iterate(
             bar.set_postfix(
                 {task.primary_metric: f"{history[-1][task.primary_metric]:.4g}"}, refresh=False
             )
-        else:
-            watch.note(t, "model", params)
         if t > config.steps - config.average_last:
             recorded = history[-1]["step"] == t
             if not recorded:
+                watch.note(t, "model", params)
                 watch.check()
             tail.append(history[-1] if recorded else _evaluated(task, config, t, params))
         if checkpoints is not None and t < config.steps and checkpoints.due(t, config.steps):
+            watch.note(t, "model", params)
             watch.check()
             checkpoints.save(_state(t, params, history, tail, variables))
             checkpoints.saved()

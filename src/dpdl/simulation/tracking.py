@@ -103,14 +103,12 @@ def run_dsgt(
     state: dict[str, torch.Tensor] = {}
     watch = FiniteWatch(config.step_size)
 
-    def gradients(t: int, params: torch.Tensor) -> torch.Tensor:
-        grads = local_gradients(task, params, draw() if draw is not None else None, config)
-        watch.note(t, "gradient", grads)
-        return grads
+    def gradients(params: torch.Tensor) -> torch.Tensor:
+        return local_gradients(task, params, draw() if draw is not None else None, config)
 
     def step(t: int, params: torch.Tensor) -> torch.Tensor:
         if t == 1:
-            state["grads"] = gradients(0, params)
+            state["grads"] = gradients(params)
             state["tracking"] = state["grads"] + (inject(0) if injection is not None else 0.0)
         communicates = t % local_steps == 0
         mixed, tracking = (
@@ -119,11 +117,11 @@ def run_dsgt(
             else (params, state["tracking"])
         )
         params = mixed - config.step_size(t) * state["tracking"]
-        watch.note(t, "model", params)  # before its gradient, which a diverged model makes NaN
-        grads = gradients(t, params)
+        grads = gradients(params)
         state["tracking"] = tracking + grads - state["grads"]
         if injection is not None and injection.every_round and communicates:
             state["tracking"] = state["tracking"] + inject(t)
+        watch.note(t, "model", params)  # a gradient not finite shows in the tracking variable
         watch.note(t, "tracking", state["tracking"])
         state["grads"] = grads
         return params
