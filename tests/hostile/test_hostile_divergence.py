@@ -389,7 +389,8 @@ def test_good_run_after_a_diverged_one_clears_the_mark(
     args = [a.format(out=out) for a in TRAIN] + ["--task", "quadratic", "--mechanism", "none"]
     code, stderr = _run([*args, "--lr", "1e308"], capsys)
     assert_diverged(code, stderr, out, args)
-    code, stderr = _run([*args, "--lr", "0.01"], capsys)
+    # another run's folder: taken only with --overwrite (one run per folder), which clears it
+    code, stderr = _run([*args, "--lr", "0.01", "--overwrite"], capsys)
     assert code == 0, stderr
     assert (out / "final.json").is_file() and not (out / "FAILED.json").exists()
 
