@@ -42,6 +42,7 @@ __all__ = [
     "Outcome",
     "RayExecutor",
     "open_executor",
+    "require_workers_fit",
 ]
 
 Job = dict[str, Any]
@@ -171,6 +172,7 @@ class LocalExecutor(_Closing):
     def map(self, run_job: RunJob, jobs: list[Job]) -> Iterator[Outcome]:
         default = max(1, (os.cpu_count() or 1) // self.threads)
         workers = max(1, min(self.workers or default, len(jobs) or 1))
+        require_workers_fit(workers)
         run_job = partial(_threaded, run_job, self.threads)
         chunk = workers * MAX_JOBS_PER_WORKER
         for start in range(0, len(jobs), chunk):
@@ -181,6 +183,22 @@ class LocalExecutor(_Closing):
                     len(orphans),
                 )
                 yield from _isolated(run_job, orphans, workers)
+
+
+def require_workers_fit(workers: int) -> None:
+    """Refuse, before any is started, `workers` worker processes that this machine cannot hold:
+    each a python with torch and dpdl
+    ([`AGENT_PROCESS_BYTES`][dpdl.jobspec.costs.AGENT_PROCESS_BYTES], before its points' own
+    memory), within the processes and open files the system allows."""
+    from dpdl.jobspec.costs import AGENT_PROCESS_BYTES, WORKERS_ADVICE, require_processes_fit
+    from dpdl.jobspec.resources import Estimate, require_fits
+    from dpdl.scale import format_bytes
+
+    what = f"{workers:,} worker processes (--jobs)"
+    name = f"{workers:,} worker processes (python, torch and dpdl, "
+    terms = {name + f"{format_bytes(AGENT_PROCESS_BYTES)} each)": workers * AGENT_PROCESS_BYTES}
+    require_fits(Estimate(terms), what, log=False, advice=WORKERS_ADVICE)
+    require_processes_fit(workers, what)
 
 
 def _pooled(run_job: RunJob, jobs: list[Job], workers: int) -> Iterator[Outcome]:

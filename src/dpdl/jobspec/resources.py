@@ -457,25 +457,34 @@ def time_limit() -> float:
     return _parse_seconds(text) if text else DEFAULT_TIME_LIMIT
 
 
-def require_fits(found: Estimate, what: str = "the job", log: bool = True) -> None:
+#: What a job refused for its memory is told to make smaller, unless its check says otherwise.
+MEMORY_ADVICE = "use fewer agents, fewer parameters, a smaller batch or a sparse design (ldp, cdp)"
+
+
+def require_fits(
+    found: Estimate, what: str = "the job", log: bool = True, advice: str | None = None
+) -> None:
     """Raise a [`ResourceError`][dpdl.errors.ResourceError] when `found` exceeds the memory a job
     may use (`dpdl.scale.memory_limit`) or its time `time_limit`, naming the estimate, its
-    largest term and the limit; else log it when `log` (a warning for a run longer than an hour)."""
+    largest term and the limit, and `advice` (what to make smaller; by default a training job's
+    sizes); else log it when `log` (a warning for a run longer than an hour)."""
     limit = memory_limit()
     if limit is not None and found.memory > limit[0]:
         name, size = found.largest
         raise ResourceError(
             f"{what} cannot fit in memory: it needs about {format_bytes(found.memory)} "
             f"(largest term: {name}, {format_bytes(size)}), more than the "
-            f"{format_bytes(limit[0])} of {limit[1]}; use fewer agents, fewer parameters, a "
-            "smaller batch or a sparse design (ldp, cdp), or set DPDL_MEMORY_LIMIT to override"
+            f"{format_bytes(limit[0])} of {limit[1]}; "
+            + (advice or MEMORY_ADVICE)
+            + ", or set DPDL_MEMORY_LIMIT to override"
         )
     bound = time_limit()
     if found.seconds is not None and found.seconds > bound:
         raise ResourceError(
             f"{what} would take about {format_seconds(found.seconds)} ({found.steps:,} steps, "
-            f"estimated from its sizes), more than the limit of {format_seconds(bound)}; use "
-            f"fewer steps, or set {TIME_LIMIT_ENV} (seconds, or 12h, 40d, inf) to allow it"
+            f"estimated from its sizes), more than the limit of {format_seconds(bound)}; "
+            + (advice or "use fewer steps")
+            + f", or set {TIME_LIMIT_ENV} (seconds, or 12h, 40d, inf) to allow it"
         )
     long_run = found.seconds is not None and found.seconds > LONG_RUN_SECONDS
     if log:

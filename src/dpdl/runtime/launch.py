@@ -42,9 +42,11 @@ from tqdm import tqdm
 from dpdl.errors import ConfigError, DivergenceError, DpdlError, PeerFailure
 from dpdl.files import folder_lock, refuse_failed_resume, require_folder
 from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.costs import AGENTS_ADVICE, agents_estimate, require_processes_fit
 from dpdl.jobspec.departure import remaining_agents
 from dpdl.jobspec.divergence import check_metrics
 from dpdl.jobspec.job import build_job, privacy_reports, with_epochs
+from dpdl.jobspec.resources import estimate, job_sizes, require_fits
 from dpdl.processes import worker_context
 from dpdl.registry import load_plugins
 from dpdl.runtime.agent import (
@@ -64,6 +66,7 @@ __all__ = [
     "agent_error_path",
     "free_port",
     "init_agent",
+    "require_agents_fit",
     "run_local",
     "spawn_agents",
     "watch_agents",
@@ -285,6 +288,24 @@ def _agent_target(
     run_agent(config, seed, agents[rank], options, progress=progress and rank == 0)
 
 
+def require_agents_fit(
+    config: TrainConfig, count: int, agents: tuple[int, int] | None = None
+) -> bool:
+    """Refuse, before anything is spawned, `count` local agent processes of `config` (on a graph
+    of `agents` = `(n, edges)` once known) that cannot fit this machine: their memory and time
+    ([`agents_estimate`][dpdl.jobspec.costs.agents_estimate]: every agent a process of its own
+    that builds the job) and the processes, open files and ports the system allows
+    ([`require_processes_fit`][dpdl.jobspec.costs.require_processes_fit]). Returns whether the
+    job's sizes were known."""
+    sizes = job_sizes(config, agents)
+    if sizes is None:
+        return False
+    what = f"run-local's {count:,} agent processes"
+    require_fits(agents_estimate(count, estimate(sizes)), what, advice=AGENTS_ADVICE)
+    require_processes_fit(count, what, connected=True)
+    return True
+
+
 def run_local(
     config: TrainConfig, seed: int, options: AgentOptions, progress: bool = False
 ) -> LocalRun:
@@ -301,8 +322,13 @@ def run_local(
     config = with_epochs(config.resolved())
     require_runtime_settings(config)
     require_folder(options.workdir, "--workdir")
+    count = (config.n or 0) - len(set(options.departed))
+    known = count > 0 and require_agents_fit(config, count)
     job = build_job(config, seed)  # every setting checked, and the design made, before any agent
     n = job.task.n_agents
+    if not known:
+        graph = (job.graph.number_of_nodes(), job.graph.number_of_edges())
+        require_agents_fit(config, n - len(set(options.departed)), graph)
     if any(agent >= n for agent in options.departed):
         raise ConfigError(f"departed: agents are 0..{n - 1}, got {list(options.departed)}")
     if options.resume and not Path(options.workdir).is_dir():
