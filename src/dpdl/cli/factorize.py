@@ -79,11 +79,26 @@ def factorize_parser(sub: argparse._SubParsersAction) -> None:
 
 def _factorize(args: argparse.Namespace) -> int:
     from dpdl.experiments.factorize import factorize, write_factorize
+    from dpdl.jobspec.costs import FACTORIZE_ADVICE, factorize_estimate
+    from dpdl.jobspec.resources import graph_size, require_fits
 
     name = (
         f"{args.graph.replace(':', '_').replace('/', '_')}-k{args.participations}-b{args.batches}"
     )
     out = output_folder(args.out or Path("results") / "factorize" / name)
+    agents = graph_size(args.graph, args.n, args.p)
+    if agents is not None:  # before the graph is built; the API checks again with W itself
+        found = factorize_estimate(
+            agents[0],
+            args.participations,
+            args.batches,
+            args.restart,
+            args.per_agent,
+            True,
+            agents[1],
+        )
+        what = f"the factorization (n = {agents[0]:,} agents, T = {found.steps:,} steps)"
+        require_fits(found, what, log=False, advice=FACTORIZE_ADVICE)
     graph, weights = graph_and_weights(args)
     with claimed_output(args, out, "factorize"):
         result = factorize(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.results import json_safe
@@ -33,7 +34,8 @@ from dpdl.factorization.mafalda import (
     utility_gram,
 )
 from dpdl.factorization.participation import Participation
-from dpdl.jobspec.resources import Estimate, require_fits
+from dpdl.jobspec.costs import FACTORIZE_ADVICE, factorize_estimate
+from dpdl.jobspec.resources import require_fits
 
 __all__ = ["EncoderRow", "FactorizeResult", "factorize", "write_factorize"]
 
@@ -77,24 +79,26 @@ def factorize(
 ) -> FactorizeResult:
     """MAFALDA's encoder for `weights` under cyclic (`participations`,
     `batches`)-participation; with `per_agent`, MAFALDA-L-SGD's too (`n` times the work,
-    `n T^2` floats for the agents' utility Gram matrices, refused beyond the memory limit)."""
+    `n T^2` floats for the agents' utility Gram matrices). Its memory and time are estimated
+    first ([`factorize_estimate`][dpdl.jobspec.costs.factorize_estimate]: the `T x T` matrices
+    of the encoders and of their L-BFGS optimisation, the utility Gram matrix) and a
+    factorization that cannot fit is refused before any is allocated."""
     steps = participations * batches
     if restart is not None and (restart % batches or steps % restart):
         raise ConfigError(
             f"a restart block must be a multiple of b={batches} dividing T={steps}, got {restart}"
         )
     participation = Participation.cyclic(steps, participations, batches)
-    if per_agent:  # refused before any work
-        n, size = weights.shape[0], restart or steps
-        require_fits(
-            Estimate(
-                {
-                    "every agent's utility Gram matrix": 8.0 * n * size**2,
-                    "every agent's encoder": 8.0 * n * steps**2,
-                }
-            ),
-            "the per-agent factorization",
-        )
+    n = weights.shape[0]
+    asymmetry = abs(weights - weights.T)
+    symmetric = bool(asymmetry.max() <= 1e-12) if n else True
+    require_fits(
+        factorize_estimate(n, participations, batches, restart, per_agent, symmetric),
+        f"the factorization (n = {n:,} agents, T = {steps:,} steps)",
+        advice=FACTORIZE_ADVICE,
+    )
+    if sparse.issparse(weights):  # a graph from 1000 agents on: the factorization is dense
+        weights = weights.toarray()
     start = time.perf_counter()
     utility = utility_gram(weights, steps)
     if restart is None:
