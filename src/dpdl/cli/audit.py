@@ -62,9 +62,15 @@ def audit_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from dpdl.experiments.audit import require_audit_fits
+    from dpdl.jobspec.resources import graph_size
+
     output_folder(args.out)
     if args.plot is not None:
         output_folder(args.plot.parent, "--plot")
+    agents = graph_size(args.graph, args.n, args.p)
+    if agents is not None:  # before the graph is built; run_audit checks again on the graph
+        require_audit_fits(agents, args.steps, args.attack_trials, args.mechanisms, log=False)
     graph, weights = graph_and_weights(args)
     with claimed_output(args, args.out, "audit"):
         return _run_audit(args, graph, weights)

@@ -29,12 +29,21 @@ from dpdl.choices import MULTISEED_MAX_N
 from dpdl.errors import ConfigError
 from dpdl.experiments.noise import DEFAULT_THREATS, NoiseReport, noise_report
 from dpdl.experiments.results import json_safe, write_rows
+from dpdl.jobspec.costs import AUDIT_ADVICE, audit_estimate
+from dpdl.jobspec.resources import require_fits
 from dpdl.mechanisms.independent import NoNoise
 from dpdl.mechanisms.lppa import NoiseFlow, lppa_noise
 from dpdl.mechanisms.registry import MECHANISM_REGISTRY, DesignOptions
-from dpdl.threats import Eavesdropper, ThreatModel
+from dpdl.threats import Colluding, Eavesdropper, ThreatModel
 
-__all__ = ["MULTISEED_MAX_N", "audit_mechanisms", "format_audit", "run_audit", "write_audit"]
+__all__ = [
+    "MULTISEED_MAX_N",
+    "audit_mechanisms",
+    "format_audit",
+    "require_audit_fits",
+    "run_audit",
+    "write_audit",
+]
 
 #: LPPA's Laplace noise scale in its experiments (Section 6, "beta = 0.025").
 LPPA_LAPLACE_SCALE = 0.025
@@ -60,6 +69,30 @@ def audit_mechanisms(n: int, names: Sequence[str] | None = None) -> list[str]:
     return [NoNoise.name, *(name for name in dict.fromkeys(names) if name != NoNoise.name)]
 
 
+def require_audit_fits(
+    agents: tuple[int, int],
+    steps: int,
+    attack_trials: int | None,
+    mechanisms: Sequence[str] | None = None,
+    threats: tuple[ThreatModel, ...] = DEFAULT_THREATS,
+    log: bool = True,
+) -> None:
+    """Refuse, before any design is made, an audit on a graph of `agents` = `(n, edges)` that
+    cannot fit ([`audit_estimate`][dpdl.jobspec.costs.audit_estimate]: the largest design, and
+    per mechanism and threat `steps` draws of `2 attack_trials` noise samples and the aim at
+    every coalition), naming the estimate."""
+    n, edges = agents
+    names = audit_mechanisms(n, mechanisms)
+    counts = [
+        threat.coalition_count(n)
+        for threat in threats
+        if not (isinstance(threat, Colluding) and threat.q >= n)
+    ]
+    found = audit_estimate(n, edges, names, counts, steps, attack_trials)
+    what = f"the audit (n = {n:,} agents, {len(names)} mechanisms, {attack_trials or 0:,} trials)"
+    require_fits(found, what, log, AUDIT_ADVICE)
+
+
 def run_audit(
     graph: nx.Graph,
     weights: np.ndarray,
@@ -76,8 +109,11 @@ def run_audit(
 ) -> list[NoiseReport]:
     """One [`NoiseReport`][dpdl.experiments.noise.NoiseReport] per audited mechanism
     ([`audit_mechanisms`][dpdl.experiments.audit.audit_mechanisms] of `mechanisms`), each
-    attacked as every threat."""
+    attacked as every threat. Its memory and time are estimated first
+    ([`require_audit_fits`][dpdl.experiments.audit.require_audit_fits])."""
     names = audit_mechanisms(graph.number_of_nodes(), mechanisms)
+    agents = (graph.number_of_nodes(), graph.number_of_edges())
+    require_audit_fits(agents, steps, attack_trials, mechanisms, threats)
     reports = [
         noise_report(
             name,
