@@ -65,7 +65,7 @@ CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
         ("steps",),
     ),
     "train-steps-beyond-30-days": (
-        [*TRAIN, "--graph", "ring", "--n", "4", "--steps", str(10**11)],
+        [*TRAIN, "--graph", "ring", "--n", "4", "--steps", str(10**11), "--eval-every", str(10**9)],
         ("30 days",),
     ),
     "train-huge-steps-a9a": (
@@ -170,14 +170,17 @@ def test_a_job_that_cannot_fit_is_refused_before_allocating(
 
 
 def test_the_time_limit_can_be_moved(monkeypatch: pytest.MonkeyPatch) -> None:
-    config = TrainConfig(task="quadratic", graph="ring", n=4, steps=10**11).resolved()
+    config = TrainConfig(
+        task="quadratic", graph="ring", n=4, steps=10**11, eval_every=10**9
+    ).resolved()
     with pytest.raises(ResourceError, match=r"more than the limit of 30 days"):
         _refused_fast(lambda: build_job(config, 0))
     monkeypatch.setenv("DPDL_TIME_LIMIT", "10s")
     with pytest.raises(ResourceError, match=r"limit of 10 s; use fewer steps"):
         build_job(TrainConfig(task="quadratic", graph="ring", n=4, steps=10**6).resolved(), 0)
     monkeypatch.setenv("DPDL_TIME_LIMIT", "inf")
-    assert build_job(TrainConfig(task="quadratic", graph="ring", n=4, steps=10**14).resolved(), 0)
+    config = TrainConfig(task="quadratic", graph="ring", n=4, steps=10**14, eval_every=10**14)
+    assert build_job(config.resolved(), 0)  # its 3 records fit
 
 
 @pytest.mark.parametrize("variable", ["DPDL_MEMORY_LIMIT", "DPDL_TIME_LIMIT"])

@@ -123,6 +123,10 @@ EDGE_SECRETS = ("decor", "zero-sum", "lppa")
 #: float64 copies of every agent's ``(n, d)`` parameters live in a step (parameters, gradients,
 #: noise, the local step, its product with W, clipping's temporaries).
 STATE_COPIES = 6
+#: Bytes of one metric record kept in memory: 480 measured for the quadratic task's 7 metrics
+#: (a dict of floats; tracemalloc over 20,000 records), doubled: a checkpoint copies the records
+#: and the results write them as text. `--steps 1e9 --eval-every 1` keeps 10^9 of them.
+RECORD_BYTES = 1000
 #: Entries of the temporaries logistic regression works in per block of agents
 #: (:data:`dpdl.tasks.logistic.BLOCK_ENTRIES`).
 LOGREG_BLOCK_ENTRIES = 1 << 23
@@ -248,6 +252,15 @@ class JobSizes:
     #: Batches per cycle of a time-correlated mechanism's cyclic participation (None: not known,
     #: taken as 1, every step a participation).
     cycle: int | None = None
+    #: Steps whose iterates are evaluated again to report each metric's average over them.
+    average_last: int = 0
+
+    @property
+    def records(self) -> int:
+        """Metric records the run keeps: step 0, every `eval_every` steps and the last, and
+        the last `average_last` iterates' (per seed)."""
+        steps = max(self.steps, 0)
+        return self.seeds * (steps // max(self.eval_every, 1) + 2 + min(self.average_last, steps))
 
     @property
     def encoders(self) -> int:
@@ -334,6 +347,11 @@ def _task_terms(sizes: JobSizes, shape: TaskShape) -> dict[str, float]:
         * n
         * d,
     }
+    if sizes.steps:
+        every = f"every {sizes.eval_every:,} of {sizes.steps:,} steps"
+        terms[f"recorded metrics ({sizes.records:,} records, {every}, {sizes.seeds} seed(s))"] = (
+            float(RECORD_BYTES) * sizes.records
+        )
     if sizes.mechanism in EDGE_SECRETS:
         terms[f"noise draws, one per edge ({sizes.edges:,} x {d:,} float64)"] = (
             8.0 * sizes.edges * d
@@ -458,7 +476,10 @@ def time_limit() -> float:
 
 
 #: What a job refused for its memory is told to make smaller, unless its check says otherwise.
-MEMORY_ADVICE = "use fewer agents, fewer parameters, a smaller batch or a sparse design (ldp, cdp)"
+MEMORY_ADVICE = (
+    "use fewer agents, fewer parameters, a smaller batch, a sparse design (ldp, cdp) or fewer "
+    "evaluations (--eval-every)"
+)
 
 
 def require_fits(
@@ -520,6 +541,7 @@ def job_sizes(
         seeds=len(config.seeds),
         eval_every=config.eval_every,
         cycle=cycle,
+        average_last=config.average_last,
     )
 
 

@@ -46,7 +46,7 @@ from dpdl.jobspec.costs import AGENTS_ADVICE, agents_estimate, require_processes
 from dpdl.jobspec.departure import remaining_agents
 from dpdl.jobspec.divergence import check_metrics
 from dpdl.jobspec.job import build_job, privacy_reports, with_epochs
-from dpdl.jobspec.resources import estimate, job_sizes, require_fits
+from dpdl.jobspec.resources import estimate, job_sizes, require_fits, require_job_fits
 from dpdl.processes import worker_context
 from dpdl.registry import load_plugins
 from dpdl.runtime.agent import (
@@ -300,6 +300,7 @@ def require_agents_fit(
     sizes = job_sizes(config, agents)
     if sizes is None:
         return False
+    require_job_fits(config, agents, log=False)  # the job alone first: its own largest term
     what = f"run-local's {count:,} agent processes"
     require_fits(agents_estimate(count, estimate(sizes)), what, advice=AGENTS_ADVICE)
     require_processes_fit(count, what, connected=True)
