@@ -502,8 +502,9 @@ def require_fits(
     bound = time_limit()
     if found.seconds is not None and found.seconds > bound:
         raise ResourceError(
-            f"{what} would take about {format_seconds(found.seconds)} ({found.steps:,} steps, "
-            f"estimated from its sizes), more than the limit of {format_seconds(bound)}; "
+            f"{what} would take about {format_seconds(found.seconds)} ("
+            + (f"{found.steps:,} steps, " if found.steps else "")
+            + f"estimated from its sizes), more than the limit of {format_seconds(bound)}; "
             + (advice or "use fewer steps")
             + f", or set {TIME_LIMIT_ENV} (seconds, or 12h, 40d, inf) to allow it"
         )
@@ -560,10 +561,12 @@ def require_job_fits(
 
 
 def require_design_fits(mechanism: str, agents: tuple[int, int] | None, what: str) -> bool:
-    """Check the noise design of `mechanism` alone (graph, W, dense design) on a graph of
-    `agents` = `(n, edges)`, when known; returns whether it was."""
+    """Check the noise design of `mechanism` alone (graph, W, dense design: memory and time) on
+    a graph of `agents` = `(n, edges)`, when known; returns whether it was."""
     if agents is None:
         return False
     n, edges = agents
-    require_fits(estimate(JobSizes(n, edges, mechanism, dense=n < SPARSE_MIN_AGENTS)), what)
+    sizes = JobSizes(n, edges, mechanism, dense=n < SPARSE_MIN_AGENTS)
+    advice = "use fewer agents or a design accounted in closed form (ldp, cdp)"
+    require_fits(Estimate(estimate(sizes).terms, _setup_seconds(sizes)), what, advice=advice)
     return True
