@@ -67,6 +67,19 @@ def reproduce_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_reproduce)
 
 
+def _require_reproduction_fits(args: argparse.Namespace) -> None:
+    """Estimate the whole reproduction from its sweep file, which states its runs, before
+    anything runs, its points spread over the workers (parts alone: each point checks itself)."""
+    import os
+
+    from dpdl.experiments.sweeps.cost import require_sweep_fits
+    from dpdl.experiments.sweeps.spec import named_sweep_file, read_sweep
+
+    sweep = read_sweep(named_sweep_file(args.name, args.quick))
+    workers = args.jobs or max(1, (os.cpu_count() or 1) // args.threads)
+    require_sweep_fits(sweep, workers, f"reproduce {args.name} ({workers} workers)")
+
+
 def _reproduce(args: argparse.Namespace) -> int:
     from dpdl.experiments.reproduction import reproduction, reproductions
 
@@ -89,6 +102,9 @@ def _reproduce(args: argparse.Namespace) -> int:
         print(report.read_text())
         print(f"results: {report.parent}")
         return 0
+    whole = chosen.sweep_parts is not None and set(chosen.sweep_parts) in (set(), set(chosen.parts))
+    if whole and args.parts is None and args.executor == "local":
+        _require_reproduction_fits(args)
     out = output_folder(
         args.out
         or (Path("results") / "quick" / args.name if args.quick else Path("results") / args.name)
