@@ -120,19 +120,31 @@ tune = { metric = "test_loss", at = { epochs = 3, steps = "default", eval-every 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[base]\ntask = "quadratic"\n\n[sweep]\nepz = [1, 2]\n', "sweep.toml:5: unknown option"),
+        (
+            '[base]\ntask = "quadratic"\n\n[sweep]\nepz = [1, 2]\n',
+            "sweep.toml:5: [sweep].epz: unknown option",
+        ),
         ("[base]\nsteps = 10\n\n[sweep]\neps = [1, 'x']\n", "sweep.toml:5: eps: expected a number"),
         ("[sweep]\nmechanism = ['ldp', 'nope']\n", "sweep.toml:2: mechanism: expected one of"),
         ("[sweep]\neps = 3\n", "sweep.toml:2: eps: an axis is a non-empty list"),
         ("[base]\neps = 3\n[sweep]\neps = [1]\n", "sweep.toml:4: eps: set in [base] too"),
         ("[sweep]\neps = [1, 2]\nn = [5]\nzip = ['eps', 'n']\n", "sweep.toml:4: zip: the zipped"),
         ("[sweep]\nlr = [0.1]\ntune = {metric = 'x', goal = 'up'}\n", "sweep.toml:3: tune: goal"),
-        ("[grid]\neps = [1]\n", "sweep.toml:1: grid: a sweep file has the tables"),
-        ("[resources]\ngpus = -1\n", "sweep.toml:2: gpus: expected a number >= 0"),
-        ("[record]\ncurves = 'test_loss'\n", "sweep.toml:2: curves: expected a list of metric"),
-        ("[record]\nnodes = [0, -1]\n", "sweep.toml:2: nodes: expected a list of agent indices"),
-        ("[record]\nnodes = [1, 1]\n", "sweep.toml:2: nodes: [1, 1] names one entry twice"),
-        ("[record]\nagents = [0]\n", "sweep.toml:2: agents: unknown key; known: curves, nodes"),
+        ("[grid]\neps = [1]\n", "sweep.toml:1: [grid].eps: a sweep file has the tables"),
+        ("[resources]\ngpus = -1\n", "sweep.toml:2: [resources].gpus: expected a finite number"),
+        (
+            "[record]\ncurves = 'test_loss'\n",
+            "sweep.toml:2: [record].curves: expected a list of metric",
+        ),
+        ("[record]\nnodes = [0, -1]\n", "sweep.toml:2: [record].nodes: expected a list of agent"),
+        (
+            "[record]\nnodes = [1, 1]\n",
+            "sweep.toml:2: [record].nodes: [1, 1] names one entry twice",
+        ),
+        (
+            "[record]\nagents = [0]\n",
+            "sweep.toml:2: [record].agents: unknown key; known: curves, nodes",
+        ),
     ],
 )
 def test_a_bad_file_names_its_line_and_key(tmp_path, text: str, message: str) -> None:

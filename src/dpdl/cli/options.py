@@ -254,12 +254,14 @@ def output_folder(folder: Path, option: str = "--out") -> Path:
     return folder
 
 
-def executor_from(args: argparse.Namespace, cpus: float = 1.0, gpus: float = 0.0):  # noqa: ANN202 (an Executor, imported late)
+def executor_from(  # noqa: ANN201 (an Executor, imported late)
+    args: argparse.Namespace, cpus: float = 1.0, gpus: float = 0.0, memory: float | None = None
+):
     """The executor that `--executor`, `--address`, `--jobs` and `--threads` name
-    (`add_executor_arguments`), giving each point `cpus` and `gpus`."""
+    (`add_executor_arguments`), giving each point `cpus`, `gpus` and `memory` (bytes)."""
     from dpdl.experiments.executors import ExecutorOptions, open_executor
 
-    options = ExecutorOptions(args.jobs, args.address, cpus, gpus, args.threads)
+    options = ExecutorOptions(args.jobs, args.address, cpus, gpus, args.threads, memory)
     return open_executor(args.executor, options)
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dpdl.cli.options import (
     add_executor_arguments,
@@ -19,6 +21,9 @@ from dpdl.errors import ConfigError, DivergenceError
 
 #: The failed points a sweep names at its end (all are rows of runs.csv with their error).
 SHOWN_FAILURES = 10
+
+if TYPE_CHECKING:
+    from dpdl.experiments.sweeps.spec import Sweep
 
 
 def sweep_parser(sub: argparse._SubParsersAction) -> None:
@@ -63,7 +68,7 @@ def sweep_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from dpdl.experiments.sweeps.spec import DEFAULT, named_sweep_file, read_sweep
+    from dpdl.experiments.sweeps.spec import named_sweep_file, read_sweep
 
     path, name = args.file, args.file.stem
     # a registered sweep's name, unless a file stands there (a FIFO or a device is refused by name)
@@ -73,40 +78,9 @@ def _sweep(args: argparse.Namespace) -> int:
     elif args.quick:
         raise ConfigError(f"--quick: applies to a reproduction's name, not to the file {path}")
     sweep = read_sweep(path, args.set)
+    parallel = args.jobs or max(1, (os.cpu_count() or 1) // max(args.threads or 1, 1))
     if args.dry_run:
-        from dpdl.experiments.sweeps.tuning import search_runs
-
-        def shown(value: object) -> str:
-            """A value as the file writes it (an unset option as the file's "default")."""
-            return json.dumps(DEFAULT if value is None else value)
-
-        for grid in sweep.grids:
-            if len(sweep.grids) > 1:
-                fixed = ", ".join(f"{key} = {shown(value)}" for key, value in grid.fixed)
-                print(f"[[sweep]] {grid.label}" + (f" ({fixed})" if fixed else ""))
-            for axis in grid.axes:
-                if axis.keys:
-                    values = ", ".join(
-                        "/".join(shown(value) for value in position) for position in axis.values
-                    )
-                    print(f"{' + '.join(axis.keys)} ({len(axis.values)}): {values}")
-            if grid.tune is not None:
-                tune = grid.tune
-                print(
-                    f"tune: {tune.goal} {tune.metric} over {', '.join(tune.over)}"
-                    + (f", on the first {tune.seeds} seed(s)" if tune.seeds else "")
-                    + (
-                        " at " + ", ".join(f"{key} = {shown(value)}" for key, value in tune.at)
-                        if tune.at
-                        else ""
-                    )
-                )
-        staged = any(g.tune is not None and (g.tune.seeds or g.tune.at) for g in sweep.grids)
-        print(
-            f"{len(search_runs(sweep))} runs, then each setting's choice on every seed"
-            if staged
-            else f"{len(sweep.points())} runs"
-        )
+        _dry_run(sweep, parallel)
         return 0
     from dpdl.experiments.sweeps.run import run_sweep
 
@@ -116,7 +90,7 @@ def _sweep(args: argparse.Namespace) -> int:
     # folder is refused
     with (
         claimed_output(args, out, "sweep", {"sweep": name}),
-        executor_from(args, sweep.cpus, sweep.gpus) as executor,
+        executor_from(args, sweep.cpus, sweep.gpus, sweep.memory) as executor,
     ):
         result = run_sweep(
             sweep,
@@ -125,6 +99,7 @@ def _sweep(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             label=name,
             tensorboard=args.tensorboard,
+            parallel=parallel,
         )
     for what, written in result.paths.items():
         print(f"{what}: {written}", file=sys.stderr)
@@ -138,3 +113,53 @@ def _sweep(args: argparse.Namespace) -> int:
         # every failure a run that diverged: the sweep file was good, its settings were not
         return DivergenceError.exit_status
     return 1 if result.failed else 0
+
+
+#: An axis of more values than this is shown by its first ones and its length.
+SHOWN_VALUES = 12
+
+
+def _dry_run(sweep: Sweep, parallel: int) -> None:
+    """Check the sweep whole (`dpdl.experiments.sweeps.check`), then print its grids, its
+    searches, the estimate and the number of runs."""
+    from dpdl.experiments.sweeps.check import check_sweep, describe
+    from dpdl.experiments.sweeps.spec import DEFAULT
+
+    checked = check_sweep(sweep, parallel)
+
+    def shown(value: object) -> str:
+        """A value as the file writes it (an unset option as the file's "default")."""
+        return json.dumps(DEFAULT if value is None else value)
+
+    for grid in sweep.grids:
+        if len(sweep.grids) > 1:
+            fixed = ", ".join(f"{key} = {shown(value)}" for key, value in grid.fixed)
+            print(f"[[sweep]] {grid.label}" + (f" ({fixed})" if fixed else ""))
+        for axis in grid.axes:
+            if axis.keys:
+                values = [
+                    "/".join(shown(value) for value in position)
+                    for position in axis.values[:SHOWN_VALUES]
+                ]
+                more = len(axis.values) - SHOWN_VALUES
+                print(
+                    f"{' + '.join(axis.keys)} ({len(axis.values)}): {', '.join(values)}"
+                    + (f", ... ({more} more)" if more > 0 else "")
+                )
+        if grid.tune is not None:
+            tune = grid.tune
+            print(
+                f"tune: {tune.goal} {tune.metric} over {', '.join(tune.over)}"
+                + (f", on the first {tune.seeds} seed(s)" if tune.seeds else "")
+                + (
+                    " at " + ", ".join(f"{key} = {shown(value)}" for key, value in tune.at)
+                    if tune.at
+                    else ""
+                )
+            )
+    print(describe(checked, parallel))
+    print(
+        f"{checked.runs} runs, then each setting's choice on every seed"
+        if checked.staged
+        else f"{checked.runs} runs"
+    )

@@ -74,7 +74,8 @@ class Outcome:
 class ExecutorOptions:
     """How an executor runs jobs: `workers` at once at most on this machine (default: every
     core, divided by `threads`; `--jobs`), the Ray cluster to join (`address`; None: a Ray
-    started here), what each job declares to Ray (`cpus`, `gpus`), and the threads torch and
+    started here), what each job declares to Ray (`cpus`, `gpus`, `memory` in bytes: None
+    declares none), and the threads torch and
     the BLAS libraries compute each job with (`threads`, `--threads`: one by default, the jobs
     themselves filling the cores). A thread count that is not a whole number >= 1 is refused
     here, before any job runs."""
@@ -84,6 +85,7 @@ class ExecutorOptions:
     cpus: float = 1.0
     gpus: float = 0.0
     threads: int = 1
+    memory: float | None = None
 
     def __post_init__(self) -> None:
         require_threads(self.threads)
@@ -280,9 +282,10 @@ class RayExecutor(_Closing):
 
     def map(self, run_job: RunJob, jobs: list[Job]) -> Iterator[Outcome]:
         ray = self.ray
-        task = ray.remote(num_cpus=self.options.cpus, num_gpus=self.options.gpus, max_retries=0)(
-            _call
-        )
+        memory = {} if self.options.memory is None else {"memory": int(self.options.memory)}
+        task = ray.remote(
+            num_cpus=self.options.cpus, num_gpus=self.options.gpus, max_retries=0, **memory
+        )(_call)
         run_job = partial(_threaded, run_job, self.threads)
         waiting = {task.remote(run_job, job): job for job in jobs}
         try:

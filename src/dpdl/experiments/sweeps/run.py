@@ -41,11 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpdl.choices import SYNTHETIC_GRAPHS
 from dpdl.errors import ConfigError
 from dpdl.experiments.cache import RUN_SECONDS, job_key, run_jobs
 from dpdl.experiments.executors import Executor
 from dpdl.experiments.results import write_rows
+from dpdl.experiments.sweeps.check import check_sweep
 from dpdl.experiments.sweeps.spec import Sweep, run_key
 from dpdl.experiments.sweeps.summary import write_summary
 from dpdl.experiments.sweeps.tuning import final_runs, search_runs, settings
@@ -112,21 +112,6 @@ def run_point(job: dict[str, Any], tensorboard: Path | None = None) -> dict[str,
             **{key: run.mechanism[key] for key in ("sensitivity",) if key in run.mechanism},
         },
     }
-
-
-def _check_nodes(sweep: Sweep, runs: list[dict[str, Any]]) -> None:
-    """Every agent `[record]` names is an agent of every one of `runs` on a synthetic topology,
-    whose `n` is its number of agents (a [`ConfigError`][dpdl.errors.ConfigError] naming the
-    first run it is not), before anything runs; a real graph's or a file's runs are checked once
-    they ran."""
-    if not sweep.nodes:
-        return
-    for options in runs:
-        if options["graph"] in SYNTHETIC_GRAPHS and max(sweep.nodes) >= options["n"]:
-            raise ConfigError(
-                f"[record] nodes: agent {max(sweep.nodes)} is not an agent of the run {options} "
-                f"(n = {options['n']}: agents 0 to {options['n'] - 1})"
-            )
 
 
 def _check_record(sweep: Sweep, entries: list[dict[str, Any]]) -> None:
@@ -196,6 +181,7 @@ def run_sweep(
     progress: bool = True,
     label: str = "sweep",
     tensorboard: Path | None = None,
+    parallel: int | None = None,
 ) -> SweepResult:
     """Run every point of `sweep` not already in `out/points` on `executor` (default:
     `workers` local processes), in two stages where a grid searches (the search, then each
@@ -203,12 +189,14 @@ def run_sweep(
     summary over seeds and its figures (`dpdl.experiments.sweeps.summary.write_summary`). A
     point that fails is logged and kept as a row with its `error`; the others go on.
     `tensorboard`: each point run here also writes its records, as they are made, into
-    `tensorboard/<point>/seed<s>` (points found in `out/points` are not run again)."""
+    `tensorboard/<point>/seed<s>` (points found in `out/points` are not run again). The sweep is
+    checked whole first ([`check_sweep`][dpdl.experiments.sweeps.check.check_sweep], `parallel`
+    runs at once: default `workers`, else every core)."""
     if tensorboard is not None:
         require_tensorboard()  # here, not in every point
     start = time.perf_counter()
+    check_sweep(sweep, parallel or workers or os.cpu_count() or 1)
     first = search_runs(sweep)
-    _check_nodes(sweep, first)
     jobs: list[dict[str, Any]] = []
     entries: list[dict[str, Any]] = []
     done: dict[str, dict[str, Any]] = {}

@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ from dpdl.experiments.replay import (
 )
 from dpdl.jobspec.config import TrainConfig
 from dpdl.registry import load_plugins
+from dpdl.scale import format_bytes, parse_bytes
 from dpdl.settings import add_arguments, from_options, to_options
 
 __all__ = [
@@ -73,6 +75,23 @@ TABLES = ("base", "sweep", "resources", "record")
 GOALS = ("min", "max")
 #: The keys of a grid's table that are not options.
 SPECIAL = ("zip", "tune", "label")
+#: The most a run may declare to Ray: no node of a cluster has more (a larger figure is a typo,
+#: and Ray would wait forever for a node that can hold it).
+MAX_CPUS = 1024
+MAX_GPUS = 64
+MAX_MEMORY = 2.0**50
+#: Options a search may not tune over, and why: the seed and the privacy budget are not settings
+#: of a method but its luck and its guarantee.
+NOT_TUNABLE = {
+    "seed": "it would keep the luckiest seed: a seed is a replicate, and the summary's intervals "
+    "are over seeds",
+    "graph_seed": "it would keep the luckiest graph: a graph's seed is a replicate",
+    "key_seed": "it would keep the luckiest noise: a key's seed is a replicate",
+    "eps": "it would choose the largest budget (less noise always looks better), spending more "
+    "privacy than the other points claim: compare the methods at each budget, an axis of its own",
+    "delta": "it would spend the largest budget: the budget is what a method is compared at",
+    "gdp_mu": "it would spend the largest budget: the budget is what a method is compared at",
+}
 
 
 @dataclass(frozen=True)
@@ -121,37 +140,67 @@ class Grid:
         """The options that move, in the file's order (`seed` among them when swept)."""
         return tuple(key for axis in self.axes for key in axis.keys)
 
-    def configs(self, base: dict[str, Any]) -> list[dict[str, Any]]:
-        """Every position of the grid, in the grid's order, as the complete options (option
-        `dest` -> value, as [`dpdl.settings.to_options`][dpdl.settings.to_options] gives them) of
-        a [`TrainConfig`][dpdl.jobspec.config.TrainConfig] with all its seeds: the defaults, then
-        `base`, then the grid's fixed options, then the position. A position that is no valid
-        configuration raises a [`ConfigError`][dpdl.errors.ConfigError] naming it."""
-        defaults = vars(train_parser().parse_args([]))
-        # The seeds of an axis of their own are one configuration's replicates, not positions.
+    @property
+    def name(self) -> str:
+        """The grid as messages name it: its label, else its table."""
+        return f"[[sweep]] {self.label!r}" if self.label else "[sweep]"
+
+    def _split(self) -> tuple[Axis | None, list[Axis]]:
+        """The axis of the seeds alone (one configuration's replicates, not positions), if any,
+        and the other axes."""
         seeds = next((axis for axis in self.axes if axis.keys == ("seed",)), None)
-        axes = [axis for axis in self.axes if axis is not seeds]
+        return seeds, [axis for axis in self.axes if axis is not seeds]
+
+    def size(self, base: dict[str, Any]) -> tuple[int, int]:
+        """`(positions, runs)` of the grid without expanding it: the product of its axes'
+        lengths, and of that the runs (every position on each of its seeds; where a zipped
+        axis moves the seeds, on the most seeds of one of its values)."""
+        seeds, axes = self._split()
+        positions = math.prod(len(axis.values) for axis in axes)
+        if seeds is not None:
+            replicates = sum(len(v) for (v,) in seeds.values)
+        else:
+            fixed = {**base, **dict(self.fixed)}
+            replicates = len(fixed.get("seed") or TrainConfig.seeds)
+            for axis in axes:
+                if "seed" in axis.keys:
+                    column = axis.keys.index("seed")
+                    replicates = max(len(value[column] or ()) for value in axis.values)
+        return positions, positions * max(replicates, 1)
+
+    def positions(self, base: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """Every position of the grid, in the grid's order, unchecked, one at a time: the options
+        that move there, and every option's value (the defaults, then `base`, then the grid's
+        fixed options, then the position)."""
+        defaults = vars(train_parser().parse_args([]))
+        seeds, axes = self._split()
         replicates = {} if seeds is None else {"seed": [s for (v,) in seeds.values for s in v]}
-        configs = []
         for combination in itertools.product(*(axis.values for axis in axes)):
             chosen = {
                 key: value
                 for axis, position in zip(axes, combination, strict=True)
                 for key, value in zip(axis.keys, position, strict=True)
             }
-            values = {**defaults, **base, **dict(self.fixed), **replicates, **chosen}
-            configs.append(options_of(values, chosen))
-        return configs
+            yield chosen, {**defaults, **base, **dict(self.fixed), **replicates, **chosen}
+
+    def configs(self, base: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every position of the grid, in the grid's order, as the complete options (option
+        `dest` -> value, as [`dpdl.settings.to_options`][dpdl.settings.to_options] gives them) of
+        a [`TrainConfig`][dpdl.jobspec.config.TrainConfig] with all its seeds: the defaults, then
+        `base`, then the grid's fixed options, then the position. A position that is no valid
+        configuration raises a [`ConfigError`][dpdl.errors.ConfigError] naming it."""
+        where = f"{self.name} " if self.label else ""
+        return [options_of(values, chosen, where) for chosen, values in self.positions(base)]
 
 
-def options_of(values: dict[str, Any], what: Any) -> dict[str, Any]:
+def options_of(values: dict[str, Any], what: Any, grid: str = "") -> dict[str, Any]:
     """`values` checked as one [`TrainConfig`][dpdl.jobspec.config.TrainConfig] and given back
     complete, as [`to_options`][dpdl.settings.to_options] gives them; a
-    [`ConfigError`][dpdl.errors.ConfigError] names `what`."""
+    [`ConfigError`][dpdl.errors.ConfigError] names `what` (in the grid `grid`)."""
     try:
         return to_options(from_options(TrainConfig, values))
     except ConfigError as error:
-        raise ConfigError(f"sweep point {what}: {error}") from None
+        raise ConfigError(f"{grid}sweep point {what}: {error}") from None
 
 
 def runs_of(options: dict[str, Any], seeds: Sequence[int] | None = None) -> list[dict[str, Any]]:
@@ -172,6 +221,8 @@ class Sweep:
     gpus: float = 0.0
     curves: tuple[str, ...] = ()
     nodes: tuple[int, ...] = ()
+    #: Bytes of memory each run declares to Ray (None: none declared).
+    memory: float | None = None
 
     def points(self) -> list[dict[str, Any]]:
         """Every run of every grid in full (each seed a run of its own; a run two grids share
@@ -308,7 +359,11 @@ def _zipped(
 def _tune(value: Any, actions: dict[str, argparse.Action], axes: set[str], where: str) -> Tune:
     if isinstance(value, str):
         value = {"metric": value}
-    if not isinstance(value, dict) or not isinstance(value.get("metric"), str):
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("metric"), str)
+        or not value["metric"]
+    ):
         raise ConfigError(
             f'{where}: tune: expected a metric name ("test_loss") or a table {{metric = ..., '
             f"goal = ..., over = [...], seeds = N, at = {{...}}}}, got {value!r}"
@@ -321,7 +376,16 @@ def _tune(value: Any, actions: dict[str, argparse.Action], axes: set[str], where
         raise ConfigError(f"{where}: tune: goal is 'min' or 'max', got {goal!r}")
     over = value.get("over", ["lr"])
     over = [over] if isinstance(over, str) else over
-    dests = tuple(resolve_key(actions, key, f"{where}: tune").dest for key in over)
+    if not isinstance(over, list) or not all(isinstance(key, str) for key in over):
+        raise ConfigError(f"{where}: tune: over is a list of options of [sweep], got {over!r}")
+    dests = tuple(resolve_key(actions, key, f"{where}: tune.over").dest for key in over)
+    for key, dest in zip(over, dests, strict=True):
+        if dest in NOT_TUNABLE:
+            raise ConfigError(
+                f"{where}: tune.over: {key!r} cannot be searched over: {NOT_TUNABLE[dest]}"
+            )
+    if len(set(dests)) < len(dests):
+        raise ConfigError(f"{where}: tune.over: {over!r} names one option twice")
     missing = [dest for dest in dests if dest not in axes]
     if missing or not dests:
         raise ConfigError(
@@ -344,18 +408,51 @@ def _tune(value: Any, actions: dict[str, argparse.Action], axes: set[str], where
     return Tune(value["metric"], dests, goal, seeds, tuple(fixed.items()))
 
 
-def _resources(table: Any, file: _File) -> tuple[float, float]:
+def _amount(key: str, value: Any, where: str) -> float:
+    """One resource of `[resources]`: a finite number, within what a node can have (`cpus`
+    above 0, `gpus` from 0, a fraction below one or a whole number, as Ray shares them;
+    `memory` in bytes, or a size such as `"4GiB"`)."""
+    if key == "memory":
+        size = parse_bytes(value, where) if isinstance(value, str) else value
+        if (
+            isinstance(size, bool)
+            or not isinstance(size, (int, float))
+            or not 1 <= size <= MAX_MEMORY
+        ):
+            raise ConfigError(
+                f"{where}: expected the bytes each run may use (a number >= 1, or a size such as "
+                f'"4GiB"), at most {format_bytes(MAX_MEMORY)}, got {value!r}'
+            )
+        return float(size)
+    low, high = ("above 0", MAX_CPUS) if key == "cpus" else ("from 0", MAX_GPUS)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not (value > 0 if key == "cpus" else value >= 0)
+        or value > high
+    ):
+        raise ConfigError(
+            f"{where}: expected a finite number {low} to {high} (what one node can have), "
+            f"got {value!r}"
+        )
+    if key == "gpus" and value > 1 and value != int(value):
+        raise ConfigError(
+            f"{where}: a run shares a GPU (a fraction below 1) or holds whole ones, got {value!r}"
+        )
+    return float(value)
+
+
+def _resources(table: Any, file: _File) -> tuple[float, float, float | None]:
     if not isinstance(table, dict):
         raise ConfigError(f"{file.where('resources')}: [resources] must be a table")
-    amounts = {"cpus": 1.0, "gpus": 0.0}
+    amounts: dict[str, float | None] = {"cpus": 1.0, "gpus": 0.0, "memory": None}
     for key, value in table.items():
-        where = f"{file.where(key, 'resources')}: {key}"
+        where = f"{file.where(key, 'resources')}: [resources].{key}"
         if key not in amounts:
-            raise ConfigError(f"{where}: unknown resource; known: cpus, gpus")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ConfigError(f"{where}: expected a number >= 0, got {value!r}")
-        amounts[key] = float(value)
-    return amounts["cpus"], amounts["gpus"]
+            raise ConfigError(f"{where}: unknown resource; known: cpus, gpus, memory")
+        amounts[key] = _amount(key, value, where)
+    return amounts["cpus"] or 1.0, amounts["gpus"] or 0.0, amounts["memory"]
 
 
 def _record(table: Any, file: _File) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -364,7 +461,7 @@ def _record(table: Any, file: _File) -> tuple[tuple[str, ...], tuple[int, ...]]:
         raise ConfigError(f"{file.where('record')}: [record] must be a table")
     recorded: dict[str, tuple[Any, ...]] = {"curves": (), "nodes": ()}
     for key, value in table.items():
-        where = f"{file.where(key, 'record')}: {key}"
+        where = f"{file.where(key, 'record')}: [record].{key}"
         if key not in recorded:
             raise ConfigError(f"{where}: unknown key; known: curves, nodes")
         if key == "curves":
@@ -397,6 +494,7 @@ def _grid(
     fixed value; `sweep.key=[...]` sets the axis, unless this grid fixes the option; the
     `tune_sets` (`tune.seeds=1`: `{"seeds": 1}`) replace those keys of the grid's search."""
     table = dict(table)
+    path = "[sweep]" if index is None else f"[[sweep]] #{index + 1}"
     special = {
         name: (table.pop(name), file.in_grid(name, index)) for name in SPECIAL if name in table
     }
@@ -404,7 +502,7 @@ def _grid(
     fixed: dict[str, Any] = {}
     for key, value in table.items():
         where = file.in_grid(key, index)
-        action = resolve_key(actions, key, where)
+        action = resolve_key(actions, key, f"{where}: {path}.{key}")
         if action.dest in base:
             raise ConfigError(
                 f"{where}: {key}: set in [base] too ({file.where(key, 'base')}); keep one"
@@ -484,19 +582,12 @@ def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
     load_plugins()
     text, data = read_toml(path, "sweep file")
     file = _File(path, text)
-    for table in data:
-        grids = table == "sweep" and isinstance(data[table], list)
-        if table not in TABLES or not (isinstance(data[table], dict) or grids):
-            raise ConfigError(
-                f"{file.where(table)}: {table}: a sweep file has the tables "
-                f"{', '.join(f'[{name}]' for name in TABLES)} (or several [[sweep]] grids), "
-                f"not {table!r}"
-            )
+    _check_tables(data, file)
     actions = option_actions(train_parser())
     base: dict[str, Any] = {}
     for key, value in data.get("base", {}).items():
         where = file.where(key, "base")
-        action = resolve_key(actions, key, where)
+        action = resolve_key(actions, key, f"{where}: [base].{key}")
         base[action.dest] = _value(action, value, f"{where}: {key}")
     sets = [parse_set(assignment) for assignment in assignments]
     tune_sets = {key.removeprefix("tune."): value for key, value in sets if key.startswith("tune.")}
@@ -519,6 +610,44 @@ def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
             base.pop(action.dest, None)
         else:
             base[action.dest] = _value(action, value, f"--set {key}")
-    cpus, gpus = _resources(data.get("resources", {}), file)
+    cpus, gpus, memory = _resources(data.get("resources", {}), file)
     curves, nodes = _record(data.get("record", {}), file)
-    return Sweep(base, tuple(grids), cpus, gpus, curves, nodes)
+    _check_runs(data, file)
+    return Sweep(base, tuple(grids), cpus, gpus, curves, nodes, memory)
+
+
+def _check_tables(data: dict[str, Any], file: _File) -> None:
+    """The file's tables are those of a sweep file (a key outside them is named with its table's
+    path, `[grid].lr`)."""
+    for table, value in data.items():
+        grids = table == "sweep" and isinstance(value, list)
+        if table not in TABLES or not (isinstance(value, dict) or grids):
+            if isinstance(value, dict):
+                named = f"[{table}]" + (f".{next(iter(value))}" if value else "")
+            else:
+                named = f"{table} (a key outside any table)"
+            raise ConfigError(
+                f"{file.where(table)}: {named}: a sweep file has the tables "
+                f"{', '.join(f'[{name}]' for name in TABLES)} (or several [[sweep]] grids), "
+                f"not {table!r}"
+            )
+
+
+def _check_runs(data: dict[str, Any], file: _File) -> None:
+    """The file states runs: an empty file, or one without settings in `[base]` or `[sweep]`, is
+    refused rather than run as the default job; so is an empty grid beside others."""
+    sweep = data.get("sweep", {})
+    grids = sweep if isinstance(sweep, list) else [sweep]
+    if not data.get("base") and not any(grids):
+        raise ConfigError(
+            f"{file.path}: the sweep file states no runs (no settings in [base] and no axis in "
+            "[sweep]); an empty file is not taken as the default job: give [base] and [sweep] "
+            "(docs/sweeps.md)"
+        )
+    if len(grids) > 1:
+        for index, grid in enumerate(grids):
+            if not grid:
+                raise ConfigError(
+                    f"{file.path}: [[sweep]] #{index + 1} is empty: a grid of several states its "
+                    "axes or settings (remove it, or give it some)"
+                )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ import numpy as np
 from dpdl.errors import ConfigError
 from dpdl.experiments.sweeps.spec import Grid, Sweep, options_of, run_key, runs_of
 
-__all__ = ["Setting", "cost", "final_runs", "search_runs", "settings"]
+__all__ = ["Setting", "cost", "final_runs", "search_runs", "setting_groups", "settings"]
 
 #: A finished run's row by its options (None: not run, or failed).
 Lookup = Callable[[dict[str, Any]], Mapping[str, Any] | None]
@@ -43,7 +43,7 @@ class Setting:
     options: dict[str, Any]
 
 
-def _groups(grid: Grid, base: dict[str, Any]) -> list[list[dict[str, Any]]]:
+def setting_groups(grid: Grid, base: dict[str, Any]) -> list[list[dict[str, Any]]]:
     """The grid's positions grouped into settings, in the grid's order."""
     over = grid.tune.over if grid.tune else ()
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -74,12 +74,16 @@ def _searched(grid: Grid, options: dict[str, Any]) -> list[dict[str, Any]]:
     return runs_of(options, seeds)
 
 
-def search_runs(sweep: Sweep) -> list[dict[str, Any]]:
+def search_runs(
+    sweep: Sweep, grouped: Sequence[list[list[dict[str, Any]]]] | None = None
+) -> list[dict[str, Any]]:
     """The first stage: every run the searches need, and every run of the grids without one (a
-    run two grids share once), as complete one-seed options."""
+    run two grids share once), as complete one-seed options. `grouped`: each grid's
+    `setting_groups`, where they are known already."""
     runs: dict[str, dict[str, Any]] = {}
-    for grid in sweep.grids:
-        for group in _groups(grid, sweep.base):
+    for index, grid in enumerate(sweep.grids):
+        groups = setting_groups(grid, sweep.base) if grouped is None else grouped[index]
+        for group in groups:
             for options in group:
                 wanted = runs_of(options) if grid.tune is None else _searched(grid, options)
                 for run in wanted:
@@ -115,7 +119,7 @@ def settings(sweep: Sweep, lookup: Lookup) -> list[Setting]:
     rows)."""
     chosen = []
     for grid in sweep.grids:
-        for group in _groups(grid, sweep.base):
+        for group in setting_groups(grid, sweep.base):
             best = (
                 group[0]
                 if grid.tune is None
