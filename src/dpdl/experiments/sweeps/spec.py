@@ -503,6 +503,8 @@ def _grid(
     for key, value in table.items():
         where = file.in_grid(key, index)
         action = resolve_key(actions, key, f"{where}: {path}.{key}")
+        if action.dest in axes or action.dest in fixed:
+            raise ConfigError(f"{where}: {path}.{key}: the option is set twice (two spellings)")
         if action.dest in base:
             raise ConfigError(
                 f"{where}: {key}: set in [base] too ({file.where(key, 'base')}); keep one"
@@ -588,6 +590,8 @@ def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
     for key, value in data.get("base", {}).items():
         where = file.where(key, "base")
         action = resolve_key(actions, key, f"{where}: [base].{key}")
+        if action.dest in base:
+            raise ConfigError(f"{where}: [base].{key}: the option is set twice (two spellings)")
         base[action.dest] = _value(action, value, f"{where}: {key}")
     sets = [parse_set(assignment) for assignment in assignments]
     tune_sets = {key.removeprefix("tune."): value for key, value in sets if key.startswith("tune.")}
