@@ -153,20 +153,21 @@ class Grid:
 
     def size(self, base: dict[str, Any]) -> tuple[int, int]:
         """`(positions, runs)` of the grid without expanding it: the product of its axes'
-        lengths, and of that the runs (every position on each of its seeds; where a zipped
-        axis moves the seeds, on the most seeds of one of its values)."""
+        lengths, and the runs, every position on each of its seeds (where a zipped axis moves
+        the seeds, the seeds of its values summed, times the other axes' lengths)."""
         seeds, axes = self._split()
         positions = math.prod(len(axis.values) for axis in axes)
         if seeds is not None:
-            replicates = sum(len(v) for (v,) in seeds.values)
-        else:
+            return positions, positions * sum(len(v) for (v,) in seeds.values)
+        moving = next((axis for axis in axes if "seed" in axis.keys), None)
+        if moving is None:
             fixed = {**base, **dict(self.fixed)}
-            replicates = len(fixed.get("seed") or TrainConfig.seeds)
-            for axis in axes:
-                if "seed" in axis.keys:
-                    column = axis.keys.index("seed")
-                    replicates = max(len(value[column] or ()) for value in axis.values)
-        return positions, positions * max(replicates, 1)
+            return positions, positions * len(fixed.get("seed") or TrainConfig.seeds)
+        column = moving.keys.index("seed")
+        others = math.prod(len(axis.values) for axis in axes if axis is not moving)
+        return positions, others * sum(
+            len(value[column] or TrainConfig.seeds) for value in moving.values
+        )
 
     def positions(self, base: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
         """Every position of the grid, in the grid's order, unchecked, one at a time: the options
