@@ -565,3 +565,85 @@ def test_a_row_states_sigma_only_for_a_mechanism_that_has_one(local_table) -> No
     rows = list(csv.DictReader(io.StringIO(local_table)))
     sigma = {row["mechanism"]: row["sigma"] for row in rows}
     assert float(sigma["ldp"]) > 0 and sigma["decor"] == ""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        SMALL,
+        SMALL
+        + "eps = [1, 2, 3]\nlr = [0.1, 0.2]\nzip = [['eps', 'mechanism']]\n".replace(
+            "['eps', 'mechanism']", "['lr', 'mechanism']"
+        ),
+        '[base]\ntask = "quadratic"\nseed = [0, 1, 2]\n[sweep]\neps = [1, 2]\np = [0.5]\n',
+        '[base]\ntask = "quadratic"\n[sweep]\neps = [1, 2]\nseed = [[0], [1, 2]]\n'
+        "zip = ['eps', 'seed']\n",
+        '[base]\ntask = "quadratic"\n[[sweep]]\neps = [1, 2]\n[[sweep]]\nlr = [0.1, 0.2, 0.3]\n'
+        "seed = [4, 5]\n",
+    ],
+)
+def test_the_size_of_a_grid_is_counted_without_expanding_it(tmp_path, text: str) -> None:
+    """`Grid.size` multiplies the axes' lengths (a zipped pair one axis, the seeds each a run)
+    and gives the runs that expanding the grid makes; a sweep counts its grids' runs."""
+    from dpdl.experiments.sweeps.check import sweep_size
+
+    sweep = read_sweep(_file(tmp_path, text))
+    for grid in sweep.grids:
+        positions, runs = grid.size(sweep.base)
+        configs = grid.configs(sweep.base)
+        assert positions == len(configs)
+        assert runs == sum(len(options["seed"]) for options in configs)
+    assert sweep_size(sweep) == len(sweep.points())  # these grids share no run
+
+
+def test_a_grid_of_a_billion_points_is_counted_and_refused_at_once(tmp_path) -> None:
+    """Before, `--dry-run` expanded the grid and never answered; now its size is the product of
+    the axes' lengths, and the refusal names it with an estimate of the time."""
+    from dpdl.errors import ResourceError
+    from dpdl.experiments.sweeps.check import check_sweep, sweep_size
+
+    axes = "\n".join(
+        f"{key} = [{', '.join(str(0.01 * (i + 1)) for i in range(1000))}]"
+        for key in ("eps", "lr", "clip")
+    )
+    sweep = read_sweep(_file(tmp_path, SMALL.replace("[sweep]\n", f"[sweep]\n{axes}\n")))
+    start = time.perf_counter()
+    assert sweep_size(sweep) == 2 * 10**9 * 2  # mechanism x eps x lr x clip, on two seeds
+    with pytest.raises(ResourceError, match=r"4,000,000,000 runs .* estimated at about"):
+        check_sweep(sweep, 2)
+    assert time.perf_counter() - start < 5
+
+
+def test_a_bad_sweep_is_refused_before_any_run(tmp_path) -> None:
+    """What failed only after every point had trained (a curve no task reports, an agent beyond
+    n, a search metric the task does not report) is refused before the first run: nothing is
+    written."""
+    for extra in (
+        '\n[record]\ncurves = ["test_los"]\n',
+        'lr = [0.1, 0.2]\ntune = "test_loss"\n',
+        "\n[record]\nnodes = [5]\n",
+    ):
+        out = tmp_path / "out"
+        with pytest.raises(ConfigError, match=r"test_los|test_loss|nodes"):
+            run_sweep(read_sweep(_file(tmp_path, SMALL + extra)), out, workers=1, progress=False)
+        assert not out.exists()
+
+
+def test_every_registered_sweep_file_passes_the_whole_check() -> None:
+    """The reproductions' sweep files, full and quick, pass every check `--dry-run` makes (their
+    runs' estimates within the time limit on two workers)."""
+    from dpdl.choices import SWEEP_REGISTRY
+    from dpdl.experiments.sweeps.check import check_sweep
+    from dpdl.experiments.sweeps.spec import named_sweep_file
+    from dpdl.registry import load_plugins
+
+    load_plugins()
+    names = SWEEP_REGISTRY.names()
+    if not names:
+        pytest.skip("the reproductions' package is not installed")
+    for name in names:
+        for quick in (False, True):
+            if quick and SWEEP_REGISTRY.get(name).quick is None:
+                continue
+            checked = check_sweep(read_sweep(named_sweep_file(name, quick)), 2)
+            assert checked.runs > 0 and checked.seconds >= 0
