@@ -2,11 +2,11 @@
 `dpdl.choices.REPRODUCTION_REGISTRY` (`dpdl reproduce NAME`), each sweep file in
 `dpdl.choices.SWEEP_REGISTRY` (`dpdl sweep NAME`), and what only imitates a paper's
 experiments or its released script in dpdl's registry of its kind: MAFALDA-SGD's code's tasks in
-`dpdl.choices.TASK_REGISTRY`, the Whisper / CorN-DSGD and DECOR codes' calibration in
-`dpdl.choices.CALIBRATION_REGISTRY`, DECOR's Appendix D couples in
-`dpdl.choices.DECOR_SEARCH_REGISTRY` and its code's starting point in
-`dpdl.choices.START_REGISTRY`; all imported on first use, so that `dpdl --help` loads
-nothing more."""
+`dpdl.choices.TASK_REGISTRY` (their metrics in `dpdl.tasks.metrics.TASK_METRICS`), the Whisper /
+CorN-DSGD and DECOR codes' calibration in `dpdl.choices.CALIBRATION_REGISTRY`, DECOR's Appendix
+D couples in `dpdl.choices.DECOR_SEARCH_REGISTRY` and its code's starting point in
+`dpdl.choices.START_REGISTRY`; all imported on first use, so that `dpdl --help` loads nothing
+more."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from dpdl.choices import (
     SWEEP_REGISTRY,
     TASK_REGISTRY,
 )
+from dpdl.tasks.metrics import TASK_METRICS
 
 __all__ = ["REPRODUCTIONS", "TINY_CNN_TASKS"]
 
@@ -111,6 +112,9 @@ TASK_REGISTRY.add(
     f"{PACKAGE}.mafalda_code:housing_sklearn_task",
     "housing-mlp on scikit-learn's features of the census table, as MAFALDA-SGD's code",
 )
+# their metrics, so that a sweep file's search, curves and agents are checked before any run
+TASK_METRICS.update(dict.fromkeys(TINY_CNN_TASKS, TASK_METRICS["mnist-cnn"]))
+TASK_METRICS["housing-mlp-sklearn"] = TASK_METRICS["housing-mlp"]
 CALIBRATION_REGISTRY.add(
     "authors",
     f"{PACKAGE}.zcdp_bound:authors_calibration",
