@@ -544,8 +544,10 @@ def _grid(
             where = f"{where} (with --set tune.{', tune.'.join(tune_sets)})"
         tune = _tune(value, actions, set(axes), where)
     label, where = special.get("label", ("", ""))
-    if not isinstance(label, str):
-        raise ConfigError(f"{where}: label: expected the panel's name as a string, got {label!r}")
+    if not isinstance(label, str) or (label and not label.strip()) or "\n" in label:
+        raise ConfigError(
+            f"{where}: label: expected the panel's name as a string on one line, got {label!r}"
+        )
     return Grid(tuple(grid), tuple(fixed.items()), tune, label)
 
 
@@ -604,6 +606,7 @@ def read_sweep(path: Path, assignments: Sequence[str] = ()) -> Sweep:
         grids = [
             _grid(table, k, base, sets, tune_sets, actions, file) for k, table in enumerate(tables)
         ]
+    _check_labels(grids, file)
     if tune_sets and all(grid.tune is None for grid in grids):
         raise ConfigError(
             f"--set tune.{', tune.'.join(tune_sets)}: {path} has no search (tune) to change"
@@ -656,3 +659,17 @@ def _check_runs(data: dict[str, Any], file: _File) -> None:
                     f"{file.path}: [[sweep]] #{index + 1} is empty: a grid of several states its "
                     "axes or settings (remove it, or give it some)"
                 )
+
+
+def _check_labels(grids: list[Grid], file: _File) -> None:
+    """Each grid's label names one panel: two grids of one label would share its summary lines
+    and its panel, so a label given twice is refused."""
+    first: dict[str, int] = {}
+    for index, grid in enumerate(grids):
+        if grid.label and grid.label in first:
+            raise ConfigError(
+                f"{file.in_grid('label', index)}: [[sweep]] #{index + 1}.label: {grid.label!r} "
+                f"is the label of [[sweep]] #{first[grid.label] + 1} too: each grid's panel needs "
+                "a label of its own"
+            )
+        first.setdefault(grid.label, index)
