@@ -50,7 +50,10 @@ def sweep_parser(sub: argparse._SubParsersAction) -> None:
         help="with a reproduction's name: the sweep of its --quick setting",
     )
     parser.add_argument(
-        "--dry-run", action="store_true", help="print the grid and its size; run nothing"
+        "--dry-run",
+        action="store_true",
+        help="check the file whole (every key, resource, point, search and recorded curve, the "
+        "size and the time estimated), print the grid, its size and the estimate; run nothing",
     )
     parser.add_argument(
         "--set",
