@@ -63,6 +63,15 @@ CASES: dict[str, tuple[str, str]] = {
         BASE + "groups = 2\n" + '[sweep]\nmechanism = ["whisper-multiseed", "cdp"]\n',
         "'mechanism': 'cdp'",
     ),
+    "label-twice": (
+        BASE + '[[sweep]]\nlabel = "a"\neps = [1]\n[[sweep]]\nlabel = "a"\neps = [2]\n',
+        "#2.label",
+    ),
+    "label-blank": (BASE + '[[sweep]]\nlabel = "  "\neps = [1]\n[[sweep]]\neps = [2]\n', "label"),
+    "label-two-lines": (
+        BASE + '[[sweep]]\nlabel = "a\\nb"\neps = [1]\n[[sweep]]\neps = [2]\n',
+        "label",
+    ),
     "label-number": (BASE + "[[sweep]]\neps = [1]\n[[sweep]]\nlabel = 3\neps = [2]\n", "label"),
     # resources: finite, positive, within a node
     "cpus-nan": (BASE + GRID + "[resources]\ncpus = nan\n", "cpus"),
@@ -178,6 +187,11 @@ SET_CASES: dict[str, tuple[str, list[str], str]] = {
     "set-tune-over-seed": (_tune('"optimality_gap"'), ['tune.over=["seed"]'], "seed"),
     "set-tune-metric": (_tune('"optimality_gap"'), ['tune.metric="nope"'], "nope"),
     "set-axis-empty": (BASE + GRID, ["sweep.mechanism=[]"], "mechanism"),
+    "set-node-beyond-n": (
+        TORCH + "n = 8\n" + GRID + "[record]\nnodes = [6]\n",
+        ["n=4"],
+        "agent 6",
+    ),
     "set-huge-seeds": (
         BASE + "[sweep]\neps = [" + ", ".join(str(i + 1) for i in range(1000)) + "]\n",
         ["seed=[" + ", ".join(map(str, range(1000))) + "]"],
