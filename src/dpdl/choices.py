@@ -18,6 +18,8 @@ the command line reads the registries themselves, so it offers what plugins regi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dpdl.errors import GraphError, MixingMatrixError
 from dpdl.registry import Registry
 
@@ -57,9 +59,11 @@ __all__ = [
     "SWEEP_REGISTRY",
     "SYNTHETIC_GRAPHS",
     "TASKS",
+    "TASK_METRICS",
     "TASK_REGISTRY",
     "THREAT_NAMES",
     "THREAT_REGISTRY",
+    "TaskMetrics",
     "mechanism_names",
 ]
 
@@ -310,6 +314,74 @@ for _name, _target, _help in (
 
 #: Learning tasks, the built-in names of :data:`TASK_REGISTRY`.
 TASKS = TASK_REGISTRY.names()
+
+
+@dataclass(frozen=True)
+class TaskMetrics:
+    """The metrics a task's evaluation reports (`names`, as every record of a run holds them) and
+    whether it also keeps each agent's own final metrics (`per_agent`: the torch models'), known
+    without building the task, so that a sweep file is checked before anything runs."""
+
+    names: tuple[str, ...]
+    per_agent: bool = False
+
+
+_QUADRATIC = TaskMetrics(
+    (
+        "optimality_gap",
+        "optimality_gap_average_model",
+        "paper_optimality_gap",
+        "train_loss",
+        "consensus_distance",
+        "squared_distance",
+        "squared_distance_average_model",
+    )
+)
+_CLASSIFIER = TaskMetrics(
+    (
+        "test_loss",
+        "test_loss_average_model",
+        "test_accuracy",
+        "test_accuracy_average_model",
+        "consensus_distance",
+    ),
+    per_agent=True,
+)
+
+TASK_METRICS: dict[str, TaskMetrics] = {
+    "quadratic": _QUADRATIC,
+    "least-squares": _QUADRATIC,
+    "logreg-a9a": TaskMetrics(
+        (
+            "test_loss",
+            "test_loss_average_model",
+            "test_accuracy",
+            "test_accuracy_average_model",
+            "train_objective",
+            "consensus_distance",
+        )
+    ),
+    "housing-mlp": TaskMetrics(
+        ("test_loss", "test_loss_average_model", "consensus_distance"), per_agent=True
+    ),
+    **dict.fromkeys(
+        (
+            "mnist-mlp",
+            "mnist-linear",
+            "adult-mlp",
+            "mnist-cnn",
+            "fashion-cnn",
+            "mnist-lenet",
+            "fashion-lenet",
+        ),
+        _CLASSIFIER,
+    ),
+}
+"""The built-in tasks' metrics by task name ([`Task.evaluate`][dpdl.tasks.base.Task.evaluate]);
+a task registered by a plugin may add its own (`dpdl.tasks.metrics` re-exports it). A task not in
+the table is taken to report the metrics of `dpdl.tasks.metrics.METRIC_RANGES` (through its
+suffixes)."""
+
 
 #: How a task's data are split over agents (:mod:`dpdl.tasks.partition`).
 PARTITIONS = ("iid", "dirichlet", "quantity-skew", "labels-per-agent")

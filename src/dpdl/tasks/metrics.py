@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from dpdl.choices import TASK_METRICS, TaskMetrics
+
 __all__ = [
     "METRIC_RANGES",
     "SUFFIXES",
@@ -78,76 +80,10 @@ def clip_to_range(name: str, value: float) -> float:
     return min(max(value, known.low), known.high)
 
 
-@dataclass(frozen=True)
-class TaskMetrics:
-    """The metrics a task's evaluation reports (`names`, as every record of a run holds them) and
-    whether it also keeps each agent's own final metrics (`per_agent`: the torch models'), known
-    without building the task, so that a sweep file is checked before anything runs."""
-
-    names: tuple[str, ...]
-    per_agent: bool = False
-
-
-_QUADRATIC = TaskMetrics(
-    (
-        "optimality_gap",
-        "optimality_gap_average_model",
-        "paper_optimality_gap",
-        "train_loss",
-        "consensus_distance",
-        "squared_distance",
-        "squared_distance_average_model",
-    )
-)
-_CLASSIFIER = TaskMetrics(
-    (
-        "test_loss",
-        "test_loss_average_model",
-        "test_accuracy",
-        "test_accuracy_average_model",
-        "consensus_distance",
-    ),
-    per_agent=True,
-)
-
-TASK_METRICS: dict[str, TaskMetrics] = {
-    "quadratic": _QUADRATIC,
-    "least-squares": _QUADRATIC,
-    "logreg-a9a": TaskMetrics(
-        (
-            "test_loss",
-            "test_loss_average_model",
-            "test_accuracy",
-            "test_accuracy_average_model",
-            "train_objective",
-            "consensus_distance",
-        )
-    ),
-    "housing-mlp": TaskMetrics(
-        ("test_loss", "test_loss_average_model", "consensus_distance"), per_agent=True
-    ),
-    **dict.fromkeys(
-        (
-            "mnist-mlp",
-            "mnist-linear",
-            "adult-mlp",
-            "mnist-cnn",
-            "fashion-cnn",
-            "mnist-lenet",
-            "fashion-lenet",
-        ),
-        _CLASSIFIER,
-    ),
-}
-"""The built-in tasks' metrics by task name ([`Task.evaluate`][dpdl.tasks.base.Task.evaluate]);
-a task registered by a plugin may add its own. A task not in the table is taken to report the
-metrics of [`METRIC_RANGES`][dpdl.tasks.metrics.METRIC_RANGES] (through its suffixes)."""
-
-
 def known_metrics(task: str, average_last: int = 0) -> tuple[tuple[str, ...], bool] | None:
     """The metrics a run of `task` reports (with `<metric>_tail` beside each when it averages its
     last `average_last` iterates) and whether it keeps each agent's own; None for a task not in
-    [`TASK_METRICS`][dpdl.tasks.metrics.TASK_METRICS]."""
+    [`TASK_METRICS`][dpdl.choices.TASK_METRICS]."""
     found = TASK_METRICS.get(task)
     if found is None:
         return None
