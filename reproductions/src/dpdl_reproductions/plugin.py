@@ -2,7 +2,7 @@
 `dpdl.choices.REPRODUCTION_REGISTRY` (`dpdl reproduce NAME`), each sweep file in
 `dpdl.choices.SWEEP_REGISTRY` (`dpdl sweep NAME`), and what only imitates a paper's
 experiments or its released script in dpdl's registry of its kind: MAFALDA-SGD's code's tasks in
-`dpdl.choices.TASK_REGISTRY` (their metrics in `dpdl.tasks.metrics.TASK_METRICS`), the Whisper /
+`dpdl.choices.TASK_REGISTRY` (their metrics in `dpdl.choices.TASK_METRICS`), the Whisper /
 CorN-DSGD and DECOR codes' calibration in `dpdl.choices.CALIBRATION_REGISTRY`, DECOR's Appendix
 D couples in `dpdl.choices.DECOR_SEARCH_REGISTRY` and its code's starting point in
 `dpdl.choices.START_REGISTRY`; all imported on first use, so that `dpdl --help` loads nothing
@@ -16,9 +16,9 @@ from dpdl.choices import (
     REPRODUCTION_REGISTRY,
     START_REGISTRY,
     SWEEP_REGISTRY,
+    TASK_METRICS,
     TASK_REGISTRY,
 )
-from dpdl.tasks.metrics import TASK_METRICS
 
 __all__ = ["REPRODUCTIONS", "TINY_CNN_TASKS"]
 
