@@ -289,5 +289,5 @@ def describe(check: SweepCheck, parallel: int) -> str:
     return (
         f"estimate: about {format_seconds(check.seconds)} of compute{part}, "
         f"{format_seconds(check.seconds / max(parallel, 1))} with {parallel} at once; the "
-        f"largest run {format_bytes(check.memory)} of memory"
+        f"largest run about {format_bytes(check.memory)} at its peak"
     )
