@@ -41,7 +41,6 @@ from dpdl.jobspec.resources import (
     require_fits,
     time_limit,
 )
-from dpdl.scale import format_bytes
 from dpdl.settings import TaskOptions, from_options, to_options
 from dpdl.tasks.metrics import METRIC_RANGES, SUFFIXES, TASK_METRICS, known_metrics
 
@@ -103,12 +102,16 @@ def _reported(options: dict[str, Any]) -> tuple[tuple[str, ...], bool | None]:
     task a plugin registered without its metrics: then the metrics of any task or of
     `METRIC_RANGES` stand)."""
     found = known_metrics(options["task"], options["average_last"])
-    if found is not None:
-        return found
+    return (_any_metric(), None) if found is None else found
+
+
+@functools.cache
+def _any_metric() -> tuple[str, ...]:
+    """Every metric a task is known to report, under every suffix."""
     names = {name for metrics in TASK_METRICS.values() for name in metrics.names}
     names |= {name + suffix for name in METRIC_RANGES for suffix in ("", *SUFFIXES)}
     names |= {f"{name}_tail" for name in list(names)}
-    return tuple(sorted(names)), None
+    return tuple(sorted(names))
 
 
 def _check_point(sweep: Sweep, grid: Grid, options: dict[str, Any]) -> None:
@@ -289,5 +292,5 @@ def describe(check: SweepCheck, parallel: int) -> str:
     return (
         f"estimate: about {format_seconds(check.seconds)} of compute{part}, "
         f"{format_seconds(check.seconds / max(parallel, 1))} with {parallel} at once; the "
-        f"largest run about {format_bytes(check.memory)} at its peak"
+        f"largest run: {check.largest}"
     )
