@@ -174,7 +174,7 @@ CASES: dict[str, tuple[str, str]] = {
     ),
     "point-too-long": (
         '[base]\ntask = "quadratic"\nn = 5\n[sweep]\nsteps = [3, 100000000000000]\n',
-        "would take",
+        "sweep point {'steps': 100000000000000}",
     ),
     "point-too-large": (
         '[base]\ntask = "quadratic"\nsteps = 3\nmechanism = "whisper"\n[sweep]\nn = [5, 200000]\n',
