@@ -197,7 +197,7 @@ CASES: dict[str, tuple[list[str], dict[str, str], tuple[str, ...]]] = {
     "reproduce-whisper-quadratic-quick-beyond-10m": (
         [*RE, "whisper-quadratic", "--quick"],
         {"DPDL_TIME_LIMIT": "10m"},
-        ("reproduce whisper-quadratic", "steps"),
+        ("reproduce whisper-quadratic", "runs"),
     ),
     "reproduce-one-worker-beyond-30m": (
         [*RE, "whisper-quadratic", "--quick", "--jobs", "1"],

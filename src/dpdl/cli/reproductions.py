@@ -68,16 +68,21 @@ def reproduce_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _require_reproduction_fits(args: argparse.Namespace) -> None:
-    """Estimate the whole reproduction from its sweep file, which states its runs, before
-    anything runs, its points spread over the workers (parts alone: each point checks itself)."""
+    """Check the reproduction's sweep file whole and estimate its runs spread over the workers
+    ([`check_sweep`][dpdl.experiments.sweeps.check.check_sweep]) before anything runs (parts
+    alone: each point checks itself)."""
     import os
 
-    from dpdl.experiments.sweeps.cost import require_sweep_fits
+    from dpdl.errors import ResourceError
+    from dpdl.experiments.sweeps.check import check_sweep
     from dpdl.experiments.sweeps.spec import named_sweep_file, read_sweep
 
     sweep = read_sweep(named_sweep_file(args.name, args.quick))
     workers = args.jobs or max(1, (os.cpu_count() or 1) // args.threads)
-    require_sweep_fits(sweep, workers, f"reproduce {args.name} ({workers} workers)")
+    try:
+        check_sweep(sweep, workers)
+    except ResourceError as error:
+        raise ResourceError(f"reproduce {args.name} ({workers} workers): {error}") from None
 
 
 def _reproduce(args: argparse.Namespace) -> int:

@@ -33,14 +33,17 @@ from dpdl.errors import ConfigError, ResourceError
 from dpdl.experiments.sweeps.spec import Grid, Sweep
 from dpdl.experiments.sweeps.tuning import search_runs, setting_groups
 from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.costs import AGENT_PROCESS_BYTES
 from dpdl.jobspec.resources import (
     TIME_LIMIT_ENV,
+    Estimate,
     estimate,
     format_seconds,
     job_sizes,
     require_fits,
     time_limit,
 )
+from dpdl.scale import format_bytes
 from dpdl.settings import TaskOptions, from_options, to_options
 from dpdl.tasks.metrics import METRIC_RANGES, SUFFIXES, TASK_METRICS, known_metrics
 
@@ -265,6 +268,8 @@ def check_sweep(sweep: Sweep, parallel: int = 1) -> SweepCheck:
     seconds += _final_seconds(sweep, groups, found)
     known = [value for value in found.values() if value is not None]
     peak = max(known, key=lambda value: value[1]) if known else (0.0, 0.0, "")
+    if known and parallel > 1:
+        _require_parallel_fits(peak[1], parallel)
     bound = time_limit()
     if seconds / parallel > bound:
         raise ResourceError(
@@ -278,6 +283,18 @@ def check_sweep(sweep: Sweep, parallel: int = 1) -> SweepCheck:
     estimated = sum(1 for options in first if found.get(_sized(options)) is not None)
     logger.info("sweep: %d runs, about %s of compute", len(first), format_seconds(seconds))
     return SweepCheck(len(first), _staged(sweep), seconds, peak[1], peak[2], estimated, len(first))
+
+
+def _require_parallel_fits(peak: float, parallel: int) -> None:
+    """Refuse `parallel` runs at once when, each as large as the largest (`peak` bytes) and each
+    in a worker process of its own, they exceed the machine's memory
+    ([`require_fits`][dpdl.jobspec.resources.require_fits])."""
+    terms = {
+        f"{parallel} runs at once, the largest {format_bytes(peak)} each": parallel * peak,
+        f"{parallel} worker processes": parallel * float(AGENT_PROCESS_BYTES),
+    }
+    what = f"the sweep, {parallel} runs at once,"
+    require_fits(Estimate(terms), what, log=False, advice="run fewer at once (--jobs)")
 
 
 def _staged(sweep: Sweep) -> bool:
