@@ -98,3 +98,16 @@ def test_validation_probes_two_examples_and_leaves_the_model_as_it_was(clip_leve
     assert all(shape[0] <= PROBE_EXAMPLES for shape in model.shapes), model.shapes
     after = model.state_dict()
     assert all(torch.equal(before[name], after[name]) for name in before)
+
+
+def test_n_beside_a_real_graph_is_refused_once_its_source_was_imported() -> None:
+    """The registry holds a source as its import path until first used, then as the function:
+    `n` beside a real graph is refused either way (it passed once another test had built one)."""
+    from dpdl.choices import GRAPH_SOURCES
+    from dpdl.errors import ConfigError
+    from dpdl.graphs import build_graph
+
+    build_graph("florentine")
+    assert not isinstance(GRAPH_SOURCES.entry("florentine").target, str)
+    with pytest.raises(ConfigError, match="has its own size: drop n=4"):
+        dpdl.fit(nn.Linear(3, 2), _loss, (X, Y), (X, Y), graph="florentine", n=4, **OPTIONS)

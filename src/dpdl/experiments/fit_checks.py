@@ -161,9 +161,9 @@ def _require_sized_by_name(graph: str, n: Any, p: Any) -> None:
     graph file has its own size, and only the random built-in graphs take `p` (a plugin's
     source reads what it reads)."""
     target = GRAPH_SOURCES.entry(graph).target if graph in GRAPH_SOURCES else None
-    module = (
-        target.partition(":")[0] if isinstance(target, str) else getattr(target, "__module__", "")
-    )
+    if target is not None and not isinstance(target, str):  # imported once used: its path
+        target = f"{getattr(target, '__module__', '')}:{getattr(target, '__qualname__', '')}"
+    module = target.partition(":")[0] if target is not None else ""
     patterns = [name.partition("<")[0] for name in REAL_GRAPHS if "<" in name]
     own_size = (
         target == "dpdl.graphs.sources:real"
