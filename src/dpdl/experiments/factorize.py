@@ -88,7 +88,6 @@ def factorize(
         raise ConfigError(
             f"a restart block must be a multiple of b={batches} dividing T={steps}, got {restart}"
         )
-    participation = Participation.cyclic(steps, participations, batches)
     n = weights.shape[0]
     asymmetry = abs(weights - weights.T)
     symmetric = bool(asymmetry.max() <= 1e-12) if n else True
@@ -97,6 +96,8 @@ def factorize(
         f"the factorization (n = {n:,} agents, T = {steps:,} steps)",
         advice=FACTORIZE_ADVICE,
     )
+    # after the estimate: its k b steps' patterns alone are 10^8 integers at k = b = 10^4
+    participation = Participation.cyclic(steps, participations, batches)
     if sparse.issparse(weights):  # a graph from 1000 agents on: the factorization is dense
         weights = weights.toarray()
     start = time.perf_counter()
