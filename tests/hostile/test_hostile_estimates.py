@@ -218,16 +218,20 @@ CASES: dict[str, tuple[list[str], dict[str, str], tuple[str, ...]]] = {
 
 
 def _refused_fast(call: Any) -> Any:
+    """`call()`, which must raise: its error, once the time and memory it took before raising
+    are checked (checked on the error's way out, which is the case of interest)."""
     tracemalloc.start()
     start = time.perf_counter()
     try:
         result = call()
-    finally:
+    except Exception:
         seconds = time.perf_counter() - start
         peak = tracemalloc.get_traced_memory()[1]
+        assert peak < MAX_TRACED, f"allocated {peak:,} bytes before refusing"
+        assert seconds < MAX_SECONDS, f"took {seconds:.1f} s to refuse"
+        raise
+    finally:
         tracemalloc.stop()
-    assert peak < MAX_TRACED, f"allocated {peak:,} bytes before refusing"
-    assert seconds < MAX_SECONDS, f"took {seconds:.1f} s to refuse"
     return result
 
 
