@@ -5,8 +5,12 @@ written). The ``bad_files`` fixture is in ``conftest.py``."""
 from __future__ import annotations
 
 import gzip
+import time
+import tracemalloc
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -102,3 +106,28 @@ def assert_clear_error(code: object, stderr: str, keyword: str, args: list[str])
 def tree(folder: Path) -> list[str]:
     """Every path under ``folder`` (empty when it does not exist)."""
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
+
+
+def refused_fast(call: Callable[[], Any], max_traced: int, max_seconds: float) -> Any:
+    """Run ``call()`` under tracemalloc and assert it returned or raised having traced under
+    ``max_traced`` bytes within ``max_seconds`` (an API refusal raises: the bounds are checked on
+    the error's way out too); return its result."""
+
+    def within_bounds() -> None:
+        seconds = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1]
+        assert peak < max_traced, f"allocated {peak:,} bytes before refusing"
+        assert seconds < max_seconds, f"took {seconds:.1f} s to refuse"
+
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        result = call()
+    except Exception:
+        within_bounds()
+        raise
+    else:
+        within_bounds()
+    finally:
+        tracemalloc.stop()
+    return result

@@ -10,8 +10,6 @@ on this machine."""
 from __future__ import annotations
 
 import importlib
-import time
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ import networkx as nx
 import numpy as np
 import pytest
 import torch
-from hostile_helpers import assert_clear_error, tree
+from hostile_helpers import assert_clear_error, refused_fast, tree
 from torch import nn
 
 import dpdl
@@ -217,22 +215,8 @@ CASES: dict[str, tuple[list[str], dict[str, str], tuple[str, ...]]] = {
 }
 
 
-def _refused_fast(call: Any) -> Any:
-    """`call()`, which must raise: its error, once the time and memory it took before raising
-    are checked (checked on the error's way out, which is the case of interest)."""
-    tracemalloc.start()
-    start = time.perf_counter()
-    try:
-        result = call()
-    except Exception:
-        seconds = time.perf_counter() - start
-        peak = tracemalloc.get_traced_memory()[1]
-        assert peak < MAX_TRACED, f"allocated {peak:,} bytes before refusing"
-        assert seconds < MAX_SECONDS, f"took {seconds:.1f} s to refuse"
-        raise
-    finally:
-        tracemalloc.stop()
-    return result
+def _refused_fast(call: Any) -> Any:  # noqa: ANN401 (whatever the call returns)
+    return refused_fast(call, MAX_TRACED, MAX_SECONDS)
 
 
 @pytest.fixture

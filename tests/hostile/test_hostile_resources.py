@@ -6,13 +6,12 @@ memory limit is injected (``DPDL_MEMORY_LIMIT``), so the cases do not depend on 
 
 from __future__ import annotations
 
-import time
-import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
-from hostile_helpers import assert_clear_error, tree
+from hostile_helpers import assert_clear_error, refused_fast, tree
 from torch import nn
 
 import dpdl
@@ -119,20 +118,8 @@ CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
 }
 
 
-def _refused_fast(call) -> object:
-    """Run ``call()`` under tracemalloc; assert it came back within the bounds; return its
-    result."""
-    tracemalloc.start()
-    start = time.perf_counter()
-    try:
-        result = call()
-    finally:
-        seconds = time.perf_counter() - start
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    assert peak < MAX_TRACED, f"allocated {peak:,} bytes before refusing"
-    assert seconds < MAX_SECONDS, f"took {seconds:.1f} s to refuse"
-    return result
+def _refused_fast(call: Any) -> Any:  # noqa: ANN401 (whatever the call returns)
+    return refused_fast(call, MAX_TRACED, MAX_SECONDS)
 
 
 @pytest.mark.parametrize("name", CASES)
