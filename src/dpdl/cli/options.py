@@ -159,7 +159,7 @@ def claimed_output(
     option: str = "--out",
 ) -> contextlib.AbstractContextManager[Path]:
     """Hold `folder` as the results folder of this run of `command` for the whole run
-    ([`dpdl.files.claimed_folder`][dpdl.files.claimed_folder]): its lock, and its marker naming
+    (`dpdl.files.claimed_folder`): its lock, and its marker naming
     `settings` (default: the options of `args` that make the results, all but `NOT_SETTINGS`);
     `--overwrite` clears another dpdl run's folder first."""
     from dpdl.files import claimed_folder

@@ -78,7 +78,7 @@ def require_audit_fits(
     log: bool = True,
 ) -> None:
     """Refuse, before any design is made, an audit on a graph of `agents` = `(n, edges)` that
-    cannot fit ([`audit_estimate`][dpdl.jobspec.costs.audit_estimate]: the largest design, and
+    cannot fit (`audit_estimate`: the largest design, and
     per mechanism and threat `steps` draws of `2 attack_trials` noise samples and the aim at
     every coalition), naming the estimate."""
     n, edges = agents

@@ -286,7 +286,7 @@ class FitResult:
         SHA-256 ([`dpdl.experiments.saved_models`][dpdl.experiments.saved_models]). Returns
         `folder`; [`FitResult.load`][dpdl.experiments.fit.FitResult.load] reads it back.
 
-        The folder holds one result ([`claimed_folder`][dpdl.files.claimed_folder], its lock held
+        The folder holds one result (`claimed_folder`, its lock held
         while it is written): a folder of another result (other agents, seed, mechanism or model)
         or one that dpdl did not write is refused; `overwrite=True` clears one that dpdl wrote
         first."""

@@ -13,7 +13,7 @@ more than the machine holds. `require_graph_file_fits` refuses, with a
 [`ResourceError`][dpdl.errors.ResourceError] naming the file, the declared size, the estimate
 and the limit, a file whose reading, networkx graph and mixing matrix do not fit
 (`dpdl.scale.memory_limit`, `DPDL_MEMORY_LIMIT`). A job's estimate
-([`dpdl.jobspec.resources.graph_size`][dpdl.jobspec.resources.graph_size]) takes the same sizes,
+(`dpdl.jobspec.resources.graph_size`) takes the same sizes,
 so that a graph file too large for the job's per-agent state is refused before it is read.
 """
 

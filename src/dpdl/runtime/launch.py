@@ -293,9 +293,9 @@ def require_agents_fit(
 ) -> bool:
     """Refuse, before anything is spawned, `count` local agent processes of `config` (on a graph
     of `agents` = `(n, edges)` once known) that cannot fit this machine: their memory and time
-    ([`agents_estimate`][dpdl.jobspec.costs.agents_estimate]: every agent a process of its own
+    (`agents_estimate`: every agent a process of its own
     that builds the job) and the processes, open files and ports the system allows
-    ([`require_processes_fit`][dpdl.jobspec.costs.require_processes_fit]). Returns whether the
+    (`require_processes_fit`). Returns whether the
     job's sizes were known."""
     sizes = job_sizes(config, agents)
     if sizes is None:
