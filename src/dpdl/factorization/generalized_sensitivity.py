@@ -34,6 +34,7 @@ import numpy as np
 
 from dpdl.accounting import gdp
 from dpdl.errors import ConfigError
+from dpdl.factorization.min_separation import MinSeparated, min_separated_sensitivity
 from dpdl.factorization.participation import Participation
 from dpdl.factorization.trust import Knowledge
 
@@ -104,16 +105,34 @@ def pattern_sensitivity(gram: np.ndarray, method: str = "exact") -> float:
 
 
 def agent_sensitivities(
-    knowledge: Knowledge, participation: Participation, method: str = "exact"
+    knowledge: Knowledge, participation: Participation | MinSeparated, method: str = "exact"
 ) -> np.ndarray:
     """`sens(C; B)` for each protected agent's records (`inf` when one is not hidden, NaN for
-    the attackers, whose data the guarantee is not about)."""
+    the attackers, whose data the guarantee is not about). Under b-min-separated participation,
+    each agent's T x T block of X scored by
+    [`min_separated_sensitivity`][dpdl.factorization.min_separation.min_separated_sensitivity]:
+    exact when its patterns are few enough to score, else a certified upper bound (logged)."""
     if participation.steps != knowledge.steps:
         raise ConfigError(
             f"the participation covers {participation.steps} steps, the algorithm {knowledge.steps}"
         )
     whitened, leaked = whiten(knowledge)
     result = np.full(knowledge.n, np.nan)
+    if isinstance(participation, MinSeparated):
+        for agent in np.flatnonzero(knowledge.protected):
+            rows = np.arange(knowledge.steps) * knowledge.n + agent
+            if leaked[rows].any():
+                result[agent] = math.inf
+                continue
+            block = whitened[:, rows]
+            found = min_separated_sensitivity(
+                None,
+                participation,
+                lambda gram: pattern_sensitivity(gram, method),
+                gram=block.T @ block,
+            )
+            result[agent] = math.sqrt(found.squared)
+        return result
     for agent in np.flatnonzero(knowledge.protected):
         worst = 0.0
         for rows in participation.rows(agent, knowledge.n):
@@ -128,7 +147,7 @@ def agent_sensitivities(
 
 def knowledge_epsilon(
     knowledge: Knowledge,
-    participation: Participation,
+    participation: Participation | MinSeparated,
     row_sensitivity: float,
     delta: float,
     method: str = "exact",

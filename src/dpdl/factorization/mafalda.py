@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, cholesky
@@ -50,6 +51,7 @@ from scipy.sparse.csgraph import breadth_first_order
 from dpdl.accounting import gdp
 from dpdl.errors import ConfigError
 from dpdl.factorization.generalized_sensitivity import pattern_sensitivity
+from dpdl.factorization.min_separation import MinSeparated, min_separated_sensitivity
 from dpdl.factorization.participation import Participation
 from dpdl.factorization.workload import gossip_sequence
 
@@ -244,6 +246,10 @@ def restarted(block_encoder: np.ndarray, steps: int) -> np.ndarray:
 
 
 def _pattern_labels(participation: Participation) -> np.ndarray:
+    if not isinstance(participation, Participation):
+        raise ConfigError(
+            f"the MAFALDA factorization needs cyclic participation, not {participation.name}"
+        )
     labels = np.full(participation.steps, -1)
     for index, pattern in enumerate(participation.patterns):
         if (labels[list(pattern)] >= 0).any():
@@ -266,9 +272,12 @@ def factor_gram(gram: np.ndarray) -> np.ndarray:
 
 
 def local_sensitivity(
-    encoder: np.ndarray, participation: Participation, method: str = "exact"
+    encoder: np.ndarray, participation: Participation | MinSeparated, method: str = "exact"
 ) -> float:
     """`sens(C_local)` under `participation` for one agent (Definition 7 with B invertible).
+    Under b-min-separated participation, possibly a certified upper bound
+    ([`min_separated_sensitivity`][dpdl.factorization.min_separation.min_separated_sensitivity]
+    says which).
 
     Given one encoder per agent (`n x T x T`, MAFALDA-L-SGD), the largest of theirs: agent i's
     records enter only the rows its own encoder correlates (`C = sum_i C_i (x) e_i e_i^T` is
@@ -276,6 +285,12 @@ def local_sensitivity(
     every agent must cover the largest.
     """
     encoders = encoder[None] if encoder.ndim == 2 else encoder
+    if isinstance(participation, MinSeparated):  # closed form, exact or bound: module doc there
+        score = partial(pattern_sensitivity, method=method)
+        return max(
+            math.sqrt(min_separated_sensitivity(one, participation, score).squared)
+            for one in encoders
+        )
     return max(
         math.sqrt(
             max(
@@ -287,7 +302,9 @@ def local_sensitivity(
     )
 
 
-def local_loss(utility: np.ndarray, encoder: np.ndarray, participation: Participation) -> float:
+def local_loss(
+    utility: np.ndarray, encoder: np.ndarray, participation: Participation | MinSeparated
+) -> float:
     """Lemma 12's objective `sens(C_local)^2 tr(H (C^T C)^-1)`: expected squared error of the
     gossiped models caused by noise of unit privacy (`sigma = 1`).
 
@@ -304,7 +321,7 @@ def local_loss(utility: np.ndarray, encoder: np.ndarray, participation: Particip
 
 def noise_multiplier(
     encoder: np.ndarray,
-    participation: Participation,
+    participation: Participation | MinSeparated,
     row_sensitivity: float,
     eps: float,
     delta: float,
@@ -328,7 +345,7 @@ def _within_eps(sensitivity: float, sigma: float, eps: float, delta: float) -> f
 
 def gdp_noise_multiplier(
     encoder: np.ndarray,
-    participation: Participation,
+    participation: Participation | MinSeparated,
     row_sensitivity: float,
     mu: float,
     delta: float,
