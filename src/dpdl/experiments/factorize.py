@@ -23,6 +23,7 @@ from scipy import sparse
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.results import json_safe
+from dpdl.factorization.generalized_sensitivity import pattern_sensitivity
 from dpdl.factorization.mafalda import (
     agent_utility_grams,
     local_loss,
@@ -33,11 +34,15 @@ from dpdl.factorization.mafalda import (
     restarted,
     utility_gram,
 )
+from dpdl.factorization.min_separation import MinSeparated, min_separated_sensitivity
 from dpdl.factorization.participation import Participation
 from dpdl.jobspec.costs import FACTORIZE_ADVICE, factorize_estimate
 from dpdl.jobspec.resources import require_fits
 
-__all__ = ["EncoderRow", "FactorizeResult", "factorize", "write_factorize"]
+__all__ = ["PARTICIPATIONS", "EncoderRow", "FactorizeResult", "factorize", "write_factorize"]
+
+#: How the sensitivities are accounted: cyclic `(k, b)` or b-min-separated `(k, b)`.
+PARTICIPATIONS = ("cyclic", "min-sep")
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class EncoderRow:
     loss: float
     loss_ratio_to_dp_dsgd: float
     sigma_per_unit_sensitivity: float
+    #: `"exact"`, `"closed form"` (both the value itself) or `"upper bound"` (certified).
+    sensitivity_kind: str = "exact"
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,8 @@ class FactorizeResult:
     encoder: np.ndarray
     #: MAFALDA-L-SGD's encoders (``n x T x T``), when asked for.
     per_agent: np.ndarray | None = None
+    #: The participation the sensitivities are accounted under (one of `PARTICIPATIONS`).
+    participation: str = "cyclic"
 
 
 def factorize(
@@ -76,13 +85,24 @@ def factorize(
     delta: float,
     restart: int | None = None,
     per_agent: bool = False,
+    participation: str = "cyclic",
 ) -> FactorizeResult:
     """MAFALDA's encoder for `weights` under cyclic (`participations`,
     `batches`)-participation; with `per_agent`, MAFALDA-L-SGD's too (`n` times the work,
     `n T^2` floats for the agents' utility Gram matrices). Its memory and time are estimated
     first ([`factorize_estimate`][dpdl.jobspec.costs.factorize_estimate]: the `T x T` matrices
     of the encoders and of their L-BFGS optimisation, the utility Gram matrix) and a
-    factorization that cannot fit is refused before any is allocated."""
+    factorization that cannot fit is refused before any is allocated.
+
+    With `participation="min-sep"`, the sensitivities, losses and noise multipliers are accounted
+    under b-min-separated `(k, b)`-participation
+    ([`MinSeparated`][dpdl.factorization.min_separation.MinSeparated]: any k steps at least b
+    apart), which covers every data order; the encoders are still optimised for cyclic
+    participation, the order the engine trains with."""
+    if participation not in PARTICIPATIONS:
+        raise ConfigError(
+            f"unknown participation {participation!r}; known: {', '.join(PARTICIPATIONS)}"
+        )
     steps = participations * batches
     if restart is not None and (restart % batches or steps % restart):
         raise ConfigError(
@@ -97,13 +117,16 @@ def factorize(
         advice=FACTORIZE_ADVICE,
     )
     # after the estimate: its k b steps' patterns alone are 10^8 integers at k = b = 10^4
-    participation = Participation.cyclic(steps, participations, batches)
+    cyclic = Participation.cyclic(steps, participations, batches)
+    accounted = (
+        MinSeparated(steps, participations, batches) if participation == "min-sep" else cyclic
+    )
     if sparse.issparse(weights):  # a graph from 1000 agents on: the factorization is dense
         weights = weights.toarray()
     start = time.perf_counter()
     utility = utility_gram(weights, steps)
     if restart is None:
-        result = optimize_local(utility, participation)
+        result = optimize_local(utility, cyclic)
         mafalda = result.encoder
     else:
         block = Participation.cyclic(restart, restart // batches, batches)
@@ -116,7 +139,7 @@ def factorize(
     }
     if per_agent:
         grams = agent_utility_grams(weights, steps, block=restart)
-        found = optimize_agents(grams, block if restart is not None else participation)
+        found = optimize_agents(grams, block if restart is not None else cyclic)
         encoders["mafalda-l"] = np.stack(
             [r.encoder if restart is None else restarted(r.encoder, steps) for r in found]
         )
@@ -124,17 +147,18 @@ def factorize(
             grams = agent_utility_grams(weights, steps)
         utility = grams  # the agents' terms: the shared encoders' losses are unchanged
     seconds = time.perf_counter() - start
-    baseline = local_loss(utility, encoders["dp-dsgd"], participation)
+    baseline = local_loss(utility, encoders["dp-dsgd"], accounted)
     rows = []
     for method, encoder in encoders.items():
-        loss = local_loss(utility, encoder, participation)
+        loss = local_loss(utility, encoder, accounted)
         rows.append(
             EncoderRow(
                 method,
-                local_sensitivity(encoder, participation),
+                local_sensitivity(encoder, accounted),
                 loss,
                 loss / baseline,
-                noise_multiplier(encoder, participation, 1.0, eps, delta),
+                noise_multiplier(encoder, accounted, 1.0, eps, delta),
+                _sensitivity_kind(encoder, accounted),
             )
         )
     return FactorizeResult(
@@ -150,7 +174,20 @@ def factorize(
         rows,
         mafalda,
         encoders.get("mafalda-l"),
+        participation,
     )
+
+
+def _sensitivity_kind(encoder: np.ndarray, participation: Participation | MinSeparated) -> str:
+    """How `local_sensitivity` found the encoder's sensitivity: cyclic patterns are all scored;
+    b-min-separated ones by the closed form, exactly or as a certified upper bound."""
+    if not isinstance(participation, MinSeparated):
+        return "exact"
+    kinds = {
+        min_separated_sensitivity(one, participation, pattern_sensitivity).method
+        for one in (encoder[None] if encoder.ndim == 2 else encoder)
+    }
+    return "upper bound" if "upper bound" in kinds else kinds.pop()
 
 
 def write_factorize(result: FactorizeResult, folder: Path) -> tuple[str, dict[str, Any], Path]:
@@ -176,4 +213,10 @@ def write_factorize(result: FactorizeResult, folder: Path) -> tuple[str, dict[st
         f"{row.loss_ratio_to_dp_dsgd:>11.3g}x {row.sigma_per_unit_sensitivity:>14.4g}"
         for row in result.rows
     ]
+    bounded = [row.method for row in result.rows if row.sensitivity_kind == "upper bound"]
+    if bounded:
+        lines.append(
+            f"({', '.join(bounded)}: too many {result.participation} patterns to score, "
+            "sensitivity a certified upper bound and sigma its noise multiplier)"
+        )
     return "\n".join(lines), summary, folder
