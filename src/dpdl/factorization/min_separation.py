@@ -27,8 +27,8 @@ computes it in one of three ways, and says which
   binom(T - (j-1)(b-1), j)` patterns of j steps) is at most `limit`, every pattern is scored
   ([`pattern_sensitivity`][dpdl.factorization.generalized_sensitivity.pattern_sensitivity]: the
   SDP where X has negative entries). Only patterns that cannot take one more step are scored
-  (adding a step never lowers the value, `d_s = 0` being allowed), and a pattern whose eq. (8)
-  bound `sum |X_pi|` is no more than the best value found is skipped;
+  (adding a step never lowers the value, `d_s = 0` being allowed), in decreasing order of their
+  eq. (8) bound `sum |X_pi|`, until that bound is no more than the best value found;
 - `"upper bound"`: with more patterns, the dynamic program of McKenna et al. (NeurIPS 2023,
   "(Amplified) banded matrix factorization", arXiv:2306.08153, Algorithm 4; jax-privacy's
   `get_min_sep_sensitivity_upper_bound`) on `|X|`: each row's best b-separated selection of at
@@ -214,11 +214,15 @@ def _maximal_patterns(steps: int, k: int, b: int) -> Iterator[list[int]]:
 
 
 def _enumerated_squared(gram: np.ndarray, k: int, b: int, score: Score) -> float:
+    """The largest score over the maximal patterns, taken in decreasing order of their eq. (8)
+    bound and stopped once that bound is no more than the best score found."""
+    patterns = [list(pattern) for pattern in _maximal_patterns(len(gram), k, b)]
+    bounds = np.array([np.abs(gram[np.ix_(p, p)]).sum() for p in patterns])
     best = 0.0
-    for pattern in _maximal_patterns(len(gram), k, b):
-        block = gram[np.ix_(pattern, pattern)]
-        if float(np.abs(block).sum()) > best:
-            best = max(best, score(block))
+    for index in np.argsort(-bounds, kind="stable"):
+        if bounds[index] <= best:
+            break
+        best = max(best, score(gram[np.ix_(patterns[index], patterns[index])]))
     return best
 
 
