@@ -12,9 +12,11 @@ Notation, fixed once for the package (as in the paper and jax_privacy's `matrix_
   such that `A = B C` (Theorem 6) when the mechanism protects every agent
   ([`trust`][dpdl.factorization.trust]).
 - A **participation scheme** `Pi` says in which steps a record's gradient may change
-  ([`participation`][dpdl.factorization.participation]); the **sensitivity** `sens(C; B)`
-  (Definition 7) is the largest Mahalanobis norm of `A (G - G')` over it, and the mechanism is
-  `Delta sens`-GDP for a per-row gradient change of at most `Delta` (Theorem 8;
+  ([`participation`][dpdl.factorization.participation]; b-min-separated participation, too many
+  patterns to list, in [`min_separation`][dpdl.factorization.min_separation]); the
+  **sensitivity** `sens(C; B)` (Definition 7) is the largest Mahalanobis norm of `A (G - G')`
+  over it, and the mechanism is `Delta sens`-GDP for a per-row gradient change of at most
+  `Delta` (Theorem 8;
   [`generalized_sensitivity`][dpdl.factorization.generalized_sensitivity]).
 - **MAFALDA-SGD** picks a local encoder `C = C_local (x) I_n` minimising
   `sens^2 ||L C_local^-1||_F^2` (Lemma 12; [`mafalda`][dpdl.factorization.mafalda]).
@@ -30,6 +32,7 @@ from dpdl.factorization.algorithms import (
     zip_dl,
 )
 from dpdl.factorization.generalized_sensitivity import agent_sensitivities, knowledge_epsilon
+from dpdl.factorization.min_separation import MinSeparated
 from dpdl.factorization.participation import Participation
 from dpdl.factorization.trust import LDP, PNDP, Knowledge, SecLDP, TrustModel, attacker_knowledge
 from dpdl.factorization.workload import gossip_blocks, gossip_workload
@@ -39,6 +42,7 @@ __all__ = [
     "PNDP",
     "Knowledge",
     "LinearAlgorithm",
+    "MinSeparated",
     "Participation",
     "SecLDP",
     "TrustModel",
