@@ -70,7 +70,11 @@ PLD_SEARCH_DISCRETIZATION = 1e-3
 
 @dataclass(frozen=True)
 class PrivacyReport:
-    """A privacy guarantee, always stated with its threat model, relation and accountant."""
+    """A privacy guarantee, always stated with its threat model, relation and accountant.
+
+    `sampling_rate` is the Poisson rate of an example-level relation (each step then a
+    Poisson-subsampled Gaussian mechanism), None at agent level: what
+    [`view_of`][dpdl.accounting.export.view_of] needs to export the view exactly."""
 
     epsilon: float
     delta: float
@@ -81,6 +85,7 @@ class PrivacyReport:
     accountant: str
     exact: bool = True
     coalitions: int = 1
+    sampling_rate: float | None = None
 
     @property
     def mu(self) -> float:
@@ -98,6 +103,7 @@ class PrivacyReport:
             "accountant": self.accountant,
             "exact": self.exact,
             "coalitions": self.coalitions,
+            "sampling_rate": self.sampling_rate,
         }
 
     def __str__(self) -> str:
@@ -342,8 +348,9 @@ def account(
     mu_step = neighbouring.sensitivity * unit
     eps = epsilon_from_mu_step(mu_step, steps, delta, neighbouring, accountant)
     return PrivacyReport(
-        eps, delta, steps, mu_step, str(threat), str(neighbouring), accountant, exact, coalitions
-    )
+        eps, delta, steps, mu_step, str(threat), str(neighbouring), accountant, exact, coalitions,
+        neighbouring.sampling_rate,
+    )  # fmt: skip
 
 
 def compose_runs(
@@ -363,6 +370,7 @@ def compose_runs(
     if len(alike) > 1:
         raise ConfigError("the runs composed must be accounted alike (threat, relation, delta)")
     steps = sum(r.steps for r in reports)
+    rate = first.sampling_rate if neighbouring is None else neighbouring.sampling_rate
     if first.accountant == "gdp":  # the sum's rounding padded upwards: a promise, not an estimate
         squared = sum(r.steps * r.mu_step**2 for r in reports)
         total = math.sqrt(squared) * (1.0 + rounding_gamma(len(reports) + 4))
@@ -375,5 +383,5 @@ def compose_runs(
         eps = epsilon_from_mu_step(mu_step, steps, first.delta, neighbouring, first.accountant)
     return PrivacyReport(
         eps, first.delta, steps, mu_step, first.threat, first.neighbouring, first.accountant,
-        all(r.exact for r in reports), max(r.coalitions for r in reports),
+        all(r.exact for r in reports), max(r.coalitions for r in reports), rate,
     )  # fmt: skip
