@@ -12,6 +12,9 @@
 - [`accountant`][dpdl.accounting.accountant]: covariance + threat + relation + steps -> epsilon.
 - [`calibration`][dpdl.accounting.calibration]: target epsilon -> allowed per-step sensitivity.
 - [`phases`][dpdl.accounting.phases]: composition of phases of different per-step sensitivities.
+- [`tradeoff`][dpdl.accounting.tradeoff]: f-DP trade-off curves of Gaussian DP, in closed form.
+- [`export`][dpdl.accounting.export]: a view's privacy loss as a dp_accounting `DpEvent` or
+  privacy loss distribution, or an f-DP curve, to compose with other accountants.
 """
 
 from dpdl.accounting.accountant import (
@@ -22,9 +25,20 @@ from dpdl.accounting.accountant import (
     step_sensitivity,
 )
 from dpdl.accounting.calibration import CALIBRATIONS, Calibration, calibrate, noise_scale
+from dpdl.accounting.export import (
+    View,
+    dp_event,
+    gaussian_view,
+    pair_view,
+    privacy_loss_distribution,
+    tradeoff,
+    view_of,
+    whitened_sensitivity,
+)
 from dpdl.accounting.neighbouring import AgentLevel, ExampleLevel, Neighbouring
 from dpdl.accounting.noise import GaussianNoise, SharedSecret
 from dpdl.accounting.phases import Phase, calibrate_last_phase, compose_phases
+from dpdl.accounting.tradeoff import TradeOffCurve
 
 __all__ = [
     "ACCOUNTANTS",
@@ -37,11 +51,20 @@ __all__ = [
     "Phase",
     "PrivacyReport",
     "SharedSecret",
+    "TradeOffCurve",
+    "View",
     "account",
     "calibrate",
     "calibrate_last_phase",
     "compose_phases",
+    "dp_event",
     "epsilon_from_mu_step",
+    "gaussian_view",
     "noise_scale",
+    "pair_view",
+    "privacy_loss_distribution",
     "step_sensitivity",
+    "tradeoff",
+    "view_of",
+    "whitened_sensitivity",
 ]
