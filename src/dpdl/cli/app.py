@@ -19,6 +19,7 @@ from dpdl.cli.demo import demo_parser
 from dpdl.cli.factorize import factorize_parser
 from dpdl.cli.noise import noise_parser
 from dpdl.cli.options import Parser
+from dpdl.cli.privacy import privacy_parser
 from dpdl.cli.reproductions import reproduce_parser
 from dpdl.cli.sweep import sweep_parser
 from dpdl.cli.train import train_parser
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     noise_parser(sub)
     audit_parser(sub)
     factorize_parser(sub)
+    privacy_parser(sub)
     reproduce_parser(sub)
     sweep_parser(sub)
     demo_parser(sub)
