@@ -307,3 +307,32 @@ def test_the_example_prints_what_its_page_shows() -> None:
     page = (ROOT / "docs" / "howto" / "export-privacy.md").read_text()
     assert '--8<-- "examples/export_privacy.py"' in page
     assert '--8<-- "examples/outputs/export_privacy.txt"' in page
+
+
+def test_matrix_factorization_pairs_export_as_one_gaussian_each() -> None:
+    """MAFALDA-SGD's pairwise trust (PNDP, one attacking agent): `agent_sensitivities` gives the
+    whole run's sensitivity per protected agent; `View(Delta sens_i)` is that pair's view, one
+    `GaussianDpEvent`, and the worst pair's epsilon is `knowledge_epsilon`'s."""
+    import networkx as nx
+
+    from dpdl.factorization import (
+        PNDP,
+        Participation,
+        agent_sensitivities,
+        attacker_knowledge,
+        dp_dsgd,
+        knowledge_epsilon,
+    )
+    from dpdl.graphs.mixing import metropolis_hastings
+
+    algorithm = dp_dsgd(metropolis_hastings(nx.cycle_graph(5)), 6, sigma=2.0)
+    participation = Participation.every_step(6)
+    knowledge = attacker_knowledge(algorithm, PNDP((0,)))
+    sensitivities = agent_sensitivities(knowledge, participation)
+    views = [View(0.5 * s, threat="PNDP attacker 0") for s in sensitivities[1:]]
+    assert views[0].mu > 2 * views[1].mu  # a neighbour's messages reach the attacker directly
+    event = dp_event(views[0])
+    assert event == dp_accounting.GaussianDpEvent(1 / views[0].mu)
+    eps, mu = knowledge_epsilon(knowledge, participation, 0.5, DELTA)
+    assert max(view.mu for view in views) == mu
+    assert max(view.epsilon(DELTA) for view in views) == eps
