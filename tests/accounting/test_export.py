@@ -83,6 +83,9 @@ def test_an_exported_view_composes_with_other_events_as_dpdl_composes(reports) -
     expected = gdp.epsilon(gdp.compose([view.mu, 0.5]), DELTA)
     assert expected - 1e-9 <= composed <= expected + PLD_TOLERANCE
     assert composed > reports[1].epsilon + 0.1  # the other event costs something
+    replace = dp_accounting.pld.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE)
+    replace.compose(dp_event(view))  # the relation the docs warn against: it doubles the shift
+    assert replace.get_epsilon(DELTA) == pytest.approx(gdp.epsilon(2 * view.mu, DELTA), abs=1e-3)
     rdp = dp_accounting.rdp.RdpAccountant()
     rdp.compose(dp_event(view))
     rdp.compose(dp_accounting.GaussianDpEvent(2.0))

@@ -29,6 +29,15 @@ epsilon is never below the exact one and exceeds it by about the discretisation.
 [`tradeoff`][dpdl.accounting.export.tradeoff] gives the f-DP curve `G_mu` in closed form
 ([`TradeOffCurve`][dpdl.accounting.tradeoff.TradeOffCurve]) for the views that are mu-GDP.
 
+**Compose under `ADD_OR_REMOVE_ONE`** (dp_accounting's default relation), whatever dpdl's relation
+was: `mu_step` is already the view's whole shift over its noise (`2C` for dpdl's agent-level
+replace-one). dp_accounting's PLD accountant under `REPLACE_ONE` doubles a Gaussian event's shift
+(and its RDP accountant does not): it would account `2 mu`.
+
+The exported view is the one the accountant reads, whatever bound it reports: for a `"paper-rdp"`
+report at agent level the event is the exact Gaussian view, whose epsilon is below the papers'
+bound in the report.
+
 **The pitfall this avoids** (google/differential-privacy PR #430, "Clarify scalar PLD scope for
 correlated multi-output Gaussian releases", and issue #428): applying scalar Gaussian accounting
 to each output of a jointly observed multi-output release, one PLD per coordinate with that
@@ -322,7 +331,8 @@ def dp_event(view: View) -> DpEvent:
     noise over sensitivity, here unit sensitivity after whitening), self-composed over the rounds,
     inside `PoissonSampledDpEvent(sampling_rate, ...)` where subsampled; `NonPrivateDpEvent` for
     no guarantee, `NoOpDpEvent` for nothing released. dp_accounting's accountants (PLD, RDP) then
-    compose it with any other event."""
+    compose it with any other event, under their default relation `ADD_OR_REMOVE_ONE` (module
+    doc: `mu_step` is the whole shift already)."""
     import dp_accounting  # 1.3 s to import: only the exports need it
 
     if math.isinf(view.mu_step):
@@ -447,6 +457,7 @@ def export_json(
     }
     if format == "event":
         data["dp_event"] = _plain(dp_event(view).to_named_tuple())
+        data["neighboring_relation"] = "ADD_OR_REMOVE_ONE"  # mu_step is the whole shift (doc)
     elif format == "pld":
         data["pld"] = _pld_json(view, discretization)
     else:
