@@ -36,6 +36,7 @@ __all__ = [
     "DISTRIBUTIONS",
     "EXECUTORS",
     "FACTORIZED_NAMES",
+    "FACTORIZED_OPTIONS",
     "FACTORIZED_REGISTRY",
     "GRAPH_FILE_FORMATS",
     "GRAPH_SOURCES",
@@ -172,12 +173,27 @@ for _name, _target, _help in (
 #: covariance, and calibrated in :mod:`dpdl.jobspec.factorized`.
 FACTORIZED_REGISTRY = Registry("time-correlated mechanism")
 for _name, _target, _help in (
-    ("dp-dsgd", "dp_dsgd", "MAFALDA-SGD's DP-D-SGD: independent noise, cyclic participation"),
+    ("dp-dsgd", "dp_dsgd", "DP-D-SGD: independent noise (the identity factorization C = I)"),
     ("antipgd", "antipgd", "anti-correlated noise z_t - z_{t-1} (AntiPGD), cyclic participation"),
     ("mafalda", "mafalda", "MAFALDA-SGD: noise correlated over time for the gossip"),
     ("mafalda-l", "mafalda_l", "MAFALDA-L-SGD: every agent's own encoder for its share"),
+    ("sqrt", "sqrt", "square-root factorization C = A^(1/2) (Fichtenberger et al. 2023)"),
+    ("bsr", "bsr", "banded square root: sqrt's first --bands coefficients (Kalinin, Lampert)"),
+    ("bandmf", "bandmf", "BandMF: banded Toeplitz C, --bands coefficients fit to the gossip"),
+    ("bisr", "bisr", "banded inverse square root: C^-1 banded to --bands (Kalinin et al. 2026)"),
+    ("blt", "blt", "buffered linear Toeplitz, --buffer parameters optimised (Dvijotham et al.)"),
 ):
     FACTORIZED_REGISTRY.add(_name, f"dpdl.factorization.encoders:{_target}", _help)
+
+#: The options (`TrainConfig` fields) each time-correlated mechanism takes, passed to its target
+#: as keyword arguments; a mechanism not listed takes none, and an option given to a mechanism
+#: that does not take it is an error. A plugin adds its mechanism's here.
+FACTORIZED_OPTIONS: dict[str, tuple[str, ...]] = {
+    "bsr": ("bands",),
+    "bandmf": ("bands",),
+    "bisr": ("bands",),
+    "blt": ("buffer",),
+}
 
 #: Time-correlated mechanisms, the built-in keys of :data:`FACTORIZED_REGISTRY`.
 FACTORIZED_NAMES = FACTORIZED_REGISTRY.names()

@@ -280,6 +280,21 @@ def test_factorize_reports_the_encoders_and_saves_mafaldas(run_main, tmp_path):
     )
     encoder = np.load(tmp_path / "encoder.npy")
     assert encoder.shape == (20, 20) and not np.triu(encoder, 1).any()
+    # the Toeplitz strategies, one row each: BandMF at most BSR (its start) and DP-D-SGD
+    assert list(rows) == ["dp-dsgd", "antipgd", "mafalda", "sqrt", "bsr", "bandmf", "bisr", "blt"]
+    assert rows["bandmf"]["loss"] <= min(rows["bsr"]["loss"], rows["dp-dsgd"]["loss"])
+
+
+def test_factorize_passes_bands_and_buffer(run_main, tmp_path):
+    """--bands and --buffer reach the banded strategies and the BLT: one band is the identity
+    (BSR's and BandMF's loss DP-D-SGD's); a bands count beyond T is one error line."""
+    args = ["factorize", "--graph", "florentine", "--participations", "4", "--batches", "5"]
+    result = run_main([*args, "--bands", "1", "--buffer", "2", "--out", str(tmp_path), "--json"])
+    assert result.returncode == 0, result.stderr
+    rows = {row["method"]: row for row in json.loads(result.stdout.splitlines()[-1])["rows"]}
+    for method in ("bsr", "bandmf", "bisr"):
+        assert rows[method]["loss"] == pytest.approx(rows["dp-dsgd"]["loss"], rel=1e-12)
+    assert_one_line_error(run_main([*args, "--bands", "21", "--out", str(tmp_path / "x")]), "bands")
 
 
 def test_factorize_per_agent_adds_mafalda_l(run_main, tmp_path):

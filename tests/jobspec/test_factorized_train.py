@@ -31,7 +31,7 @@ from dpdl.factorization.participation import Participation
 from dpdl.graphs import NotDoublyStochasticWarning, build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.engine import DSGDConfig, StepSize
-from dpdl.jobspec.factorized import with_gdp_budget
+from dpdl.jobspec.factorized import encoder_for, with_gdp_budget
 from dpdl.jobspec.resources import estimate, job_sizes
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.settings import TaskOptions
@@ -256,6 +256,43 @@ def test_variance_after_mixing_is_the_noise_after_one_gossip(per_agent: bool) ->
     draws = np.stack([next(stream) for _ in range(noise.steps)])
     measured = np.mean([np.sum((weights @ step) ** 2, axis=0).mean() for step in draws])
     assert noise.variance_after_mixing(weights) == pytest.approx(measured, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("method", "options"),
+    [
+        ("sqrt", []),
+        ("bsr", ["--bands", "3"]),
+        ("bandmf", []),
+        ("bisr", ["--bands", "4"]),
+        ("blt", ["--buffer", "2"]),
+    ],
+)
+def test_the_toeplitz_strategies_train(tmp_path, method: str, options: list[str]) -> None:
+    """``dpdl train --mechanism sqrt | bsr | bandmf | bisr | blt`` (with their ``--bands`` or
+    ``--buffer``): a short run of the Florentine families on Housing, its guarantee the encoder's
+    exact sensitivity's (recomputed from the registry's target), within the budget, the options
+    saved in the replayable configuration."""
+    args = ["train", "--task", "housing-mlp", "--graph", "florentine", "--steps", "24"]
+    args += ["--mechanism", method, "--clip-level", "example", "--cycle", "8", "--eps", "3"]
+    args += ["--delta", "1e-6", "--partition", "iid", "--l2", "0", "--eval-every", "24"]
+    args += ["--lr", "0.1", "--clip", "1", "--no-progress", *options]
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    final = json.loads((tmp_path / "final.json").read_text())
+    assert math.isfinite(final["test_loss"])
+    privacy = final["privacy"][0]
+    assert 3 - 1e-9 <= privacy["epsilon"] <= 3
+    given = {
+        key.lstrip("-"): int(value) for key, value in zip(options[::2], options[1::2], strict=True)
+    }
+    job = build_job(_config(method, **given).resolved(), 3)
+    assert isinstance(job.mechanism, LocalCorrelatedNoise)
+    encoder = encoder_for(method, job.weights, 24, 8, **given)
+    sensitivity = local_sensitivity(encoder, Participation.cyclic(24, 3, 8))
+    assert job.mechanism.sensitivity == pytest.approx(sensitivity, rel=1e-12)
+    assert final["noise"]["sigma"] == job.mechanism.sigma  # the eps above is this noise's
+    if options:
+        assert f"{options[0].lstrip('-')} = {options[1]}" in (tmp_path / "config.toml").read_text()
 
 
 def test_command_line_run_is_replayed(tmp_path, capsys) -> None:

@@ -1,5 +1,6 @@
 """`dpdl factorize`: MAFALDA-SGD's noise correlation for a graph and cyclic participation,
-against DP-D-SGD and AntiPGD (`dpdl.experiments.factorize`)."""
+against DP-D-SGD, AntiPGD and the Toeplitz strategies (square root, BSR, BandMF, BISR, BLT;
+`dpdl.experiments.factorize`)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ def factorize_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "factorize",
         help="MAFALDA-SGD's noise correlation for a graph and cyclic participation, against "
-        "DP-D-SGD and AntiPGD",
+        "DP-D-SGD (C = I), AntiPGD and the Toeplitz strategies sqrt, bsr, bandmf, bisr, blt",
         description="Optimise the local encoder of MAFALDA-SGD (Lemma 12, L-BFGS) for the graph's "
-        "gossip under cyclic (k, b)-participation; print each encoder's sensitivity, the error "
+        "gossip under cyclic (k, b)-participation, and the Toeplitz strategies (square root, "
+        "banded square root, BandMF and BLT optimised for the gossip, banded inverse square "
+        "root); print each encoder's sensitivity, the error "
         "its noise causes (sens^2 tr(H X^-1)) and the noise multiplier it needs for (eps, "
         "delta)-DP under LDP per unit of gradient sensitivity; save the encoder.",
     )
@@ -73,6 +76,20 @@ def factorize_parser(sub: argparse._SubParsersAction) -> None:
         help="also MAFALDA-L-SGD (the authors' code): every agent's encoder optimised for its own "
         "share of the error, n times the work; saved as encoders_per_agent.npy",
     )
+    group.add_argument(
+        "--bands",
+        type=positive_int,
+        default=None,
+        help="bands of bsr, bandmf (C banded) and bisr (C^-1 banded), at most T (or the restart "
+        "block); default b, so that no two steps of one pattern share a band",
+    )
+    group.add_argument(
+        "--buffer",
+        type=positive_int,
+        default=None,
+        help="buffer size d of blt, buffered linear Toeplitz: d floats of noise state per agent "
+        "and coordinate (default 4)",
+    )
     group = parser.add_argument_group("output")
     group.add_argument(
         "--out",
@@ -120,6 +137,8 @@ def _factorize(args: argparse.Namespace) -> int:
             args.restart,
             args.per_agent,
             args.participation,
+            args.bands,
+            args.buffer,
         )
         table, summary, folder = write_factorize(result, out)
     print(

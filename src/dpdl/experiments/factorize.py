@@ -2,7 +2,10 @@
 
 For a gossip matrix and cyclic (k, b)-participation (T = k b steps, or blocks of `restart` steps
 with correlation restarts), optimise the local encoder (Lemma 12, Algorithm 2) and compare it with
-independent noise (DP-D-SGD) and AntiPGD on the two numbers that matter: the encoder's
+independent noise (DP-D-SGD, the identity factorization), AntiPGD and the Toeplitz strategies of
+centralized DP training (the square root, BSR, BandMF, BISR and BLT;
+[`toeplitz_strategies`][dpdl.experiments.factorize.toeplitz_strategies]) on the two numbers that
+matter: the encoder's
 sensitivity, and the squared error of the gossiped models that noise of unit privacy causes,
 `sens^2 tr(H X^-1)` (eq. (9)); the noise multiplier each needs for (eps, delta)-DP against LDP
 follows from the sensitivity (per unit of per-row gradient sensitivity). With `per_agent`, also
@@ -23,6 +26,7 @@ from scipy import sparse
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.results import json_safe
+from dpdl.factorization.blt import DEFAULT_BUFFER, blt_strategy
 from dpdl.factorization.generalized_sensitivity import pattern_sensitivity
 from dpdl.factorization.mafalda import (
     agent_utility_grams,
@@ -36,10 +40,24 @@ from dpdl.factorization.mafalda import (
 )
 from dpdl.factorization.min_separation import MinSeparated, min_separated_sensitivity
 from dpdl.factorization.participation import Participation
+from dpdl.factorization.strategy import Strategy
+from dpdl.factorization.toeplitz import (
+    bandmf_encoder,
+    bisr_strategy,
+    bsr_encoder,
+    sqrt_strategy,
+)
 from dpdl.jobspec.costs import FACTORIZE_ADVICE, factorize_estimate
 from dpdl.jobspec.resources import require_fits
 
-__all__ = ["PARTICIPATIONS", "EncoderRow", "FactorizeResult", "factorize", "write_factorize"]
+__all__ = [
+    "PARTICIPATIONS",
+    "EncoderRow",
+    "FactorizeResult",
+    "factorize",
+    "toeplitz_strategies",
+    "write_factorize",
+]
 
 #: How the sensitivities are accounted: cyclic `(k, b)` or b-min-separated `(k, b)`.
 PARTICIPATIONS = ("cyclic", "min-sep")
@@ -86,13 +104,17 @@ def factorize(
     restart: int | None = None,
     per_agent: bool = False,
     participation: str = "cyclic",
+    bands: int | None = None,
+    buffer: int | None = None,
 ) -> FactorizeResult:
     """MAFALDA's encoder for `weights` under cyclic (`participations`,
     `batches`)-participation; with `per_agent`, MAFALDA-L-SGD's too (`n` times the work,
     `n T^2` floats for the agents' utility Gram matrices). Its memory and time are estimated
     first ([`factorize_estimate`][dpdl.jobspec.costs.factorize_estimate]: the `T x T` matrices
     of the encoders and of their L-BFGS optimisation, the utility Gram matrix) and a
-    factorization that cannot fit is refused before any is allocated.
+    factorization that cannot fit is refused before any is allocated. The Toeplitz strategies
+    ([`toeplitz_strategies`][dpdl.experiments.factorize.toeplitz_strategies]) take `bands` and
+    `buffer`; with `restart`, every strategy is computed for one block and restarted.
 
     With `participation="min-sep"`, the sensitivities, losses and noise multipliers are accounted
     under b-min-separated `(k, b)`-participation
@@ -121,6 +143,8 @@ def factorize(
     accounted = (
         MinSeparated(steps, participations, batches) if participation == "min-sep" else cyclic
     )
+    if bands is not None and not 1 <= bands <= (restart or steps):
+        raise ConfigError(f"bands (--bands) must be in [1, {restart or steps}], got {bands}")
     if sparse.issparse(weights):  # a graph from 1000 agents on: the factorization is dense
         weights = weights.toarray()
     start = time.perf_counter()
@@ -137,6 +161,16 @@ def factorize(
         "antipgd": np.tril(np.ones((steps, steps))),
         "mafalda": mafalda,
     }
+    if restart is None:
+        strategies = toeplitz_strategies(utility, cyclic, bands, buffer)
+    else:
+        block_utility = utility_gram(weights, steps, block=restart)
+        found_blocks = toeplitz_strategies(block_utility, block, bands, buffer)
+        strategies = {
+            name: Strategy(restarted(strategy.encoder, steps))
+            for name, strategy in found_blocks.items()
+        }
+    encoders.update({name: strategy.encoder for name, strategy in strategies.items()})
     if per_agent:
         grams = agent_utility_grams(weights, steps, block=restart)
         found = optimize_agents(grams, block if restart is not None else cyclic)
@@ -188,6 +222,26 @@ def _sensitivity_kind(encoder: np.ndarray, participation: Participation | MinSep
         for one in (encoder[None] if encoder.ndim == 2 else encoder)
     }
     return "upper bound" if "upper bound" in kinds else kinds.pop()
+
+
+def toeplitz_strategies(
+    utility: np.ndarray,
+    participation: Participation,
+    bands: int | None = None,
+    buffer: int | None = None,
+) -> dict[str, Strategy]:
+    """The square-root factorization and its banded relatives
+    ([`toeplitz`][dpdl.factorization.toeplitz]) and the BLT ([`blt`][dpdl.factorization.blt])
+    for the utility Gram matrix `utility` under `participation`, by mechanism name: `bands`
+    (default: the participation's separation) for `bsr`, `bandmf` and `bisr`, `buffer` (default
+    `DEFAULT_BUFFER`) for `blt`."""
+    return {
+        "sqrt": sqrt_strategy(participation),
+        "bsr": Strategy(bsr_encoder(participation, bands)),
+        "bandmf": Strategy(bandmf_encoder(utility, participation, bands)),
+        "bisr": bisr_strategy(participation, bands),
+        "blt": blt_strategy(utility, participation, buffer or DEFAULT_BUFFER),
+    }
 
 
 def write_factorize(result: FactorizeResult, folder: Path) -> tuple[str, dict[str, Any], Path]:

@@ -19,6 +19,7 @@ from dpdl.choices import (
     ALGORITHMS,
     CALIBRATION_REGISTRY,
     CLIP_LEVELS,
+    FACTORIZED_OPTIONS,
     FACTORIZED_REGISTRY,
     GRAPH_FILE_FORMATS,
     GRAPH_SOURCES,
@@ -219,7 +220,7 @@ class TrainConfig:
     #: // ``batch_size``.
     cycle: int | None = setting(
         None,
-        "for the time-correlated mechanisms (dp-dsgd, antipgd, mafalda, mafalda-l): batches per "
+        "for the time-correlated mechanisms (dp-dsgd, antipgd, mafalda, ...): batches per "
         "pass over each agent's data, which is cut once into that many batches used in turn "
         "(b of cyclic (k, b)-participation; default: the smallest agent's examples // "
         "--batch-size); with --mechanism none, the same batches without noise (their "
@@ -227,6 +228,25 @@ class TrainConfig:
         positive=True,
         group="training",
         metavar="B",
+    )
+    #: Bands of the banded strategies (``bsr``, ``bandmf``, ``bisr``); None: the cycle b.
+    bands: int | None = setting(
+        None,
+        "for the banded time-correlated mechanisms (bsr, bandmf: C banded; bisr: C^-1 banded): "
+        "how many of C's (C^-1's) Toeplitz coefficients are nonzero, at most --steps (default: "
+        "the cycle b, so that no two steps of one cyclic pattern share a band)",
+        positive=True,
+        group="training",
+        metavar="P",
+    )
+    #: The buffer size d of ``blt`` (buffered linear Toeplitz); None: 4.
+    buffer: int | None = setting(
+        None,
+        "for --mechanism blt: the buffer size d, how many (theta, omega) pairs define C, and the "
+        "floats of noise state kept per agent and coordinate (default 4)",
+        positive=True,
+        group="training",
+        metavar="D",
     )
     eval_every: int = setting(
         100, "evaluate every k steps (default 100)", positive=True, group="training"
@@ -294,6 +314,7 @@ class TrainConfig:
             raise ConfigError(
                 f"gradient tracking injects {', '.join(INJECTIONS)} noise, not {self.mechanism!r}"
             )
+        self._check_strategy_options()
         if self.cycled:
             self._check_factorized()
         else:
@@ -338,6 +359,25 @@ class TrainConfig:
                 f"{schedule!r}, decay after {self.decay_after}, decay factor {self.decay_factor}"
             )
         return replace(self, lr=self.lr if self.lr is not None else eta, schedule=schedule)
+
+    def _check_strategy_options(self) -> None:
+        """`bands` and `buffer` go to the time-correlated mechanisms that take them
+        (`FACTORIZED_OPTIONS`), and fit in the run's steps."""
+        takes = FACTORIZED_OPTIONS.get(self.mechanism, ())
+        for name in ("bands", "buffer"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if name not in takes:
+                users = [key for key, names in FACTORIZED_OPTIONS.items() if name in names]
+                raise ConfigError(
+                    f"{name} (--{name}) {value} applies to the time-correlated mechanisms "
+                    f"{', '.join(users)}, not to {self.mechanism!r}"
+                )
+            if value > self.steps:
+                raise ConfigError(
+                    f"{name} (--{name}) is {value}, more than the {self.steps} steps (--steps)"
+                )
 
     def _check_epochs(self) -> None:
         """A length in epochs replaces the steps and the evaluation's period, which it sets."""

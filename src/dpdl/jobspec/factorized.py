@@ -25,10 +25,11 @@ import numpy as np
 from scipy import sparse
 
 from dpdl.accounting import PrivacyReport, gdp
-from dpdl.choices import FACTORIZED_REGISTRY
+from dpdl.choices import FACTORIZED_OPTIONS, FACTORIZED_REGISTRY
 from dpdl.errors import ConfigError
 from dpdl.factorization.mafalda import gdp_noise_multiplier, local_sensitivity, noise_multiplier
 from dpdl.factorization.participation import Participation
+from dpdl.factorization.strategy import Strategy, as_strategy
 from dpdl.jobspec.config import TrainConfig
 from dpdl.mechanisms.independent import NoNoise
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
@@ -41,6 +42,8 @@ __all__ = [
     "build_factorized",
     "cycle_of",
     "encoder_for",
+    "strategy_for",
+    "strategy_options",
     "with_gdp_budget",
 ]
 
@@ -83,24 +86,47 @@ def cycle_of(config: TrainConfig, task: Task) -> int:
 
 
 @lru_cache(maxsize=8)
-def _encoder(name: str, weights: bytes, n: int, steps: int, cycle: int) -> np.ndarray:
+def _strategy(
+    name: str,
+    weights: bytes,
+    n: int,
+    steps: int,
+    cycle: int,
+    options: tuple[tuple[str, int], ...],
+) -> Strategy:
     """The encoder of mechanism `name` for the gossip `weights` (an `n x n` float64 matrix's
-    bytes) under cyclic participation, read-only: kept for the process, since every seed of a
-    job (and every point of a sweep on one graph) needs the same one, and MAFALDA's optimisation
-    takes seconds to minutes (Algorithm 2's L-BFGS over T x T matrices)."""
+    bytes) under cyclic participation, with its `options` (`bands`, `buffer`), read-only: kept
+    for the process, since every seed of a job (and every point of a sweep on one graph) needs
+    the same one, and MAFALDA's optimisation takes seconds to minutes (Algorithm 2's L-BFGS over
+    T x T matrices)."""
     participation = Participation.cyclic(steps, -(-steps // cycle), cycle)
     matrix = np.frombuffer(weights).reshape(n, n)
-    encoder = np.asarray(FACTORIZED_REGISTRY.get(name)(matrix, participation), dtype=float)
-    encoder.setflags(write=False)
-    return encoder
+    return as_strategy(FACTORIZED_REGISTRY.get(name)(matrix, participation, **dict(options)))
 
 
-def encoder_for(name: str, weights: np.ndarray, steps: int, cycle: int) -> np.ndarray:
-    """The encoder of mechanism `name` (`FACTORIZED_REGISTRY`) for the
-    gossip `weights` (dense or sparse) over `steps` steps of cyclic participation in `cycle`
-    batches, read-only, from the process's cache: what a job of that mechanism runs with."""
+def strategy_for(
+    name: str, weights: np.ndarray, steps: int, cycle: int, **options: int
+) -> Strategy:
+    """The [`Strategy`][dpdl.factorization.strategy.Strategy] of mechanism `name`
+    (`FACTORIZED_REGISTRY`) for the gossip `weights` (dense or sparse) over `steps` steps of
+    cyclic participation in `cycle` batches, with its `options` (`bands`, `buffer`; only those
+    given), read-only, from the process's cache: what a job of that mechanism runs with."""
     dense = weights.toarray() if sparse.issparse(weights) else np.asarray(weights, dtype=float)
-    return _encoder(name, dense.tobytes(), dense.shape[0], steps, cycle)
+    key = tuple(sorted(options.items()))
+    return _strategy(name, dense.tobytes(), dense.shape[0], steps, cycle, key)
+
+
+def encoder_for(
+    name: str, weights: np.ndarray, steps: int, cycle: int, **options: int
+) -> np.ndarray:
+    """The encoder `C_local` of [`strategy_for`][dpdl.jobspec.factorized.strategy_for]."""
+    return strategy_for(name, weights, steps, cycle, **options).encoder
+
+
+def strategy_options(config: TrainConfig) -> dict[str, int]:
+    """The options of `config` its mechanism takes (`FACTORIZED_OPTIONS`) and that it gives."""
+    names = FACTORIZED_OPTIONS.get(config.mechanism, ())
+    return {name: getattr(config, name) for name in names if getattr(config, name) is not None}
 
 
 def with_gdp_budget(config: TrainConfig) -> TrainConfig:
@@ -132,7 +158,14 @@ def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Fa
     participations = -(-steps // cycle)
     participation = Participation.cyclic(steps, participations, cycle)
     noiseless = config.mechanism == NoNoise.name
-    encoder = encoder_for("dp-dsgd" if noiseless else config.mechanism, weights, steps, cycle)
+    strategy = strategy_for(
+        "dp-dsgd" if noiseless else config.mechanism,
+        weights,
+        steps,
+        cycle,
+        **strategy_options(config),
+    )
+    encoder = strategy.encoder
     batch = int(task.agent_sizes.min()) // cycle
     replace_one = config.neighbouring == "replace"
     row = (2.0 if replace_one else 1.0) * config.clip / batch
@@ -164,5 +197,13 @@ def build_factorized(config: TrainConfig, weights: np.ndarray, task: Task) -> Fa
         )
         for threat in (Eavesdropper(), Colluding(1))
     ]
-    noise = LocalCorrelatedNoise(weights.shape[0], encoder, sigma, config.mechanism, sensitivity)
+    noise = LocalCorrelatedNoise(
+        weights.shape[0],
+        encoder,
+        sigma,
+        config.mechanism,
+        sensitivity,
+        decoder=strategy.decoder,
+        buffer=strategy.buffer,
+    )
     return Factorized(noise, cycle, reports)

@@ -37,6 +37,9 @@ class LocalCorrelatedNoise:
         sigma: float,
         name: str = "mf-dsgd",
         sensitivity: float | None = None,
+        *,
+        decoder: np.ndarray | None = None,
+        buffer: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         encoder = np.asarray(encoder, dtype=float)
         if not (
@@ -66,10 +69,14 @@ class LocalCorrelatedNoise:
         #: steps 0..t.
         identity = np.eye(encoder.shape[-1])
         self.decoder = (
-            solve_triangular(encoder, identity, lower=True)
+            _checked_inverse(encoder, np.asarray(decoder, dtype=float))
+            if decoder is not None
+            else solve_triangular(encoder, identity, lower=True)
             if encoder.ndim == 2
             else np.stack([solve_triangular(e, identity, lower=True) for e in encoder])
         )
+        #: A buffered linear Toeplitz encoder's `(theta, omega)`, where it is one.
+        self.buffer = None if buffer is None else _checked_buffer(encoder, buffer)
 
     @property
     def steps(self) -> int:
@@ -117,3 +124,43 @@ class LocalCorrelatedNoise:
             "shared_secrets": 0,
             **({} if self.sensitivity is None else {"sensitivity": self.sensitivity}),
         }
+
+
+#: How far a given decoder's product with the encoder may be from the identity (relative).
+INVERSE_TOLERANCE = 1e-8
+
+
+def _checked_inverse(encoder: np.ndarray, decoder: np.ndarray) -> np.ndarray:
+    """`decoder`, checked to be the encoder's inverse (to `INVERSE_TOLERANCE`) and lower
+    triangular."""
+    if decoder.shape != encoder.shape or np.abs(np.triu(decoder, 1)).max(initial=0.0) > 0:
+        raise ConfigError(
+            f"the decoder must be a lower-triangular {encoder.shape} matrix, the encoder's "
+            f"inverse; got shape {decoder.shape}"
+        )
+    identity = np.eye(encoder.shape[-1])
+    scale = np.abs(encoder).max() * np.abs(decoder).max() * encoder.shape[-1]
+    if np.abs(encoder @ decoder - identity).max() > INVERSE_TOLERANCE * max(scale, 1.0):
+        raise ConfigError("the decoder given is not the encoder's inverse")
+    return decoder
+
+
+def _checked_buffer(
+    encoder: np.ndarray, buffer: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """`(theta, omega)`, checked to give the encoder: `c_0 = 1`, `c_k = sum_i omega_i
+    theta_i^(k-1)` (a buffered linear Toeplitz matrix)."""
+    theta, omega = (np.asarray(a, dtype=float).ravel() for a in buffer)
+    steps = encoder.shape[-1]
+    if encoder.ndim != 2 or theta.shape != omega.shape or not theta.size:
+        raise ConfigError(
+            "a buffer is (theta, omega) of one size d >= 1 for one T x T encoder, got "
+            f"{theta.shape}, {omega.shape} for {encoder.shape}"
+        )
+    powers = theta[None, :] ** np.arange(max(steps - 1, 0))[:, None]
+    coefficients = np.concatenate([[1.0], powers @ omega])
+    lag = np.subtract.outer(np.arange(steps), np.arange(steps))
+    toeplitz = np.where(lag >= 0, coefficients[np.clip(lag, 0, steps - 1)], 0.0)
+    if np.abs(toeplitz - encoder).max() > INVERSE_TOLERANCE * max(np.abs(encoder).max(), 1.0):
+        raise ConfigError("the buffer (theta, omega) given does not give the encoder")
+    return theta, omega
