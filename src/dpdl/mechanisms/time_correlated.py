@@ -9,7 +9,9 @@ per-step covariance, so it is a noise *source* for the engine and not a
 ([`GaussianNoise`][dpdl.accounting.noise.GaussianNoise]) for the accountant to read. DP-D-SGD
 (`C_local = I`) and AntiPGD (`C_local = 1_{t >= s}`) are the same source with other encoders;
 MAFALDA-L-SGD gives each agent its own encoder (`C = sum_u C_u (x) e_u e_u^T`, an `n x T x T`
-stack).
+stack). The noise is drawn with the least state the encoder's structure allows: every seed for a
+dense one, the last bands for a banded `C` or `C^-1`, `d` buffers for a buffered linear Toeplitz
+`C` ([`dpdl.mechanisms.noise_streams`][dpdl.mechanisms.noise_streams]).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from scipy import sparse
 from scipy.linalg import solve_triangular
 
 from dpdl.errors import ConfigError
+from dpdl.mechanisms.noise_streams import plan, stream
 
 __all__ = ["LocalCorrelatedNoise"]
 
@@ -77,6 +80,9 @@ class LocalCorrelatedNoise:
         )
         #: A buffered linear Toeplitz encoder's `(theta, omega)`, where it is one.
         self.buffer = None if buffer is None else _checked_buffer(encoder, buffer)
+        #: How the noise is drawn, and the floats it keeps per agent and coordinate between steps
+        #: ([`plan`][dpdl.mechanisms.noise_streams.plan]).
+        self.stream_kind, self.memory_per_step = plan(self.encoder, self.decoder, self.buffer)
 
     @property
     def steps(self) -> int:
@@ -92,16 +98,12 @@ class LocalCorrelatedNoise:
         return not self.is_noiseless
 
     def noise_stream(self, rng: np.random.Generator, dim: int) -> Iterator[np.ndarray]:
-        """Step t's noise `(n, dim)`; the seeds drawn so far are kept (`T n dim` floats)."""
-        seeds = np.empty((self.steps, self.n, dim))
-        for t in range(self.steps):
-            seeds[t] = self.sigma * rng.standard_normal((self.n, dim))
-            if self.decoder.ndim == 2:
-                yield np.tensordot(self.decoder[t, : t + 1], seeds[: t + 1], axes=1)
-            else:  # agent u's own decoder row
-                yield np.einsum("us,sud->ud", self.decoder[:, t, : t + 1], seeds[: t + 1])
-        raise ConfigError(
-            f"the noise was factorized for {self.steps} steps; the run asked for more"
+        """Step t's noise `(n, dim)`, keeping `memory_per_step` floats per agent and coordinate
+        (`stream_kind`: every seed for a dense encoder, the last bands' seeds or outputs for a
+        banded `C^-1` or `C`, the buffer of a BLT;
+        [`stream`][dpdl.mechanisms.noise_streams.stream])."""
+        return stream(
+            self.stream_kind, self.encoder, self.decoder, self.buffer, self.sigma, self.n, rng, dim
         )
 
     def variance_after_mixing(self, weights: np.ndarray) -> float:
@@ -122,6 +124,8 @@ class LocalCorrelatedNoise:
             "steps": self.steps,
             "sigma": self.sigma,
             "shared_secrets": 0,
+            "noise_stream": self.stream_kind,
+            "memory_per_step": self.memory_per_step,
             **({} if self.sensitivity is None else {"sensitivity": self.sensitivity}),
         }
 
