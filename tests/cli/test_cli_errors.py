@@ -283,6 +283,12 @@ def test_factorize_reports_the_encoders_and_saves_mafaldas(run_main, tmp_path):
     # the Toeplitz strategies, one row each: BandMF at most BSR (its start) and DP-D-SGD
     assert list(rows) == ["dp-dsgd", "antipgd", "mafalda", "sqrt", "bsr", "bandmf", "bisr", "blt"]
     assert rows["bandmf"]["loss"] <= min(rows["bsr"]["loss"], rows["dp-dsgd"]["loss"])
+    # noise state per agent and coordinate: b - 1 = 4 for the banded ones, d = 4 for blt, T dense
+    memory = {method: row["memory_per_step"] for method, row in rows.items()}
+    assert memory == {
+        "dp-dsgd": 0, "antipgd": 1, "mafalda": 20, "sqrt": 20, "bsr": 4, "bandmf": 4, "bisr": 4,
+        "blt": 4,
+    }  # fmt: skip
 
 
 def test_factorize_passes_bands_and_buffer(run_main, tmp_path):
@@ -294,6 +300,8 @@ def test_factorize_passes_bands_and_buffer(run_main, tmp_path):
     rows = {row["method"]: row for row in json.loads(result.stdout.splitlines()[-1])["rows"]}
     for method in ("bsr", "bandmf", "bisr"):
         assert rows[method]["loss"] == pytest.approx(rows["dp-dsgd"]["loss"], rel=1e-12)
+        assert rows[method]["memory_per_step"] == 0
+    assert rows["blt"]["memory_per_step"] == 2
     assert_one_line_error(run_main([*args, "--bands", "21", "--out", str(tmp_path / "x")]), "bands")
 
 

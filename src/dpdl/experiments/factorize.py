@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
+from scipy.linalg import solve_triangular
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.results import json_safe
@@ -49,6 +50,7 @@ from dpdl.factorization.toeplitz import (
 )
 from dpdl.jobspec.costs import FACTORIZE_ADVICE, factorize_estimate
 from dpdl.jobspec.resources import require_fits
+from dpdl.mechanisms.noise_streams import plan
 
 __all__ = [
     "PARTICIPATIONS",
@@ -65,13 +67,16 @@ PARTICIPATIONS = ("cyclic", "min-sep")
 
 @dataclass(frozen=True)
 class EncoderRow:
-    """One local encoder: its sensitivity, its loss and the noise multiplier it needs."""
+    """One local encoder: its sensitivity, its loss, the noise multiplier it needs, and the
+    floats of noise state the engine keeps for it per agent and coordinate
+    ([`plan`][dpdl.mechanisms.noise_streams.plan])."""
 
     method: str
     sensitivity: float
     loss: float
     loss_ratio_to_dp_dsgd: float
     sigma_per_unit_sensitivity: float
+    memory_per_step: int
     #: `"exact"`, `"closed form"` (both the value itself) or `"upper bound"` (certified).
     sensitivity_kind: str = "exact"
 
@@ -163,12 +168,14 @@ def factorize(
     }
     if restart is None:
         strategies = toeplitz_strategies(utility, cyclic, bands, buffer)
-    else:
+    else:  # the block's, restarted (its decoder too: a banded C^-1 stays banded)
         block_utility = utility_gram(weights, steps, block=restart)
-        found_blocks = toeplitz_strategies(block_utility, block, bands, buffer)
         strategies = {
-            name: Strategy(restarted(strategy.encoder, steps))
-            for name, strategy in found_blocks.items()
+            name: Strategy(
+                restarted(found.encoder, steps),
+                None if found.decoder is None else restarted(found.decoder, steps),
+            )
+            for name, found in toeplitz_strategies(block_utility, block, bands, buffer).items()
         }
     encoders.update({name: strategy.encoder for name, strategy in strategies.items()})
     if per_agent:
@@ -185,6 +192,7 @@ def factorize(
     rows = []
     for method, encoder in encoders.items():
         loss = local_loss(utility, encoder, accounted)
+        found = strategies.get(method, Strategy(encoder))
         rows.append(
             EncoderRow(
                 method,
@@ -192,6 +200,7 @@ def factorize(
                 loss,
                 loss / baseline,
                 noise_multiplier(encoder, accounted, 1.0, eps, delta),
+                _memory_per_step(found),
                 _sensitivity_kind(encoder, accounted),
             )
         )
@@ -244,6 +253,21 @@ def toeplitz_strategies(
     }
 
 
+def _memory_per_step(strategy: Strategy) -> int:
+    """The floats of noise state per agent and coordinate the engine keeps for `strategy`."""
+    encoder = strategy.encoder
+    decoder = strategy.decoder
+    if decoder is None:
+        identity = np.eye(encoder.shape[-1])
+        decoder = np.stack(
+            [
+                solve_triangular(e, identity, lower=True)
+                for e in encoder.reshape(-1, *encoder.shape[-2:])
+            ]
+        ).reshape(encoder.shape)
+    return plan(encoder, decoder, strategy.buffer)[1]
+
+
 def write_factorize(result: FactorizeResult, folder: Path) -> tuple[str, dict[str, Any], Path]:
     """A table for the terminal and the JSON-safe summary; `encoder.npy` (MAFALDA's C_local) and
     `factorize.json` in `folder`."""
@@ -261,12 +285,17 @@ def write_factorize(result: FactorizeResult, folder: Path) -> tuple[str, dict[st
     (folder / "factorize.json").write_text(json.dumps(summary, indent=2))
     lines = [
         f"{'method':<10} {'sensitivity':>12} {'loss':>12} {'vs DP-D-SGD':>12} {'sigma / Delta':>14}"
+        f" {'memory':>7}"
     ]
     lines += [
         f"{row.method:<10} {row.sensitivity:>12.4g} {row.loss:>12.4g} "
         f"{row.loss_ratio_to_dp_dsgd:>11.3g}x {row.sigma_per_unit_sensitivity:>14.4g}"
+        f" {row.memory_per_step:>7}"
         for row in result.rows
     ]
+    lines.append(
+        "memory: floats of noise state kept per agent and coordinate from one step to the next"
+    )
     bounded = [row.method for row in result.rows if row.sensitivity_kind == "upper bound"]
     if bounded:
         lines.append(
