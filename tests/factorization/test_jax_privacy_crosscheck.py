@@ -1,0 +1,192 @@
+"""dpdl's sensitivity and expected error against jax-privacy 2.0's on the centralized special case
+(issue 50, item 3): one agent, the prefix-sum workload A (T x T lower-triangular ones).
+
+The fixture `data/jax_privacy_crosscheck.json` holds jax-privacy's numbers for fixed strategies
+(identity, square root, banded square root, BandMF as optimised by jax-privacy, column-normalized
+banded, BISR, BLTs given and optimised, jax-privacy's dense multi-epoch optimum), written by
+`benchmarks/crosscheck_jax_privacy.py` in an environment of its own (`make
+crosscheck-jax-privacy`): this test reads only the fixture, with numpy, and needs no jax.
+
+Why cyclic participation is the right comparison for jax-privacy's min-separation closed form.
+`toeplitz.minsep_sensitivity_squared(c, min_sep=b, max_participations=k)` returns `||C 1_P||^2`
+for the one pattern `P = {0, b, ..., (k-1) b}`: the worst of all b-min-separated patterns when
+the coefficients are non-negative and non-increasing (arXiv:2405.13763, Theorem 2). With `T = k b`,
+`P` is cyclic participation's pattern of offset 0, and every cyclic pattern is b-separated with k
+participations, so the worst cyclic pattern is at most the worst min-sep one, which is `P`, itself
+cyclic: the two coincide. (Under cyclic participation offset 0 is even the worst for any
+non-negative Toeplitz C: pattern i is pattern 0 shifted down by i with its last rows cut, which
+cannot lengthen a non-negative vector. What breaks the closed form under cyclic participation is a
+negative coefficient; a non-negative increasing one breaks it under min-separation.) With
+non-negative coefficients `C^T C >= 0` entrywise, so dpdl's exact sensitivity is that same sum of
+the pattern's Gram block (Pillutla et al. 2025, Lemma 3.15(b)).
+
+jax-privacy's normalisation: its per-query error is `||(A C^-1)[t, :]||^2` and `toeplitz.loss` is
+its mean times sensitivity^2; dpdl's [`local_loss`][dpdl.factorization.mafalda.local_loss] is
+`sens^2 tr(A^T A (C^T C)^-1)`, the sum, so `local_loss / T` is jax-privacy's `loss_mean`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from scipy.linalg import toeplitz
+
+from dpdl.factorization import Participation
+from dpdl.factorization.mafalda import local_loss, local_sensitivity
+
+FIXTURE = json.loads((Path(__file__).parent / "data" / "jax_privacy_crosscheck.json").read_text())
+CASES = {case["name"]: case for case in FIXTURE["cases"]}
+RTOL = 1e-9
+NON_MONOTONE = [name for name in CASES if CASES[name]["strategy"] == "non-monotone Toeplitz"]
+CHECKED = [
+    (name, index)
+    for name, case in CASES.items()
+    if name not in NON_MONOTONE
+    for index in range(len(case["participations"]))
+]
+
+
+def encoder(case: dict) -> np.ndarray:
+    """C from the fixture's parameters: lower-triangular Toeplitz from its first column, a
+    column-normalized banded matrix (`C[j + d, j] = band_params[j][d]`, or the Toeplitz coefficients
+    `d < bands` in every column, each column then scaled to norm 1, as jax-privacy's
+    `ColumnNormalizedBanded.materialize`), or the dense matrix itself."""
+    steps = case["T"]
+    if case["kind"] == "dense":
+        return np.array(case["matrix"]).reshape(steps, steps)
+    if case["kind"] == "toeplitz":
+        return toeplitz(case["strategy_coefs"], np.zeros(steps))
+    bands = case["params"]["bands"]
+    if "band_params" in case:
+        params = np.array(case["band_params"]).reshape(steps, bands)
+    else:
+        params = np.tile(case["strategy_coefs"], (steps, 1))
+    matrix = np.zeros((steps, steps))
+    for lag in range(bands):
+        columns = np.arange(steps - lag)
+        matrix[columns + lag, columns] = params[columns, lag]
+    return matrix / np.linalg.norm(matrix, axis=0)
+
+
+def prefix_gram(steps: int) -> np.ndarray:
+    """`H = A^T A` of the prefix-sum workload."""
+    workload = np.tri(steps)
+    return workload.T @ workload
+
+
+def relative(value: float, reference: float) -> float:
+    return abs(value - reference) / abs(reference)
+
+
+def test_the_fixture_is_jax_privacy_2_in_float64() -> None:
+    assert FIXTURE["versions"]["jax-privacy"] == "2.0.0"
+    assert FIXTURE["float64"] is True
+    kinds = {case["strategy"] for case in FIXTURE["cases"]}
+    assert {"identity", "square root", "banded square root", "BandMF (banded Toeplitz)", "BISR",
+            "BLT", "BandMF, column-normalized", "multi-epoch optimum"} <= kinds  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "index"), CHECKED)
+def test_sensitivity_and_error_match_jax_privacy(name: str, index: int) -> None:
+    """dpdl's exact sensitivity under cyclic `(k, b)`-participation (`T = k b`; `k = T, b = 1`:
+    every step; `k = 1`: single participation) and its loss on the prefix workload equal
+    jax-privacy's min-separation (or fixed-epoch) values to 1e-9, where jax-privacy's formula
+    holds: its assumptions are checked first (module doc)."""
+    case = CASES[name]
+    row = case["participations"][index]
+    steps, k, b = case["T"], row["k"], row["b"]
+    assert k * b == steps  # T = k b: jax-privacy's pattern {0, b, ...} is a cyclic one
+    if case["kind"] == "toeplitz":  # the closed form's assumptions, checked, never assumed
+        coefs = np.array(case["strategy_coefs"])
+        assert case["non_increasing"]
+        assert (coefs >= 0).all() and (np.diff(coefs) <= 0).all()
+    if case["kind"] == "banded":
+        assert b >= case["params"]["bands"]  # banded.minsep_sensitivity_squared's condition
+    matrix = encoder(case)
+    participation = Participation.cyclic(steps, k, b)
+    sensitivity = local_sensitivity(matrix, participation) ** 2
+    loss = local_loss(prefix_gram(steps), matrix, participation)
+    assert relative(sensitivity, row["sens_squared"]) < RTOL
+    assert relative(loss / sensitivity, case["error_total"]) < RTOL
+    assert relative(loss / steps, row["loss_mean"]) < RTOL
+    assert relative(loss / steps / sensitivity, case["error_mean"]) < RTOL
+
+
+@pytest.mark.parametrize("name", [name for name in CASES if "blt_closed_form" in CASES[name]])
+def test_a_blt_s_single_participation_sensitivity_matches_its_closed_form(name: str) -> None:
+    """jax-privacy's closed form for a BLT's sensitivity (Lemma 5.3 of arXiv:2404.16706, from the
+    buffers alone) against dpdl's on the materialized Toeplitz C."""
+    case = CASES[name]
+    single = Participation.cyclic(case["T"], 1, case["T"])
+    dpdl = local_sensitivity(encoder(case), single) ** 2
+    assert relative(dpdl, case["blt_closed_form"]["sens_squared_single"]) < RTOL
+
+
+def cyclic_brute_force(matrix: np.ndarray, k: int, b: int) -> float:
+    """The exact sensitivity^2 under cyclic participation, offset by offset: `max <X_P, Y>` over
+    Y PSD with unit diagonal bound. For two participations it is `X_00 + X_11 + 2 |X_01|` (a sign
+    per participation); for more, CVXPY's SDP."""
+    gram = matrix.T @ matrix
+    values = []
+    for offset in range(b):
+        pattern = list(range(offset, len(matrix), b))
+        block = gram[np.ix_(pattern, pattern)]
+        if k == 2:
+            values.append(block[0, 0] + block[1, 1] + 2 * abs(block[0, 1]))
+            continue
+        directions = cp.Variable((k, k), PSD=True)
+        problem = cp.Problem(cp.Maximize(cp.trace(block @ directions)), [cp.diag(directions) <= 1])
+        problem.solve()
+        values.append(problem.value)
+    return max(values)
+
+
+def min_sep_brute_force(matrix: np.ndarray, k: int, b: int) -> float:
+    """Sensitivity^2 under b-min-separated participation (at most k times) of a C with
+    `C^T C >= 0`: the largest sum of a pattern's Gram block, over every pattern."""
+    gram = matrix.T @ matrix
+    assert (gram >= 0).all()
+    best = 0.0
+    for size in range(1, k + 1):
+        for pattern in itertools.combinations(range(len(matrix)), size):
+            if all(later - earlier >= b for earlier, later in itertools.pairwise(pattern)):
+                best = max(best, float(gram[np.ix_(pattern, pattern)].sum()))
+    return best
+
+
+@pytest.mark.parametrize("name", [name for name in NON_MONOTONE if "negative at" in name])
+def test_the_toeplitz_closed_form_underestimates_a_negative_coefficient(name: str) -> None:
+    """A negative coefficient at lag b: jax-privacy refuses it, and with `skip_checks=True` its
+    closed form sums the pattern's Gram block with every sign +1, where the worst gradients flip a
+    sign. dpdl's exact sensitivity is the brute force over cyclic offsets, and larger."""
+    case = CASES[name]
+    (row,) = case["participations"]
+    assert row["skip_checks"] and "non-negative" in row["refusal_with_checks"]
+    matrix = encoder(case)
+    dpdl = local_sensitivity(matrix, Participation.cyclic(case["T"], row["k"], row["b"])) ** 2
+    brute = cyclic_brute_force(matrix, row["k"], row["b"])
+    assert dpdl > 1.5 * row["sens_squared"]
+    assert dpdl == pytest.approx(brute, rel=1e-12 if row["k"] == 2 else 1e-6)
+
+
+@pytest.mark.parametrize("name", [name for name in NON_MONOTONE if "increasing" in name])
+def test_an_increasing_coefficient_breaks_the_closed_form_under_min_separation(name: str) -> None:
+    """Non-negative coefficients, heavier at lag b + 1: jax-privacy refuses them; with
+    `skip_checks=True` its closed form is still cyclic participation's exact value (module doc:
+    non-negative Toeplitz, offset 0 is the worst cyclic pattern), but under b-min-separation the
+    pattern {0, b + 1} is worse, and the closed form underestimates. jax-privacy's general bound
+    (`get_min_sep_sensitivity_upper_bound`) stays above the enumeration."""
+    case = CASES[name]
+    (row,) = case["participations"]
+    assert row["skip_checks"] and "non-increasing" in row["refusal_with_checks"]
+    matrix = encoder(case)
+    dpdl = local_sensitivity(matrix, Participation.cyclic(case["T"], row["k"], row["b"])) ** 2
+    assert relative(dpdl, row["sens_squared"]) < RTOL
+    min_sep = min_sep_brute_force(matrix, row["k"], row["b"])
+    assert min_sep > 1.2 * row["sens_squared"]
+    assert min_sep <= row["minsep_upper_bound_squared"] * (1 + RTOL)
