@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-reproductions test-all test-full-data lint docs docs-preview bench clean gpu-check gpu-wheels
+.PHONY: setup demo test test-reproductions test-all test-full-data lint docs docs-preview bench clean gpu-check gpu-wheels crosscheck-jax-privacy
 
 setup: $(STAMP)
 
@@ -70,6 +70,23 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_quadratic_forms.py
 	$(BIN)/python benchmarks/bench_graphs.py
 
+# dpdl against jax-privacy 2.0 on the centralized special case (issue 50): jax-privacy (CPU jax)
+# in an environment of its own, $(JAX_VENV), never in dpdl's dependencies; it records its numbers
+# in tests/factorization/data/jax_privacy_crosscheck.json, then dpdl's side writes its section of
+# BENCHMARKS.md and the test that reads the fixture runs. Not part of `make test` (which runs that
+# test on the committed fixture).
+JAX_VENV ?= .venv-jax
+JAX_PRIVACY ?= jax-privacy==2.0.0
+$(JAX_VENV)/.installed:
+	$(PYTHON) -m venv $(JAX_VENV)
+	$(JAX_VENV)/bin/python -m pip install --quiet --disable-pip-version-check '$(JAX_PRIVACY)'
+	touch $@
+
+crosscheck-jax-privacy: $(STAMP) $(JAX_VENV)/.installed
+	$(JAX_VENV)/bin/python benchmarks/crosscheck_jax_privacy.py
+	$(BIN)/python benchmarks/crosscheck_jax_privacy_report.py
+	$(BIN)/python -m pytest -q -n 0 tests/factorization/test_jax_privacy_crosscheck.py
+
 # The prepared GPU check (scripts/gpu_check.py): the tests marked gpu and the GPU benchmarks, one
 # table into $(GPU_OUT). On a device machine (its python3 holds torch; no network): the wheels of
 # `make gpu-wheels` in .whl are installed first into a folder of their own. DRY_RUN=1: the same on
@@ -88,4 +105,4 @@ gpu-wheels: $(STAMP)
 	$(BIN)/python scripts/gpu_wheels.py .whl
 
 clean:
-	rm -rf $(VENV) build site src/*.egg-info .pytest_cache .ruff_cache .import_linter_cache .grimp_cache
+	rm -rf $(VENV) $(JAX_VENV) build site src/*.egg-info .pytest_cache .ruff_cache .import_linter_cache .grimp_cache
