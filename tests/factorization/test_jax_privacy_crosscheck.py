@@ -22,8 +22,7 @@ the pattern's Gram block (Pillutla et al. 2025, Lemma 3.15(b)).
 
 jax-privacy's normalisation: its per-query error is `||(A C^-1)[t, :]||^2` and `toeplitz.loss` is
 its mean times sensitivity^2; dpdl's [`local_loss`][dpdl.factorization.mafalda.local_loss] is
-`sens^2 tr(A^T A (C^T C)^-1)`, the sum, so `local_loss / T` is jax-privacy's `loss_mean`.
-"""
+`sens^2 tr(A^T A (C^T C)^-1)`, the sum, so `local_loss / T` is jax-privacy's `loss_mean`."""
 
 from __future__ import annotations
 
@@ -34,10 +33,26 @@ from pathlib import Path
 import cvxpy as cp
 import numpy as np
 import pytest
-from scipy.linalg import toeplitz
+from scipy.linalg import solve_triangular, toeplitz
 
-from dpdl.factorization import Participation
-from dpdl.factorization.mafalda import local_loss, local_sensitivity
+from dpdl.factorization import MinSeparated, Participation
+from dpdl.factorization.blt import (
+    blt_coefficients,
+    decoder_coefficients,
+    inverse_buffer,
+)
+from dpdl.factorization.mafalda import (
+    local_loss,
+    local_sensitivity,
+)
+from dpdl.factorization.strategy import Strategy
+from dpdl.factorization.toeplitz import (
+    bisr_strategy,
+    bsr_encoder,
+    sqrt_strategy,
+    toeplitz_matrix,
+)
+from dpdl.mechanisms.noise_streams import plan, stream
 
 FIXTURE = json.loads((Path(__file__).parent / "data" / "jax_privacy_crosscheck.json").read_text())
 CASES = {case["name"]: case for case in FIXTURE["cases"]}
@@ -190,3 +205,123 @@ def test_an_increasing_coefficient_breaks_the_closed_form_under_min_separation(n
     min_sep = min_sep_brute_force(matrix, row["k"], row["b"])
     assert min_sep > 1.2 * row["sens_squared"]
     assert min_sep <= row["minsep_upper_bound_squared"] * (1 + RTOL)
+
+
+# dpdl's own constructors from jax-privacy's parameters -------------------------------------------
+
+CONSTRUCTED = [
+    name
+    for name, case in CASES.items()
+    if case["strategy"] in ("square root", "banded square root", "BISR", "BLT")
+]
+COEFFICIENT_ATOL = 1e-12
+
+
+def dpdl_strategy(case: dict) -> tuple[Strategy, str, int]:
+    """The fixture's strategy built by dpdl's own constructors from its parameters alone (T,
+    `bands`, a BLT's buffer), with the noise stream the engine draws it with and that stream's
+    floats of state per agent and coordinate.
+
+    A BLT: jax-privacy's `BufferedToeplitz(buf_decay=d, output_scale=s)` is `t_0 = 1`, `t_k =
+    sum_i s_i d_i^(k-1)` (its class doc), dpdl's `(theta, omega)` is `c_0 = 1`, `c_k = sum_i
+    omega_i theta_i^(k-1)` ([`blt`][dpdl.factorization.blt]): the same parametrisation, so the
+    conversion is `theta = buf_decay`, `omega = output_scale`, entry by entry. (The inverses
+    differ in form only: jax-privacy's feedback matrix is `Theta - omega 1^T`, dpdl's its
+    transpose's `Theta - 1 omega^T`, with the same eigenvalues and impulse response.)"""
+    steps, params = case["T"], case["params"]
+    timeline = Participation.cyclic(steps, 1, steps)  # the constructors read T (and bands) only
+    strategy = case["strategy"]
+    if strategy == "square root":
+        return sqrt_strategy(timeline), "dense", steps
+    bands = params.get("bands", steps)
+    if strategy == "banded square root":
+        return Strategy(bsr_encoder(timeline, bands)), "banded-encoder", bands - 1
+    if strategy == "BISR":
+        return bisr_strategy(timeline, bands), "banded-decoder", bands - 1
+    theta, omega = np.array(params["buf_decay"]), np.array(params["output_scale"])
+    built = Strategy(
+        toeplitz_matrix(blt_coefficients(theta, omega, steps), steps),
+        toeplitz_matrix(decoder_coefficients(theta, omega, steps), steps),
+        buffer=(theta, omega),
+    )
+    return built, "buffer", len(theta)
+
+
+def decoder_of(strategy: Strategy) -> np.ndarray:
+    """`C^-1`: the constructor's exact one, else C's inverse by forward substitution."""
+    if strategy.decoder is not None:
+        return strategy.decoder
+    return solve_triangular(strategy.encoder, np.eye(len(strategy.encoder)), lower=True)
+
+
+@pytest.mark.parametrize("name", CONSTRUCTED)
+def test_dpdl_s_constructors_give_jax_privacy_s_coefficients(name: str) -> None:
+    """C and C^-1 from dpdl's constructors equal the lower-triangular Toeplitz matrices of
+    jax-privacy's coefficients (`strategy_coefs`, `noising_coefs`) entry by entry to 1e-12, and a
+    BLT's inverse buffer ([`inverse_buffer`][dpdl.factorization.blt.inverse_buffer]) is
+    jax-privacy's `BufferedToeplitz.inverse()`, up to the buffers' order."""
+    case = CASES[name]
+    steps = case["T"]
+    strategy, _, _ = dpdl_strategy(case)
+    assert np.abs(strategy.encoder - toeplitz_matrix(case["strategy_coefs"], steps)).max() < (
+        COEFFICIENT_ATOL
+    )
+    assert np.abs(decoder_of(strategy) - toeplitz_matrix(case["noising_coefs"], steps)).max() < (
+        COEFFICIENT_ATOL
+    )
+    if strategy.buffer is not None:
+        theta, omega = inverse_buffer(*strategy.buffer)
+        order, jax_order = np.argsort(theta), np.argsort(case["params"]["inverse_buf_decay"])
+        jax_theta = np.array(case["params"]["inverse_buf_decay"])[jax_order]
+        jax_omega = np.array(case["params"]["inverse_output_scale"])[jax_order]
+        assert np.abs(theta[order] - jax_theta).max() < COEFFICIENT_ATOL
+        assert np.abs(omega[order] - jax_omega).max() < COEFFICIENT_ATOL
+
+
+@pytest.mark.parametrize("name", CONSTRUCTED)
+def test_dpdl_s_constructors_give_jax_privacy_s_sensitivity_and_error(name: str) -> None:
+    """The strategy dpdl builds from jax-privacy's parameters has jax-privacy's sensitivity under
+    every recorded `(k, b)` (cyclic and b-min-separated alike: the coefficients are non-negative
+    and non-increasing) and its error, to 1e-9: the error both from dpdl's exact `C^-1`
+    (`||A C^-1||_F^2`, as jax-privacy computes BLT and BISR errors from their noising
+    coefficients) and from [`local_loss`][dpdl.factorization.mafalda.local_loss] (C's numerical
+    inverse)."""
+    case = CASES[name]
+    steps = case["T"]
+    strategy, _, _ = dpdl_strategy(case)
+    error_total = float(np.sum((np.tri(steps) @ decoder_of(strategy)) ** 2))
+    assert relative(error_total, case["error_total"]) < RTOL
+    for row in case["participations"]:
+        k, b = row["k"], row["b"]
+        for participation in (Participation.cyclic(steps, k, b), MinSeparated(steps, k, b)):
+            sensitivity = local_sensitivity(strategy.encoder, participation) ** 2
+            loss = local_loss(prefix_gram(steps), strategy.encoder, participation)
+            assert relative(sensitivity, row["sens_squared"]) < RTOL
+            assert relative(loss / steps, row["loss_mean"]) < RTOL
+
+
+@pytest.mark.parametrize("name", CONSTRUCTED)
+def test_the_engine_s_noise_stream_draws_jax_privacy_s_noise(name: str) -> None:
+    """The engine's noise stream for dpdl's strategy
+    ([`plan`][dpdl.mechanisms.noise_streams.plan], [`stream`][dpdl.mechanisms.noise_streams.stream])
+    keeps the state its structure allows (the square root every seed, BSR and BISR `bands - 1`
+    floats, a BLT its `d` buffers) and draws `N Z` with N the Toeplitz matrix of jax-privacy's
+    noising coefficients, to 1e-9 of the noise's scale."""
+    case = CASES[name]
+    steps, agents, dim = case["T"], 2, 3
+    strategy, kind, memory = dpdl_strategy(case)
+    assert plan(strategy.encoder, decoder_of(strategy), strategy.buffer) == (kind, memory)
+    noise = stream(
+        kind,
+        strategy.encoder,
+        decoder_of(strategy),
+        strategy.buffer,
+        1.0,
+        agents,
+        np.random.default_rng(5),
+        dim,
+    )
+    drawn = np.stack(list(itertools.islice(noise, steps)))
+    seeds = np.random.default_rng(5).standard_normal((steps, agents, dim))
+    expected = np.tensordot(toeplitz_matrix(case["noising_coefs"], steps), seeds, axes=1)
+    assert np.abs(drawn - expected).max() < RTOL * np.abs(expected).max()
