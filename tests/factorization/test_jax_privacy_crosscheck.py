@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 
 import cvxpy as cp
@@ -41,10 +42,12 @@ from dpdl.factorization.blt import (
     decoder_coefficients,
     inverse_buffer,
 )
+from dpdl.factorization.generalized_sensitivity import pattern_sensitivity
 from dpdl.factorization.mafalda import (
     local_loss,
     local_sensitivity,
 )
+from dpdl.factorization.min_separation import PATTERN_LIMIT, min_separated_sensitivity
 from dpdl.factorization.strategy import Strategy
 from dpdl.factorization.toeplitz import (
     bisr_strategy,
@@ -325,3 +328,91 @@ def test_the_engine_s_noise_stream_draws_jax_privacy_s_noise(name: str) -> None:
     seeds = np.random.default_rng(5).standard_normal((steps, agents, dim))
     expected = np.tensordot(toeplitz_matrix(case["noising_coefs"], steps), seeds, axes=1)
     assert np.abs(drawn - expected).max() < RTOL * np.abs(expected).max()
+
+
+# b-min-separated participation --------------------------------------------------------------------
+
+MIN_SEP = [
+    (name, index)
+    for name, case in CASES.items()
+    if case["kind"] != "dense" and name not in NON_MONOTONE
+    for index in range(len(case["participations"]))
+]
+
+
+@pytest.mark.parametrize(("name", "index"), MIN_SEP)
+def test_min_separated_sensitivity_matches_jax_privacy(name: str, index: int) -> None:
+    """dpdl's sensitivity under b-min-separated `(k, b)`-participation
+    ([`MinSeparated`][dpdl.factorization.min_separation.MinSeparated]) equals jax-privacy's
+    `minsep_sensitivity_squared` to 1e-9 wherever jax-privacy's formula holds: a Toeplitz C with
+    non-negative, non-increasing coefficients (dpdl's closed form, after its own check), a
+    column-normalized banded C with `b >= bands` (dpdl enumerates every pattern, or where they
+    are too many its certified upper bound, tight here)."""
+    case = CASES[name]
+    row = case["participations"][index]
+    participation = MinSeparated(case["T"], row["k"], row["b"])
+    matrix = encoder(case)
+    found = min_separated_sensitivity(matrix, participation, pattern_sensitivity)
+    if case["kind"] == "toeplitz":
+        assert case["non_increasing"] and found.method == "closed form"
+    else:
+        assert row["b"] >= case["params"]["bands"]
+        expected = "exact" if participation.pattern_count <= PATTERN_LIMIT else "upper bound"
+        assert found.method == expected
+    assert relative(found.squared, row["sens_squared"]) < RTOL
+    assert relative(local_sensitivity(matrix, participation) ** 2, row["sens_squared"]) < RTOL
+
+
+def sign_brute_force(matrix: np.ndarray, k: int, b: int) -> float:
+    """A lower bound on sensitivity^2 under b-min-separated participation, from outside dpdl:
+    every pattern of k steps, every sign vector `s`, `max s^T X_P s`."""
+    gram = matrix.T @ matrix
+    signs = np.array(list(itertools.product([1.0, -1.0], repeat=k)))
+    best = 0.0
+    for pattern in itertools.combinations(range(len(matrix)), k):
+        if all(later - earlier >= b for earlier, later in itertools.pairwise(pattern)):
+            block = gram[np.ix_(pattern, pattern)]
+            best = max(best, float(np.einsum("si,ij,sj->s", signs, block, signs).max()))
+    return best
+
+
+def test_jax_privacy_s_multi_epoch_optimum_is_worse_under_min_separation() -> None:
+    """jax-privacy's dense multi-epoch optimum is normalised under fixed-epoch order
+    (`fixed_epoch_sensitivity` = 1): under b-min-separation its sensitivity^2 is 1.173 (T = 16,
+    k = b = 4), the exact value dpdl finds by enumeration, equal to a brute force over every
+    pattern and sign vector."""
+    case = CASES["dense.optimize T=16 epochs=4"]
+    (row,) = case["participations"]
+    participation = MinSeparated(case["T"], row["k"], row["b"])
+    matrix = encoder(case)
+    found = min_separated_sensitivity(matrix, participation, pattern_sensitivity)
+    assert found.method == "exact"
+    assert relative(row["sens_squared"], 1.0) < RTOL
+    assert found.squared > 1.15 * row["sens_squared"]
+    assert found.squared == pytest.approx(sign_brute_force(matrix, row["k"], row["b"]), rel=1e-9)
+
+
+@pytest.mark.parametrize("name", NON_MONOTONE)
+def test_min_separated_sensitivity_exceeds_jax_privacy_s_unchecked_closed_form(name: str) -> None:
+    """Coefficients outside the closed form's assumptions: dpdl does not use it (it enumerates
+    every pattern, exactly) and finds a strictly larger sensitivity than jax-privacy's
+    `skip_checks=True` value, at most jax-privacy's own general upper bound."""
+    case = CASES[name]
+    (row,) = case["participations"]
+    participation = MinSeparated(case["T"], row["k"], row["b"])
+    found = min_separated_sensitivity(encoder(case), participation, pattern_sensitivity)
+    assert found.method == "exact"
+    assert found.squared > 1.3 * row["sens_squared"]
+    assert found.squared <= row["minsep_upper_bound_squared"] * (1 + RTOL)
+
+
+def test_an_increasing_coefficient_gives_2_174856_against_jax_privacy_s_1_870829() -> None:
+    """C's first column [1, .2, .1, .1, .1, .9, 0, 0], at most 2 participations 4 apart: the
+    closed form's pattern {0, 4} gives 1.870829 (jax-privacy with `skip_checks=True`), dpdl's
+    exact sensitivity is 2.174856 (the pattern {0, 5}: `||c + shift(c, 5)||^2 = 4.73`)."""
+    case = CASES["non-monotone (non-negative, increasing at lag b+1) T=8"]
+    (row,) = case["participations"]
+    assert np.trim_zeros(case["strategy_coefs"], "b") == pytest.approx([1, 0.2, 0.1, 0.1, 0.1, 0.9])
+    dpdl = local_sensitivity(encoder(case), MinSeparated(case["T"], row["k"], row["b"]))
+    assert round(dpdl, 6) == 2.174856
+    assert round(math.sqrt(row["sens_squared"]), 6) == 1.870829
