@@ -22,7 +22,16 @@ the pattern's Gram block (Pillutla et al. 2025, Lemma 3.15(b)).
 
 jax-privacy's normalisation: its per-query error is `||(A C^-1)[t, :]||^2` and `toeplitz.loss` is
 its mean times sensitivity^2; dpdl's [`local_loss`][dpdl.factorization.mafalda.local_loss] is
-`sens^2 tr(A^T A (C^T C)^-1)`, the sum, so `local_loss / T` is jax-privacy's `loss_mean`."""
+`sens^2 tr(A^T A (C^T C)^-1)`, the sum, so `local_loss / T` is jax-privacy's `loss_mean`.
+
+Beyond the fixture's coefficients: dpdl's own constructors (the square root, BSR, BISR, BLTs from
+their buffers) rebuild each strategy from its parameters alone, to jax-privacy's coefficients
+(1e-12), sensitivity and error (1e-9), and the engine's noise streams draw jax-privacy's noise;
+b-min-separated participation ([`MinSeparated`][dpdl.factorization.min_separation.MinSeparated])
+against jax-privacy's min-sep values, equal where its formula holds and strictly above its
+unchecked closed form where it does not; and the decentralized path itself (`utility_gram`,
+`dpdl factorize`) on one agent and on exact averaging, where its workload is the prefix sums'.
+"""
 
 from __future__ import annotations
 
@@ -36,6 +45,7 @@ import numpy as np
 import pytest
 from scipy.linalg import solve_triangular, toeplitz
 
+from dpdl.experiments.factorize import factorize
 from dpdl.factorization import MinSeparated, Participation
 from dpdl.factorization.blt import (
     blt_coefficients,
@@ -44,8 +54,10 @@ from dpdl.factorization.blt import (
 )
 from dpdl.factorization.generalized_sensitivity import pattern_sensitivity
 from dpdl.factorization.mafalda import (
+    agent_utility_grams,
     local_loss,
     local_sensitivity,
+    utility_gram,
 )
 from dpdl.factorization.min_separation import PATTERN_LIMIT, min_separated_sensitivity
 from dpdl.factorization.strategy import Strategy
@@ -416,3 +428,60 @@ def test_an_increasing_coefficient_gives_2_174856_against_jax_privacy_s_1_870829
     dpdl = local_sensitivity(encoder(case), MinSeparated(case["T"], row["k"], row["b"]))
     assert round(dpdl, 6) == 2.174856
     assert round(math.sqrt(row["sens_squared"]), 6) == 1.870829
+
+
+# the centralized special case of the decentralized workload ---------------------------------------
+
+
+@pytest.mark.parametrize("steps", [16, 64])
+def test_one_agent_s_utility_gram_is_the_prefix_workload_s(steps: int) -> None:
+    """One agent (`W = [[1]]`): the gossiped model is the running sum of the noise, F's blocks
+    `W^(r-t+1)` are all 1, F = A, and `H = A^T A` exactly."""
+    assert np.array_equal(utility_gram(np.ones((1, 1)), steps), prefix_gram(steps))
+
+
+@pytest.mark.parametrize("agents", [2, 3, 5, 8])
+def test_exact_averaging_s_utility_gram_is_the_prefix_workload_s(agents: int) -> None:
+    """Exact averaging `W = 1 1^T / n`: `W^m = W` for m >= 1, so F's block `(r, t)` is W for every
+    `t <= r`, and `H[t, s] = sum_(r >= max(t, s)) tr(W^T W) = (T - max(t, s)) tr(W) = (A^T
+    A)[t, s]` (`W^2 = W`, `tr W = 1`): H is the prefix workload's for every n, each agent's own
+    term `H_i = A^T A / n` (its noise reaches all n models with weight 1/n). The cross-checked
+    numbers are what the decentralized path computes there, unscaled. Checked on the fixed
+    symmetric route (eigenvalues) and on the general one (W given as a sequence)."""
+    steps = 16
+    averaging = np.full((agents, agents), 1.0 / agents)
+    gram = prefix_gram(steps)
+    assert np.allclose(utility_gram(averaging, steps), gram, rtol=1e-12, atol=0)
+    assert np.allclose(utility_gram([averaging] * steps, steps), gram, rtol=1e-12, atol=0)
+    per_agent = agent_utility_grams(averaging, steps)
+    assert np.allclose(per_agent, gram / agents, rtol=1e-12, atol=0)
+
+
+FACTORIZE_ROWS = {  # dpdl factorize's rows at k = b = 4 (bands default to b) and the fixture's
+    "dp-dsgd": "identity T=16",
+    "sqrt": "square root T=16",
+    "bsr": "banded square root T=16 bands=4",
+    "bisr": "BISR T=16 bands=4",
+}
+
+
+@pytest.mark.parametrize("participation", ["cyclic", "min-sep"])
+@pytest.mark.parametrize("agents", [1, 4])
+def test_factorize_on_exact_averaging_reproduces_jax_privacy(
+    agents: int, participation: str
+) -> None:
+    """`dpdl factorize` end to end on one agent and on 4 agents averaging exactly, k = b = 4 (T =
+    16): its rows' sensitivity and loss (`sens^2 tr(H X^-1)`, the sum over steps: T times
+    jax-privacy's `loss_mean`) are jax-privacy's, to 1e-9, under cyclic and b-min-separated
+    participation alike, with the noise state the engine keeps."""
+    weights = np.full((agents, agents), 1.0 / agents)
+    result = factorize(weights, 4, 4, eps=1.0, delta=1e-5, participation=participation)
+    rows = {row.method: row for row in result.rows}
+    memory = {"dp-dsgd": 0, "sqrt": 16, "bsr": 3, "bisr": 3}
+    for method, name in FACTORIZE_ROWS.items():
+        (jax,) = [r for r in CASES[name]["participations"] if (r["k"], r["b"]) == (4, 4)]
+        assert relative(rows[method].sensitivity ** 2, jax["sens_squared"]) < RTOL
+        assert relative(rows[method].loss / result.steps, jax["loss_mean"]) < RTOL
+        assert rows[method].memory_per_step == memory[method]
+        kind = "closed form" if participation == "min-sep" else "exact"
+        assert rows[method].sensitivity_kind == kind
