@@ -30,7 +30,8 @@ their buffers) rebuild each strategy from its parameters alone, to jax-privacy's
 b-min-separated participation ([`MinSeparated`][dpdl.factorization.min_separation.MinSeparated])
 against jax-privacy's min-sep values, equal where its formula holds and strictly above its
 unchecked closed form where it does not; and the decentralized path itself (`utility_gram`,
-`dpdl factorize`) on one agent and on exact averaging, where its workload is the prefix sums'.
+`dpdl factorize`) on one agent and on exact averaging, where its workload is the prefix sums';
+and dpdl's BandMF and BLT optimisers reaching jax-privacy's optima.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from dpdl.experiments.factorize import factorize
 from dpdl.factorization import MinSeparated, Participation
 from dpdl.factorization.blt import (
     blt_coefficients,
+    blt_strategy,
     decoder_coefficients,
     inverse_buffer,
 )
@@ -62,6 +64,7 @@ from dpdl.factorization.mafalda import (
 from dpdl.factorization.min_separation import PATTERN_LIMIT, min_separated_sensitivity
 from dpdl.factorization.strategy import Strategy
 from dpdl.factorization.toeplitz import (
+    bandmf_encoder,
     bisr_strategy,
     bsr_encoder,
     sqrt_strategy,
@@ -485,3 +488,46 @@ def test_factorize_on_exact_averaging_reproduces_jax_privacy(
         assert rows[method].memory_per_step == memory[method]
         kind = "closed form" if participation == "min-sep" else "exact"
         assert rows[method].sensitivity_kind == kind
+
+
+# dpdl's optimisers on jax-privacy's problems ------------------------------------------------------
+
+BANDMF = ["BandMF T=16 bands=4", "BandMF T=64 bands=4", "BandMF T=64 bands=16"]
+
+
+@pytest.mark.parametrize("name", BANDMF)
+def test_dpdl_s_bandmf_reaches_jax_privacy_s_optimum(name: str) -> None:
+    """`optimize_banded_toeplitz(T, bands)` minimises the mean error times the sensitivity^2 of
+    a banded Toeplitz C under any `(k, b)` with `b >= bands` (`k ||c||^2`), the objective of
+    dpdl's [`bandmf_encoder`][dpdl.factorization.toeplitz.bandmf_encoder] on the prefix
+    workload: the two optima's losses agree to 1e-9 (relative; 6e-11 at worst), their
+    coefficients (scaled to `c_0 = 1`) to 1e-5, an optimiser's tolerance."""
+    case = CASES[name]
+    steps, bands = case["T"], case["params"]["bands"]
+    row = next(r for r in case["participations"] if 1 < r["k"] < steps and r["b"] >= bands)
+    participation = Participation.cyclic(steps, row["k"], row["b"])
+    found = bandmf_encoder(prefix_gram(steps), participation, bands)
+    loss = local_loss(prefix_gram(steps), found, participation) / steps
+    assert relative(loss, row["loss_mean"]) < RTOL
+    coefs = np.array(case["strategy_coefs"])
+    assert np.abs(found[:, 0] / found[0, 0] - coefs / coefs[0]).max() < 1e-5
+
+
+@pytest.mark.parametrize("buffer", [1, 4])
+def test_dpdl_s_blt_reaches_jax_privacy_s_optimum(buffer: int) -> None:
+    """jax-privacy's `buffered_toeplitz.optimize(n=64, min_sep=16, max_participations=4,
+    error='mean', max_buffers=4)` settles on one buffer; dpdl's
+    [`blt_strategy`][dpdl.factorization.blt.blt_strategy] (cyclic (4, 16), the same sensitivity
+    for these non-negative coefficients) reaches the same loss to 1e-9 with one buffer or four,
+    and with one the same `(theta, omega)` to 1e-6."""
+    case = CASES["buffered_toeplitz.optimize T=64 k=4 b=16"]
+    steps, row = case["T"], case["participations"][0]
+    participation = Participation.cyclic(steps, row["k"], row["b"])
+    found = blt_strategy(prefix_gram(steps), participation, buffer)
+    for accounted in (participation, MinSeparated(steps, row["k"], row["b"])):
+        loss = local_loss(prefix_gram(steps), found.encoder, accounted) / steps
+        assert relative(loss, row["loss_mean"]) < RTOL
+    if buffer == 1:
+        theta, omega = found.buffer
+        assert theta == pytest.approx(case["params"]["buf_decay"], abs=1e-6)
+        assert omega == pytest.approx(case["params"]["output_scale"], abs=1e-6)
