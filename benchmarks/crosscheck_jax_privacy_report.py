@@ -12,8 +12,8 @@ single-participation rows are summarised in one line; each row also gives dpdl's
 b-min-separated participation ([`MinSeparated`][dpdl.factorization.min_separation.MinSeparated])
 and how it was found. Then the strategies rebuilt by dpdl's own constructors from their parameters
 alone, the coefficient sets outside the closed form's assumptions, the decentralized path (`dpdl
-factorize`) on one agent and on exact averaging, and jax-privacy's dense multi-epoch optimum beside
-dpdl's optimiser on the same problem.
+factorize`) on one agent and on exact averaging, and jax-privacy's BandMF, BLT and dense
+multi-epoch optima beside dpdl's optimisers on the same problems.
 
 Run from the repository root after the fixture is written: `.venv/bin/python
 benchmarks/crosscheck_jax_privacy_report.py` (seconds; `make crosscheck-jax-privacy` runs both).
@@ -35,12 +35,18 @@ from scipy.linalg import solve_triangular, toeplitz
 from _report import markers, measured, write_section  # benchmarks/_report.py
 from dpdl.experiments.factorize import factorize
 from dpdl.factorization import MinSeparated, Participation
-from dpdl.factorization.blt import blt_coefficients, decoder_coefficients
+from dpdl.factorization.blt import blt_coefficients, blt_strategy, decoder_coefficients
 from dpdl.factorization.generalized_sensitivity import pattern_sensitivity
 from dpdl.factorization.mafalda import local_loss, local_sensitivity, optimize_local
 from dpdl.factorization.min_separation import min_separated_sensitivity
 from dpdl.factorization.strategy import Strategy
-from dpdl.factorization.toeplitz import bisr_strategy, bsr_encoder, sqrt_strategy, toeplitz_matrix
+from dpdl.factorization.toeplitz import (
+    bandmf_encoder,
+    bisr_strategy,
+    bsr_encoder,
+    sqrt_strategy,
+    toeplitz_matrix,
+)
 from dpdl.mechanisms.noise_streams import plan
 
 FIXTURE = (
@@ -216,6 +222,54 @@ def _non_monotone_rows(cases: list[dict]) -> list[str]:
     return rows
 
 
+def _toeplitz_optimiser_rows(cases: dict[str, dict]) -> list[str]:
+    """jax-privacy's BandMF (`optimize_banded_toeplitz(T, bands)`, every `(k, b)` with `b >=
+    bands`: the same objective) and BLT (`buffered_toeplitz.optimize`) optima beside dpdl's
+    [`bandmf_encoder`][dpdl.factorization.toeplitz.bandmf_encoder] and
+    [`blt_strategy`][dpdl.factorization.blt.blt_strategy] on the same problem."""
+    rows = []
+    for case in cases.values():
+        if case["strategy"] != "BandMF (banded Toeplitz)" or case["params"]["bands"] == 1:
+            continue
+        steps, bands = case["T"], case["params"]["bands"]
+        workload = np.tri(steps)
+        for row in case["participations"]:
+            k, b = row["k"], row["b"]
+            if not 1 < k < steps or b < bands:
+                continue
+            participation = Participation.cyclic(steps, k, b)
+            start = time.perf_counter()
+            found = bandmf_encoder(workload.T @ workload, participation, bands)
+            seconds = time.perf_counter() - start
+            loss = local_loss(workload.T @ workload, found, participation) / steps
+            coefs = np.array(case["strategy_coefs"])
+            gap = np.abs(found[:, 0] / found[0, 0] - coefs / coefs[0]).max()
+            rows.append(
+                f"| BandMF, `bandmf_encoder` | T={steps}, k={k}, b={b}, bands={bands} | "
+                f"{row['loss_mean']:.10g} | {loss:.10g} | {loss / row['loss_mean'] - 1:+.1e} | "
+                f"{gap:.1e} | {seconds:.2f} |"
+            )
+    case = cases["buffered_toeplitz.optimize T=64 k=4 b=16"]
+    row = case["participations"][0]
+    workload = np.tri(64)
+    jax_params = np.concatenate([case["params"]["buf_decay"], case["params"]["output_scale"]])
+    for buffer in (1, 2, 4):
+        participation = Participation.cyclic(64, row["k"], row["b"])
+        start = time.perf_counter()
+        found = blt_strategy(workload.T @ workload, participation, buffer)
+        seconds = time.perf_counter() - start
+        loss = local_loss(workload.T @ workload, found.encoder, participation) / 64
+        gap = (
+            f"{np.abs(np.concatenate(found.buffer) - jax_params).max():.1e}" if buffer == 1 else ""
+        )
+        rows.append(
+            f"| BLT, `blt_strategy` | T=64, k={row['k']}, b={row['b']}, buffers={buffer} "
+            f"(jax-privacy's: 1) | {row['loss_mean']:.10g} | {loss:.10g} | "
+            f"{loss / row['loss_mean'] - 1:+.1e} | {gap} | {seconds:.2f} |"
+        )
+    return rows
+
+
 def _optimiser_rows(cases: list[dict]) -> list[str]:
     """jax-privacy's multi-epoch optimum (`dense.optimize`) beside dpdl's
     [`optimize_local`][dpdl.factorization.mafalda.optimize_local] on the same problem."""
@@ -349,6 +403,19 @@ def main() -> None:
         *_non_monotone_section(_non_monotone_rows(odd)),
         "",
         *_factorize_section(_factorize_rows(cases)),
+        "",
+        "The Toeplitz optimisers on the same problem: jax-privacy's BandMF "
+        "(`optimize_banded_toeplitz(T, bands)`, mean error, any b >= bands) and BLT "
+        "(`buffered_toeplitz.optimize(n=64, min_sep=16, max_participations=4, error='mean', "
+        "max_buffers=4)`, which settles on one buffer) beside dpdl's `bandmf_encoder` and "
+        "`blt_strategy` (L-BFGS-B, cyclic (k, b)) on the prefix workload; loss = "
+        "sensitivity^2 x mean per-query squared error; parameters: the largest difference of "
+        "the coefficients (BandMF, scaled to c_0 = 1) or of (theta, omega) (one buffer).",
+        "",
+        "| strategy | problem | jax-privacy loss | dpdl loss | relative difference | "
+        "parameters | dpdl time (s) |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        *_toeplitz_optimiser_rows(cases),
         "",
         "The two optimisers of the multi-epoch factorization (Choquette-Choo et al. 2023) on the "
         "same problem: jax-privacy's `dense.optimize(T, epochs=k)` (its default stop: projected "
