@@ -27,6 +27,7 @@ __all__ = [
     "ADJACENCY_KEY",
     "ALGORITHMS",
     "BACKENDS",
+    "BLT_BUFFER",
     "CALIBRATIONS",
     "CALIBRATION_REGISTRY",
     "CLIP_LEVELS",
@@ -194,6 +195,10 @@ FACTORIZED_OPTIONS: dict[str, tuple[str, ...]] = {
     "bisr": ("bands",),
     "blt": ("buffer",),
 }
+
+#: The buffer size of `blt` when `--buffer` is not given (`dpdl.factorization.blt.DEFAULT_BUFFER`,
+#: where it is justified).
+BLT_BUFFER = 4
 
 #: Time-correlated mechanisms, the built-in keys of :data:`FACTORIZED_REGISTRY`.
 FACTORIZED_NAMES = FACTORIZED_REGISTRY.names()

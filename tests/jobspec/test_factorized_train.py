@@ -319,7 +319,8 @@ def test_cost_of_the_encoders_is_estimated() -> None:
     """MAFALDA's encoder is optimised over T x T matrices, about 0.5 T^3 operations an L-BFGS
     iteration: at the default 5000 steps (625 participations, the 2000 iterations' cap) the
     estimate is hours to days, at the reproductions' 320 (measured: 1.3 s) seconds; DP-D-SGD's
-    fixed encoder costs no optimisation, and MAFALDA-L-SGD holds one per agent."""
+    and the square root's fixed encoders cost no optimisation, and MAFALDA-L-SGD holds one per
+    agent."""
     long = job_sizes(_config("mafalda", steps=5000, cycle=None).resolved(), (15, 20))
     assert 12 * 3600 < estimate(long).seconds < 3 * 86400
     short = estimate(job_sizes(_config("mafalda", steps=320, cycle=16).resolved(), (15, 20)))
@@ -330,11 +331,39 @@ def test_cost_of_the_encoders_is_estimated() -> None:
     per_agent = estimate(job_sizes(_config("mafalda-l", steps=320, cycle=16).resolved(), (15, 20)))
     # 15 encoders, inverses and utility Grams against one of each: 42 more T x T float64
     assert per_agent.memory - shared.memory == pytest.approx(42 * 8 * 320**2, rel=1e-12)
-    # one optimisation per agent: 15 times MAFALDA's over DP-D-SGD's fixed encoder's run
-    plain = estimate(job_sizes(_config("dp-dsgd", steps=320, cycle=16).resolved(), (15, 20)))
+    # one optimisation per agent: 15 times MAFALDA's over the run of the square root's fixed
+    # encoder, whose noise keeps every seed as MAFALDA's does
+    plain = estimate(job_sizes(_config("sqrt", steps=320, cycle=16).resolved(), (15, 20)))
     optimisation = shared.seconds - plain.seconds
     assert optimisation > 1
     assert per_agent.seconds - plain.seconds == pytest.approx(15 * optimisation, rel=1e-9)
+
+
+def test_the_noise_state_and_fit_of_the_toeplitz_strategies_are_estimated() -> None:
+    """The estimate keeps each mechanism's noise state (``T n d`` floats for MAFALDA's dense
+    encoder, ``d n d`` for a BLT of buffer d, ``(bands - 1) n d`` for BandMF, none for DP-D-SGD),
+    and charges BandMF's and BLT's fit to the gossip but not BSR's closed form."""
+    sizes = {
+        name: job_sizes(_config(name, steps=320, cycle=16, **options).resolved(), (15, 20))
+        for name, options in (
+            ("mafalda", {}),
+            ("blt", {"buffer": 3}),
+            ("bandmf", {}),
+            ("bsr", {}),
+            ("dp-dsgd", {}),
+        )
+    }
+    states = {name: size.noise_state for name, size in sizes.items()}
+    assert states == {"mafalda": None, "blt": 3, "bandmf": 15, "bsr": 15, "dp-dsgd": 0}
+    terms = {name: estimate(size).terms for name, size in sizes.items()}
+    dim = sizes["blt"].shape.dim
+    kept = {
+        name: next(value for key, value in term.items() if key.startswith("noise state"))
+        for name, term in terms.items()
+    }
+    assert kept["mafalda"] == 8.0 * 320 * 15 * dim and kept["blt"] == 8.0 * 3 * 15 * dim
+    seconds = {name: estimate(size).seconds for name, size in sizes.items()}
+    assert seconds["bandmf"] > seconds["bsr"] and seconds["blt"] > seconds["bsr"]
 
 
 def test_a_sweep_point_records_the_encoders_sensitivity() -> None:

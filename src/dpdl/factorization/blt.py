@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
+from dpdl.choices import BLT_BUFFER
 from dpdl.errors import ConfigError
 from dpdl.factorization.mafalda import local_loss
 from dpdl.factorization.participation import Participation
@@ -48,7 +49,7 @@ __all__ = [
 #: The buffer size `blt` takes by default: the BLT papers find a handful of buffers close to the
 #: best Toeplitz strategy's error over thousands of steps, and on MAFALDA's gossip 4 is within a
 #: percent of 8 (docs/choosing.md); 4 floats of state per agent and coordinate.
-DEFAULT_BUFFER = 4
+DEFAULT_BUFFER = BLT_BUFFER
 
 
 def blt_coefficients(theta: np.ndarray, omega: np.ndarray, count: int) -> np.ndarray:

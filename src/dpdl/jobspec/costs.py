@@ -27,6 +27,8 @@ from dpdl.jobspec.resources import (
     OPTIMISER_MATRICES,
     OPTIMISER_MAX_ITERATIONS,
     STEP_OVERHEAD,
+    TOEPLITZ_EVALUATION_CUBES,
+    TOEPLITZ_EVALUATIONS,
     Estimate,
     JobSizes,
     TaskShape,
@@ -45,6 +47,10 @@ __all__ = [
     "factorize_estimate",
     "require_processes_fit",
 ]
+
+#: The encoders `dpdl factorize` compares (dp-dsgd, antipgd, mafalda and the Toeplitz
+#: strategies sqrt, bsr, bandmf, bisr, blt), each held with its inverse.
+FACTORIZE_METHODS = 8
 
 #: What each command refused is told to make smaller.
 AGENTS_ADVICE = "use fewer agents (--n), or train them in one process with dpdl train"
@@ -184,8 +190,11 @@ def factorize_estimate(
     terms[f"dense mixing matrix W ({n:,} x {n:,} float64) and its eigendecomposition"] = (
         3 * 8.0 * n_f * n_f
     )
-    encoders = f"encoders of dp-dsgd, antipgd and mafalda and their evaluation (6 x {steps:,} x "
-    terms[encoders + f"{steps:,} float64)"] = 6 * 8.0 * t_f * t_f
+    encoders = (
+        f"encoders of the {FACTORIZE_METHODS} methods and their evaluation "
+        f"({2 * FACTORIZE_METHODS} x {steps:,} x "
+    )
+    terms[encoders + f"{steps:,} float64)"] = 2 * FACTORIZE_METHODS * 8.0 * t_f * t_f
     terms[f"encoder optimisation ({OPTIMISER_MATRICES} x {size:,} x {size:,} float64)"] = (
         8.0 * OPTIMISER_MATRICES * s_f * s_f
     )
@@ -194,7 +203,8 @@ def factorize_estimate(
         OPTIMISER_ITERATIONS_PER_PARTICIPATION * participating, OPTIMISER_MAX_ITERATIONS
     )
     optimise = iterations * OPTIMISER_ITERATION_CUBES * s_f**3
-    evaluate = 12.0 * t_f**3  # Cholesky solves of the sensitivities and losses of 3 encoders
+    evaluate = 4.0 * FACTORIZE_METHODS * t_f**3  # the sensitivities and losses of the encoders
+    fits = 2 * TOEPLITZ_EVALUATIONS * TOEPLITZ_EVALUATION_CUBES * s_f**3  # BandMF's, BLT's
     if symmetric:
         terms[f"utility Gram matrix ({size:,} x {size:,}, 6 float64 temporaries)"] = (
             6 * 8.0 * s_f * s_f
@@ -215,7 +225,7 @@ def factorize_estimate(
         optimise *= 1 + n
         evaluate += 2.0 * n_f * t_f**3
         gram += n_f * n_f * t_f * s_f
-    return Estimate(terms, (gram + optimise + evaluate) / FLOP_RATE, steps)
+    return Estimate(terms, (gram + optimise + fits + evaluate) / FLOP_RATE, steps)
 
 
 def _design_seconds(n: int, edges: int, mechanism: str) -> float:

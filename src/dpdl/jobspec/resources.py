@@ -29,7 +29,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from dpdl.choices import FACTORIZED_REGISTRY
+from dpdl.choices import BLT_BUFFER, FACTORIZED_REGISTRY
 from dpdl.errors import ConfigError, GraphError, ResourceError
 from dpdl.graphs.readers import detect_format, graph_file_spec
 from dpdl.graphs.sizes import declared_size
@@ -113,6 +113,18 @@ OPTIMISER_MATRICES = 28
 OPTIMISER_ITERATIONS_PER_PARTICIPATION = 10
 OPTIMISER_MAX_ITERATIONS = 2000
 OPTIMISER_ITERATION_CUBES = 1
+#: Time-correlated mechanisms whose few Toeplitz parameters are fit to the gossip by L-BFGS-B
+#: (:mod:`dpdl.factorization.toeplitz`, :mod:`dpdl.factorization.blt`), the T x T float64 matrices
+#: one evaluation of their objective holds (the encoder, its inverse, their Gram matrices, the
+#: utility's, the gradient and temporaries), the evaluations a fit takes (measured on the
+#: Florentine families at T = 320, k = 4, 20 and 40: BandMF 9 or 10, BLT 25 to 35; taken higher),
+#: and the operations of one in units of T^3 at :data:`FLOP_RATE` (a triangular solve and five
+#: products: 0.02 s at T = 320 on one thread, 1.2 T^3, and ten times that on the loaded 2-core
+#: machine; taken between).
+TOEPLITZ_FITTED = ("bandmf", "blt")
+TOEPLITZ_MATRICES = 10
+TOEPLITZ_EVALUATIONS = 50
+TOEPLITZ_EVALUATION_CUBES = 2
 #: DECOR's design from 1000 agents on (:data:`dpdl.mechanisms.decor.SPECTRAL_MIN_AGENTS`, the
 #: sparse threshold): one eigendecomposition of the Laplacian and a certified account of a sparse
 #: factor, in units of n^3 at :data:`FLOP_RATE` (a ring of 4039 agents, where the search runs:
@@ -254,6 +266,9 @@ class JobSizes:
     cycle: int | None = None
     #: Steps whose iterates are evaluated again to report each metric's average over them.
     average_last: int = 0
+    #: Floats of noise state a time-correlated mechanism keeps per agent and coordinate (None:
+    #: every step's seed, T; :func:`noise_state`).
+    noise_state: int | None = None
 
     @property
     def records(self) -> int:
@@ -274,6 +289,12 @@ class JobSizes:
     def optimised(self) -> bool:
         """Whether the encoders are optimised (MAFALDA-SGD's), not fixed (DP-D-SGD's, AntiPGD's)."""
         return self.mechanism.startswith("mafalda")
+
+    @property
+    def fitted(self) -> bool:
+        """Whether the encoder is a Toeplitz strategy fit to the gossip (BandMF's, BLT's): a few
+        parameters, each evaluation of the objective `O(T^3)`."""
+        return self.mechanism in TOEPLITZ_FITTED
 
 
 @dataclass(frozen=True)
@@ -326,6 +347,7 @@ def _design_terms(sizes: JobSizes) -> dict[str, float]:
     if sizes.encoders and sizes.steps:
         steps = sizes.steps
         count = 2 * sizes.encoders + (sizes.encoders + OPTIMISER_MATRICES) * sizes.optimised
+        count += TOEPLITZ_MATRICES * sizes.fitted
         terms[
             f"{sizes.mechanism} encoders, their inverses and optimisation ({count:,} x {steps:,} "
             f"x {steps:,} float64)"
@@ -357,8 +379,9 @@ def _task_terms(sizes: JobSizes, shape: TaskShape) -> dict[str, float]:
             8.0 * sizes.edges * d
         )
     if sizes.encoders:
-        terms[f"noise seeds of every step, kept ({sizes.steps:,} x {n:,} x {d:,} float64)"] = (
-            8.0 * sizes.steps * n * d
+        kept = sizes.steps if sizes.noise_state is None else sizes.noise_state
+        terms[f"noise state of {sizes.mechanism}, kept ({kept:,} x {n:,} x {d:,} float64)"] = (
+            8.0 * kept * n * d
         )
     if shape.examples:
         rows = shape.examples + shape.test_examples
@@ -417,8 +440,9 @@ def _step_flops(sizes: JobSizes, shape: TaskShape) -> tuple[float, float]:
     mixing = 2.0 * d * (n * n if sizes.dense else 2 * sizes.edges + n)
     draws = n + (sizes.edges if sizes.mechanism in EDGE_SECRETS else 0)
     noise = 0.0 if sizes.mechanism == "none" else NORMAL_COST * draws * d
-    if sizes.encoders:  # step t weighs the seeds of steps 0..t: T / 2 of them on average
-        noise += sizes.steps * n * d
+    if sizes.encoders:  # dense: step t weighs the seeds of steps 0..t, T / 2 on average
+        kept = sizes.steps / 2 if sizes.noise_state is None else sizes.noise_state
+        noise += kept * n * d
     return gradient + mixing + noise + 10.0 * n * d + evaluation / sizes.eval_every, model
 
 
@@ -436,6 +460,8 @@ def _setup_seconds(sizes: JobSizes) -> float:
             OPTIMISER_ITERATIONS_PER_PARTICIPATION * participations, OPTIMISER_MAX_ITERATIONS
         )
         design += sizes.encoders * iterations * OPTIMISER_ITERATION_CUBES * float(sizes.steps) ** 3
+    if sizes.fitted:
+        design += TOEPLITZ_EVALUATIONS * TOEPLITZ_EVALUATION_CUBES * float(sizes.steps) ** 3
     return SETUP_SECONDS + 2e-6 * (n + sizes.edges) + (dense + design) / FLOP_RATE
 
 
@@ -543,7 +569,27 @@ def job_sizes(
         eval_every=config.eval_every,
         cycle=cycle,
         average_last=config.average_last,
+        noise_state=noise_state(config, cycle),
     )
+
+
+def noise_state(config: TrainConfig, cycle: int | None) -> int | None:
+    """The floats of noise state per agent and coordinate `config`'s time-correlated mechanism
+    keeps ([`plan`][dpdl.mechanisms.noise_streams.plan] of its encoder): none for DP-D-SGD, one
+    seed for AntiPGD, `bands - 1` for the banded strategies (`bands` by default the cycle, at
+    most T), the buffer for BLT; None (every seed, T) for the dense ones and any other."""
+    steps = config.steps
+    bands = config.bands or cycle or steps
+    banded = bands - 1 if bands < steps else None  # T bands: drawn densely
+    buffer = config.buffer or BLT_BUFFER
+    return {
+        "dp-dsgd": 0 if steps > 1 else None,
+        "antipgd": 1 if steps > 2 else None,
+        "bsr": banded,
+        "bandmf": banded,
+        "bisr": banded,
+        "blt": buffer if buffer < steps else None,
+    }.get(config.mechanism)
 
 
 def require_job_fits(
