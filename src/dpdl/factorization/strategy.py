@@ -1,7 +1,7 @@
 """What a time-correlated mechanism's target returns: a local encoder, with what its noise stream
 needs to keep little state.
 
-A target of [`FACTORIZED_REGISTRY`][dpdl.choices.FACTORIZED_REGISTRY] returns the local encoder
+A target of `dpdl.choices.FACTORIZED_REGISTRY` returns the local encoder
 `C_local` (lower triangular `T x T`, or `n x T x T`) as an array, or a
 [`Strategy`][dpdl.factorization.strategy.Strategy]: the same encoder with its exact inverse (a
 banded `C^-1`, which `C`'s numerical inverse is only up to rounding) or the buffer of a buffered
