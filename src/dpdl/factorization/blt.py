@@ -46,9 +46,10 @@ __all__ = [
     "inverse_buffer",
 ]
 
-#: The buffer size `blt` takes by default: the BLT papers find a handful of buffers close to the
-#: best Toeplitz strategy's error over thousands of steps, and on MAFALDA's gossip 4 is within a
-#: percent of 8 (docs/choosing.md); 4 floats of state per agent and coordinate.
+#: The buffer size `blt` takes by default (`dpdl.choices.BLT_BUFFER`): the BLT papers find a
+#: handful of buffers close to the best Toeplitz strategy's error over thousands of steps; on the
+#: Florentine families' gossip (T = 320) buffers beyond 1 (k = 20, b = 16) or 2 (k = 4, b = 80)
+#: gained nothing, so 4 leaves a margin at 4 floats of state per agent and coordinate.
 DEFAULT_BUFFER = BLT_BUFFER
 
 

@@ -14,10 +14,10 @@ history and torch's generator, but no state of the batch sampler or of the noise
 the engine draws steps 1..t's batches and noise again, in order, without computing a gradient, and
 throws them away. That is exact by construction for every stream the engine has (a sampler with a
 state of its own such as the cyclic one, the agent-by-agent streams of `agent_seeds`, a mechanism
-of a plugin that overrides `noise_stream`, and MAFALDA's time-correlated noise, whose stream keeps
-every seed drawn so far: `T n d` floats that a checkpoint would otherwise have to hold), with no
-per-stream code to keep in step with the streams. It costs the host's draws of the steps done
-(measured in docs/cli.md, "Checkpoints and resuming").
+of a plugin that overrides `noise_stream`, and the time-correlated noise, whose stream keeps up to
+every seed drawn so far: `T n d` floats for a dense encoder such as MAFALDA's, that a checkpoint
+would otherwise have to hold), with no per-stream code to keep in step with the streams. It costs
+the host's draws of the steps done (measured in docs/cli.md, "Checkpoints and resuming").
 """
 
 from __future__ import annotations
