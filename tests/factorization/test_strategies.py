@@ -129,6 +129,51 @@ def test_blt_strategy_is_a_blt_with_nonnegative_parameters() -> None:
     assert local_loss(utility, strategy.encoder, PARTICIPATION) < identity
 
 
+def _dense_objective(
+    coefficients: np.ndarray, utility: np.ndarray, participation: Participation
+) -> tuple[float, np.ndarray]:
+    """The Toeplitz objective from dense T x T matrices: `s(C) tr(H (C^T C)^-1)` with the
+    gradient `-2 M^T H M M^T` of the error in `C` (`M = C^-1`) and `2 C S` of the worst pattern's
+    sum (`S` the signs of `X = C^T C` on it), summed along each diagonal."""
+    steps = len(utility)
+    encoder = toeplitz_matrix(coefficients, steps)
+    decoder = np.linalg.inv(encoder)
+    covariance = decoder @ decoder.T
+    error = float(np.sum(covariance * utility))
+    gram = encoder.T @ encoder
+    blocks = [np.ix_(p, p) for p in map(list, participation.patterns)]
+    sums = [float(np.abs(gram[block]).sum()) for block in blocks]
+    worst = int(np.argmax(sums))
+    signs = np.zeros((steps, steps))
+    signs[blocks[worst]] = np.sign(gram[blocks[worst]])
+    matrix = sums[worst] * (-2.0 * decoder.T @ utility @ covariance) + error * 2 * encoder @ signs
+    return sums[worst] * error, np.array([np.trace(matrix, offset=-k) for k in range(steps)])
+
+
+@pytest.mark.parametrize(
+    "participation",
+    [PARTICIPATION, Participation.every_step(24), Participation.cyclic(24, 5, 5)],
+    ids=["cyclic-3-8", "every-step", "cyclic-5-5"],
+)
+def test_the_fast_toeplitz_objective_is_the_dense_one(participation: Participation) -> None:
+    """`ToeplitzObjective`'s O(T^2) loss and gradient (power series, prefix sums of lagged
+    products) equal the dense O(T^3) computation to 1e-10 (relative), for coefficients of mixed
+    signs and for banded ones, under cyclic and every-step participation."""
+    utility = utility_gram(WEIGHTS, 24)
+    rng = np.random.default_rng(7)
+    for coefficients in (
+        np.concatenate([[1.0], rng.normal(size=23) * 0.3]),
+        np.concatenate([[1.0], rng.normal(size=4) * 0.5]),
+    ):
+        loss, gradient = toeplitz_loss(coefficients, utility, participation)
+        dense_loss, dense_gradient = _dense_objective(coefficients, utility, participation)
+        assert loss == pytest.approx(dense_loss, rel=1e-10)
+        scale = np.abs(dense_gradient).max()
+        assert np.abs(gradient[: len(coefficients)] - dense_gradient[: len(coefficients)]).max() < (
+            1e-10 * scale
+        )
+
+
 def test_the_toeplitz_objective_gradient_is_the_finite_difference() -> None:
     """``toeplitz_loss``'s analytic gradient against central differences, for coefficients of
     mixed signs (the worst pattern's signs of ``C^T C`` enter); the objective, with eq. (8)'s

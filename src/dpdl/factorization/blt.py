@@ -18,9 +18,10 @@ Dvijotham et al. show). The engine draws `C^-1 Z` that way, keeping `s`: `d` flo
 coordinate ([`LocalCorrelatedNoise`][dpdl.mechanisms.time_correlated.LocalCorrelatedNoise]).
 
 `blt` optimises `(theta, omega)` for the gossip's utility Gram matrix `H` with the objective of
-BandMF ([`toeplitz_loss`][dpdl.factorization.toeplitz.toeplitz_loss]), under `theta in [0, 1]` and
-`omega >= 0`: `C`'s coefficients are then nonnegative, `C^T C >= 0` entrywise, and the objective's
-sensitivity is exact under any participation (Pillutla et al. 2025, Lemma 3.15(b), as in
+BandMF ([`ToeplitzObjective`][dpdl.factorization.toeplitz.ToeplitzObjective]), under
+`0 <= theta <= 1` and `omega >= 0`: `C`'s coefficients are then nonnegative, `C^T C >= 0`
+entrywise, and the objective's sensitivity is exact under any participation (Pillutla et al.
+2025, Lemma 3.15(b), as in
 [`generalized_sensitivity`][dpdl.factorization.generalized_sensitivity]). The run is
 calibrated with [`local_sensitivity`][dpdl.factorization.mafalda.local_sensitivity] on the dense
 `C` all the same.
@@ -36,7 +37,7 @@ from dpdl.errors import ConfigError
 from dpdl.factorization.mafalda import local_loss
 from dpdl.factorization.participation import Participation
 from dpdl.factorization.strategy import Strategy
-from dpdl.factorization.toeplitz import toeplitz_loss, toeplitz_matrix
+from dpdl.factorization.toeplitz import ToeplitzObjective, toeplitz_matrix
 
 __all__ = [
     "DEFAULT_BUFFER",
@@ -106,11 +107,11 @@ def blt_strategy(
     steps = participation.steps
     lags = np.arange(max(steps - 1, 0))[:, None]  # k - 1 for k = 1 .. T-1
 
+    toeplitz = ToeplitzObjective(utility, participation)
+
     def objective(parameters: np.ndarray) -> tuple[float, np.ndarray]:
         theta, omega = parameters[:buffer], parameters[buffer:]
-        loss, gradient = toeplitz_loss(
-            blt_coefficients(theta, omega, steps), utility, participation
-        )
+        loss, gradient = toeplitz(blt_coefficients(theta, omega, steps))
         powers = theta[None, :] ** lags  # theta^(k-1)
         slopes = np.zeros_like(powers)  # (k-1) theta^(k-2)
         slopes[1:] = lags[1:] * theta[None, :] ** (lags[1:] - 1)

@@ -17,7 +17,7 @@ x)`):
 - `bandmf`: a banded Toeplitz `C` (McKenna et al., "Scaling up the banded matrix factorization
   mechanism", 2024; Choquette-Choo et al., NeurIPS 2023, BandMF) whose `bands - 1` free
   coefficients (`c_0 = 1`, the objective is scale-free) minimise
-  [`toeplitz_loss`][dpdl.factorization.toeplitz.toeplitz_loss] for the gossip's utility Gram
+  [`ToeplitzObjective`][dpdl.factorization.toeplitz.ToeplitzObjective] for the gossip's utility Gram
   matrix `H`, by L-BFGS-B from `bsr`'s coefficients.
 - `bisr`: the banded inverse square root (Kalinin, Lampert et al., "Back to Square Roots", ICLR
   2026): `C^-1` banded, its first `bands` coefficients those of `(1 - x)^(1/2)`, and `C` its
@@ -33,7 +33,6 @@ signs. The sensitivity a run is calibrated with is always computed from the dens
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 
 from dpdl.errors import ConfigError
@@ -42,6 +41,7 @@ from dpdl.factorization.participation import Participation
 from dpdl.factorization.strategy import Strategy
 
 __all__ = [
+    "ToeplitzObjective",
     "band_of",
     "bandmf_encoder",
     "bisr_strategy",
@@ -134,36 +134,77 @@ def bisr_strategy(participation: Participation, bands: int | None = None) -> Str
     )
 
 
-def _diagonal_sums(matrix: np.ndarray) -> np.ndarray:
-    """`sum_t matrix[t + k, t]` for every lag `k >= 0`: a gradient with respect to a
-    lower-triangular Toeplitz matrix's coefficients."""
-    steps = len(matrix)
-    return np.array([np.trace(matrix, offset=-k) for k in range(steps)])
+def _diagonal_tails(utility: np.ndarray) -> np.ndarray:
+    """`K[a, b] = sum_(j <= T-1-max(a, b)) H[j + a, j + b]`: each entry of H summed with those
+    after it on its diagonal, so that `tr(H M M^T) = m^T K m` for the lower-triangular Toeplitz
+    `M` of coefficients `m`."""
+    steps = len(utility)
+    tails = np.zeros_like(utility)
+    for offset in range(-(steps - 1), steps):
+        diagonal = np.diagonal(utility, offset)
+        rows = np.arange(len(diagonal)) + max(-offset, 0)
+        tails[rows, rows + offset] = np.cumsum(diagonal[::-1])[::-1]
+    return tails
+
+
+class ToeplitzObjective:
+    """`s(C) tr(H (C^T C)^-1)` for the lower-triangular Toeplitz `C` of T coefficients `c`, and
+    its gradient in them, in `O(T^2)` operations an evaluation (a dense `C` costs `O(T^3)`).
+
+    `s(C) = max_pattern sum_(s, t in pattern) |X_st|`, `X = C^T C`, is eq. (8)'s bound on
+    `sens(C)^2`, exact when `X >= 0` on every pattern (a banded `C` with `bands` at most the
+    separation, or nonnegative coefficients; MAFALDA-SGD Lemma 12's objective then). With `m` the
+    coefficients of `C^-1` (`1 / c(x)`), the error is `m^T K m` (`K[a, b]` the sum of H's
+    diagonal from `(a, b)` on, `_diagonal_tails`) and `dm = -m^2 dc` as
+    power series; `X_st = sum_(i < T - max(s, t)) c_i c_(i + |s - t|)`, prefix sums of the
+    lagged products."""
+
+    def __init__(self, utility: np.ndarray, participation: Participation) -> None:
+        self.steps = len(utility)
+        self.tails = _diagonal_tails(utility)
+        self.pairs = []  # per pattern: (lag, T - latest step, weight) of its pairs s <= t
+        for pattern in participation.patterns:
+            steps = np.sort(np.asarray(pattern))
+            first, second = np.triu_indices(len(steps))
+            lag = steps[second] - steps[first]
+            self.pairs.append((lag, self.steps - steps[second], np.where(lag > 0, 2.0, 1.0)))
+        self.lags = np.unique(np.concatenate([pair[0] for pair in self.pairs]))
+
+    def __call__(self, coefficients: np.ndarray) -> tuple[float, np.ndarray]:
+        steps = self.steps
+        c = np.zeros(steps)
+        c[: len(coefficients)] = coefficients[:steps]
+        inverse = inverse_series(c, steps)
+        pulled = self.tails @ inverse
+        error = float(inverse @ pulled)
+        squared = np.convolve(inverse, inverse)[:steps]
+        error_gradient = -np.convolve(2.0 * pulled[::-1], squared)[:steps][::-1]
+        prefix = np.zeros((len(self.lags), steps + 1))  # row l, column L: sum_(i<L) c_i c_(i+l)
+        for row, lag in enumerate(self.lags):
+            prefix[row, 1 : steps - lag + 1] = np.cumsum(c[: steps - lag] * c[lag:])
+        rows = [np.searchsorted(self.lags, lag) for lag, _, _ in self.pairs]
+        values = [prefix[r, length] for r, (_, length, _) in zip(rows, self.pairs, strict=True)]
+        sums = [float(w @ np.abs(v)) for v, (_, _, w) in zip(values, self.pairs, strict=True)]
+        worst = int(np.argmax(sums))
+        lag, length, weight = self.pairs[worst]
+        weights = np.zeros_like(prefix)  # the worst pattern's signs, by lag and length
+        np.add.at(weights, (rows[worst], length), weight * np.sign(values[worst]))
+        after = np.cumsum(weights[:, ::-1], axis=1)[:, ::-1]  # column x: sum over L >= x
+        sensitivity_gradient = np.zeros(steps)
+        for row, lag in enumerate(self.lags):
+            tail = after[row, 1:]  # S_l(j) = sum_(L > j) W_l[L]
+            sensitivity_gradient[: steps - lag] += c[lag:] * tail[: steps - lag]
+            sensitivity_gradient[lag:] += c[: steps - lag] * tail[: steps - lag]
+        loss = sums[worst] * error
+        return loss, sums[worst] * error_gradient + error * sensitivity_gradient
 
 
 def toeplitz_loss(
     coefficients: np.ndarray, utility: np.ndarray, participation: Participation
 ) -> tuple[float, np.ndarray]:
-    """`s(C) tr(H (C^T C)^-1)` for the Toeplitz `C` of `coefficients` (all T of them) and its
-    gradient with respect to them; `s(C) = max_pattern sum_(s, t in pattern) |X_st|`, `X = C^T
-    C`, is eq. (8)'s bound on `sens(C)^2`, exact when `X >= 0` on every pattern (a banded `C`
-    with `bands` at most the separation, or nonnegative coefficients; MAFALDA-SGD Lemma 12's
-    objective then). With `M = C^-1`, the error's gradient in `C` is `-2 M^T H M M^T` and the
-    worst pattern's `2 C S` (`S` the signs of `X` on it)."""
-    steps = len(utility)
-    encoder = toeplitz_matrix(coefficients, steps)
-    decoder = solve_triangular(encoder, np.eye(steps), lower=True)
-    covariance = decoder @ decoder.T  # (C^T C)^-1
-    error = float(np.sum(covariance * utility))
-    gram = encoder.T @ encoder
-    blocks = [np.ix_(p, p) for p in map(list, participation.patterns)]
-    sums = [float(np.abs(gram[block]).sum()) for block in blocks]
-    worst = int(np.argmax(sums))
-    signs = np.zeros((steps, steps))
-    signs[blocks[worst]] = np.sign(gram[blocks[worst]])
-    gradient = sums[worst] * (-2.0 * decoder.T @ utility @ covariance)
-    gradient += error * 2.0 * encoder @ signs
-    return sums[worst] * error, _diagonal_sums(gradient)
+    """[`ToeplitzObjective`][dpdl.factorization.toeplitz.ToeplitzObjective] of `utility` and
+    `participation` at `coefficients`: the loss and its gradient."""
+    return ToeplitzObjective(utility, participation)(coefficients)
 
 
 def bandmf_encoder(
@@ -174,7 +215,8 @@ def bandmf_encoder(
 ) -> np.ndarray:
     """BandMF for the gossip's utility Gram matrix `H`: the banded Toeplitz `C` (`c_0 = 1`)
     whose `bands - 1` other coefficients minimise
-    [`toeplitz_loss`][dpdl.factorization.toeplitz.toeplitz_loss], by L-BFGS-B from `bsr`'s; the
+    [`ToeplitzObjective`][dpdl.factorization.toeplitz.ToeplitzObjective], by L-BFGS-B from
+    `bsr`'s; the
     better of the optimum and `bsr` by the exact loss
     [`local_loss`][dpdl.factorization.mafalda.local_loss], so never worse than `bsr`."""
     steps = participation.steps
@@ -183,8 +225,10 @@ def bandmf_encoder(
     if bands == 1:
         return toeplitz_matrix(start, steps)
 
+    toeplitz = ToeplitzObjective(utility, participation)
+
     def objective(free: np.ndarray) -> tuple[float, np.ndarray]:
-        loss, gradient = toeplitz_loss(np.concatenate([[1.0], free]), utility, participation)
+        loss, gradient = toeplitz(np.concatenate([[1.0], free]))
         return loss, gradient[1:bands]
 
     found = minimize(
