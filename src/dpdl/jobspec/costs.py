@@ -27,12 +27,11 @@ from dpdl.jobspec.resources import (
     OPTIMISER_MATRICES,
     OPTIMISER_MAX_ITERATIONS,
     STEP_OVERHEAD,
-    TOEPLITZ_EVALUATION_CUBES,
-    TOEPLITZ_EVALUATIONS,
     Estimate,
     JobSizes,
     TaskShape,
     estimate,
+    toeplitz_fit_operations,
 )
 from dpdl.scale import SPARSE_MIN_AGENTS, format_bytes
 
@@ -204,7 +203,7 @@ def factorize_estimate(
     )
     optimise = iterations * OPTIMISER_ITERATION_CUBES * s_f**3
     evaluate = 4.0 * FACTORIZE_METHODS * t_f**3  # the sensitivities and losses of the encoders
-    fits = 2 * TOEPLITZ_EVALUATIONS * TOEPLITZ_EVALUATION_CUBES * s_f**3  # BandMF's, BLT's
+    fits = 2 * toeplitz_fit_operations(size)  # BandMF's, BLT's
     if symmetric:
         terms[f"utility Gram matrix ({size:,} x {size:,}, 6 float64 temporaries)"] = (
             6 * 8.0 * s_f * s_f

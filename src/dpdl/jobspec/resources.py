@@ -53,11 +53,13 @@ __all__ = [
     "format_seconds",
     "graph_size",
     "job_sizes",
+    "noise_state",
     "require_design_fits",
     "require_fits",
     "require_job_fits",
     "task_shape",
     "time_limit",
+    "toeplitz_fit_operations",
 ]
 
 logger = logging.getLogger(__name__)
@@ -115,16 +117,17 @@ OPTIMISER_MAX_ITERATIONS = 2000
 OPTIMISER_ITERATION_CUBES = 1
 #: Time-correlated mechanisms whose few Toeplitz parameters are fit to the gossip by L-BFGS-B
 #: (:mod:`dpdl.factorization.toeplitz`, :mod:`dpdl.factorization.blt`), the T x T float64 matrices
-#: one evaluation of their objective holds (the encoder, its inverse, their Gram matrices, the
-#: utility's, the gradient and temporaries), the evaluations a fit takes (measured on the
-#: Florentine families at T = 320, k = 4, 20 and 40: BandMF 9 or 10, BLT 25 to 35; taken higher),
-#: and the operations of one in units of T^3 at :data:`FLOP_RATE` (a triangular solve and five
-#: products: 0.02 s at T = 320 on one thread, 1.2 T^3, and ten times that on the loaded 2-core
-#: machine; taken between).
+#: a fit holds (H, its diagonal tails, the lagged products' prefix sums, the exact losses' inverse
+#: and Gram matrix), the evaluations of the objective a fit takes (measured on the Florentine
+#: families at T = 320, k = 4, 20 and 40: BandMF 9 or 10, BLT 25 to 35; taken higher), the
+#: operations of one in units of T^2 at :data:`FLOP_RATE` (power series and prefix sums: 36 at T =
+#: 320, 16 at T = 2000; taken higher), and those of the exact losses that pick the fit over its
+#: start in units of T^3 (two dense inverses and sensitivities: 0.54 T^3 each at T = 2000).
 TOEPLITZ_FITTED = ("bandmf", "blt")
 TOEPLITZ_MATRICES = 10
 TOEPLITZ_EVALUATIONS = 50
-TOEPLITZ_EVALUATION_CUBES = 2
+TOEPLITZ_EVALUATION_SQUARES = 40
+TOEPLITZ_CANDIDATE_CUBES = 2
 #: DECOR's design from 1000 agents on (:data:`dpdl.mechanisms.decor.SPECTRAL_MIN_AGENTS`, the
 #: sparse threshold): one eigendecomposition of the Laplacian and a certified account of a sparse
 #: factor, in units of n^3 at :data:`FLOP_RATE` (a ring of 4039 agents, where the search runs:
@@ -461,8 +464,18 @@ def _setup_seconds(sizes: JobSizes) -> float:
         )
         design += sizes.encoders * iterations * OPTIMISER_ITERATION_CUBES * float(sizes.steps) ** 3
     if sizes.fitted:
-        design += TOEPLITZ_EVALUATIONS * TOEPLITZ_EVALUATION_CUBES * float(sizes.steps) ** 3
+        design += toeplitz_fit_operations(sizes.steps)
     return SETUP_SECONDS + 2e-6 * (n + sizes.edges) + (dense + design) / FLOP_RATE
+
+
+def toeplitz_fit_operations(steps: int) -> float:
+    """Operations of one fit of a Toeplitz strategy over `steps` steps (BandMF's, BLT's): the
+    objective's evaluations, `O(T^2)` each, and the exact losses, `O(T^3)`."""
+    steps_f = float(steps)
+    return (
+        TOEPLITZ_EVALUATIONS * TOEPLITZ_EVALUATION_SQUARES * steps_f**2
+        + TOEPLITZ_CANDIDATE_CUBES * steps_f**3
+    )
 
 
 def estimate(sizes: JobSizes) -> Estimate:
