@@ -213,6 +213,13 @@ TRAIN_CASES: dict[str, tuple[list[str], str]] = {
     ),
     "cycle-other-mechanism": (["--cycle", "4"], "--cycle"),
     "groups-of-mafalda": ([*EXAMPLES, "--mechanism", "mafalda", "--groups", "2"], "--groups"),
+    "bands-of-mafalda": ([*EXAMPLES, "--mechanism", "mafalda", "--bands", "2"], "--bands"),
+    "buffer-of-bandmf": ([*EXAMPLES, "--mechanism", "bandmf", "--buffer", "2"], "--buffer"),
+    "bands-zero": ([*EXAMPLES, "--mechanism", "bsr", "--bands", "0"], "--bands"),
+    "bands-beyond-the-run": (
+        [*EXAMPLES, "--mechanism", "bisr", "--steps", "10", "--bands", "11"],
+        "more than the 10 steps",
+    ),
     "examples-per-agent-of-a9a": (
         ["--task", "logreg-a9a", "--examples-per-agent", "8"],
         "mnist-cnn",
