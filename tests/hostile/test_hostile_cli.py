@@ -339,7 +339,7 @@ OTHER_CASES: dict[str, tuple[list[str], str]] = {
     "factorize-out-file": ([*FACTORIZE, "--out", "{a-file}"], "a-file"),
     "factorize-per-agent-too-big": (
         [*FACTORIZE, "--n", "3000", "--participations", "100", "--batches", "19", "--per-agent"],
-        "cannot fit in memory: it needs about 243.3 GiB (largest term: every agent's encoder",
+        "cannot fit in memory: it needs about 243.6 GiB (largest term: every agent's encoder",
     ),
     # reproduce
     "reproduce-unknown": (["reproduce", "no-such-figure", "--out", "{out}/r"], "no-such-figure"),
