@@ -73,7 +73,9 @@ def test_the_pld_and_fdp_formats(run: Path, tmp_path: Path, capsys) -> None:
     [
         (["--threat", "central"], "no privacy report against threat 'central'"),
         (["--together"], "records no several seeds' privacy"),
-        (["--discretization", "0"], "--discretization must be > 0"),
+        (["--discretization", "0"], "--discretization must be a finite number > 0"),
+        (["--discretization", "inf"], "--discretization must be a finite number > 0"),
+        (["--discretization", "nan"], "--discretization must be a finite number > 0"),
     ],
 )
 def test_bad_input_is_one_clear_error(run: Path, args, message, capsys) -> None:
@@ -84,3 +86,19 @@ def test_bad_input_is_one_clear_error(run: Path, args, message, capsys) -> None:
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path: Path, capsys) -> None:
     assert main(["privacy", "export", str(tmp_path)]) == 2
     assert "neither final.json nor manifest.json" in capsys.readouterr().err
+
+
+def test_an_existing_out_file_is_replaced_only_with_overwrite(
+    run: Path, tmp_path: Path, capsys
+) -> None:
+    """`--out` names a file: an existing one is refused and left as it was, unless
+    `--overwrite`; a folder is refused."""
+    out = tmp_path / "event.json"
+    out.write_text("mine")
+    assert main(["privacy", "export", str(run), "--out", str(out)]) == 2
+    assert "exists; add --overwrite" in capsys.readouterr().err
+    assert out.read_text() == "mine"
+    assert main(["privacy", "export", str(run), "--out", str(out), "--overwrite"]) == 0
+    assert "dp_event" in json.loads(out.read_text())
+    assert main(["privacy", "export", str(run), "--out", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err

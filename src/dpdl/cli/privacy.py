@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,11 @@ def privacy_parser(sub: argparse._SubParsersAction) -> None:
     export.add_argument(
         "--out", type=Path, default=None, help="JSON file to write (default: print it)"
     )
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out when it exists (without it, an existing file is refused)",
+    )
     export.set_defaults(handler=_export)
 
 
@@ -98,8 +104,14 @@ def _export(args: argparse.Namespace) -> int:
     from dpdl.errors import ConfigError
     from dpdl.files import atomic_write, json_safe
 
-    if not args.discretization > 0.0:
-        raise ConfigError(f"--discretization must be > 0, got {args.discretization}")
+    if not 0.0 < args.discretization < math.inf:
+        raise ConfigError(
+            f"--discretization must be a finite number > 0, got {args.discretization}"
+        )
+    if args.out is not None and args.out.is_dir():
+        raise ConfigError(f"--out {args.out} is a folder; give the JSON file to write")
+    if args.out is not None and args.out.exists() and not args.overwrite:
+        raise ConfigError(f"--out {args.out} exists; add --overwrite to replace it")
     view = view_of(_reports(args.run, args.together), args.threat)
     data = export_json(view, args.format, args.discretization, args.points)
     text = json.dumps(json_safe(data), indent=1) + "\n"
