@@ -92,6 +92,12 @@ REPRODUCTIONS: dict[str, tuple[str, bool, str]] = {
         "noise designed for the whole run (`--objective horizon`) against the papers' one-step "
         "design.",
     ),
+    "strategies": (
+        "strategies",
+        True,
+        "time-correlated strategies (BandMF, BLT, BISR, square root) against DP-D-SGD and "
+        "MAFALDA-SGD, decentralized.",
+    ),
 }
 
 for _name, (_module, _swept, _help) in REPRODUCTIONS.items():

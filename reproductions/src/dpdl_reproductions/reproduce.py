@@ -38,6 +38,7 @@ from dpdl_reproductions import (
     mafalda_housing,
     mafalda_images,
     mafalda_pndp,
+    strategies,
     whisper_logreg,
     whisper_quadratic,
     whisper_seeds,
@@ -75,6 +76,7 @@ REPRODUCTIONS: dict[str, ModuleType] = {
         lppa_tables,
         lppa_parameters,
         horizon_design,
+        strategies,
     )
 }
 
