@@ -266,6 +266,34 @@ def test_quick_horizon_compares_both_objectives_within_budget(tmp_path) -> None:
     assert len(claims) == 2 * 2  # (task, graph) x (Whisper, DECOR)
 
 
+def test_quick_strategies_runs_every_method_on_paired_seeds_within_budget(tmp_path) -> None:
+    """The --quick setting of strategies: every method at every mu on the same two seeds of Housing
+    on the Florentine families, every run within its mu's budget, MAFALDA-SGD's encoder of
+    sensitivity 1 needing less noise than DP-D-SGD's (sqrt(k), k = 2 passes) and predicting less
+    error, and each method's results table reaching the report."""
+    from dpdl.accounting import gdp
+    from dpdl_reproductions import strategies
+
+    report = reproduce("strategies", tmp_path, quick=True, workers=2, progress=False).read_text()
+    assert (tmp_path / "test_loss.png").stat().st_size > 10_000
+    with (tmp_path / "runs.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    methods = [*strategies.BASELINES, *strategies.STRATEGIES]
+    assert sorted((r["method"], float(r["mu"]), int(r["seed"])) for r in rows) == sorted(
+        (method, mu, seed) for method in methods for mu in (0.1, 0.5) for seed in (0, 1)
+    )
+    assert all(float(r["eps"]) <= gdp.epsilon(float(r["mu"]), 1e-6) for r in rows)
+    first = {r["method"]: r for r in rows if r["seed"] == "0" and float(r["mu"]) == 0.1}
+    assert float(first["dp-dsgd"]["sensitivity"]) == pytest.approx(2**0.5)
+    assert float(first["mafalda"]["sensitivity"]) == pytest.approx(1.0)
+    assert float(first["mafalda"]["sigma"]) < float(first["dp-dsgd"]["sigma"])
+    assert float(first["mafalda"]["design_loss"]) < float(first["dp-dsgd"]["design_loss"])
+    assert int(first["dp-dsgd"]["state_floats"]) == 0 < int(first["mafalda"]["state_floats"])
+    assert "| all | every run meets its budget" in report and report.count("| holds |") >= 1
+    for method in methods:
+        assert f"| {strategies.LABELS[method]} | " in report
+
+
 def test_quick_mafalda_housing_trains_every_method_within_budget(tmp_path) -> None:
     """The --quick setting of mafalda-housing: every method runs at every eps, every private run
     meets its budget under the factorization accountant, and MAFALDA's optimised encoder needs a

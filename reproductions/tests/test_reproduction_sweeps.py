@@ -36,6 +36,7 @@ from dpdl_reproductions import (
     mafalda_housing,
     mafalda_images,
     mafalda_tradeoff,
+    strategies,
     whisper_logreg,
     whisper_quadratic,
 )
@@ -148,6 +149,39 @@ def test_horizons_runs_are_its_sweep_file(quick: bool) -> None:
     jobs = horizon_design.jobs(quick)
     assert [_key(job) for job in jobs] == [_key(job) for job in grid]  # the same order too
     sweep = horizon_design.SWEEP
+    assert sweep.followup_jobs(sweep.sweep(quick), [_made_up(job) for job in jobs]) == []
+
+
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_the_strategies_runs_are_its_sweep_file_every_method_on_the_same_seeds(quick: bool) -> None:
+    """The strategies report's grid: per panel (task, graph) every method at every mu of the panel
+    on the same seeds, so that the methods pair over seeds; each a run of MAFALDA-SGD's authors'
+    protocol (their housing or image jobs' configuration); no second stage."""
+    jobs = strategies.jobs(quick)
+    by_panel: dict[tuple[str, str], set] = {}
+    for job in jobs:
+        by_panel.setdefault((job["task"], job["graph"]), set()).add(
+            (job["method"], job["mu"], job["seed"])
+        )
+    panels = {("housing-mlp-sklearn", "florentine")} if quick else set(strategies.PANELS)
+    assert set(by_panel) == panels
+    for points in by_panel.values():
+        methods = {m for m, _, _ in points}
+        mus = {mu for _, mu, _ in points}
+        seeds = {s for _, _, s in points}
+        assert methods == {*strategies.BASELINES, *strategies.STRATEGIES}
+        assert points == {(m, mu, s) for m in methods for mu in mus for s in seeds}
+        assert len(seeds) == (2 if quick else 3)
+    assert len(jobs) == len({_key(job) for job in jobs})
+    for job in jobs:
+        config = strategies.config_of(job)
+        assert (config.mixing, config.neighbouring, config.gdp_mu) == (
+            "local-degree",
+            "add-remove",
+            job["mu"],
+        )
+        assert (config.steps, config.cycle, config.clip) == (32 if quick else 320, 16, 1.0)
+    sweep = strategies.SWEEP
     assert sweep.followup_jobs(sweep.sweep(quick), [_made_up(job) for job in jobs]) == []
 
 
@@ -625,7 +659,7 @@ def test_every_reproductions_sweep_file_ships_with_the_package() -> None:
     assert files == shipped
     # every reproduction that reads its runs from a file has one, and one for --quick
     stated = {name for name, module in ALL.items() if hasattr(module, "SWEEP")}
-    assert len(stated) == 9
+    assert len(stated) == 10
     assert files == {GRIDS / q / f"{name}.toml" for name in stated for q in ("", "quick")}
     # and ``dpdl sweep NAME`` finds each by the name the plugin registered
     load_plugins()
