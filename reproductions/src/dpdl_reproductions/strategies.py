@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.linalg import svdvals
+from scipy.linalg import solve_triangular, svdvals
 from scipy.stats import spearmanr
 from scipy.stats import t as student_t
 
@@ -64,6 +64,8 @@ from dpdl.factorization.mafalda import local_loss, local_sensitivity, utility_gr
 from dpdl.factorization.participation import Participation
 from dpdl.graphs import NotDoublyStochasticWarning
 from dpdl.jobspec.config import TrainConfig
+from dpdl.jobspec.factorized import strategy_for
+from dpdl.mechanisms.noise_streams import plan
 from dpdl.threads import job_threads
 from dpdl_reproductions import mafalda_authors as housing
 from dpdl_reproductions import mafalda_images_authors as images
@@ -79,6 +81,8 @@ __all__ = [
     "SWEEP_PARTS",
     "analyse",
     "config_of",
+    "design",
+    "engine_memory",
     "job_of",
     "jobs",
     "run_job",
@@ -199,6 +203,19 @@ def design(method: str, graph: str, steps: int, cycle: int) -> dict[str, float]:
     }
 
 
+@lru_cache(maxsize=32)
+def engine_memory(method: str, graph: str, steps: int, cycle: int) -> int:
+    """The floats of noise state per agent and coordinate that dpdl's engine keeps between steps
+    for `method`'s strategy on the authors' gossip on `graph` (its default bands and buffer), as
+    it plans them ([`plan`][dpdl.mechanisms.noise_streams.plan]: the BLT buffer, `p - 1` for a
+    `C` or `C^-1` of `p` bands, else every seed drawn, `T`)."""
+    strategy = strategy_for(method, mixing(graph, housing.RULE), steps, cycle)
+    decoder = strategy.decoder
+    if decoder is None:  # as the engine inverts it
+        decoder = solve_triangular(strategy.encoder, np.eye(steps), lower=True)
+    return plan(strategy.encoder, decoder, strategy.buffer)[1]
+
+
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """One seed of one method: its training configuration (`config_of`) as `dpdl train` runs it,
     on the executor's threads (one by default), its final metrics (mean over agents), privacy,
@@ -310,26 +327,55 @@ def _improves_claim(
     panel: str, grouped: Grouped, method: str, other: str, seeds: list[int]
 ) -> Claim:
     """`method` improves on `other` at every mu: the paired interval of the difference of errors
-    lies below 0."""
+    lies below 0. The reason tells the mu where it is not significant over the seeds (and on
+    which side its mean lies) from those where it is significantly worse."""
     mus = sorted(grouped[method])
     paired = {mu: _paired(grouped, method, other, mu, seeds) for mu in mus}
-    worse = [mu for mu, (mean, half, _) in paired.items() if not mean + half < 0]
+    better = [mu for mu, (mean, half, _) in paired.items() if mean + half < 0]
+    worse = [mu for mu, (mean, half, _) in paired.items() if mean - half > 0]
+    unclear = [mu for mu in mus if mu not in better and mu not in worse]
     metric = "test error" if panel.startswith("MNIST") else "test loss"
+
+    def listed(chosen: list[float]) -> str:
+        return ", ".join(f"{mu:g}" for mu in chosen)
+
+    reasons = []
+    if worse:
+        reasons.append(f"significantly higher at mu {listed(worse)}: it does not help there")
+    if unclear:
+        side = {
+            True: [mu for mu in unclear if paired[mu][0] < 0],
+            False: [mu for mu in unclear if paired[mu][0] >= 0],
+        }
+        reasons.append(
+            f"not significant over the {len(seeds)} seeds at mu {listed(unclear)} (the paired "
+            "interval reaches 0; "
+            + "; ".join(
+                f"{'lower' if lower else 'higher'} on average at mu {listed(side[lower])}"
+                for lower in (True, False)
+                if side[lower]
+            )
+            + ")"
+        )
+    if better:
+        reasons.append(f"significantly lower at mu {listed(better)}")
     return checked(
         panel,
         f"{LABELS.get(method, method)} improves on {LABELS.get(other, other)}",
         f"final {metric}, {LABELS.get(method, method)} minus {LABELS.get(other, other)}, paired "
         f"over {len(seeds)} seeds, relative to {LABELS.get(other, other)}'s mean [95% interval]: "
         + "; ".join(f"mu {mu:g}: {_relative(*paired[mu])}" for mu in mus),
-        not worse,
-        "the paired interval reaches 0 or above at mu "
-        + ", ".join(f"{mu:g}" for mu in worse)
-        + (" (higher there: it does not help)" if all(paired[mu][0] > 0 for mu in worse) else ""),
+        not worse and not unclear,
+        "; ".join(reasons),
     )
 
 
 def _within_claim(
-    panel: str, grouped: Grouped, method: str, seeds: list[int], memory: dict[str, int]
+    panel: str,
+    grouped: Grouped,
+    method: str,
+    seeds: list[int],
+    memory: dict[str, tuple[int, int]],
 ) -> Claim:
     """`method` is within `WITHIN` of MAFALDA-SGD at every mu, at the memory it keeps."""
     mus = sorted(grouped[method])
@@ -340,8 +386,9 @@ def _within_claim(
     return checked(
         panel,
         f"{label} is within {WITHIN:.0%} of MAFALDA-SGD's final {metric} with "
-        f"{memory[method]} floats of noise state per coordinate instead of "
-        f"{memory['mafalda']}",
+        f"{memory[method][0]} floats of noise state per agent and coordinate instead of "
+        f"{memory['mafalda'][0]} (dpdl's engine; the least any generator of its noise needs: "
+        f"{memory[method][1]} and {memory['mafalda'][1]})",
         f"{label} minus MAFALDA-SGD, paired, relative to MAFALDA-SGD [95% interval]: "
         + "; ".join(f"mu {mu:g}: {_relative(*paired[mu])}" for mu in mus),
         not far,
@@ -408,20 +455,39 @@ def _ranks_claim(panel: str, grouped: Grouped, seeds: list[int]) -> Claim:
     )
 
 
-def _table(panel: str, grouped: Grouped, seeds: list[int]) -> str:
+def _first(grouped: Grouped, method: str) -> dict[str, Any]:
+    """A run of `method` (its design's fields are every run's)."""
+    return next(iter(grouped[method][min(grouped[method])].values()))
+
+
+def _memory(grouped: Grouped) -> dict[str, tuple[int, int]]:
+    """Per method: the floats of noise state the engine keeps per step (`engine_memory`) and
+    the least any causal generator needs (`state_floats`, the runs' field)."""
+    memory = {}
+    for method in grouped:
+        row = _first(grouped, method)
+        engine = engine_memory(method, row["graph"], int(row["steps"]), int(row["cycle"]))
+        memory[method] = (engine, int(row["state_floats"]))
+    return memory
+
+
+def _table(
+    panel: str, grouped: Grouped, seeds: list[int], memory: dict[str, tuple[int, int]]
+) -> str:
     """The results of one panel as a markdown table: per method its encoder's sensitivity,
-    predicted error, noise state, and at every mu its final metric (mean and 95% t half-width
+    predicted error, noise memory, and at every mu its final metric (mean and 95% t half-width
     over seeds) with the noise multiplier sigma its runs used."""
     methods = _order(list(grouped))
     mus = sorted({mu for m in methods for mu in grouped[m]})
     metric = "test accuracy (%)" if panel.startswith("MNIST") else "test loss"
-    first = {m: next(iter(next(iter(grouped[m].values())).values())) for m in methods}
+    first = {m: _first(grouped, m) for m in methods}
     base = float(first["dp-dsgd"]["design_loss"]) if "dp-dsgd" in first else math.nan
     lines = [
         f"{panel}: final {metric}, mean ± 95% t half-width over seeds "
         f"{', '.join(map(str, seeds))}, and sigma (the noise multiplier of the runs)",
         "",
-        "| method | sens | predicted error (x DP-D-SGD's) | noise state (floats) | "
+        "| method | sens | predicted error (x DP-D-SGD's) | noise memory: engine / least "
+        "(floats) | "
         + " | ".join(f"mu {mu:g} (eps {gdp.epsilon(mu, DELTA):.3g})" for mu in mus)
         + " |",
         "| --- | --- | --- | --- |" + " --- |" * len(mus),
@@ -438,7 +504,7 @@ def _table(panel: str, grouped: Grouped, seeds: list[int]) -> str:
         row = first[m]
         lines.append(
             f"| {LABELS.get(m, m)} | {float(row['sensitivity']):.4g} | "
-            f"{float(row['design_loss']) / base:.3g} | {int(row['state_floats'])} | "
+            f"{float(row['design_loss']) / base:.3g} | {memory[m][0]} / {memory[m][1]} | "
             + " | ".join(cells)
             + " |"
         )
@@ -521,20 +587,10 @@ def analyse(
     for key, grouped in panels.items():
         panel = PANELS[key]
         methods = _order(list(grouped))
-        notes.append(_table(panel, grouped, seeds))
-        memory = {
-            m: int(next(iter(next(iter(grouped[m].values())).values()))["state_floats"])
-            for m in methods
-        }
+        memory = _memory(grouped)
+        notes.append(_table(panel, grouped, seeds, memory))
         designs.setdefault(key[1], {}).update(
-            {
-                m: {
-                    "design_loss": float(
-                        next(iter(grouped[m][min(grouped[m])].values()))["design_loss"]
-                    )
-                }
-                for m in methods
-            }
+            {m: {"design_loss": float(_first(grouped, m)["design_loss"])} for m in methods}
         )
         if set(BASELINES) <= set(methods):
             claims.append(_improves_claim(panel, grouped, "mafalda", "dp-dsgd", seeds))
