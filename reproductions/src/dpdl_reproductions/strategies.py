@@ -540,6 +540,67 @@ def _table(
     return "\n".join(lines) + "\n"  # a blank line ends the table before the next note
 
 
+def _paired_figure(
+    panels: dict[tuple[str, str], Grouped], seeds: list[int], out: Path
+) -> Path | None:
+    """Every method's excess over MAFALDA-SGD (test loss; MNIST: test error), paired over seeds
+    and relative to MAFALDA-SGD's mean, with its 95% interval: against eps where a panel has
+    several budgets, method by method where it has one."""
+    grid: dict[str, list[float]] = {}
+    series: dict[str, dict[str, list[float]]] = {}
+    bands: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
+    xlabels: dict[str, str] = {}
+    ticks: dict[str, list[str]] = {}
+    for key, grouped in panels.items():
+        if "mafalda" not in grouped:
+            continue
+        panel = PANELS[key]
+        others = [m for m in _order(list(grouped)) if m != "mafalda"]
+        mus = sorted(grouped["mafalda"])
+        excess = {
+            m: [
+                (100 * mean / base, 100 * np.nan_to_num(half) / base)
+                for mean, half, base in (_paired(grouped, m, "mafalda", mu, seeds) for mu in mus)
+            ]
+            for m in others
+        }
+        if len(mus) > 1:
+            grid[panel] = [gdp.epsilon(mu, DELTA) for mu in mus]
+            xlabels[panel] = "LDP budget eps (delta = 1e-6)"
+            series[panel] = {LABELS.get(m, m): [e for e, _ in excess[m]] for m in others}
+            bands[panel] = {
+                LABELS.get(m, m): ([e - h for e, h in excess[m]], [e + h for e, h in excess[m]])
+                for m in others
+            }
+        else:
+            grid[panel] = list(range(len(others)))
+            ticks[panel] = [LABELS.get(m, m) for m in others]
+            xlabels[panel] = f"method (mu {mus[0]:g}, eps {gdp.epsilon(mus[0], DELTA):.3g})"
+            label = "excess over MAFALDA-SGD"
+            series[panel] = {label: [excess[m][0][0] for m in others]}
+            bands[panel] = {
+                label: (
+                    [excess[m][0][0] - excess[m][0][1] for m in others],
+                    [excess[m][0][0] + excess[m][0][1] for m in others],
+                )
+            }
+    if not grid:
+        return None
+    return plot_panels(
+        grid,
+        series,
+        xlabels,
+        "excess over MAFALDA-SGD (% of its mean)",
+        out / "excess_over_mafalda.png",
+        "Test loss (MNIST: test error) minus MAFALDA-SGD's, paired (mean, 95% t interval)",
+        log_y=False,
+        bands=bands,
+        log_x=not ticks,
+        titles=True,
+        ticks=ticks or None,
+    )
+
+
 def _figures(panels: dict[tuple[str, str], Grouped], seeds: list[int], out: Path) -> list[Path]:
     """Test loss vs eps (Housing, one panel per graph) and test accuracy by method (MNIST)."""
     figures = []
@@ -748,4 +809,5 @@ def analyse(
             "The strategies' runs are not in this report (part `strategies` not run): only "
             "DP-D-SGD and MAFALDA-SGD are compared."
         )
-    return _figures(panels, seeds, out), claims, notes
+    paired = _paired_figure(panels, seeds, out)
+    return _figures(panels, seeds, out) + ([paired] if paired else []), claims, notes
