@@ -314,9 +314,15 @@ def _order(methods: list[str]) -> list[str]:
     return known + sorted(m for m in methods if m not in known)
 
 
+def _accounted(row: Mapping[str, Any]) -> float:
+    """The eps a run's accountant gave it: `eps` in this reproduction's rows (`run_job`),
+    `epsilon` in a sweep's (whose `eps` is the option, what mu gives at delta)."""
+    return float(row["epsilon"] if "epsilon" in row else row["eps"])
+
+
 def _budget_claim(rows: list[dict[str, Any]]) -> Claim:
     """Every run is mu-GDP at its label mu: its eps at delta no more than what mu gives."""
-    over = [row for row in rows if float(row["eps"]) > gdp.epsilon(float(row["mu"]), DELTA)]
+    over = [row for row in rows if _accounted(row) > gdp.epsilon(float(row["mu"]), DELTA)]
     mus = sorted({float(row["mu"]) for row in rows})
     return checked(
         "all",
