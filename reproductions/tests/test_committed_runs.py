@@ -59,15 +59,21 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 #: The cases that read a data set of which the tests ship a slice (the committed runs read all of
 #: it): run with the full data sets (``make test-full-data``).
 FULL_DATA_CASES: list[tuple[str, dict[str, Any]]] = [
-    ("mafalda-housing", {"graph": "florentine", "method": method, "protocol": "authors"})
-    for method in ("dp-dsgd", "mafalda", "none")
+    *[
+        ("mafalda-housing", {"graph": "florentine", "method": method, "protocol": "authors"})
+        for method in ("dp-dsgd", "mafalda", "none")
+    ],
+    *[
+        ("strategies", {"task": "housing-mlp-sklearn", "graph": "florentine", "method": method})
+        for method in ("bandmf", "bsr", "bisr", "blt", "sqrt")
+    ],
 ]
 
 #: The OpenBLAS kernels that drew the committed rows of the methods whose encoder is optimised
 #: (MAFALDA-SGD's), set before numpy loads OpenBLAS in the process that runs their case.
 PINNED_KERNEL = {"OPENBLAS_CORETYPE": "Haswell"}
-#: The methods whose runs optimise an encoder.
-OPTIMISED = {"mafalda", "mafalda-l"}
+#: The methods whose runs optimise an encoder (BandMF's and BLT's coefficients by L-BFGS-B).
+OPTIMISED = {"mafalda", "mafalda-l", "bandmf", "blt"}
 
 #: Fields of a row that are costs, not results.
 COSTS = {"run_seconds", "seconds"}

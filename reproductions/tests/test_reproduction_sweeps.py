@@ -559,13 +559,17 @@ def test_dpdl_sweep_takes_a_reproductions_name(tmp_path) -> None:
 
 def _as_sweep_rows(rows: list[dict[str, Any]], module: ModuleType) -> list[dict[str, Any]]:
     """The rows of a reproduction's runs.csv that its file states as ``dpdl sweep`` writes its
-    rows: a length in epochs beside the steps and evaluation period it resolved to."""
+    rows: a length in epochs beside the steps and evaluation period it resolved to, and the eps
+    its accountant gave it as ``epsilon`` (a row that records it as ``eps`` only, the name of an
+    option in a sweep's table: strategies')."""
     converted = []
     for row in rows:
         options = to_options(module.SWEEP.config_of(row))
         if options["epochs"] is not None:
             options |= {"steps": row["steps"], "eval_every": row["steps"] // options["epochs"]}
         results = {k: v for k, v in row.items() if k not in _JOB_KEYS and k not in options}
+        if "epsilon" not in row and "eps" in row:
+            results["epsilon"] = row["eps"]
         converted.append({"point": run_key(options), **options, "seed": row["seed"], **results})
     return converted
 
@@ -580,6 +584,7 @@ def _as_sweep_rows(rows: list[dict[str, Any]], module: ModuleType) -> list[dict[
         ("mafalda-images", " (the parts `paper`, `authors`)"),
         ("whisper-quadratic", ""),
         ("horizon", ""),
+        ("strategies", " (the parts `baselines`, `strategies`)"),
         ("lppa", " (the part `training`)"),
         ("lppa-parameters", " (the part `training`)"),
     ],
