@@ -43,7 +43,9 @@ used, the error of the gossiped models that noise of unit privacy causes, `sens^
 (eq. (9), `dpdl factorize`'s loss), and the memory its noise keeps per step: how many floats per
 agent and coordinate the noise of step t must carry from the steps before it, at least (the
 largest rank of `C_local^-1`'s blocks `[t:, :t]`, the state of any causal linear generator of
-that noise).
+that noise) beside what dpdl's engine keeps. The sensitivities, predicted errors and engine
+memories are those `dpdl factorize --graph florentine --mixing local-degree --participations 20
+--batches 16` prints (`--graph facebook-ego-414` for the Facebook ego graph).
 """  # noqa: E501 - verbatim in REPORT.md; its first line is the `reproduce --list` summary
 
 from __future__ import annotations
