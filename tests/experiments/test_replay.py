@@ -132,6 +132,8 @@ def test_file_records_every_option_of_the_parser(runs):
         "test-examples",
         "threads",
         "checkpoint-every",
+        "bands",
+        "buffer",
     }
     options = {
         s.removeprefix("--")
