@@ -16,6 +16,7 @@ saved as `encoders_per_agent.npy` (`n x T x T`).
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,7 +24,6 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
-from scipy.linalg import solve_triangular
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.results import json_safe
@@ -31,12 +31,12 @@ from dpdl.factorization.blt import DEFAULT_BUFFER, blt_strategy
 from dpdl.factorization.generalized_sensitivity import pattern_sensitivity
 from dpdl.factorization.mafalda import (
     agent_utility_grams,
-    local_loss,
     local_sensitivity,
-    noise_multiplier,
+    noise_error,
     optimize_agents,
     optimize_local,
     restarted,
+    sigma_for_sensitivity,
     utility_gram,
 )
 from dpdl.factorization.min_separation import MinSeparated, min_separated_sensitivity
@@ -50,7 +50,7 @@ from dpdl.factorization.toeplitz import (
 )
 from dpdl.jobspec.costs import FACTORIZE_ADVICE, factorize_estimate
 from dpdl.jobspec.resources import require_fits
-from dpdl.mechanisms.noise_streams import plan
+from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 
 __all__ = [
     "PARTICIPATIONS",
@@ -69,7 +69,7 @@ PARTICIPATIONS = ("cyclic", "min-sep")
 class EncoderRow:
     """One local encoder: its sensitivity, its loss, the noise multiplier it needs, and the
     floats of noise state the engine keeps for it per agent and coordinate
-    ([`plan`][dpdl.mechanisms.noise_streams.plan])."""
+    ([`plan`][dpdl.mechanisms.noise_streams.plan] of its noise source)."""
 
     method: str
     sensitivity: float
@@ -188,22 +188,25 @@ def factorize(
             grams = agent_utility_grams(weights, steps)
         utility = grams  # the agents' terms: the shared encoders' losses are unchanged
     seconds = time.perf_counter() - start
-    baseline = local_loss(utility, encoders["dp-dsgd"], accounted)
-    rows = []
-    for method, encoder in encoders.items():
-        loss = local_loss(utility, encoder, accounted)
-        found = strategies.get(method, Strategy(encoder))
-        rows.append(
-            EncoderRow(
-                method,
-                local_sensitivity(encoder, accounted),
-                loss,
-                loss / baseline,
-                noise_multiplier(encoder, accounted, 1.0, eps, delta),
-                _memory_per_step(found),
-                _sensitivity_kind(encoder, accounted),
-            )
+    sensitivities = {  # each encoder's, and how it was found, once: the loss and sigma use it
+        method: _sensitivity(encoder, accounted) for method, encoder in encoders.items()
+    }
+    losses = {
+        method: sensitivities[method][0] ** 2 * noise_error(utility, encoder)
+        for method, encoder in encoders.items()
+    }
+    rows = [
+        EncoderRow(
+            method,
+            sensitivities[method][0],
+            losses[method],
+            losses[method] / losses["dp-dsgd"],
+            sigma_for_sensitivity(sensitivities[method][0], eps, delta),
+            _memory_per_step(strategies.get(method, Strategy(encoder))),
+            sensitivities[method][1],
         )
+        for method, encoder in encoders.items()
+    ]
     return FactorizeResult(
         steps,
         participations,
@@ -221,16 +224,23 @@ def factorize(
     )
 
 
-def _sensitivity_kind(encoder: np.ndarray, participation: Participation | MinSeparated) -> str:
-    """How `local_sensitivity` found the encoder's sensitivity: cyclic patterns are all scored;
-    b-min-separated ones by the closed form, exactly or as a certified upper bound."""
+def _sensitivity(
+    encoder: np.ndarray, participation: Participation | MinSeparated
+) -> tuple[float, str]:
+    """[`local_sensitivity`][dpdl.factorization.mafalda.local_sensitivity] of the encoder (the
+    largest of a stack's) and how it was found: cyclic patterns are all scored (`"exact"`);
+    b-min-separated ones by the closed form, exactly or as a certified upper bound, as
+    [`min_separated_sensitivity`][dpdl.factorization.min_separation.min_separated_sensitivity]
+    says."""
     if not isinstance(participation, MinSeparated):
-        return "exact"
-    kinds = {
-        min_separated_sensitivity(one, participation, pattern_sensitivity).method
+        return local_sensitivity(encoder, participation), "exact"
+    found = [
+        min_separated_sensitivity(one, participation, pattern_sensitivity)
         for one in (encoder[None] if encoder.ndim == 2 else encoder)
-    }
-    return "upper bound" if "upper bound" in kinds else kinds.pop()
+    ]
+    kinds = {one.method for one in found}
+    sensitivity = max(math.sqrt(one.squared) for one in found)
+    return sensitivity, "upper bound" if "upper bound" in kinds else kinds.pop()
 
 
 def toeplitz_strategies(
@@ -254,18 +264,14 @@ def toeplitz_strategies(
 
 
 def _memory_per_step(strategy: Strategy) -> int:
-    """The floats of noise state per agent and coordinate the engine keeps for `strategy`."""
+    """The floats of noise state per agent and coordinate the engine keeps for `strategy`: those
+    of the noise source a run of it builds
+    ([`LocalCorrelatedNoise`][dpdl.mechanisms.time_correlated.LocalCorrelatedNoise])."""
     encoder = strategy.encoder
-    decoder = strategy.decoder
-    if decoder is None:
-        identity = np.eye(encoder.shape[-1])
-        decoder = np.stack(
-            [
-                solve_triangular(e, identity, lower=True)
-                for e in encoder.reshape(-1, *encoder.shape[-2:])
-            ]
-        ).reshape(encoder.shape)
-    return plan(encoder, decoder, strategy.buffer)[1]
+    agents = encoder.shape[0] if encoder.ndim == 3 else 1
+    return LocalCorrelatedNoise(
+        agents, encoder, 0.0, decoder=strategy.decoder, buffer=strategy.buffer
+    ).memory_per_step
 
 
 def write_factorize(result: FactorizeResult, folder: Path) -> tuple[str, dict[str, Any], Path]:

@@ -62,10 +62,12 @@ __all__ = [
     "gdp_noise_multiplier",
     "local_loss",
     "local_sensitivity",
+    "noise_error",
     "noise_multiplier",
     "optimize_agents",
     "optimize_local",
     "restarted",
+    "sigma_for_sensitivity",
     "utility_gram",
 ]
 
@@ -313,10 +315,15 @@ def local_loss(
     agent (MAFALDA-L-SGD), `sens^2 sum_i tr(H_i (C_i^T C_i)^-1)` with the largest sensitivity (one
     noise multiplier for all); agents' `H_i` and one shared encoder give `tr(H X^-1)` again.
     """
+    return local_sensitivity(encoder, participation) ** 2 * noise_error(utility, encoder)
+
+
+def noise_error(utility: np.ndarray, encoder: np.ndarray) -> float:
+    """`tr(H (C^T C)^-1)` (summed over the agents' `H_i` and encoders, given one each): the
+    error of [`local_loss`][dpdl.factorization.mafalda.local_loss] before its factor
+    `sens(C_local)^2`, for a caller that has the sensitivity already."""
     inverse = np.linalg.inv(encoder)
-    return local_sensitivity(encoder, participation) ** 2 * float(
-        np.sum((inverse @ np.swapaxes(inverse, -1, -2)) * utility)
-    )
+    return float(np.sum((inverse @ np.swapaxes(inverse, -1, -2)) * utility))
 
 
 def noise_multiplier(
@@ -331,7 +338,15 @@ def noise_multiplier(
     under LDP `B = sigma W_T C^-1` is square and invertible, so `sens(C; B) = sens(C_local)`,
     checked in the tests), with the largest mu the budget allows (never above it: the epsilon of
     `sensitivity / sigma` is checked, since dividing twice can round mu up by one ulp)."""
-    sensitivity = row_sensitivity * local_sensitivity(encoder, participation)
+    return sigma_for_sensitivity(
+        row_sensitivity * local_sensitivity(encoder, participation), eps, delta
+    )
+
+
+def sigma_for_sensitivity(sensitivity: float, eps: float, delta: float) -> float:
+    """The smallest sigma found for which `sensitivity / sigma`-GDP is `(eps, delta)`-DP, never
+    above the budget ([`noise_multiplier`][dpdl.factorization.mafalda.noise_multiplier] for a
+    caller that has the sensitivity already)."""
     return _within_eps(sensitivity, sensitivity / gdp.mu_for_budget(eps, delta), eps, delta)
 
 
