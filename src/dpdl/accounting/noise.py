@@ -291,6 +291,40 @@ class GaussianNoise:
             self.name,
         )
 
+    def after_dropouts(self, alive: np.ndarray, recovery: bool = False) -> GaussianNoise:
+        """The noise of a round in which only the `alive` agents (an `(n,)` mask) send.
+
+        A missing agent's row is zero (it sends nothing; the accountant leaves it out of the
+        view). Every secret keeps its holders, since a missing holder still knows the seed (a
+        curious agent that missed a round can still subtract it), and its alive holders' rows:
+
+        - `recovery=False`: unchanged. A pairwise-cancelling secret whose other holder is
+          missing no longer cancels (DECOR's `v_ij` without its `-v_ij`), and that noise stays
+          in the network average.
+        - `recovery=True` (dropout-robust seed recovery): the alive holders of secret k, who all
+          know its seed and factor, add the missing holders' share between them,
+          `F'_i = F_i + (1 / |A_k|) sum_{j in H_k, missing} F_j` for i in `A_k` (the alive
+          holders), so that the secret's total `1^T F z` enters the network as designed
+          (exactly zero for DECOR's pairs and zero-sum designs; a pair with one holder left
+          adds nothing). No further message is needed: each holder learns who is alive from
+          the round's liveness exchange (the schedule) before it sends.
+        """
+        alive = np.asarray(alive, dtype=bool)
+        if alive.shape != (self.n,):
+            raise ValueError(f"the alive mask has shape {alive.shape}, the noise {self.n} agents")
+        if alive.all():
+            return self
+        secrets = []
+        for secret in self.secrets:
+            rows = alive[list(secret.holders)]
+            factor = np.where(rows[:, None], secret.factor, 0.0)
+            if recovery and rows.any() and not rows.all():
+                missing = secret.factor[~rows].sum(axis=0)
+                factor[rows] += missing / rows.sum()
+            secrets.append(SharedSecret(secret.holders, factor))
+        private = np.where(alive, self.private_variances, 0.0)
+        return GaussianNoise(self.n, private, tuple(secrets), self.name)
+
     def secrets_of(self, agent: int) -> list[int]:
         """Indices of the secrets whose seed `agent` holds."""
         return [int(k) for k in self.holder_matrix[:, agent].nonzero()[0]]

@@ -195,6 +195,20 @@ class NoiseMechanism:
             )
         return noise
 
+    def after_dropouts(self, alive: np.ndarray, recovery: bool = False) -> NoiseMechanism:
+        """The mechanism of a round in which only the `alive` agents send
+        ([`GaussianNoise.after_dropouts`][dpdl.accounting.noise.GaussianNoise.after_dropouts]):
+        the same secrets in the same order, so an agent draws its round's noise from the same
+        seeds ([`agent_noise`][dpdl.mechanisms.base.NoiseMechanism.agent_noise]); with
+        `recovery`, the alive holders of a secret add the missing holders' share."""
+        noise = self.noise.after_dropouts(alive, recovery)
+        if noise is self.noise:
+            return self
+        other = NoiseMechanism(self.n, noise.private_variances, noise.secrets)
+        other.name, other.default_threat = self.name, self.default_threat
+        other.calibration = self.calibration
+        return other
+
     def scaled(self, factor: float) -> NoiseMechanism:
         """The same design with every noise standard deviation multiplied by `factor`."""
         noise = self.noise.scaled(factor)
