@@ -134,6 +134,7 @@ def test_file_records_every_option_of_the_parser(runs):
         "checkpoint-every",
         "bands",
         "buffer",
+        "dropout-schedule",
     }
     options = {
         s.removeprefix("--")

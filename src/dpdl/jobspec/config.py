@@ -269,6 +269,34 @@ class TrainConfig:
         interval="[0, inf)",
         unique=True,
     )
+    #: Probability that an agent misses a round (:mod:`dpdl.jobspec.dropouts`), drawn from the
+    #: run seed; 0: none.
+    dropout: float = setting(
+        0.0,
+        "each agent misses each round (computes and sends nothing; its neighbours mix what "
+        "arrived) independently with this probability, drawn from the seed: the same rounds in "
+        "train and run-local (default 0)",
+        group="dropouts",
+        interval="[0, 1)",
+        metavar="RATE",
+    )
+    #: A CSV file of ``round,agent`` rows, the rounds each agent misses (instead of a rate).
+    dropout_schedule: str | None = setting(
+        None,
+        "read the rounds agents miss from this CSV file (header round,agent; rounds 1..T), "
+        "instead of drawing them at --dropout's rate",
+        group="dropouts",
+        metavar="FILE",
+    )
+    #: Dropout-robust seed recovery: the alive holders of a shared seed add the missing holders'
+    #: share (:meth:`dpdl.accounting.noise.GaussianNoise.after_dropouts`).
+    dropout_recovery: bool = setting(
+        False,
+        "dropout-robust correlated noise: in each round the alive holders of a shared seed add "
+        "the share of its missing holders, so pairwise-cancelling noise still cancels (the "
+        "round's privacy is accounted as it is, and may be lower)",
+        group="dropouts",
+    )
     task_options: TaskOptions = setting(default_factory=TaskOptions)  # noqa: RUF009 - setting() returns a dataclasses.field
     design: DesignOptions = setting(default_factory=DesignOptions)  # noqa: RUF009 - setting() returns a dataclasses.field
     #: Draw batches and noise agent by agent, from the seeds agents with keys derived from this
@@ -297,6 +325,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         check_fields(self)
         self.design.check_applies(self.mechanism)
+        self._check_dropouts()
         self.tracking.check_applies(self.algorithm)
         self.task_options.check_applies(self.task)
 
@@ -395,6 +424,25 @@ class TrainConfig:
             raise ConfigError(
                 f"epochs (--epochs) {self.epochs}: mechanism {self.mechanism!r} cycles each "
                 "agent's examples in --cycle batches; its length is passes x cycle (--steps)"
+            )
+
+    def _check_dropouts(self) -> None:
+        """A rate and a file are two ways to say one thing; recovery needs some dropouts and
+        noise made of shared seeds; dropouts are implemented for D-SGD with per-round noise."""
+        if self.dropout and self.dropout_schedule is not None:
+            raise ConfigError(
+                "give --dropout RATE or --dropout-schedule FILE, not both "
+                f"(got {self.dropout} and {self.dropout_schedule!r})"
+            )
+        dropouts = bool(self.dropout) or self.dropout_schedule is not None
+        if self.dropout_recovery and not dropouts:
+            raise ConfigError(
+                "--dropout-recovery acts on dropouts: give --dropout RATE or --dropout-schedule"
+            )
+        if dropouts and (self.algorithm != "dsgd" or self.mechanism in FACTORIZED_REGISTRY):
+            raise ConfigError(
+                "dropouts are implemented for D-SGD with noise drawn afresh each round, not for "
+                f"--algorithm {self.algorithm} with --mechanism {self.mechanism}"
             )
 
     @property
