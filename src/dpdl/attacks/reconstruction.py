@@ -20,8 +20,9 @@ seeds they hold appear as rows of `B` (the view that `dpdl.factorization.trust` 
 `Sigma = B B^T`, [`reconstruct`][dpdl.attacks.reconstruction.reconstruct] computes the best
 linear unbiased estimate (generalized least squares, exact for a singular `Sigma`):
 
-- the directions `U_0` with no noise (`U_0^T B = 0`) give exact constraints `U_0^T A G = U_0^T O`;
-- the others, whitened, `Lambda^-1/2 U_1^T O = Lambda^-1/2 U_1^T A G + white noise`, are solved
+- with the SVD `B = U S V^T`, the directions `U_0` with no noise (`U_0^T B = 0`) give exact
+  constraints `U_0^T A G = U_0^T O`;
+- the others, whitened, `S_1^-1 U_1^T O = S_1^-1 U_1^T A G + white noise`, are solved
   by least squares over the solutions of the constraints, `G = C^+ c + N theta` (`N` a basis of
   the null space of `C = U_0^T A`): `theta = (D N)^+ (b - D C^+ c)`;
 - the error covariance is `N (D N)^+ (D N)^+T N^T`, per coordinate.
@@ -48,7 +49,8 @@ __all__ = [
     "reconstruct",
 ]
 
-#: Singular values below this fraction of a matrix's largest are taken as zero (its rank).
+#: Singular values of the equations below this fraction of their largest are taken as zero (the
+#: rank of what the view identifies; the noise's rank uses numpy's tolerance).
 RANK_TOL = 1e-9
 #: An unknown is in a row space when its squared distance to it is below this.
 SPAN_TOL = 1e-8
@@ -92,13 +94,17 @@ def constant_gradients(agents: int, steps: int, window: int) -> np.ndarray:
 
 
 def _range_split(decoder: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`(U_0, U_1, sqrt(lambda_1))`: an orthonormal basis of the directions of the view that
-    carry no noise, one of those that do, and the noise's standard deviation along the latter."""
-    covariance = decoder @ decoder.T
-    values, vectors = np.linalg.eigh(covariance)
-    largest = float(values.max(initial=0.0))
-    noisy = values > RANK_TOL * largest if largest > 0 else np.zeros(len(values), dtype=bool)
-    return vectors[:, ~noisy], vectors[:, noisy], np.sqrt(values[noisy])
+    """`(U_0, U_1, s_1)`: orthonormal bases of the directions of the view that carry no noise and
+    of those that do, and the noise's standard deviation along the latter: the SVD of `B` itself
+    (its singular values are accurate to `eps s_max`, those of `B B^T` only to `sqrt(eps)
+    s_max`: designs whose large shared noise cancels, like Whisper's, need the former), with
+    numpy's rank tolerance `s_max max(B.shape) eps`."""
+    views, seeds = decoder.shape
+    left, values, _ = np.linalg.svd(decoder, full_matrices=seeds < views)
+    tolerance = values.max(initial=0.0) * max(views, seeds) * np.finfo(float).eps
+    noisy = np.zeros(views, dtype=bool)
+    noisy[: len(values)] = values > tolerance
+    return left[:, ~noisy], left[:, noisy], values[noisy[: len(values)]]
 
 
 def _row_basis(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
