@@ -1,5 +1,7 @@
 """`dpdl audit`: every mechanism against every threat model, the accountant's epsilon beside
-each threat's attack ([`dpdl.experiments.audit`][dpdl.experiments.audit])."""
+each threat's attack ([`dpdl.experiments.audit`][dpdl.experiments.audit]); with `--reconstruct`,
+the gradient-reconstruction attack of curious agents instead
+([`dpdl.experiments.reconstruction`][dpdl.experiments.reconstruction])."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dpdl.cli.options import (
     graph_and_weights,
     output_folder,
 )
+from dpdl.errors import ConfigError
 from dpdl.settings import positive_int
 
 
@@ -52,6 +55,7 @@ def audit_parser(sub: argparse._SubParsersAction) -> None:
         "noise is "
         f"seeded by --seed (default {DEFAULT_TRIALS})",
     )
+    _add_reconstruction_arguments(parser)
     add_output_arguments(parser, Path("results/audit"), "results/audit", "the audit")
     add_plot_argument(
         parser,
@@ -61,11 +65,53 @@ def audit_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_audit)
 
 
+def _add_reconstruction_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("reconstruction attack")
+    group.add_argument(
+        "--reconstruct",
+        action="store_true",
+        help="instead of the membership audit: curious agents (--attackers) reconstruct every "
+        "other agent's gradient from the messages they receive over the --steps rounds (El "
+        "Mrini, Cyffers & Bellet, ICML 2024), on noiseless D-GD and each mechanism; writes "
+        "reconstruction.csv and reconstruction.json",
+    )
+    group.add_argument(
+        "--attackers",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="AGENT",
+        help="with --reconstruct: the curious agents, one or a coalition (default: agent 0)",
+    )
+    group.add_argument(
+        "--gradient-window",
+        type=positive_int,
+        default=None,
+        metavar="STEPS",
+        help="with --reconstruct: consecutive steps that share one gradient, each such "
+        "gradient an unknown (default: all --steps, the paper's D-GD setting; 1: every step's "
+        "gradient unknown)",
+    )
+
+
 def _audit(args: argparse.Namespace) -> int:
     from dpdl.experiments.audit import require_audit_fits
     from dpdl.jobspec.resources import graph_size
 
+    if not args.reconstruct:
+        given = [
+            option
+            for option, value in (
+                ("--attackers", args.attackers),
+                ("--gradient-window", args.gradient_window),
+            )
+            if value is not None
+        ]
+        if given:
+            raise ConfigError(f"{' and '.join(given)} only apply with --reconstruct")
     output_folder(args.out)
+    if args.reconstruct:
+        return _reconstruct(args)
     if args.plot is not None:
         output_folder(args.plot.parent, "--plot")
     agents = graph_size(args.graph, args.n, args.p)
@@ -114,4 +160,58 @@ def _run_audit(args: argparse.Namespace, graph: object, weights: object) -> int:
     print(f"\nresults: {args.out}")
     if args.json:
         print(json.dumps(json_safe({"rows": [report.as_dict() for report in reports]})))
+    return 0
+
+
+def _reconstruct(args: argparse.Namespace) -> int:
+    from dpdl.experiments.audit import audit_mechanisms
+    from dpdl.experiments.reconstruction import (
+        check_attackers,
+        format_reconstruction,
+        require_reconstruction_fits,
+        run_reconstruction,
+        write_reconstruction,
+    )
+    from dpdl.experiments.results import json_safe
+    from dpdl.jobspec.resources import graph_size
+
+    if args.plot is not None:
+        raise ConfigError("--plot draws the membership audit; --reconstruct has no figure")
+    attackers = (0,) if args.attackers is None else tuple(args.attackers)
+    if args.gradient_window is not None and args.gradient_window > args.steps:
+        raise ConfigError(
+            f"--gradient-window {args.gradient_window} is longer than the run (--steps "
+            f"{args.steps})"
+        )
+    agents = graph_size(args.graph, args.n, args.p)
+    if agents is not None:  # before the graph is built; run_reconstruction checks again
+        check_attackers(attackers, agents[0])
+        count = len(audit_mechanisms(agents[0], args.mechanisms))
+        require_reconstruction_fits(*agents, args.steps, count, log=False)
+    graph, weights = graph_and_weights(args)
+    with claimed_output(args, args.out, "audit"):
+        report = run_reconstruction(
+            graph,
+            weights,
+            args.eps,
+            args.delta,
+            args.steps,
+            args.clip,
+            attackers,
+            args.mechanisms,
+            args.calibration,
+            args.gradient_window,
+            seed=args.seed,
+        )
+        print(
+            f"reconstruction: {args.graph} (n={graph.number_of_nodes()}), attackers "
+            f"{list(attackers)}, eps={args.eps:g}, delta={args.delta:g}, T={args.steps}, "
+            f"C={args.clip:g}, gradient window {report.window}; each mechanism calibrated "
+            "against its own threat"
+        )
+        print(format_reconstruction(report))
+        write_reconstruction(report, args.out)
+    print(f"\nresults: {args.out}")
+    if args.json:
+        print(json.dumps(json_safe(report.as_dict())))
     return 0
