@@ -114,3 +114,23 @@ def test_cli_bad_reconstruction_options_are_one_error_line(tmp_path, capsys, ext
     lines = capsys.readouterr().err.splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("dpdl: error:")
     assert match in lines[0] and not (out / "reconstruction.csv").exists()
+
+
+def test_cli_refuses_a_reconstruction_too_large_before_any_work(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """300 agents over 1000 steps: dense 300,000^2 message matrices, refused by the size check
+    before a graph, a design or a message matrix is built."""
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the work started before the reconstruction was sized")
+
+    monkeypatch.setattr("dpdl.experiments.reconstruction.from_noise", started)
+    monkeypatch.setattr("dpdl.experiments.reconstruction.build_mechanism", started)
+    monkeypatch.setattr("dpdl.cli.audit.graph_and_weights", started)
+    monkeypatch.setenv("DPDL_MEMORY_LIMIT", "4G")
+    args = ["audit", "--graph", "ring", "--n", "300", "--steps", "1000", "--reconstruct"]
+    code = main([*args, "--out", str(tmp_path / "out")])
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(lines) == 1 and "cannot fit in memory" in lines[0]
+    assert "message" in lines[0]
