@@ -37,7 +37,6 @@ from dpdl.factorization.algorithms import from_noise
 from dpdl.factorization.trust import PNDP, attacker_knowledge
 from dpdl.jobspec.resources import FLOP_RATE, Estimate, require_fits
 from dpdl.mechanisms.base import NoiseMechanism
-from dpdl.mechanisms.independent import NoNoise
 from dpdl.mechanisms.registry import build_mechanism
 from dpdl.seeding import purpose_rng
 
@@ -226,9 +225,7 @@ def run_reconstruction(
         seed,
     )
     for name in names:
-        mechanism = (
-            NoNoise(n) if name == NoNoise.name else build_mechanism(name, graph, weights, budget)
-        )
+        mechanism = build_mechanism(name, graph, weights, budget)
         errors = _attack(name, mechanism, weights, chosen, steps, window, gradients, seed)
         report.rows.extend(
             ReconstructionRow(
