@@ -12,6 +12,8 @@
 - [`accountant`][dpdl.accounting.accountant]: covariance + threat + relation + steps -> epsilon.
 - [`calibration`][dpdl.accounting.calibration]: target epsilon -> allowed per-step sensitivity.
 - [`phases`][dpdl.accounting.phases]: composition of phases of different per-step sensitivities.
+- [`dropouts`][dpdl.accounting.dropouts]: a run in which agents miss rounds, accounted exactly, and
+  the distribution of its epsilon over dropout schedules drawn at a rate.
 - [`tradeoff`][dpdl.accounting.tradeoff]: f-DP trade-off curves of Gaussian DP, in closed form.
 - [`export`][dpdl.accounting.export]: a view's privacy loss as a dp_accounting `DpEvent` or
   privacy loss distribution, or an f-DP curve, to compose with other accountants.
@@ -25,6 +27,12 @@ from dpdl.accounting.accountant import (
     step_sensitivity,
 )
 from dpdl.accounting.calibration import CALIBRATIONS, Calibration, calibrate, noise_scale
+from dpdl.accounting.dropouts import (
+    DropoutAccountant,
+    DropoutRisk,
+    account_dropouts,
+    dropout_risk,
+)
 from dpdl.accounting.export import (
     View,
     dp_event,
@@ -45,6 +53,8 @@ __all__ = [
     "CALIBRATIONS",
     "AgentLevel",
     "Calibration",
+    "DropoutAccountant",
+    "DropoutRisk",
     "ExampleLevel",
     "GaussianNoise",
     "Neighbouring",
@@ -54,10 +64,12 @@ __all__ = [
     "TradeOffCurve",
     "View",
     "account",
+    "account_dropouts",
     "calibrate",
     "calibrate_last_phase",
     "compose_phases",
     "dp_event",
+    "dropout_risk",
     "epsilon_from_mu_step",
     "gaussian_view",
     "noise_scale",
