@@ -383,6 +383,8 @@ def dropout_risk(
     eavesdropper or coalitions, the verdict is always "no loss" (module docstring)."""
     if schedules < 1:
         raise ConfigError(f"the number of schedules must be >= 1, got {schedules}")
+    if not 0.0 <= rate < 1.0:
+        raise ConfigError(f"a dropout rate is a probability in [0, 1), got {rate}")
     n = noise_of(noise).n
     full = account(noise, threat, neighbouring, steps, delta)
     rounds = DropoutAccountant(noise, threat, recovery)
