@@ -16,6 +16,7 @@ import numpy as np
 from scipy import sparse
 
 from dpdl.accounting import AgentLevel, Calibration, ExampleLevel, PrivacyReport, account, calibrate
+from dpdl.accounting.dropouts import account_dropouts
 from dpdl.accounting.noise import GaussianNoise
 from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix
@@ -64,16 +65,37 @@ def neighbouring_relation(
 
 
 def privacy_reports(
-    mechanism: NoiseMechanism, neighbouring: AgentLevel | ExampleLevel, steps: int, delta: float
+    mechanism: NoiseMechanism,
+    neighbouring: AgentLevel | ExampleLevel,
+    steps: int,
+    delta: float,
+    alive: np.ndarray | None = None,
+    recovery: bool = False,
 ) -> list[PrivacyReport]:
     """The mechanism's guarantee against its own threat model first, then against the eavesdropper
-    and honest-but-curious agents (where those differ from it)."""
+    and honest-but-curious agents (where those differ from it).
+
+    With `alive`, the `(steps, n)` table of who sends at each round of a run with dropouts (and
+    `recovery`, whether the alive holders of a seed add its missing holders' share), the reports
+    are the run's, accounted exactly under that schedule
+    ([`account_dropouts`][dpdl.accounting.dropouts.account_dropouts]); a schedule without a
+    dropout gives the reports of a run without."""
     threats = [mechanism.default_threat]
     threats += [
         t
         for t in (Eavesdropper(), Colluding(1))
         if t != mechanism.default_threat and mechanism.n > 1
     ]
+    if alive is not None and np.shape(alive) != (steps, mechanism.n):
+        raise ConfigError(
+            f"the dropout schedule has shape {np.shape(alive)}, the run {steps} rounds of "
+            f"{mechanism.n} agents"
+        )
+    if alive is not None and not np.all(alive):
+        return [
+            account_dropouts(mechanism, threat, neighbouring, alive, delta, recovery)
+            for threat in threats
+        ]
     return [account(mechanism, threat, neighbouring, steps, delta) for threat in threats]
 
 
