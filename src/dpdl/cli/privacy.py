@@ -1,6 +1,8 @@
-"""`dpdl privacy export`: a run's privacy loss against one threat as JSON for other accountants:
-a dp_accounting `DpEvent`, a privacy loss distribution or an f-DP curve
-([`dpdl.accounting.export`][dpdl.accounting.export])."""
+"""`dpdl privacy`: `export`, a run's privacy loss against one threat as JSON for other
+accountants (a dp_accounting `DpEvent`, a privacy loss distribution or an f-DP curve,
+[`dpdl.accounting.export`][dpdl.accounting.export]); `dropouts`, a design's epsilon against each
+threat when agents miss rounds at a rate
+([`dpdl.accounting.dropouts`][dpdl.accounting.dropouts])."""
 
 from __future__ import annotations
 
@@ -11,8 +13,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpdl.cli.options import Parser
-from dpdl.settings import positive_int
+from dpdl.choices import MECHANISM_REGISTRY, THREAT_REGISTRY
+from dpdl.cli.options import (
+    Parser,
+    add_budget_arguments,
+    add_design_arguments,
+    add_graph_arguments,
+    add_graph_seed_argument,
+)
+from dpdl.jobspec.config import TrainConfig
+from dpdl.settings import add_arguments, positive_int
 
 #: What `--format` offers (`dpdl.accounting.export.EXPORT_FORMATS`, not imported here: it
 #: imports scipy, and the parser is built without it).
@@ -22,9 +32,11 @@ FORMATS = ("event", "pld", "fdp")
 def privacy_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "privacy",
-        help="a run's privacy loss for other accountants (dp_accounting DpEvent, PLD, f-DP curve)",
+        help="a run's privacy loss for other accountants (dp_accounting DpEvent, PLD, f-DP "
+        "curve); a design's privacy when agents drop out",
         description="Export the privacy loss of one threat's view of a run, as dpdl accounted it, "
-        "for other accountants to compose with other releases.",
+        "for other accountants to compose with other releases (export); account a noise design "
+        "against each threat when agents miss rounds (dropouts).",
     )
     actions = parser.add_subparsers(
         title="actions", dest="action", required=True, parser_class=Parser
@@ -74,6 +86,51 @@ def privacy_parser(sub: argparse._SubParsersAction) -> None:
         help="replace --out when it exists (without it, an existing file is refused)",
     )
     export.set_defaults(handler=_export)
+    _dropouts_parser(actions)
+
+
+def _dropouts_parser(actions: argparse._SubParsersAction) -> None:
+    parser = actions.add_parser(
+        "dropouts",
+        help="a design's eps against each threat when agents miss rounds at a rate",
+        description="Calibrate a noise design to (eps, delta) over T steps on a graph, draw "
+        "--schedules dropout schedules at rate --dropout (schedule k: the one a run of seed "
+        "--seed + k draws), account each exactly (each round's view of the messages that "
+        "arrived, composed per coalition and agent), and print per threat the median, 95th "
+        "percentile and max of the run's eps beside the eps without dropouts and the budget, "
+        "and whether the design stays private at that rate or what it loses.",
+    )
+    parser.add_argument(
+        "--method", required=True, help=f"noise design: {', '.join(MECHANISM_REGISTRY.names())}"
+    )
+    add_graph_arguments(parser)
+    add_graph_seed_argument(parser)
+    add_budget_arguments(parser)
+    add_design_arguments(parser)
+    add_arguments(parser, TrainConfig, groups=("dropouts",), skip=("dropout_schedule",))
+    parser.add_argument(
+        "--schedules",
+        type=positive_int,
+        default=20,
+        metavar="K",
+        help="dropout schedules drawn at --dropout's rate (default 20)",
+    )
+    parser.add_argument(
+        "--threat",
+        nargs="+",
+        default=None,
+        help=f"threats to account against, of {', '.join(THREAT_REGISTRY.names())} (default: "
+        "eavesdropper honest-but-curious colluding-2 central)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="JSON file to write the results to (default: none)"
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out when it exists (without it, an existing file is refused)",
+    )
+    parser.set_defaults(handler=_dropouts)
 
 
 def _reports(run: Path, together: bool) -> list[dict[str, Any]]:
@@ -99,6 +156,16 @@ def _reports(run: Path, together: bool) -> list[dict[str, Any]]:
     return data[key]
 
 
+def _check_out(args: argparse.Namespace) -> None:
+    """`--out`: a file, not a folder, and not one that exists unless `--overwrite`."""
+    from dpdl.errors import ConfigError
+
+    if args.out is not None and args.out.is_dir():
+        raise ConfigError(f"--out {args.out} is a folder; give the JSON file to write")
+    if args.out is not None and args.out.exists() and not args.overwrite:
+        raise ConfigError(f"--out {args.out} exists; add --overwrite to replace it")
+
+
 def _export(args: argparse.Namespace) -> int:
     from dpdl.accounting.export import export_json, view_of
     from dpdl.errors import ConfigError
@@ -108,10 +175,7 @@ def _export(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--discretization must be a finite number > 0, got {args.discretization}"
         )
-    if args.out is not None and args.out.is_dir():
-        raise ConfigError(f"--out {args.out} is a folder; give the JSON file to write")
-    if args.out is not None and args.out.exists() and not args.overwrite:
-        raise ConfigError(f"--out {args.out} exists; add --overwrite to replace it")
+    _check_out(args)
     view = view_of(_reports(args.run, args.together), args.threat)
     data = export_json(view, args.format, args.discretization, args.points)
     text = json.dumps(json_safe(data), indent=1) + "\n"
@@ -120,4 +184,73 @@ def _export(args: argparse.Namespace) -> int:
     else:
         atomic_write(args.out, text.encode())
         print(f"{view.threat}: {args.format} written to {args.out}")
+    return 0
+
+
+def _dropouts(args: argparse.Namespace) -> int:
+    from dpdl.accounting import AgentLevel, calibrate, dropout_risk
+    from dpdl.cli.options import graph_and_weights
+    from dpdl.errors import ConfigError
+    from dpdl.experiments.noise import DEFAULT_THREATS
+    from dpdl.files import atomic_write, json_safe
+    from dpdl.mechanisms.registry import build_mechanism
+    from dpdl.settings import DesignOptions, from_options
+    from dpdl.threats import Colluding, threat_by_name
+
+    if not 0.0 < args.dropout < 1.0:
+        raise ConfigError(
+            f"--dropout RATE: the rate at which agents miss rounds, in (0, 1); got {args.dropout}"
+        )
+    design = from_options(DesignOptions, args)
+    if design.objective == "horizon":
+        raise ConfigError("--objective horizon needs a run's step size: use 'dpdl noise'")
+    _check_out(args)
+    threats = tuple(threat_by_name(t) for t in args.threat) if args.threat else DEFAULT_THREATS
+    graph, weights = graph_and_weights(args, args.method)
+    n = graph.number_of_nodes()
+    asked = [t for t in threats if not (isinstance(t, Colluding) and t.q >= n)]
+    if args.threat and len(asked) < len(threats):
+        raise ConfigError(f"a coalition of {n} or more agents leaves no honest agent among {n}")
+    relation = AgentLevel(args.clip)
+    calibration = calibrate(args.eps, args.delta, args.steps, relation, args.calibration)
+    mechanism = build_mechanism(args.method, graph, weights, calibration, design)
+    how = "with" if args.dropout_recovery else "without"
+    print(
+        f"{args.method} on {args.graph} (n={n}), eps={args.eps:g} delta={args.delta:g} "
+        f"T={args.steps} C={args.clip:g}; dropout rate {args.dropout:g} {how} seed recovery, "
+        f"{args.schedules} schedules (seeds {args.seed}..{args.seed + args.schedules - 1})"
+    )
+    print(f"  {'threat':<20} {'no dropout':>10} {'median':>10} {'p95':>10} {'max':>10}  verdict")
+    risks = []
+    for threat in asked:
+        risk = dropout_risk(
+            mechanism, threat, relation, args.steps, args.delta, args.dropout, args.schedules,
+            args.seed, args.dropout_recovery, args.eps,
+        )  # fmt: skip
+        risks.append(risk)
+        bound = "" if risk.exact else " (upper bound: full collusion)"
+        print(
+            f"  {risk.threat:<20} {risk.no_dropout:>10.4g} {risk.median:>10.4g} "
+            f"{risk.p95:>10.4g} {risk.worst:>10.4g}  {risk.verdict}{bound}"
+        )
+    for risk in risks:
+        print(risk.statement())
+    if args.out is not None:
+        data = {
+            "method": args.method,
+            "graph": args.graph,
+            "n": n,
+            "eps": args.eps,
+            "delta": args.delta,
+            "steps": args.steps,
+            "clip": args.clip,
+            "calibration": args.calibration,
+            "dropout": args.dropout,
+            "recovery": args.dropout_recovery,
+            "schedules": args.schedules,
+            "seed": args.seed,
+            "threats": [risk.as_dict() for risk in risks],
+        }
+        atomic_write(args.out, (json.dumps(json_safe(data), indent=1) + "\n").encode())
+        print(f"results: {args.out}")
     return 0
