@@ -334,8 +334,10 @@ class DropoutRisk:
             f"{self.worst:.4g} (no dropouts {self.no_dropout:.4g}, budget {self.budget:g})"
         )
         rise = self.worst - self.no_dropout
-        if self.verdict == VERDICTS[0]:
+        if self.verdict == VERDICTS[0] and self.worst <= self.budget:
             return f"{head}: stays private, dropouts cost no privacy"
+        if self.verdict == VERDICTS[0]:
+            return f"{head}: dropouts cost no privacy (the budget is not met even without them)"
         if self.verdict == VERDICTS[1]:
             return f"{head}: stays within the budget, dropouts raise eps by up to {rise:.3g}"
         over = (
