@@ -364,6 +364,10 @@ def test_a_bad_mask_or_accountant_is_one_config_error() -> None:
         account_dropouts(
             decor_like(), Eavesdropper(), AGENT, SCHEDULE, DELTA, accountant="paper-rdp"
         )
+    with pytest.raises(ConfigError, match="another noise, threat or design"):
+        account_dropouts(decor_like(), Eavesdropper(), AGENT, SCHEDULE, DELTA, rounds=rounds)
+    with pytest.raises(ConfigError, match="another noise, threat or design"):
+        account_dropouts(rounds.noise, Eavesdropper(), AGENT, SCHEDULE, DELTA, True, None, rounds)
     with pytest.raises(ConfigError, match="rate"):
         dropout_risk(decor_like(), Eavesdropper(), AGENT, 4, DELTA, 1.0)
     with pytest.raises(ConfigError, match="schedules"):

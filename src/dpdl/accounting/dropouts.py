@@ -1,9 +1,9 @@
 """Privacy under dropouts: each round's view with the messages that arrived, composed exactly.
 
 A dropout schedule is a `(T, n)` boolean table `alive` (`alive[t, i]` False when agent i misses
-round t + 1; [`DropoutSchedule`][dpdl.jobspec.dropouts.DropoutSchedule] draws or reads one). It
-is public and independent of the data, so the accountant conditions on it. In round t only the
-alive agents send, with the round's noise design
+round t + 1; `dpdl.jobspec.dropouts.DropoutSchedule` draws or reads one). It is public and
+independent of the data, so the accountant conditions on it. In round t only the alive agents
+send, with the round's noise design
 [`after_dropouts`][dpdl.accounting.noise.GaussianNoise.after_dropouts]`(alive_t, recovery)`:
 
 - a missing agent sends nothing, so it releases nothing about its data that round (its
@@ -103,6 +103,25 @@ def _check_alive(alive: np.ndarray, n: int) -> np.ndarray:
     return table
 
 
+def _coalitions(noise: GaussianNoise, threat: ThreatModel) -> tuple[list[tuple[int, ...]], bool]:
+    """The coalitions to enumerate (none where the private parts are the whole view) and whether
+    the result is exact: [`account`][dpdl.accounting.accountant.account]'s rules. Independent
+    noise, and coalitions that each meet every secret's holders, see the private parts only
+    (exact); too many coalitions to enumerate are bounded by full collusion (not exact)."""
+    n = noise.n
+    if not noise.secrets:
+        return [], True
+    count = threat.coalition_count(n)
+    q = len(next(iter(threat.coalitions(n))))
+    if q and min(len(secret.holders) for secret in noise.secrets) > n - q:
+        return [], True
+    if count > 1 and count * float(n) ** 3 > MAX_ENUMERATION_FLOPS:
+        return [], False
+    if n >= SPARSE_MIN_AGENTS:
+        require_dense(n, "exact accounting of noise with shared secrets", matrices=16)
+    return list(threat.coalitions(n)), True
+
+
 class DropoutAccountant:
     """Certified per-round unit sensitivities of one noise design against one threat, with some
     agents missing, one table per distinct alive pattern (cached).
@@ -120,20 +139,7 @@ class DropoutAccountant:
         self.noise = noise_of(noise)
         self.threat = threat
         self.recovery = recovery
-        self.exact = True
-        self.coalitions: list[tuple[int, ...]] = []
-        n = self.noise.n
-        if self.noise.secrets:
-            count = threat.coalition_count(n)
-            q = len(next(iter(threat.coalitions(n))))
-            if q and min(len(secret.holders) for secret in self.noise.secrets) > n - q:
-                pass  # every coalition subtracts every secret: the private parts are the view
-            elif count > 1 and count * float(n) ** 3 > MAX_ENUMERATION_FLOPS:
-                self.exact = False  # full collusion's bound, as the accountant's
-            else:
-                if n >= SPARSE_MIN_AGENTS:
-                    require_dense(n, "exact accounting of noise with shared secrets", matrices=16)
-                self.coalitions = list(threat.coalitions(n))
+        self.coalitions, self.exact = _coalitions(self.noise, threat)
         self._cache: dict[bytes, np.ndarray] = {}
 
     @property
@@ -257,6 +263,8 @@ def account_dropouts(
         )
     epsilon_from_mu_step(0.0, 1, delta, neighbouring, accountant)  # checks delta and relation
     rounds = rounds or DropoutAccountant(noise, threat, recovery)
+    if (rounds.noise, rounds.threat, rounds.recovery) != (noise_of(noise), threat, recovery):
+        raise ConfigError("the per-round tables given are those of another noise, threat or design")
     tables, counts = rounds.run(alive)
     steps = int(counts.sum())
     mus = neighbouring.sensitivity * tables  # (patterns, candidates, n)
@@ -280,8 +288,8 @@ def account_dropouts(
 
 def draw_alive(rate: float, n: int, steps: int, seed: int) -> np.ndarray:
     """The `(steps, n)` alive table that a run of seed `seed` draws at dropout rate `rate`
-    ([`DropoutSchedule.from_rate`][dpdl.jobspec.dropouts.DropoutSchedule.from_rate]: one
-    uniform per round and agent from the seed's `dropouts` stream, missing below `rate`)."""
+    (`dpdl.jobspec.dropouts.DropoutSchedule.from_rate`: one uniform per round and agent from
+    the seed's `dropouts` stream, missing below `rate`)."""
     if not 0.0 <= rate < 1.0:
         raise ConfigError(f"a dropout rate is a probability in [0, 1), got {rate}")
     return purpose_rng(seed, "dropouts").random((steps, n)) >= rate
