@@ -317,9 +317,9 @@ def test_example_level_pruning_keeps_the_maximum(monkeypatch) -> None:
     alive = SCHEDULE[[1, 2, 1, 3]]
     composed = []
 
-    def counted(mus, rate, delta):
+    def counted(mus, rate, delta, built):
         composed.append(mus)
-        return original(mus, rate, delta)
+        return original(mus, rate, delta, built)
 
     original = dropouts._composed_pld_epsilon
     monkeypatch.setattr(dropouts, "_composed_pld_epsilon", counted)
