@@ -206,8 +206,9 @@ class DropoutAccountant:
 
 
 def _frontier(values: np.ndarray) -> np.ndarray:
-    """The rows of `values` (candidates x rounds, finite) not dominated by another after sorting
-    each row (module docstring): what the example-level maximum needs."""
+    """The rows of `values` (one per pair of coalition and agent, one column per round; finite)
+    that no other row dominates once each is sorted (module docstring), sorted: what the
+    example-level maximum needs."""
     rows = np.unique(-np.sort(-values, axis=1), axis=0)
     rows = rows[np.argsort(-(rows**2).sum(axis=1), kind="stable")]
     kept: list[int] = []
