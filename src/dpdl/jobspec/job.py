@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -22,6 +23,7 @@ from dpdl.errors import ConfigError
 from dpdl.graphs import build_graph, mixing_matrix
 from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.curvature import run_design
+from dpdl.jobspec.dropouts import DropoutSchedule
 from dpdl.jobspec.engine import DSGDConfig, StepSize, poisson_rates
 from dpdl.jobspec.factorized import build_factorized
 from dpdl.jobspec.resources import TaskShape, require_job_fits, task_shape
@@ -36,6 +38,7 @@ from dpdl.threats import Colluding, Eavesdropper
 __all__ = [
     "Job",
     "build_job",
+    "dropout_schedule",
     "neighbouring",
     "neighbouring_relation",
     "privacy_reports",
@@ -105,7 +108,9 @@ class Job:
     from the public configuration (`dpdl.runtime`). Under gradient tracking `mechanism` is no
     noise and `injection` the noise of the tracking variable. A time-correlated mechanism
     ([`dpdl.jobspec.factorized`][dpdl.jobspec.factorized]) has no per-round relation or
-    calibration: its `reports` are its guarantee."""
+    calibration: its `reports` are its guarantee. `dropouts`: the rounds agents miss
+    ([`dpdl.jobspec.dropouts`][dpdl.jobspec.dropouts]), None when no agent misses any by
+    configuration."""
 
     graph: nx.Graph
     weights: np.ndarray
@@ -116,6 +121,7 @@ class Job:
     dsgd: DSGDConfig
     injection: TrackingNoise | None = None
     reports: list[PrivacyReport] | None = None
+    dropouts: DropoutSchedule | None = None
 
     @property
     def noise_seeds(self) -> GaussianNoise:
@@ -151,12 +157,27 @@ class Job:
         [`noise_seeds`][dpdl.jobspec.job.Job.noise_seeds], as this process computes them: the
         agents of one run compare it before they agree seeds
         ([`dpdl.runtime.handshake.handshake`][dpdl.runtime.handshake.handshake]), and a
-        checkpoint names the run by it."""
+        checkpoint names the run by it. With dropouts, the schedule's table too: agents that
+        read different schedule files refuse to start."""
         weights = self.weights.toarray() if sparse.issparse(self.weights) else self.weights
-        return hashlib.sha256(
+        digest = hashlib.sha256(
             np.ascontiguousarray(weights).tobytes()
             + np.ascontiguousarray(self.noise_seeds.covariance()).tobytes()
-        ).digest()
+        )
+        if self.dropouts is not None:
+            digest.update(np.packbits(self.dropouts.alive).tobytes())
+        return digest.digest()
+
+
+def dropout_schedule(config: TrainConfig, n: int, seed: int) -> DropoutSchedule | None:
+    """The rounds the `n` agents of replicate `seed` of `config` miss: read from
+    `dropout_schedule`, or drawn at rate `dropout` from the replicate's seed
+    ([`DropoutSchedule`][dpdl.jobspec.dropouts.DropoutSchedule]); None without dropouts."""
+    if config.dropout_schedule is not None:
+        return DropoutSchedule.from_file(Path(config.dropout_schedule), n, config.steps)
+    if config.dropout:
+        return DropoutSchedule.from_rate(config.dropout, n, config.steps, seed)
+    return None
 
 
 def _graph(config: TrainConfig, seed: int) -> nx.Graph:
@@ -208,6 +229,7 @@ def build_job(config: TrainConfig, seed: int) -> Job:
     agents = (graph.number_of_nodes(), graph.number_of_edges())
     if not known:
         require_job_fits(config, agents, log=log)
+    dropouts = dropout_schedule(config, agents[0], seed)  # a bad schedule file: before the task
     weights = mixing_matrix(graph, config.mixing)
     task = build_task(config.task, graph.number_of_nodes(), seed, config.task_options)
     if task_shape(config.task, agents[0], config.task_options) is None:
@@ -238,7 +260,9 @@ def build_job(config: TrainConfig, seed: int) -> Job:
         eval_every=config.eval_every,
         average_last=config.average_last,
     )
-    return Job(graph, weights, task, adjacent, calibration, mechanism, dsgd, injection)
+    return Job(
+        graph, weights, task, adjacent, calibration, mechanism, dsgd, injection, dropouts=dropouts
+    )
 
 
 def _step_size(config: TrainConfig) -> StepSize:
