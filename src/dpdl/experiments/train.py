@@ -262,6 +262,8 @@ def run_seed(
             agent_seeds=book,
             device=device,
             checkpoints=engine,
+            dropouts=job.dropouts,
+            recovery=config.dropout_recovery,
         )
         privacy = job.privacy(config.steps, config.delta)
     run = SeedRun(

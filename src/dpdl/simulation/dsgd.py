@@ -21,15 +21,28 @@ Given `agent_seeds`, every agent instead draws its batch from its own stream and
 seeds it holds ([`agent_noise`][dpdl.mechanisms.base.NoiseMechanism.agent_noise]), as the processes
 of `dpdl.runtime` do: the same distribution, and with the seeds the agents agreed on
 ([`dpdl.keys.simulated_seed_book`][dpdl.keys.simulated_seed_book]) the same models as a deployment.
+
+Given `dropouts` ([`DropoutSchedule`][dpdl.jobspec.dropouts.DropoutSchedule]), an agent missing
+round t computes nothing, sends nothing and keeps its model; the alive agents step and mix with
+`W'` ([`mixing_after_dropouts`][dpdl.jobspec.dropouts.mixing_after_dropouts]). The vectorized step
+computes every row and keeps the alive agents' (a missing agent's message is its model, and its row
+of `W'` is `e_i`). Every stream advances every round whether its agent is alive or not: the batches
+are drawn for all agents, and the noise too (the agents' seeds draw by round), so round t draws the
+same batches with or without dropouts, a resume replays the same draws, and the runtime's agents,
+each drawing its own, stay aligned with the simulation. Noise: without `recovery` the round's noise
+is the design's as drawn and a missing agent's part is not sent (DECOR's pair terms of a missing
+neighbour stay uncancelled in the network); with `recovery` the round's design
+([`after_dropouts`][dpdl.mechanisms.base.NoiseMechanism.after_dropouts]) draws it: its `sample`
+from the run's noise stream (whose draws then differ from a run without dropouts from that round
+on), or, with `agent_seeds`, every alive agent's `agent_noise` from the same seeds.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import count
 
 import numpy as np
 import torch
@@ -39,11 +52,13 @@ from dpdl.errors import ConfigError
 from dpdl.graphs.mixing import validate_mixing_matrix
 from dpdl.jobspec.device import resolve_device
 from dpdl.jobspec.divergence import FiniteWatch, check_metrics
+from dpdl.jobspec.dropouts import DropoutSchedule
 from dpdl.jobspec.engine import DSGDConfig, StepSize, require_calibrated_for
 from dpdl.jobspec.step import agent_batches, clip_rows, local_gradients, make_sampler
 from dpdl.mechanisms.base import NoiseMechanism, SeedBook
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
 from dpdl.seeding import purpose_rng
+from dpdl.simulation.dropouts import RoundDropouts
 from dpdl.simulation.resume import Checkpoints, EngineState
 from dpdl.simulation.tensors import mixing_operator, to_device
 from dpdl.tasks.base import Task
@@ -89,6 +104,8 @@ def run_dsgd(
     agent_seeds: SeedBook | None = None,
     device: str | torch.device = "cpu",
     checkpoints: Checkpoints | None = None,
+    dropouts: DropoutSchedule | None = None,
+    recovery: bool = False,
 ) -> DSGDResult:
     """Run `config.steps` steps of noisy D-SGD and return the final state and metric history.
 
@@ -98,6 +115,8 @@ def run_dsgd(
     doc; not for noise correlated over time). `device`: where to compute (`cpu`, `cuda`, `cuda:K` or
     `auto`); the task is moved there. `checkpoints`: save the run's state along the way and/or
     continue from a saved one ([`dpdl.simulation.resume`][dpdl.simulation.resume]).
+    `dropouts`: the rounds agents miss, and `recovery`: whether the alive holders of a shared
+    seed add the missing holders' share (module doc).
     """
     n = task.n_agents
     if weights.shape != (n, n):
@@ -114,35 +133,38 @@ def run_dsgd(
             f"{mechanism.name} noise is correlated over time: agents cannot draw it step by step "
             "from seeds"
         )
+    rounds = _round_dropouts(weights, mechanism, config, device, dropouts, recovery)
     if agent_seeds is None:
         sampler, batch_rng = make_sampler(task, config), purpose_rng(seed, "batches")
         draw = None if sampler is None else lambda: sampler.sample(batch_rng)
-        noise = (
-            None
-            if mechanism.is_noiseless
-            else mechanism.noise_stream(purpose_rng(seed, "noise"), task.dim)
-        )
+        noise = _stream_noise(mechanism, rounds, purpose_rng(seed, "noise"), task.dim)
     else:
         batches = agent_batches(task, config, seed, list(range(n)))
         draw = None if batches is None else batches.sample
-        noise = None if mechanism.is_noiseless else _agent_noise(mechanism, agent_seeds, task.dim)
+        noise = _agent_noise(mechanism, rounds, agent_seeds, task.dim)
 
     mixing = mixing_operator(weights, device)
     watch = FiniteWatch(config.step_size)
 
     def step(t: int, params: torch.Tensor) -> torch.Tensor:
+        alive = None if rounds is None else rounds.alive(t)
         grads = local_gradients(task, params, draw() if draw is not None else None, config)
         if noise is not None:
-            grads = grads + to_device(next(noise), device)
+            grads = grads + to_device(noise(t, alive), device)
         message = params - config.step_size(t) * grads
-        watch.note(t, "message", message)  # its gradient and noise, times the step size
-        return mixing @ message
+        if alive is None:
+            watch.note(t, "message", message)  # its gradient and noise, times the step size
+            return mixing @ message
+        assert rounds is not None
+        message = torch.where(rounds.mask(alive), message, params)  # the missing keep theirs
+        watch.note(t, "message", message)
+        return rounds.mixing(alive) @ message
 
     def replay(t: int) -> None:  # step t's draws, in step's order, without its arithmetic
         if draw is not None:
             draw()
         if noise is not None:
-            next(noise)
+            noise(t, None if rounds is None else rounds.alive(t))
 
     label = f"{task.name}/{mechanism.name}"
     return iterate(
@@ -158,9 +180,70 @@ def run_dsgd(
     )
 
 
-def _agent_noise(mechanism: NoiseMechanism, seeds: SeedBook, dim: int) -> Iterator[np.ndarray]:
-    for t in count(1):
-        yield np.stack([mechanism.agent_noise(i, seeds, t, dim) for i in range(mechanism.n)])
+#: Round `t`'s noise of every agent `(n, d)`, given the round's alive mask (None: all alive).
+RoundNoise = Callable[[int, "np.ndarray | None"], np.ndarray]
+
+
+def _round_dropouts(
+    weights: np.ndarray,
+    mechanism: NoiseMechanism | LocalCorrelatedNoise,
+    config: DSGDConfig,
+    device: torch.device,
+    dropouts: DropoutSchedule | None,
+    recovery: bool,
+) -> RoundDropouts | None:
+    """The rounds of `dropouts` (None: no dropouts), refused for noise correlated over time
+    and recovery without dropouts."""
+    if dropouts is None:
+        if recovery:
+            raise ConfigError("dropout recovery acts on dropouts: give a dropout schedule")
+        return None
+    if not isinstance(mechanism, NoiseMechanism):
+        raise ConfigError(
+            f"{mechanism.name} noise is correlated over time: dropouts are implemented for noise "
+            "drawn afresh each round"
+        )
+    return RoundDropouts(dropouts, weights, mechanism, recovery, device, config.steps)
+
+
+def _stream_noise(
+    mechanism: NoiseMechanism | LocalCorrelatedNoise,
+    rounds: RoundDropouts | None,
+    rng: np.random.Generator,
+    dim: int,
+) -> RoundNoise | None:
+    """Each round's noise from the run's noise stream: the design's draw, or in a round with
+    dropouts under recovery, the round's design's `sample` from the same generator."""
+    if mechanism.is_noiseless:
+        return None
+    stream = mechanism.noise_stream(rng, dim)
+
+    def noise(t: int, alive: np.ndarray | None) -> np.ndarray:
+        if alive is None or rounds is None or not rounds.recovery:
+            return next(stream)
+        return rounds.design(alive).sample(rng, dim)
+
+    return noise
+
+
+def _agent_noise(
+    mechanism: NoiseMechanism, rounds: RoundDropouts | None, seeds: SeedBook, dim: int
+) -> RoundNoise | None:
+    """Each round's noise drawn agent by agent from the seeds it holds (the agents' draws are
+    functions of the round: nothing to advance); in a round with dropouts, the alive agents'
+    from the round's design, zero for the missing."""
+    if mechanism.is_noiseless:
+        return None
+
+    def noise(t: int, alive: np.ndarray | None) -> np.ndarray:
+        if alive is None or rounds is None:
+            return np.stack([mechanism.agent_noise(i, seeds, t, dim) for i in range(mechanism.n)])
+        design, drawn = rounds.design(alive), np.zeros((mechanism.n, dim))
+        for i in np.flatnonzero(alive):
+            drawn[i] = design.agent_noise(int(i), seeds, t, dim)
+        return drawn
+
+    return noise
 
 
 def iterate(
