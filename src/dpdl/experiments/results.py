@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FAILED",
     "clear_failure",
+    "dropout_files",
     "json_safe",
     "read_rows",
     "refuse_failed_resume",
@@ -42,7 +43,7 @@ __all__ = [
 
 def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
     """Write `config.json`, `metrics.csv`, `final.json` and `<metric>.png` into
-    `folder`."""
+    `folder`, and with dropouts the rounds the agents missed (`dropout_files`)."""
     from dpdl.experiments.plots import plot_curves
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -57,6 +58,7 @@ def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
                 "mechanism": run.mechanism,
                 "trace_WRW": run.trace_wrw,
                 "privacy": [report.as_dict() for report in run.privacy],
+                **({} if run.dropouts is None else {"dropouts": run.dropouts.describe()}),
             }
             for run in result.runs
         ],
@@ -75,6 +77,11 @@ def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
             for record in run.history:
                 writer.writerow([run.seed, *(record[key] for key in keys)])
     paths["final"].write_text(json.dumps(json_safe(result.summary()), indent=2) + "\n")
+    for seed, path in dropout_files(result, folder).items():
+        schedule = next(run.dropouts for run in result.runs if run.seed == seed)
+        assert schedule is not None
+        schedule.write(path)
+        paths[f"dropouts{seed}"] = path
     metric = result.primary_metric
     paths["figure"] = plot_curves(
         {result.config.mechanism: [run.history for run in result.runs]},
@@ -85,6 +92,16 @@ def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
         log_y=metric == "optimality_gap",
     )
     return paths
+
+
+def dropout_files(result: TrainResult, folder: Path) -> dict[int, Path]:
+    """By seed, the file in `folder` of the rounds its agents missed, which
+    `--dropout-schedule` reads back (a replay of the realized dropouts): `dropouts.csv` for one
+    seed, `dropouts-seed<s>.csv` for each of several; none without dropouts."""
+    runs = [run for run in result.runs if run.dropouts is not None]
+    if len(runs) == 1:
+        return {runs[0].seed: folder / "dropouts.csv"}
+    return {run.seed: folder / f"dropouts-seed{run.seed}.csv" for run in runs}
 
 
 def write_rows(rows: list[dict[str, Any]], path: Path) -> Path:

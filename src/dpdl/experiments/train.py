@@ -30,6 +30,7 @@ from dpdl.experiments.checkpoints import load_state, save_state
 from dpdl.graphs import summarize
 from dpdl.jobspec.config import DEFAULT_STEP_SIZES, TrainConfig
 from dpdl.jobspec.device import resolve_device
+from dpdl.jobspec.dropouts import DropoutSchedule
 from dpdl.jobspec.factorized import with_gdp_budget
 from dpdl.jobspec.job import Job, build_job, privacy_reports, with_epochs
 from dpdl.mechanisms.time_correlated import LocalCorrelatedNoise
@@ -130,6 +131,8 @@ class SeedRun:
     agent_metrics: dict[str, tuple[float, ...]] = field(repr=False, default_factory=dict)
     #: The step its checkpoint had reached where the run was resumed (None: run from the start).
     resumed_from: int | None = None
+    #: The rounds its agents missed (None: no dropouts configured).
+    dropouts: DropoutSchedule | None = field(repr=False, default=None)
 
     @property
     def final(self) -> dict[str, float]:
@@ -191,6 +194,11 @@ class TrainResult:
             "noise": noise_scales(first.mechanism),
             "trace_WRW": float(np.mean([run.trace_wrw for run in self.runs])),
             "privacy": [report.as_dict() for report in first.privacy],
+            **(
+                {"dropouts": [{"seed": r.seed, **r.dropouts.describe()} for r in self.runs]}
+                if first.dropouts is not None
+                else {}
+            ),
             **(
                 {"privacy_seeds_together": [r.as_dict() for r in together]}
                 if (together := self.released_together())
@@ -281,6 +289,7 @@ def run_seed(
         if agent_metrics is not None
         else dict(getattr(job.task, "agent_metrics", {})),
         resumed_from=None if start is None else start.step,
+        dropouts=job.dropouts,
     )
     return job.task, job.calibration, run
 
