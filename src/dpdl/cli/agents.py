@@ -158,6 +158,9 @@ def _write_outcome(args: argparse.Namespace, outcome: Any) -> int:  # noqa: ANN4
         )
     np.save(args.workdir / "models.npy", outcome.models)
     final = {"agents": outcome.agents, **outcome.metrics, "privacy": outcome.privacy}
+    if outcome.dropouts is not None:  # what they missed, and the file that replays it
+        final["dropouts"] = outcome.dropouts.describe()
+        outcome.dropouts.write(args.workdir / "dropouts.csv")
     (args.workdir / "final.json").write_text(json.dumps(json_safe(final), indent=2) + "\n")
     for report in outcome.privacy:
         print(

@@ -18,6 +18,12 @@ agree, and agrees its seeds by key exchange ([`dpdl.runtime.handshake`][dpdl.run
 The task is built from the same configuration, which stands for the agent's own data: it reads only
 its own rows.
 
+Dropouts ([`dpdl.runtime.dropouts`][dpdl.runtime.dropouts]): every agent knows from the run's
+schedule, which stands for the liveness exchange at the start of a round, who takes part in round
+t. A missing agent computes, sends and receives nothing that round and keeps its model; the alive
+agents do not wait for it, and mix what arrived with the weights of
+[`mixing_after_dropouts`][dpdl.jobspec.dropouts.mixing_after_dropouts]: the simulation's rounds.
+
 Faults: every `checkpoint_every` rounds the agent saves its state (the last two are kept), and when
 a neighbour dies or times out ([`PeerFailure`][dpdl.errors.PeerFailure]) or the process is asked to
 stop (SIGTERM) it saves its states of the last n rounds before it stops. A restart with
@@ -65,6 +71,7 @@ from dpdl.jobspec.job import Job, build_job, with_epochs
 from dpdl.jobspec.sampling import AgentBatches
 from dpdl.jobspec.step import agent_batches, local_gradients
 from dpdl.keys import AgentKey
+from dpdl.mechanisms.base import NoiseMechanism
 from dpdl.runtime.backend import agent_device
 from dpdl.runtime.channel import NeighbourChannel
 from dpdl.runtime.checkpoint import (
@@ -76,6 +83,7 @@ from dpdl.runtime.checkpoint import (
     save_agent_key,
     save_checkpoint,
 )
+from dpdl.runtime.dropouts import AgentRounds
 from dpdl.runtime.handshake import Links, handshake
 from dpdl.runtime.options import AgentOptions
 from dpdl.tasks.base import Task
@@ -290,6 +298,11 @@ def _first_job(
             "departures are supported for D-SGD only: under gradient tracking the departed "
             "agents' share of the tracked gradient sum is lost"
         )
+    if first.dropouts is not None and options.departed:
+        raise ConfigError(
+            "dropouts (--dropout, --dropout-schedule) and departures (--departed) do not combine: "
+            "the schedule is of the first phase's agents"
+        )
     return first, remaining, rank
 
 
@@ -436,6 +449,7 @@ def _round_step(
         job.weights[rank, rank],
         {j: job.weights[rank, j] for j in links.senders},
     )
+    rounds = _agent_rounds(config, job, rank, links)
 
     def gradient(x: np.ndarray) -> np.ndarray:
         batch = batches.sample_agent(agent) if batches is not None else None
@@ -443,10 +457,14 @@ def _round_step(
         return local_gradients(task, params, batch, job.dsgd, agent=agent)[0].cpu().numpy()
 
     def mix(
-        own: np.ndarray, received: dict[int, np.ndarray], part: slice = slice(None)
+        own: np.ndarray,
+        received: dict[int, np.ndarray],
+        part: slice = slice(None),
+        weights: tuple[float, dict[int, float]] | None = None,
     ) -> np.ndarray:
-        mixed = own_weight * own
-        for j, w in weights_in.items():
+        own_w, inputs = (own_weight, weights_in) if weights is None else weights
+        mixed = own_w * own
+        for j, w in inputs.items():
             mixed += w * received[j][part]
         return mixed
 
@@ -464,14 +482,24 @@ def _round_step(
             _require_finite(t, names[j], "message", values, eta)
 
     def dsgd_round(t: int, x: np.ndarray) -> np.ndarray:
-        grad, noise = gradient(x), job.mechanism.agent_noise(rank, links.seeds, t, dim)
+        alive = None if rounds is None else rounds.alive(t)
+        if alive is not None and not alive[rank]:  # it misses the round: it computes nothing,
+            if batches is not None:  # but its batch stream advances, as the simulation's does
+                batches.sample_agent(agent)
+            return x
+        design, weights = job.mechanism, None
+        if alive is not None:
+            assert rounds is not None
+            design, own, inputs = rounds.round(alive)
+            weights = (own, inputs)
+        grad, noise = gradient(x), design.agent_noise(rank, links.seeds, t, dim)
         step = grad + noise
         step *= -job.dsgd.step_size(t)
         sent = np.add(x, step, out=channel.outgoing)  # computed into the message: no copy
-        received = channel.exchange(t, sent)
+        received = channel.exchange(t, sent, alive)
         parts = {"gradient": grad, "noise": noise, "message": sent}
         require_finite(t, parts, received, x)
-        mixed = mix(sent, received)
+        mixed = mix(sent, received, weights=weights)
         _require_finite(t, agent, "model", mixed, job.dsgd.step_size(t))
         return mixed
 
@@ -510,6 +538,16 @@ def _round_step(
         return np.stack([x_new, y, g_new])
 
     return dsgt_round if config.algorithm == "dsgt" else dsgd_round
+
+
+def _agent_rounds(config: TrainConfig, job: Job, rank: int, links: Links) -> AgentRounds | None:
+    """Agent `rank`'s rounds under the job's dropout schedule, or None without one."""
+    if job.dropouts is None:
+        return None
+    assert isinstance(job.mechanism, NoiseMechanism)  # dropouts: noise drawn afresh each round
+    return AgentRounds(
+        job.dropouts, job.weights, job.mechanism, rank, links.senders, config.dropout_recovery
+    )
 
 
 def _run_rounds(
@@ -652,5 +690,7 @@ def _run(
         "receivers": [remaining[j] for j in links.receivers],
         "senders": [remaining[j] for j in links.senders],
     }
+    if job.dropouts is not None:  # the rounds it missed (rank = agent: no departures)
+        record["missed_rounds"] = (np.flatnonzero(~job.dropouts.alive[:, rank]) + 1).tolist()
     _save_final(options, agent, model, record)
     return model

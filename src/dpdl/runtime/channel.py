@@ -178,16 +178,25 @@ class NeighbourChannel:
         (`out=`) spares [`exchange`][dpdl.runtime.channel.NeighbourChannel.exchange] a copy."""
         return self._outbox.numpy()[_SLOTS * len(self.receivers) :]
 
-    def exchange(self, round_: int, values: np.ndarray) -> dict[int, np.ndarray]:
+    def exchange(
+        self, round_: int, values: np.ndarray, alive: np.ndarray | None = None
+    ) -> dict[int, np.ndarray]:
         """Send `values` (d,) to every receiver and return every sender's vector of this round
-        (views into the channel's buffers, valid until the next call)."""
+        (views into the channel's buffers, valid until the next call). `alive`: the ranks that
+        take part in the round (None: all), known to every agent before it sends
+        ([`dpdl.runtime.dropouts`][dpdl.runtime.dropouts]); the message goes to the alive
+        receivers only (its headers keep their slots), and only the alive senders are waited
+        for."""
         headers = _SLOTS * len(self.receivers)
         outbox = self._outbox.numpy()
         if not np.may_share_memory(values, outbox):
             outbox[headers:] = values
         data = outbox[headers:].view(np.uint8)
         digest = hashlib.sha256(data).digest() if self.mac == "hmac-sha256" else b""
+        receivers = [r for r in self.receivers if alive is None or alive[r]]
         for k, receiver in enumerate(self.receivers):
+            if alive is not None and not alive[receiver]:
+                continue
             header = struct.pack("<q", round_) + message_tag(
                 self.mac, self.send_keys[receiver], self.agent, receiver, round_, data, digest
             )
@@ -196,9 +205,11 @@ class NeighbourChannel:
             )
         if self._wire_out is not self._outbox:
             self._wire_out.copy_(self._outbox)
-        sends = [(receiver, dist.isend(self._wire_out, receiver)) for receiver in self.receivers]
+        sends = [(receiver, dist.isend(self._wire_out, receiver)) for receiver in receivers]
         receives = [
-            (sender, dist.irecv(message, sender)) for sender, message in self._wire_in.items()
+            (sender, dist.irecv(message, sender))
+            for sender, message in self._wire_in.items()
+            if alive is None or alive[sender]
         ]
         received = {}
         for sender, work in receives:  # each message is verified while the next ones arrive

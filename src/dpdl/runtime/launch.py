@@ -45,6 +45,7 @@ from dpdl.jobspec.config import TrainConfig
 from dpdl.jobspec.costs import AGENTS_ADVICE, agents_estimate, require_processes_fit
 from dpdl.jobspec.departure import remaining_agents
 from dpdl.jobspec.divergence import check_metrics
+from dpdl.jobspec.dropouts import DropoutSchedule
 from dpdl.jobspec.job import build_job, privacy_reports, with_epochs
 from dpdl.jobspec.resources import estimate, job_sizes, require_fits, require_job_fits
 from dpdl.processes import worker_context
@@ -267,7 +268,7 @@ class LocalRun:
     """Outcome of [`run_local`][dpdl.runtime.launch.run_local]: the final models (rows: the
     agents of the run in rank order), their metrics, the run's privacy guarantee per threat, and
     the agents' errors; `diverged`: the first divergence an agent stopped on (the earliest round),
-    where one did."""
+    where one did; `dropouts`: the rounds the agents missed (None: no dropouts configured)."""
 
     agents: list[int]
     models: np.ndarray | None
@@ -275,6 +276,7 @@ class LocalRun:
     privacy: list[dict[str, Any]]
     errors: dict[int, str]
     diverged: DivergenceError | None = None
+    dropouts: DropoutSchedule | None = None
 
 
 def _agent_target(
@@ -393,7 +395,7 @@ def run_local(
         job.dsgd.step_size(config.steps),
         lambda: float(np.abs(models).max(initial=0.0)),
     )
-    return LocalRun(agents, models, metrics, privacy, {})
+    return LocalRun(agents, models, metrics, privacy, {}, dropouts=job.dropouts)
 
 
 def _first_divergence(workdir: Path, agents: list[int]) -> DivergenceError | None:
