@@ -82,3 +82,12 @@ def test_each_seed_of_a_run_writes_its_own_schedule(runs: Path) -> None:
     first, second = (runs / "seeds" / f"dropouts-seed{s}.csv" for s in (0, 1))
     assert first.read_bytes() == (runs / "a" / "dropouts.csv").read_bytes()  # seed 0's draws
     assert second.read_bytes() != first.read_bytes()
+
+
+def test_train_says_how_many_rounds_its_agents_missed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*RUN, "--steps", "4", "--dropout", "0.5", "--out", str(tmp_path / "r")]) == 0
+    missed = json.loads((tmp_path / "r" / "final.json").read_text())["dropouts"][0]
+    said = f"seed 0: dropouts (rate 0.5, seed 0): {missed['missed_rounds']} agent-rounds missed"
+    assert said in capsys.readouterr().err

@@ -68,7 +68,9 @@ def test_run_local_misses_the_rounds_dpdl_train_misses_and_reaches_its_models(
     assert np.abs(other.runs[0].models - simulated.models).max() > 1e-6
 
 
-def test_run_local_writes_the_schedule_that_replays_its_dropouts(tmp_path: Path) -> None:
+def test_run_local_writes_the_schedule_that_replays_its_dropouts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`dpdl run-local --dropout` writes dropouts.csv and records the dropouts in final.json; the
     same job run with `--dropout-schedule dropouts.csv` reaches the same models."""
     common = [
@@ -81,6 +83,8 @@ def test_run_local_writes_the_schedule_that_replays_its_dropouts(tmp_path: Path)
     final = json.loads((first / "final.json").read_text())
     schedule = DropoutSchedule.from_file(first / "dropouts.csv", 4, 6)
     assert final["dropouts"]["missed_rounds"] == schedule.missed > 0
+    said = f"dropouts (rate 0.4, seed 0): {schedule.missed} agent-rounds missed"
+    assert said in capsys.readouterr().err
     assert final["dropouts"]["dropouts"] == "rate 0.4, seed 0"
     replay = ["--dropout-schedule", str(first / "dropouts.csv"), "--workdir", str(second)]
     assert main(["run-local", *common, *replay]) == 0
