@@ -181,7 +181,7 @@ def run_dsgd(
 
 
 #: Round `t`'s noise of every agent `(n, d)`, given the round's alive mask (None: all alive).
-RoundNoise = Callable[[int, "np.ndarray | None"], np.ndarray]
+RoundNoise = Callable[[int, np.ndarray | None], np.ndarray]
 
 
 def _round_dropouts(
