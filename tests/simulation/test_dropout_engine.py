@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from scipy import sparse
 
 from dpdl.errors import ConfigError
 from dpdl.experiments.train import run_training
@@ -142,3 +143,10 @@ def test_the_engine_refuses_a_schedule_that_does_not_fit(job: Job) -> None:
         _run(job, 8, DropoutSchedule.none(5, 6))
     with pytest.raises(ConfigError, match="recovery acts on dropouts"):
         _run(job, 8, None, recovery=True)
+
+
+def test_a_sparse_mixing_matrix_runs_the_rounds_of_a_dense_one(job: Job) -> None:
+    schedule = DropoutSchedule.from_rate(0.4, 5, 8, seed=5)
+    dense = _run(job, 8, schedule, recovery=True)
+    sparse_job = replace(job, weights=sparse.csr_array(job.weights))
+    np.testing.assert_allclose(_run(sparse_job, 8, schedule, recovery=True), dense, atol=1e-13)
