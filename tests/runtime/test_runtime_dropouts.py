@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dpdl.cli import main
+from dpdl.errors import ConfigError
 from dpdl.experiments.train import TrainConfig, run_training
 from dpdl.jobspec.dropouts import DropoutSchedule
 from dpdl.runtime import AgentOptions, run_local
@@ -90,3 +91,11 @@ def test_run_local_writes_the_schedule_that_replays_its_dropouts(
     assert main(["run-local", *common, *replay]) == 0
     np.testing.assert_array_equal(np.load(second / "models.npy"), np.load(first / "models.npy"))
     assert (second / "dropouts.csv").read_bytes() == (first / "dropouts.csv").read_bytes()
+
+
+def test_dropouts_and_departures_are_refused_before_any_agent_starts(tmp_path: Path) -> None:
+    config = replace(_config(tmp_path, "rate", False), steps=4)
+    options = AgentOptions(tmp_path / "run", key_seed=KEY_SEED, resume=True, departed=(2,))
+    with pytest.raises(ConfigError, match=r"dropouts .* and departures .* do not combine"):
+        run_local(config, 0, options)
+    assert not (tmp_path / "run").exists()

@@ -47,7 +47,7 @@ import json
 import signal
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -250,10 +250,16 @@ def run_agent(
         return _run(config, seed, agent, options, on_round, progress)
 
 
-def require_runtime_settings(config: TrainConfig) -> None:
+def require_runtime_settings(config: TrainConfig, departed: Sequence[int] = ()) -> None:
     """Refuse, with one error, a setting the agents cannot honour: they report their final
     models only, so no metric averaged over the last iterates (`average_last`); they draw
-    their noise round by round, so no noise correlated over time."""
+    their noise round by round, so no noise correlated over time; a dropout schedule is of the
+    first phase's agents, so no dropouts with agents that `departed`."""
+    if departed and (config.dropout or config.dropout_schedule is not None):
+        raise ConfigError(
+            "dropouts (--dropout, --dropout-schedule) and departures (--departed) do not combine: "
+            "the schedule is of the first phase's agents"
+        )
     if config.cycled:
         raise ConfigError(
             f"mechanism {config.mechanism!r} with cyclic batches (--cycle) runs in the simulation "
@@ -275,7 +281,7 @@ def _first_job(
     among them. Refuses a setting the agents cannot honour, noise on other terms than it was
     calibrated for, an agent that is not among the remaining ones or not their rank in the
     process group, and departures under gradient tracking."""
-    require_runtime_settings(config)
+    require_runtime_settings(config, options.departed)
     first = build_job(config, seed)
     if first.calibration is not None:  # the noise runs on the terms it was calibrated for
         require_calibrated_for(first.calibration, first.dsgd, first.task.agent_sizes)
@@ -297,11 +303,6 @@ def _first_job(
         raise ConfigError(
             "departures are supported for D-SGD only: under gradient tracking the departed "
             "agents' share of the tracked gradient sum is lost"
-        )
-    if first.dropouts is not None and options.departed:
-        raise ConfigError(
-            "dropouts (--dropout, --dropout-schedule) and departures (--departed) do not combine: "
-            "the schedule is of the first phase's agents"
         )
     return first, remaining, rank
 

@@ -323,7 +323,7 @@ def run_local(
     that are not finite raise one.
     """
     config = with_epochs(config.resolved())
-    require_runtime_settings(config)
+    require_runtime_settings(config, options.departed)
     require_folder(options.workdir, "--workdir")
     count = (config.n or 0) - len(set(options.departed))
     known = count > 0 and require_agents_fit(config, count)
