@@ -33,6 +33,7 @@ from dpdl.accounting.dropouts import (
 from dpdl.accounting.noise import GaussianNoise, SharedSecret
 from dpdl.errors import ConfigError
 from dpdl.jobspec.dropouts import DropoutSchedule
+from dpdl.seeding import purpose_seed
 from dpdl.threats import CentralObserver, Colluding, Eavesdropper
 
 DELTA = 1e-5
@@ -273,10 +274,14 @@ def test_the_risk_over_schedules_states_its_case() -> None:
     assert tight.as_dict()["max_epsilon"] == tight.worst
 
 
-def test_schedules_are_those_a_run_draws() -> None:
+def test_schedules_are_one_uniform_per_round_and_agent_of_the_dropouts_stream() -> None:
+    """What a run draws (`DropoutSchedule.from_rate` calls `draw_alive`), written out: the
+    seed's `dropouts` stream, round-major, an agent missing where its uniform is below the
+    rate."""
     for seed in (0, 7):
-        expected = DropoutSchedule.from_rate(0.25, 6, 9, seed).alive
-        assert (draw_alive(0.25, 6, 9, seed) == expected).all()
+        uniforms = np.random.default_rng(purpose_seed(seed, "dropouts")).random((9, 6))
+        assert (draw_alive(0.25, 6, 9, seed) == (uniforms >= 0.25)).all()
+        assert (DropoutSchedule.from_rate(0.25, 6, 9, seed).alive == (uniforms >= 0.25)).all()
 
 
 # -- example level -------------------------------------------------------------------------------

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
+from dpdl.accounting.dropouts import draw_alive
 from dpdl.errors import ConfigError
-from dpdl.seeding import purpose_rng
 
 __all__ = ["DropoutSchedule", "mixing_after_dropouts"]
 
@@ -66,11 +66,12 @@ class DropoutSchedule:
     @classmethod
     def from_rate(cls, rate: float, n: int, steps: int, seed: int) -> DropoutSchedule:
         """Each agent misses each round independently with probability `rate`, drawn from the
-        run seed's `dropouts` stream (one uniform per round and agent, in round-major order)."""
+        run seed's `dropouts` stream (one uniform per round and agent, in round-major order:
+        [`draw_alive`][dpdl.accounting.dropouts.draw_alive], which the accountant's drawn
+        schedules share)."""
         if not 0.0 <= rate < 1.0:
             raise ConfigError(f"--dropout is a probability in [0, 1), got {rate}")
-        draws = purpose_rng(seed, "dropouts").random((steps, n))
-        return cls(draws >= rate, f"rate {rate:g}, seed {seed}")
+        return cls(draw_alive(rate, n, steps, seed), f"rate {rate:g}, seed {seed}")
 
     @classmethod
     def from_file(cls, path: Path, n: int, steps: int) -> DropoutSchedule:
