@@ -56,6 +56,10 @@ def test_run_local_misses_the_rounds_dpdl_train_misses_and_reaches_its_models(
     np.testing.assert_allclose(outcome.models, simulated.models, rtol=1e-9, atol=1e-11)
     assert outcome.dropouts is not None
     np.testing.assert_array_equal(outcome.dropouts.alive, simulated.dropouts.alive)
+    # both state what the run spent under that schedule, not the design's guarantee
+    assert outcome.privacy == [report.as_dict() for report in simulated.privacy]
+    assert simulated.design_privacy is not None
+    assert [r.epsilon for r in simulated.privacy] != [r.epsilon for r in simulated.design_privacy]
     for agent in range(5):  # each agent records the rounds it missed
         record = json.loads(run_record_path(tmp_path / "run", agent).read_text())
         missed = np.flatnonzero(~simulated.dropouts.alive[:, agent]) + 1

@@ -59,6 +59,11 @@ def write_results(result: TrainResult, folder: Path) -> dict[str, Path]:
                 "trace_WRW": run.trace_wrw,
                 "privacy": [report.as_dict() for report in run.privacy],
                 **({} if run.dropouts is None else {"dropouts": run.dropouts.describe()}),
+                **(
+                    {}
+                    if run.design_privacy is None
+                    else {"design_privacy": [report.as_dict() for report in run.design_privacy]}
+                ),
             }
             for run in result.runs
         ],

@@ -133,6 +133,9 @@ class SeedRun:
     resumed_from: int | None = None
     #: The rounds its agents missed (None: no dropouts configured).
     dropouts: DropoutSchedule | None = field(repr=False, default=None)
+    #: With dropouts, the design's guarantee, every agent alive at every round (what the noise
+    #: was calibrated to); `privacy` is then what the run spent under its schedule.
+    design_privacy: list[PrivacyReport] | None = None
 
     @property
     def final(self) -> dict[str, float]:
@@ -238,7 +241,7 @@ def run_seed(
         logger.info("seed %d: resuming from step %d of %d", seed, start.step, config.steps)
     engine = None if checkpoints is None else checkpoints.engine(config, seed, job, start, device)
     on_record = None if callback is None else partial(callback, seed)
-    book = None
+    book, design = None, None
     if config.key_seed is not None:
         from dpdl.keys import simulated_seed_book  # cryptography: an optional extra (dpdl[runtime])
 
@@ -274,6 +277,8 @@ def run_seed(
             recovery=config.dropout_recovery,
         )
         privacy = job.privacy(config.steps, config.delta)
+        if job.dropouts is not None and job.reports is None:  # the design, beside what it spent
+            design = job.privacy(config.steps, config.delta, realized=False)
     run = SeedRun(
         seed=seed,
         graph=summarize(job.graph, job.weights).as_dict(),
@@ -290,6 +295,7 @@ def run_seed(
         else dict(getattr(job.task, "agent_metrics", {})),
         resumed_from=None if start is None else start.step,
         dropouts=job.dropouts,
+        design_privacy=design,
     )
     return job.task, job.calibration, run
 
@@ -349,12 +355,19 @@ def run_training(
     task, calibration, _ = outcomes[0]
     runs = [run for _, _, run in outcomes]
     config = replace(config, n=runs[0].graph["nodes"])
-    for run in runs:
-        if (
-            run.calibrated and config.calibration == "exact" and run.privacy[0].epsilon > config.eps
-        ):  # its own threat model
+    for run in (run for run in runs if run.calibrated):
+        promised = (run.design_privacy or run.privacy)[0]  # its own threat model
+        if config.calibration == "exact" and promised.epsilon > config.eps:
             raise RuntimeError(
-                f"calibration overshoot: {run.privacy[0]} exceeds the target eps={config.eps}"
+                f"calibration overshoot: {promised} exceeds the target eps={config.eps}"
+            )
+        if run.design_privacy and run.privacy[0].epsilon > config.eps:
+            logger.warning(
+                "seed %d spent more than the budget under its dropouts: %s (the design, every "
+                "agent alive: eps=%.4g); seed recovery released more in the rounds it repaired",
+                run.seed,
+                run.privacy[0],
+                promised.epsilon,
             )
     return TrainResult(
         config,

@@ -110,7 +110,8 @@ class Job:
     ([`dpdl.jobspec.factorized`][dpdl.jobspec.factorized]) has no per-round relation or
     calibration: its `reports` are its guarantee. `dropouts`: the rounds agents miss
     ([`dpdl.jobspec.dropouts`][dpdl.jobspec.dropouts]), None when no agent misses any by
-    configuration."""
+    configuration; `recovery`: whether the alive holders of a seed add its missing holders'
+    share (`--dropout-recovery`)."""
 
     graph: nx.Graph
     weights: np.ndarray
@@ -122,6 +123,7 @@ class Job:
     injection: TrackingNoise | None = None
     reports: list[PrivacyReport] | None = None
     dropouts: DropoutSchedule | None = None
+    recovery: bool = False
 
     @property
     def noise_seeds(self) -> GaussianNoise:
@@ -143,14 +145,20 @@ class Job:
             return self.mechanism.variance_after_mixing(self.weights)
         return self.noise_seeds.variance_after_mixing(self.weights)
 
-    def privacy(self, steps: int, delta: float) -> list[PrivacyReport]:
+    def privacy(self, steps: int, delta: float, realized: bool = True) -> list[PrivacyReport]:
         """What `steps` rounds of the job are accounted to give
         ([`privacy_reports`][dpdl.jobspec.job.privacy_reports], or a time-correlated mechanism's
-        own reports)."""
+        own reports). With dropouts, `realized`: what the run spent under its schedule (the
+        rounds each agent missed released nothing; with recovery a round may release more);
+        otherwise the design's guarantee, every agent alive at every round (what the noise was
+        calibrated to)."""
         if self.reports is not None:
             return self.reports
         assert self.neighbouring is not None and isinstance(self.mechanism, NoiseMechanism)
-        return privacy_reports(self.mechanism, self.neighbouring, steps, delta)
+        alive = self.dropouts.alive if realized and self.dropouts is not None else None
+        return privacy_reports(
+            self.mechanism, self.neighbouring, steps, delta, alive=alive, recovery=self.recovery
+        )
 
     def design_digest(self) -> bytes:
         """SHA-256 of the mixing matrix and of the covariance of
@@ -261,7 +269,16 @@ def build_job(config: TrainConfig, seed: int) -> Job:
         average_last=config.average_last,
     )
     return Job(
-        graph, weights, task, adjacent, calibration, mechanism, dsgd, injection, dropouts=dropouts
+        graph,
+        weights,
+        task,
+        adjacent,
+        calibration,
+        mechanism,
+        dsgd,
+        injection,
+        dropouts=dropouts,
+        recovery=config.dropout_recovery,
     )
 
 

@@ -46,7 +46,7 @@ from dpdl.jobspec.costs import AGENTS_ADVICE, agents_estimate, require_processes
 from dpdl.jobspec.departure import remaining_agents
 from dpdl.jobspec.divergence import check_metrics
 from dpdl.jobspec.dropouts import DropoutSchedule
-from dpdl.jobspec.job import build_job, privacy_reports, with_epochs
+from dpdl.jobspec.job import build_job, with_epochs
 from dpdl.jobspec.resources import estimate, job_sizes, require_fits, require_job_fits
 from dpdl.processes import worker_context
 from dpdl.registry import load_plugins
@@ -382,12 +382,7 @@ def run_local(
     elif config.algorithm == "dsgt":
         privacy = []  # the injection is sized for the attacks, not accounted (as in dpdl train)
     else:
-        privacy = [
-            report.as_dict()
-            for report in privacy_reports(
-                job.mechanism, job.neighbouring, config.steps, config.delta
-            )
-        ]
+        privacy = [report.as_dict() for report in job.privacy(config.steps, config.delta)]
     metrics = job.task.evaluate(torch.from_numpy(models))
     check_metrics(
         config.steps,
