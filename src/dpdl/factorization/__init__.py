@@ -34,7 +34,15 @@ from dpdl.factorization.algorithms import (
 from dpdl.factorization.generalized_sensitivity import agent_sensitivities, knowledge_epsilon
 from dpdl.factorization.min_separation import MinSeparated
 from dpdl.factorization.participation import Participation
-from dpdl.factorization.trust import LDP, PNDP, Knowledge, SecLDP, TrustModel, attacker_knowledge
+from dpdl.factorization.trust import (
+    LDP,
+    PNDP,
+    Knowledge,
+    Links,
+    SecLDP,
+    TrustModel,
+    attacker_knowledge,
+)
 from dpdl.factorization.workload import gossip_blocks, gossip_workload
 
 __all__ = [
@@ -42,6 +50,7 @@ __all__ = [
     "PNDP",
     "Knowledge",
     "LinearAlgorithm",
+    "Links",
     "MinSeparated",
     "Participation",
     "SecLDP",

@@ -7,6 +7,8 @@
   adversaries with q colluders).
 - [`PNDP`][dpdl.factorization.trust.PNDP]: the attacking agents see only the messages sent to them,
   plus their own gradients and seeds (pairwise network DP, Cyffers & Bellet 2022).
+- [`Links`][dpdl.factorization.trust.Links]: an eavesdropper on some directed links sees the
+  messages sent on them and knows no seed and no gradient (LDP restricted to those links).
 
 [`attacker_knowledge`][dpdl.factorization.trust.attacker_knowledge] stacks the observed messages,
 the known gradients and the known seeds, then removes the known gradients (Lemma 14: `A <- A (I -
@@ -24,7 +26,7 @@ import numpy as np
 from dpdl.errors import ConfigError
 from dpdl.factorization.algorithms import LinearAlgorithm
 
-__all__ = ["LDP", "PNDP", "Knowledge", "SecLDP", "TrustModel", "attacker_knowledge"]
+__all__ = ["LDP", "PNDP", "Knowledge", "Links", "SecLDP", "TrustModel", "attacker_knowledge"]
 
 #: Relative tolerance of the check ``A = B C``.
 FACTORIZATION_TOL = 1e-8
@@ -44,6 +46,15 @@ class TrustModel:
     def __str__(self) -> str:
         who = f" attackers {list(self.attackers)}" if self.attackers else ""
         return f"{self.name}{who}"
+
+    def observed(self, algorithm: LinearAlgorithm) -> np.ndarray:
+        """`(messages,)` boolean: the messages of `algorithm` this attacker sees (every one, or
+        those sent to an attacker by someone else)."""
+        if self.all_messages:
+            return np.ones(algorithm.gradients.shape[0], dtype=bool)
+        attackers = np.zeros(algorithm.n, dtype=bool)
+        attackers[list(self.attackers)] = True
+        return algorithm.receivers[:, attackers].any(axis=1) & ~attackers[algorithm.senders]
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,42 @@ class PNDP(TrustModel):
             raise ConfigError(
                 "PNDP needs at least one attacking agent, which sees only the messages sent to it"
             )
+
+
+@dataclass(frozen=True)
+class Links(TrustModel):
+    """An eavesdropper on the directed links `edges` (`(sender, receiver)` pairs): it sees every
+    message sent on one of them, and knows no seed and no gradient."""
+
+    edges: tuple[tuple[int, int], ...] = ()
+    all_messages: bool = False
+
+    def __post_init__(self) -> None:
+        if self.attackers or self.all_messages or not self.edges:
+            raise ConfigError(
+                "Links needs at least one observed link (sender, receiver) and no attacking agent"
+            )
+
+    def __str__(self) -> str:
+        return f"Links {' '.join(f'{s}->{r}' for s, r in self.edges)}"
+
+    def observed(self, algorithm: LinearAlgorithm) -> np.ndarray:
+        """The messages sent on one of the links; a link on which no message ever goes (not an
+        edge of the graph) is an error naming it."""
+        seen = np.zeros(algorithm.gradients.shape[0], dtype=bool)
+        for sender, receiver in self.edges:
+            if not (0 <= sender < algorithm.n and 0 <= receiver < algorithm.n):
+                raise ConfigError(
+                    f"link {sender}->{receiver}: agents must be in 0..{algorithm.n - 1}"
+                )
+            on_link = (algorithm.senders == sender) & algorithm.receivers[:, receiver]
+            if sender == receiver or not on_link.any():
+                raise ConfigError(
+                    f"link {sender}->{receiver} is not an edge of the graph: no message is sent "
+                    "on it"
+                )
+            seen |= on_link
+        return seen
 
 
 @dataclass(frozen=True)
@@ -119,10 +166,7 @@ def attacker_knowledge(algorithm: LinearAlgorithm, trust: TrustModel) -> Knowled
     if any(not 0 <= a < n for a in trust.attackers):
         raise ConfigError(f"attacking agents must be in 0..{n - 1}, got {list(trust.attackers)}")
     attackers[list(trust.attackers)] = True
-    if trust.all_messages:
-        observed = np.ones(algorithm.gradients.shape[0], dtype=bool)
-    else:
-        observed = algorithm.receivers[:, attackers].any(axis=1) & ~attackers[algorithm.senders]
+    observed = trust.observed(algorithm)
     known_seeds = algorithm.holders[:, attackers].any(axis=1)
     honest_columns = ~attackers[algorithm.agent_of_row()]
     workload = algorithm.gradients[observed] * honest_columns[None, :]
