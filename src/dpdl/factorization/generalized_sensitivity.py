@@ -24,11 +24,16 @@ chosen adaptively included (Theorem 8). Two values per pattern:
   CVXPY solve costs about 0.1 s each; the tests check it against CVXPY.
 
 A column of A outside the range of B is a gradient the noise does not hide: infinite sensitivity.
+
+[`canary_test`][dpdl.factorization.generalized_sensitivity.canary_test] gives, for one agent's
+records, both sides of an audit: the sensitivity above and the Neyman-Pearson test of a canary
+that moves the agent's gradient in one coordinate at every step.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,7 +45,9 @@ from dpdl.factorization.trust import Knowledge
 
 __all__ = [
     "SENSITIVITY_METHODS",
+    "CanaryTest",
     "agent_sensitivities",
+    "canary_test",
     "knowledge_epsilon",
     "pattern_sensitivity",
     "whiten",
@@ -54,17 +61,26 @@ RANK_TOL = 1e-10
 LEAK_TOL = 1e-7
 
 
-def whiten(knowledge: Knowledge) -> tuple[np.ndarray, np.ndarray]:
-    """`Y` with `Y^T Y = A^T (B B^T)^+ A` (`r x n T`), and which columns of A leave
-    range(B)."""
-    workload, decoder = knowledge.workload, knowledge.decoder
+def _decoder_range(decoder: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An orthonormal basis of range(B) and the matching singular values of B."""
     left, singular, _ = np.linalg.svd(decoder, full_matrices=False)
     keep = singular > RANK_TOL * singular.max(initial=0.0)
-    basis = left[:, keep]
+    return left[:, keep], singular[keep]
+
+
+def _whiten_in(
+    workload: np.ndarray, basis: np.ndarray, singular: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     projected = basis.T @ workload
     residual = np.linalg.norm(workload - basis @ projected, axis=0)
     leaked = residual > LEAK_TOL * np.maximum(np.linalg.norm(workload, axis=0), 1e-300)
-    return projected / singular[keep, None], leaked
+    return projected / singular[:, None], leaked
+
+
+def whiten(knowledge: Knowledge) -> tuple[np.ndarray, np.ndarray]:
+    """`Y` with `Y^T Y = A^T (B B^T)^+ A` (`r x n T`), and which columns of A leave
+    range(B)."""
+    return _whiten_in(knowledge.workload, *_decoder_range(knowledge.decoder))
 
 
 def _elliptope_maximum(gram: np.ndarray, sweeps: int = 2000, tolerance: float = 1e-12) -> float:
@@ -161,3 +177,68 @@ def knowledge_epsilon(
         )
     mu = row_sensitivity * float(np.nanmax(agent_sensitivities(knowledge, participation, method)))
     return gdp.epsilon(mu, delta), mu
+
+
+@dataclass(frozen=True)
+class CanaryTest:
+    """One agent's records in one view `O = A G + B Z`: the accountant's bound and the optimal
+    test of a canary.
+
+    Attributes:
+        mu_upper: `Delta sens` over the agent's T rows (every-step participation, Theorem 8).
+        mu_canary: the canary's own `mu = ||A delta||_{(B B^T)^+}` (at most `mu_upper`).
+        signs: `(T,)` the canary's sign at each step (`delta = Delta signs` on the agent's rows).
+        direction: `a = (B B^T)^+ A delta` over the rows of O; when `A delta` leaves range(B),
+            its component outside that range (the statistic then carries no noise).
+        shift: `a^T A delta`, the statistic's mean under the canary (its variance is `shift`
+            when the test is noisy: `mu_canary = sqrt(shift)`).
+    """
+
+    mu_upper: float
+    mu_canary: float
+    signs: np.ndarray
+    direction: np.ndarray
+    shift: float
+
+    @property
+    def noise_free(self) -> bool:
+        return math.isinf(self.mu_canary)
+
+
+def _canary_signs(gram: np.ndarray) -> np.ndarray:
+    """The better of a constant canary and the signs of `gram`'s leading eigenvector (the rounding
+    of the sensitivity's SDP to one coordinate): `max s^T X s` over the two."""
+    constant = np.ones(len(gram))
+    leading = np.sign(np.linalg.eigh(gram)[1][:, -1])
+    leading[leading == 0] = 1.0
+    return max((constant, leading), key=lambda signs: float(signs @ gram @ signs))
+
+
+def canary_test(
+    knowledge: Knowledge, agent: int, row_sensitivity: float, method: str = "exact"
+) -> CanaryTest:
+    """The accountant's GDP `mu` for `agent`'s records (each of its T gradient rows moved by at
+    most `row_sensitivity`) and the Neyman-Pearson test of a canary moving that agent's gradient by
+    `row_sensitivity` in one coordinate at every step: `O ~ N(b A delta, B B^T)` for `b` in
+    {0, 1}, best told apart by `a^T O` with `a = (B B^T)^+ A delta` (module doc)."""
+    if not (0 <= agent < knowledge.n) or not knowledge.protected[agent]:
+        raise ConfigError(
+            f"the canary's agent {agent} must be one of the protected agents "
+            f"{np.flatnonzero(knowledge.protected).tolist()}"
+        )
+    rows = np.arange(knowledge.steps) * knowledge.n + agent
+    basis, singular = _decoder_range(knowledge.decoder)
+    columns = knowledge.workload[:, rows]
+    whitened, leaked = _whiten_in(columns, basis, singular)
+    if leaked.any():
+        signs = np.ones(knowledge.steps)
+        change = columns @ (row_sensitivity * signs)
+        direction = change - basis @ (basis.T @ change)
+        return CanaryTest(math.inf, math.inf, signs, direction, float(direction @ change))
+    gram = whitened.T @ whitened
+    mu_upper = row_sensitivity * math.sqrt(pattern_sensitivity(gram, method))
+    signs = _canary_signs(gram)
+    moved = whitened @ (row_sensitivity * signs)
+    direction = basis @ (moved / singular)
+    shift = float(moved @ moved)
+    return CanaryTest(mu_upper, math.sqrt(shift), signs, direction, shift)
