@@ -58,6 +58,7 @@ __all__ = [
     "clopper_pearson_upper",
     "gaussian_fit_lower_bound",
     "membership_lower_bound",
+    "threshold_lower_bound",
 ]
 
 #: Eigenvalues below this fraction of the largest are the noise's kernel.
@@ -179,6 +180,42 @@ def _bound(fpr_hi: np.ndarray, fnr_hi: np.ndarray, delta: float) -> np.ndarray:
         return np.maximum(np.log(np.maximum(1.0 - delta - fpr_hi, 0.0) / fnr_hi), 0.0)
 
 
+def _threshold_bounds(
+    null: np.ndarray, alternative: np.ndarray, thresholds: np.ndarray, delta: float, level: float
+) -> np.ndarray:
+    fpr = clopper_pearson_upper((null[:, None] > thresholds).sum(axis=0), len(null), level)
+    fnr = clopper_pearson_upper(
+        (alternative[:, None] <= thresholds).sum(axis=0), len(alternative), level
+    )
+    return np.maximum(_bound(fpr, fnr, delta), _bound(fnr, fpr, delta))  # both ratios
+
+
+def threshold_lower_bound(
+    null: np.ndarray, alternative: np.ndarray, delta: float, alpha: float = 0.05
+) -> tuple[float, float, float]:
+    """`(eps, false positive rate, false negative rate)` of the test "statistic above a threshold
+    means the canary is in", from draws of the statistic without (`null`) and with
+    (`alternative`) the canary: the threshold is chosen on the first half of each, the errors
+    counted on the second, and Clopper-Pearson bounds at level `alpha / 2` each give the lower
+    bound on epsilon that holds with probability at least `1 - alpha` (module docstring)."""
+    half_null, half_alternative = len(null) // 2, len(alternative) // 2
+    candidates = np.quantile(
+        np.concatenate([null[:half_null], alternative[:half_alternative]]),
+        np.linspace(0.0, 1.0, THRESHOLDS),
+    )
+    level = alpha / 2.0
+    chosen = candidates[
+        np.argmax(
+            _threshold_bounds(
+                null[:half_null], alternative[:half_alternative], candidates, delta, level
+            )
+        )
+    ]
+    null, alternative = null[half_null:], alternative[half_alternative:]
+    epsilon = float(_threshold_bounds(null, alternative, np.array([chosen]), delta, level)[0])
+    return epsilon, float((null > chosen).mean()), float((alternative <= chosen).mean())
+
+
 def membership_lower_bound(
     noise: Sampled,
     sensitivity: float,
@@ -243,34 +280,15 @@ def membership_lower_bound(
                 "noise-free"
             )
         # Noise too small for the accountant to certify, but there: an ordinary test along it.
-    half = trials // 2
-    candidates = np.quantile(
-        np.concatenate([null[:half], alternative[:half]]), np.linspace(0.0, 1.0, THRESHOLDS)
-    )
-    level = alpha / 2.0
-
-    def bounds(
-        null_part: np.ndarray, alternative_part: np.ndarray, thresholds: np.ndarray
-    ) -> np.ndarray:
-        count = len(null_part)
-        fpr = clopper_pearson_upper((null_part[:, None] > thresholds).sum(axis=0), count, level)
-        fnr = clopper_pearson_upper(
-            (alternative_part[:, None] <= thresholds).sum(axis=0), count, level
-        )
-        return np.maximum(
-            _bound(fpr, fnr, delta), _bound(fnr, fpr, delta)
-        )  # both ratios of the trade-off
-
-    chosen = candidates[np.argmax(bounds(null[:half], alternative[:half], candidates))]
-    epsilon = float(bounds(null[half:], alternative[half:], np.array([chosen]))[0])
+    epsilon, false_positive, false_negative = threshold_lower_bound(null, alternative, delta, alpha)
     gaussian = getattr(noise, "distribution", "gaussian") == "gaussian"
     return EmpiricalPrivacy(
         epsilon,
         agent,
         coalition,
         trials,
-        float((null[half:] > chosen).mean()),
-        float((alternative[half:] <= chosen).mean()),
+        false_positive,
+        false_negative,
         False,
         gaussian_fit_lower_bound(statistic, shift, delta, fit_alpha) if gaussian else None,
     )
