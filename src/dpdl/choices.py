@@ -65,6 +65,7 @@ __all__ = [
     "TASK_REGISTRY",
     "THREAT_NAMES",
     "THREAT_REGISTRY",
+    "VIEW_MECHANISMS",
     "TaskMetrics",
     "mechanism_names",
 ]
@@ -446,6 +447,8 @@ REPRODUCTIONS_INSTALL = (
 #: Membership-test trials per hypothesis of the empirical lower bounds
 #: (:func:`dpdl.attacks.membership_lower_bound`; about a second per mechanism at n = 10, T = 100).
 DEFAULT_TRIALS = 20_000
+#: Mechanisms `dpdl audit --views` audits by default (the per-view canary audit).
+VIEW_MECHANISMS = ("ldp", "decor", "whisper")
 
 #: The multi-seed design is a CVXPY SDP with C(n, q) n constraints: ``dpdl audit`` includes it by
 #: default up to this n (:func:`dpdl.experiments.audit.audit_mechanisms`).

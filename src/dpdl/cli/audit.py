@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from dpdl.choices import DEFAULT_TRIALS, MECHANISM_REGISTRY, MULTISEED_MAX_N
+from dpdl.choices import DEFAULT_TRIALS, MECHANISM_REGISTRY, MULTISEED_MAX_N, VIEW_MECHANISMS
 from dpdl.cli.options import (
     add_budget_arguments,
     add_graph_arguments,
@@ -56,6 +56,7 @@ def audit_parser(sub: argparse._SubParsersAction) -> None:
         f"seeded by --seed (default {DEFAULT_TRIALS})",
     )
     _add_reconstruction_arguments(parser)
+    _add_view_arguments(parser)
     add_output_arguments(parser, Path("results/audit"), "results/audit", "the audit")
     add_plot_argument(
         parser,
@@ -94,10 +95,94 @@ def _add_reconstruction_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _link(text: str) -> tuple[int, int]:
+    """`U-V` -> `(U, V)`, the directed link from U to V."""
+    sender, _, receiver = text.partition("-")
+    try:
+        return int(sender), int(receiver)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a link is SENDER-RECEIVER (two agent numbers), got {text!r}"
+        ) from None
+
+
+def _add_view_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("per-view canary audit (--views; dpdl.experiments.views)")
+    group.add_argument(
+        "--views",
+        action="store_true",
+        help="instead of the table of threats: plant a canary at one agent and audit what each "
+        "adversary sees over the whole run (eavesdropper on all links and on some, a curious "
+        "neighbour, a coalition, a non-neighbour): the accountant's eps for that view beside "
+        "many-run and one-run lower bounds; --attack-trials is the number of coordinates "
+        "(trials) of the one run; writes views.csv, views.json and REPORT.md (default "
+        f"mechanisms: {' '.join(VIEW_MECHANISMS)})",
+    )
+    group.add_argument(
+        "--canary-agent",
+        type=int,
+        default=None,
+        metavar="U",
+        help="agent holding the canary (default 0)",
+    )
+    group.add_argument(
+        "--neighbour",
+        type=int,
+        default=None,
+        metavar="V",
+        help="the curious neighbour of U (default: U's first neighbour)",
+    )
+    group.add_argument(
+        "--non-neighbour",
+        type=int,
+        default=None,
+        metavar="W",
+        help="the curious agent beyond U's neighbourhood (default: the agent farthest from U)",
+    )
+    group.add_argument(
+        "--links",
+        type=_link,
+        nargs="+",
+        default=None,
+        metavar="S-R",
+        help="directed links the partial eavesdropper taps (default: the links out of U)",
+    )
+    group.add_argument(
+        "--coalition",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="A",
+        help="agents colluding as one curious coalition (default: all of U's neighbours)",
+    )
+
+
+def _check_view_options(args: argparse.Namespace) -> None:
+    """The per-view options without --views are an error, not ignored."""
+    given = [
+        option
+        for option, value in (
+            ("--neighbour", args.neighbour),
+            ("--non-neighbour", args.non_neighbour),
+            ("--links", args.links),
+            ("--coalition", args.coalition),
+            ("--canary-agent", args.canary_agent),
+        )
+        if value is not None
+    ]
+    if given and not args.views:
+        verb = "applies" if len(given) == 1 else "apply"
+        raise ConfigError(f"{', '.join(given)} only {verb} with --views")
+    if args.views and args.plot is not None:
+        raise ConfigError("--plot draws the table of threats; it does not apply with --views")
+
+
 def _audit(args: argparse.Namespace) -> int:
     from dpdl.experiments.audit import require_audit_fits
     from dpdl.jobspec.resources import graph_size
 
+    if args.views and args.reconstruct:
+        raise ConfigError("--views and --reconstruct are two audits: give one of them")
     if not args.reconstruct:
         given = [
             option
@@ -109,9 +194,14 @@ def _audit(args: argparse.Namespace) -> int:
         ]
         if given:
             raise ConfigError(f"{' and '.join(given)} only apply with --reconstruct")
+    _check_view_options(args)
     output_folder(args.out)
     if args.reconstruct:
         return _reconstruct(args)
+    if args.views:
+        graph, weights = graph_and_weights(args)
+        with claimed_output(args, args.out, "audit"):
+            return _run_views(args, graph, weights)
     if args.plot is not None:
         output_folder(args.plot.parent, "--plot")
     agents = graph_size(args.graph, args.n, args.p)
@@ -214,4 +304,41 @@ def _reconstruct(args: argparse.Namespace) -> int:
     print(f"\nresults: {args.out}")
     if args.json:
         print(json.dumps(json_safe(report.as_dict())))
+    return 0
+
+
+def _run_views(args: argparse.Namespace, graph: object, weights: object) -> int:
+    from dpdl.experiments.results import json_safe
+    from dpdl.experiments.views import audit_views, canary_views, format_views, write_views
+
+    agent = 0 if args.canary_agent is None else args.canary_agent
+    views = canary_views(
+        graph, agent, args.neighbour, args.non_neighbour, args.links, args.coalition
+    )
+    audits = audit_views(
+        graph,
+        weights,
+        args.eps,
+        args.delta,
+        args.steps,
+        args.clip,
+        views,
+        agent,
+        args.calibration,
+        args.attack_trials,
+        args.seed,
+        args.mechanisms or VIEW_MECHANISMS,
+        progress=not args.no_progress,
+    )
+    header = (
+        f"per-view canary audit: {args.graph} (n={graph.number_of_nodes()}), canary at agent "
+        f"{agent}, eps={args.eps:g}, delta={args.delta:g}, T={args.steps}, "
+        f"C={args.clip:g}, calibration {args.calibration}, {args.attack_trials:,} trials"
+    )
+    print(header)
+    print(format_views(audits))
+    write_views(audits, args.out, header)
+    print(f"\nresults: {args.out}")
+    if args.json:
+        print(json.dumps(json_safe({"rows": [audit.as_dict() for audit in audits]})))
     return 0

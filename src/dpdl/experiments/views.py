@@ -42,6 +42,7 @@ from dpdl.attacks.canary import (
     simulate_messages,
 )
 from dpdl.attacks.membership import gaussian_fit_lower_bound, threshold_lower_bound
+from dpdl.choices import VIEW_MECHANISMS
 from dpdl.errors import ConfigError
 from dpdl.experiments.results import json_safe, write_rows
 from dpdl.factorization.algorithms import LinearAlgorithm, from_noise
@@ -64,8 +65,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Mechanisms `dpdl audit --views` audits by default.
-VIEW_MECHANISMS = ("ldp", "decor", "whisper")
 #: Confidence of the model-free and one-run bounds (1 - alpha), and of the Gaussian fit.
 ALPHA, FIT_ALPHA = 0.05, 1e-3
 #: Floating-point operations a second assumed by the time estimate (a shared core, pessimistic).
@@ -139,6 +138,8 @@ def canary_views(
         raise ConfigError(f"the canary's agent {agent} has no neighbour: nobody sees its messages")
     neighbour = adjacent[0] if neighbour is None else neighbour
     _check_agent(graph, neighbour, "the curious neighbour")
+    if neighbour == agent:
+        raise ConfigError(f"the curious neighbour {neighbour} is the canary's agent itself")
     if neighbour not in adjacent:
         raise ConfigError(
             f"the curious neighbour {neighbour} is not a neighbour of the canary's agent {agent} "
