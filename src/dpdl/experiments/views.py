@@ -15,7 +15,7 @@ coalition of u's neighbours (PNDP of the set). The view is `O = A G + B Z`; per 
   coordinate carries the canary with probability 1/2 and is scored by the Neyman-Pearson statistic
   `a^T O`, `a = (B B^T)^+ A delta`. Many-run: the coordinates as independent runs, Clopper-Pearson
   bounds on a threshold test's errors and the Gaussian fit
-  ([`dpdl.attacks.membership`][dpdl.attacks.membership]); one-run: the bound of Steinke, Nasr and
+  (`dpdl.attacks.membership`); one-run: the bound of Steinke, Nasr and
   Jagielski ([`one_run_lower_bound`][dpdl.attacks.canary.one_run_lower_bound]).
 """
 
