@@ -105,3 +105,23 @@ def test_canary_at_an_attacker_is_an_error() -> None:
         canary_test(knowledge, 1, DELTA)
     with pytest.raises(ConfigError, match="canary's agent 3"):
         canary_test(knowledge, 3, DELTA)
+
+
+@pytest.mark.parametrize("trust", [LDP(), PNDP((1,)), PNDP((2, 3)), Links(edges=((0, 1), (2, 1)))])
+def test_canary_test_agrees_with_agent_sensitivities(trust) -> None:
+    """The Cholesky path of `canary_test` against the SVD path of `agent_sensitivities`, on
+    correlated noise (private, pairwise-cancelling and a three-holder secret) on a 4-cycle."""
+    from dpdl.factorization import Participation, agent_sensitivities
+
+    secrets = [
+        SharedSecret((0, 1), np.array([[0.9], [-0.9]])),
+        SharedSecret((1, 2, 3), np.array([[0.5, 0.1], [0.2, -0.3], [-0.4, 0.6]])),
+    ]
+    cycle = nx.cycle_graph(4)
+    mechanism = NoiseMechanism(4, np.array([0.3, 0.5, 0.7, 0.4]), secrets)
+    knowledge = attacker_knowledge(from_noise(mechanism, metropolis_hastings(cycle), 5), trust)
+    sensitivities = agent_sensitivities(knowledge, Participation.every_step(5))
+    for agent in np.flatnonzero(knowledge.protected):
+        test = canary_test(knowledge, int(agent), DELTA)
+        assert test.mu_upper == pytest.approx(DELTA * sensitivities[agent], rel=1e-7)
+        assert test.mu_canary <= test.mu_upper * (1 + 1e-9)

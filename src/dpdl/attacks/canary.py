@@ -147,7 +147,7 @@ def one_run_lower_bound(
 
 
 def expected_correct_guesses(
-    m: int, mu: float, delta: float, alpha: float = 0.05, candidates: int = 24
+    m: int, mu: float, delta: float, alpha: float = 0.05, candidates: int = 16
 ) -> tuple[int, float]:
     """`(k, eps)`: the number of guesses each way `k = k_+ = k_-` that maximizes the one-run bound
     expected when the scores are `N(0, 1)` without the canary and `N(mu, 1)` with it (the view's
@@ -171,13 +171,13 @@ def expected_correct_guesses(
 
 def _mixture_quantile(level: float, mu: float) -> float:
     """Quantile of `N(0, 1) / 2 + N(mu, 1) / 2` (mu finite), by bisection."""
-    from scipy import stats
+    from scipy.special import ndtr
 
     if not math.isfinite(mu):
         return 0.0
     low, high = -10.0, mu + 10.0
     for _ in range(100):
         middle = (low + high) / 2.0
-        below = 0.5 * (stats.norm.cdf(middle) + stats.norm.cdf(middle - mu))
+        below = 0.5 * (float(ndtr(middle)) + float(ndtr(middle - mu)))
         low, high = (middle, high) if below < level else (low, middle)
     return (low + high) / 2.0

@@ -184,8 +184,8 @@ def canary_views(
 def _estimate(
     mechanisms: Sequence[NoiseMechanism], steps: int, views: int, trials: int
 ) -> Estimate:
-    """Memory and time of the audit: per mechanism the dense linear model and each view's SVD of
-    B, then the simulated run of `trials` coordinates."""
+    """Memory and time of the audit: per mechanism the dense linear model and each view's
+    `B B^T` and its Cholesky factor, then the simulated run of `trials` coordinates."""
     n = mechanisms[0].n
     widest = max(mechanism.generator.shape[1] for mechanism in mechanisms)
     rows, columns = n * steps, (n + widest) * steps
@@ -193,12 +193,17 @@ def _estimate(
         f"the linear model M, N ({rows:,} x {rows + columns:,} float64, three copies)": 24.0
         * rows
         * (rows + columns),
-        f"a view's SVD ({rows:,} x {columns:,} float64, three copies)": 24.0 * rows * columns,
+        f"a view's B and B B^T ({rows:,} x {columns:,} float64, three copies)": 24.0
+        * rows
+        * columns,
         f"the canary run ({n:,} agents x {trials:,} coordinates, float64, eight copies)": 64.0
         * n
         * trials,
     }
-    flops = sum(views * 4.0 * rows * rows * (n + m.generator.shape[1]) * steps for m in mechanisms)
+    flops = sum(  # B B^T and its Cholesky factor per view (the SVD only when B is singular)
+        views * (2.0 * rows * rows * (n + m.generator.shape[1]) * steps + rows**3)
+        for m in mechanisms
+    )
     draws = sum(views * steps * trials * (n + 2.0 * m.generator.shape[1]) for m in mechanisms)
     return Estimate(terms, flops / FLOPS + draws / DRAWS, steps)
 
