@@ -113,3 +113,17 @@ def test_bad_audit_input_before_work() -> None:
         audit_views(PATH, WEIGHTS, EPS, DELTA, STEPS, CLIP, views, 0, mechanisms=("nope",))
     with pytest.raises(ConfigError, match="at least 100 trials"):
         audit_views(PATH, WEIGHTS, EPS, DELTA, STEPS, CLIP, views, 0, trials=10)
+
+
+def test_too_large_is_refused_before_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The estimate (dense linear model, B B^T per view, the run) is checked before any run."""
+    from dpdl.errors import ResourceError
+
+    monkeypatch.setenv("DPDL_MEMORY_LIMIT", "1MB")
+    views = canary_views(PATH, 0)
+    with pytest.raises(ResourceError, match=r"the canary audit .* cannot fit in memory"):
+        audit_views(PATH, WEIGHTS, EPS, DELTA, 200, CLIP, views, 0, mechanisms=("ldp",))
+    monkeypatch.setenv("DPDL_MEMORY_LIMIT", "inf")
+    monkeypatch.setenv("DPDL_TIME_LIMIT", "1")
+    with pytest.raises(ResourceError, match="would take about"):
+        audit_views(PATH, WEIGHTS, EPS, DELTA, 200, CLIP, views, 0, mechanisms=("ldp",))
