@@ -125,3 +125,16 @@ def test_canary_test_agrees_with_agent_sensitivities(trust) -> None:
         test = canary_test(knowledge, int(agent), DELTA)
         assert test.mu_upper == pytest.approx(DELTA * sensitivities[agent], rel=1e-7)
         assert test.mu_canary <= test.mu_upper * (1 + 1e-9)
+
+
+def test_canary_signs_reach_most_of_the_sensitivity() -> None:
+    """An eavesdropper on agent 0's out-links of a 6-cycle: X has negative entries (the unseen
+    neighbours' messages carry 0's past gradients back), so no constant canary reaches the SDP;
+    the local search's signs still reach 0.95 of its mu."""
+    cycle = nx.cycle_graph(6)
+    algorithm = from_noise(NoiseMechanism(6, 1.0), metropolis_hastings(cycle), 20)
+    test = canary_test(attacker_knowledge(algorithm, Links(edges=((0, 1), (0, 5)))), 0, 1.0)
+    constant = canary_test(attacker_knowledge(algorithm, LDP()), 0, 1.0)
+    assert constant.mu_canary == pytest.approx(constant.mu_upper, rel=1e-9)
+    assert not (test.signs == 1).all()
+    assert 0.95 * test.mu_upper <= test.mu_canary <= test.mu_upper * (1 + 1e-9)
