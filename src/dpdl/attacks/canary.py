@@ -16,8 +16,8 @@ subtracts exactly the draws the deployment used.
 Jagielski, "Privacy Auditing with One (1) Training Run" (NeurIPS 2023): m canaries, each included
 independently with probability 1/2, are scored in one run; the auditor guesses the `k_+` highest
 scores "in", the `k_-` lowest "out", abstains on the rest, and counts its `v` correct guesses out of
-`r = k_+ + k_-`. Their theorem for `(eps, delta)`-DP (Section 5, Theorem 5.2, computed as in their
-Appendix D) bounds the chance of `v` or more correct guesses by
+`r = k_+ + k_-`. Their theorem for `(eps, delta)`-DP (Section 5; computed exactly as the code of
+their Appendix D) bounds the chance of `v` or more correct guesses by
 
     p(eps) = P[Bin(r, q) >= v] + 2 m delta max_{1 <= i <= v} P[v - i <= Bin(r, q) < v] / i,
 
@@ -97,7 +97,7 @@ def _binomial_tails(r: int, v: int, q: float) -> tuple[float, float]:
 
 def one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     """The chance, under `(eps, delta)`-DP, of `v` or more correct guesses out of `r` on `m`
-    canaries (module doc; Steinke et al. 2023, Theorem 5.2)."""
+    canaries (module doc; Steinke et al. 2023, Section 5 and Appendix D)."""
     if not 0 <= v <= r <= m:
         raise ConfigError(f"the one-run audit needs 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
     q = 1.0 / (1.0 + math.exp(-eps))
