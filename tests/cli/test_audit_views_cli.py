@@ -51,6 +51,7 @@ def test_views_run_and_write(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         (["--views", "--links", "0-2"], "link 0->2 is not an edge"),
         (["--views", "--links", "0to1"], "a link is SENDER-RECEIVER"),
         (["--views", "--plot", "x.png"], "--plot draws the table"),
+        (["--views", "--reconstruct"], "--views and --reconstruct are two audits"),
     ],
 )
 def test_view_option_errors(
