@@ -98,6 +98,11 @@ REPRODUCTIONS: dict[str, tuple[str, bool, str]] = {
         "time-correlated strategies (BandMF, BLT, BISR, square root) against DP-D-SGD and "
         "MAFALDA-SGD, decentralized.",
     ),
+    "dropouts": (
+        "dropouts",
+        True,
+        "utility and eps against the dropout rate for LDP, DECOR, Whisper and seed recovery.",
+    ),
 }
 
 for _name, (_module, _swept, _help) in REPRODUCTIONS.items():

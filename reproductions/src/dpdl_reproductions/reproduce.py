@@ -32,6 +32,7 @@ from dpdl_reproductions import (
     corn_mnist,
     decor_fig1,
     decor_search,
+    dropouts,
     horizon_design,
     lppa_parameters,
     lppa_tables,
@@ -77,6 +78,7 @@ REPRODUCTIONS: dict[str, ModuleType] = {
         lppa_parameters,
         horizon_design,
         strategies,
+        dropouts,
     )
 }
 
