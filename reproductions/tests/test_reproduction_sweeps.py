@@ -664,7 +664,7 @@ def test_every_reproductions_sweep_file_ships_with_the_package() -> None:
     assert files == shipped
     # every reproduction that reads its runs from a file has one, and one for --quick
     stated = {name for name, module in ALL.items() if hasattr(module, "SWEEP")}
-    assert len(stated) == 10
+    assert len(stated) == 11
     assert files == {GRIDS / q / f"{name}.toml" for name in stated for q in ("", "quick")}
     # and ``dpdl sweep NAME`` finds each by the name the plugin registered
     load_plugins()
