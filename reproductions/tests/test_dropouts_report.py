@@ -32,9 +32,9 @@ def test_the_grid_runs_every_method_and_rate_on_the_same_five_seeds_of_every_pan
         panel = panels.setdefault((job["task"], job["graph"]), Counter())
         panel[(dropouts.label_of(job), job["dropout"], job["seed"])] += 1
         assert job["n"] == (15 if job["graph"] == "florentine" else 16)
-        assert (job["steps"], job["lr"]) == {
-            "least-squares": (1000, 0.003),
-            "logreg-a9a": (500, 0.05),
+        assert (job["steps"], job["lr"], job["start"]) == {
+            "least-squares": (500, 0.1, "ones"),
+            "logreg-a9a": (500, 0.05, "zeros"),
         }[job["task"]]
         assert (job["eps"], job["clip"], job["p"]) == (10.0, 0.1, 0.3)
     assert set(panels) == set(product(dropouts.TASKS, dropouts.GRAPHS))
@@ -73,7 +73,8 @@ def test_a_job_trains_at_its_rate_with_recovery_as_dpdl_train_calibrates() -> No
         "agent",
     )
     assert config.design.threat == "eavesdropper" and config.design.objective == "one-step"
-    assert (config.batch_size, config.schedule, config.eval_every) == (64, "constant", 1000)
+    assert (config.batch_size, config.schedule, config.eval_every) == (64, "constant", 500)
+    assert config.task_options.start == "ones"  # DECOR's code's
     assert config.seeds == (job["seed"],) and config.dropout_schedule is None
     plain = dropouts.config_of({**job, "method": "decor", "recovery": False, "dropout": 0.0})
     assert (plain.mechanism, plain.dropout, plain.dropout_recovery) == ("decor", 0.0, False)

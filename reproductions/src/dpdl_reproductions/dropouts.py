@@ -10,20 +10,23 @@ round the alive holders of a shared seed add the missing holders' share, so the 
 enters the network as designed (zero for DECOR's pairs); the accountant states what each threat
 then sees, round by round, and its eps is the run's realized eps under its dropouts.
 
-Protocol: n = 16 agents on a ring, a 4 x 4 torus and Erdos-Renyi (p = 0.3, a new draw per seed),
-15 on the Florentine families graph, Metropolis-Hastings weights; eps = 10 at delta = 1e-5 against
-the eavesdropper (exact calibration, agent level, as `dpdl train` calibrates), C = 0.1, batch 64,
-constant steps; DECOR's least squares (d = 10, T = 1000, step 0.003) and L2-regularised logistic
-regression on a9a (T = 500, step 0.05), the step sizes that `horizon` tuned for these designs at
-this budget. Methods: LDP, DECOR (its trace-optimal couple) and Whisper as they are, and DECOR and
-Whisper with seed recovery (`+ recovery`), at dropout rates 0, 0.1, 0.2 and 0.3; at rate 0
-recovery acts on nothing, so its rate-0 point is the method's own run.
+Protocol (`horizon`'s, for the papers' one-step designs): n = 16 agents on a ring, a 4 x 4 torus
+and Erdos-Renyi (p = 0.3, a new draw per seed), 15 on the Florentine families graph,
+Metropolis-Hastings weights; eps = 10 at delta = 1e-5 against the eavesdropper (exact
+calibration, agent level, as `dpdl train` calibrates), C = 0.1, batch 64, constant steps, T = 500;
+DECOR's least squares (d = 10, full gradients) from its code's starting point (every coordinate
+1: from `horizon`'s zeros, the start is within 0.003 of the optimum and every private run ends
+further from it than it started), step 0.1, the largest of DECOR's grid; L2-regularised logistic
+regression on a9a from zeros, step 0.05, `horizon`'s tuned choice at this budget. Methods: LDP,
+DECOR (its trace-optimal couple) and Whisper as they are, and DECOR and Whisper with seed
+recovery (`+ recovery`), at dropout rates 0, 0.1, 0.2 and 0.3; at rate 0 recovery acts on
+nothing, so its rate-0 point is the method's own run.
 
 Metrics: the final optimality gap (least squares) and test loss (a9a) of the agents' models, mean
 over agents; the realized eps of each run against the eavesdropper (every message) and against
 honest-but-curious agents (each agent's received messages, its own seeds subtracted), as the
 accountant gives them under the run's dropouts. Five seeds, the same for every method and rate (a
-seed fixes the graph draw, the data, the start, the noise and the dropouts), so that a method's
+seed fixes the graph draw, the data, the batches, the noise and the dropouts), so that a method's
 runs at two rates, and two methods at one rate, pair over seeds.
 """
 
@@ -96,7 +99,7 @@ TOLERANCE = 1e-6
 SIGNIFICANCE = (
     "Intervals: 95% Student t intervals over seeds (t quantile for n - 1 degrees of freedom). A "
     "change with the rate is paired over seeds (a method's run at the rate minus its run at rate "
-    "0 on the same seed: the same graph, data, start and noise stream), and so is recovery "
+    "0 on the same seed: the same graph, data, batches and noise stream), and so is recovery "
     "against no recovery at one rate (the same dropouts too). Utility degrades where the paired "
     f"interval lies above 0 at every rate; it stays within {MARGIN:.0%} where the interval ends "
     f"below {MARGIN:.0%} of the rate-0 mean (barely moves: inside +-{MARGIN:.0%}) at every rate. "
@@ -110,12 +113,14 @@ Panel = dict[str, dict[float, dict[int, dict[str, Any]]]]
 
 def job_of(options: Mapping[str, Any], version: int = VERSION) -> dict[str, Any]:
     """The job of one run of the sweep file (its options with its one seed as a number, as a row
-    of its `runs.csv` has them): `horizon`'s job at the one-step objective, with the dropout rate
-    and whether seed recovery runs; `config_of` gives those options back."""
+    of its `runs.csv` has them): `horizon`'s job at the one-step objective, with the starting
+    point, the dropout rate and whether seed recovery runs; `config_of` gives those options
+    back."""
     job = horizon_design.job_of(options, version)
     del job["objective"]  # always the papers' one-step design
     return {
         **job,
+        "start": options["start"],
         "dropout": float(options["dropout"]),
         "recovery": bool(options["dropout_recovery"]),
     }
@@ -123,9 +128,15 @@ def job_of(options: Mapping[str, Any], version: int = VERSION) -> dict[str, Any]
 
 def config_of(job: Mapping[str, Any]) -> TrainConfig:
     """The training configuration of `job`: `horizon`'s protocol (its `config_of`) for the
-    papers' one-step design, at the job's dropout rate, with seed recovery where it asks."""
+    papers' one-step design, from the job's starting point, at its dropout rate, with seed
+    recovery where it asks."""
     config = horizon_design.config_of({**job, "objective": "one-step"})
-    return replace(config, dropout=job["dropout"], dropout_recovery=job["recovery"])
+    return replace(
+        config,
+        task_options=replace(config.task_options, start=job["start"]),
+        dropout=job["dropout"],
+        dropout_recovery=job["recovery"],
+    )
 
 
 #: The runs: every (task, graph, method, recovery, rate, seed) of the sweep file (``dpdl sweep
@@ -547,12 +558,15 @@ def _cuts_note(rows: list[dict[str, Any]]) -> str:
             seconds[TASKS[row["task"]][1]].append(float(row[RUN_SECONDS]))
     cost = ", ".join(f"{task} {np.median(values):.2g} s" for task, values in seconds.items())
     return (
-        "Cut to keep the grid (720 runs) under an hour of one core: one step size per task, "
-        "`horizon`'s tuned choice for these designs at eps = 10 (0.003 for least squares, 0.05 "
-        "for a9a), not tuned again per method and rate (dropouts slow the gossip and add noise "
-        "that does not cancel, so a smaller step could suit the higher rates); `horizon`'s "
-        "lengths (T = 1000 and 500), not the papers' 2000 (DECOR) and 5000 (Whisper); five "
-        "seeds; rates up to 0.3. " + (f"Median compute per run: {cost}." if cost else "")
+        "Cut to keep the grid (720 runs) near an hour of one core, most of it the exact "
+        "accounting of the rounds with dropouts (a distinct round per pattern of missing "
+        "agents, against each threat): one step size per task, not tuned per method and rate "
+        "(0.1 for least squares, the largest of DECOR's grid and the best of {0.05, 0.1} for "
+        "DECOR and Whisper without dropouts on two seeds; 0.05 for a9a, `horizon`'s choice), "
+        "while dropouts slow the gossip and add noise that does not cancel, so another step "
+        "could suit the higher rates; T = 500 for both tasks, not the papers' 2000 (DECOR) and "
+        "5000 (Whisper); five seeds; rates up to 0.3. "
+        + (f"Median compute per run: {cost}." if cost else "")
     )
 
 
