@@ -261,3 +261,18 @@ def test_a_sweeps_rows_without_the_curious_agents_eps_leave_its_claims_out(tmp_p
         "utility_change.png",
         "eps_eavesdropper.png",
     ]
+
+
+def test_a_design_without_shared_seeds_is_named_where_recovery_changes_nothing(tmp_path) -> None:
+    """DECOR with recovery ending exactly where it ends without (its couple with sigma_cor = 0 on
+    some Erdos-Renyi draws: LDP) on seeds 1 and 3: recovery cannot improve there, and a note
+    names those seeds; the default runs get no such note."""
+
+    def as_without(rate: float, seed: int) -> float:
+        return _utility("decor" if seed in (1, 3) else "decor+recovery", rate, seed)
+
+    _, _, notes = dropouts.analyse(_rows(utility={"decor+recovery": as_without}), tmp_path, False)
+    (note,) = [note for note in notes if note.startswith("Seed recovery changes nothing")]
+    assert "for DECOR on least squares, ring, seeds 1, 3: the noise of those seeds'" in note
+    _, _, notes = dropouts.analyse(_rows(), tmp_path, False)
+    assert not any(note.startswith("Seed recovery changes nothing") for note in notes)

@@ -570,6 +570,44 @@ def _cuts_note(rows: list[dict[str, Any]]) -> str:
     )
 
 
+def _unrecovered_seeds(panel: Panel, method: str) -> list[int]:
+    """The seeds on which `method` with seed recovery ends where it does without it, to every
+    digit, at every rate above 0."""
+    recovered, plain = panel[method + RECOVERY], panel[method]
+    rates = [rate for rate in recovered if rate]
+    if not rates:
+        return []
+    seeds = set.intersection(*(set(recovered[rate]) & set(plain.get(rate, {})) for rate in rates))
+    return sorted(
+        seed
+        for seed in seeds
+        if all(_utility(recovered[rate][seed]) == _utility(plain[rate][seed]) for rate in rates)
+    )
+
+
+def _unchanged_note(panels: dict[tuple[str, str], Panel]) -> str | None:
+    """Where seed recovery changes nothing: the noise of those seeds' designs shares no seed that
+    a dropout could break (DECOR's trace-optimal couple can put no noise in pairs: LDP), so
+    recovery has nothing to recover."""
+    parts = [
+        f"{LABELS[method]} on {_panel_label(key)}, seeds {', '.join(map(str, seeds))}"
+        for key, panel in panels.items()
+        for method in RECOVERED
+        if method in panel
+        and method + RECOVERY in panel
+        and (seeds := _unrecovered_seeds(panel, method))
+    ]
+    if not parts:
+        return None
+    return (
+        "Seed recovery changes nothing (the same runs to every digit at every rate) for "
+        + "; ".join(parts)
+        + ": the noise of those seeds' designs shares no seed that a dropout could break (on "
+        "some graphs DECOR's trace-optimal couple puts no noise in pairs, sigma_cor = 0: LDP), "
+        "so there recovery cannot improve on no recovery."
+    )
+
+
 #: How the report reads the budget and the references of the privacy claims.
 REFERENCE_NOTE = (
     "The noise is calibrated to eps = 10 against the eavesdropper without dropouts, as `dpdl "
@@ -599,7 +637,8 @@ def analyse(
             for labels in (list(METHODS), [m + RECOVERY for m in RECOVERED]):
                 claim = _privacy_claim(name, panel, labels, threat)
                 claims += [claim] if claim is not None else []
-    notes += [_cuts_note(rows), REFERENCE_NOTE]
+    notes += [note for note in (_unchanged_note(panels), _cuts_note(rows)) if note is not None]
+    notes.append(REFERENCE_NOTE)
     missing = [threat for threat in THREATS if threat not in threats]
     if missing:
         notes.append(
