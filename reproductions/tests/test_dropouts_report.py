@@ -160,13 +160,15 @@ def _find(claims: dict[str, Claim], *words: str) -> Claim:
 
 def test_the_expected_behaviour_makes_every_claim_hold(tmp_path) -> None:
     claims = _claims(_rows(), tmp_path)
-    assert len(claims) == 2 + 2 + 2 * 2 + 1 + 2 * 2  # all; degrade; recovery's two; LDP; eps
+    assert len(claims) == 2 + 2 + 2 * 3 + 1 + 2 * 2  # all; degrade; recovery's three; LDP; eps
     assert all(claim.verdict is Verdict.HOLDS for claim in claims.values()), claims
     assert {claim.panel for claim in claims.values()} == {"all", "least squares, ring"}
     degrades = _find(claims, "without recovery, DECOR")
     assert "rate 0.1: +10.0% [+9.7, +10.4]; rate 0.2: +20.0% [+19.4, +20.7]" in degrades.measured
     within = _find(claims, "with seed recovery, Whisper's utility")
     assert "rate 0.3: +1.6% [+1.5, +1.6]" in within.measured
+    beyond = _find(claims, "with seed recovery, Whisper loses at most 10% more")
+    assert "rate 0.3: +0.9% [+0.9, +0.9]" in beyond.measured  # 5% - 2% of 0.3, in points
     eps = _find(claims, "without seed recovery", "honest-but-curious")
     assert "DECOR 12.2 / 10.98 / 9.76 / 8.54" in eps.measured
     assert (tmp_path / "eps_honest_but_curious.png").is_file()
@@ -185,7 +187,12 @@ def test_a_method_that_does_not_degrade_or_strays_under_recovery_fails_its_claim
     def moves(rate: float, seed: int) -> float:
         return (0.1 + JITTER[seed]) * (1 + 2 * rate / 3)
 
-    rows = _rows(utility={"decor": flat, "whisper+recovery": strays, "ldp": moves})
+    def loses(rate: float, seed: int) -> float:
+        return (0.1 + JITTER[seed]) * (1 + 1.5 * rate)
+
+    rows = _rows(
+        utility={"decor": flat, "whisper+recovery": strays, "ldp": moves, "decor+recovery": loses}
+    )
     claims = _claims(rows, tmp_path)
     degrades = _find(claims, "without recovery, DECOR")
     assert degrades.verdict is Verdict.FAILS
@@ -197,9 +204,17 @@ def test_a_method_that_does_not_degrade_or_strays_under_recovery_fails_its_claim
     moved = _find(claims, "LDP's utility")
     assert moved.verdict is Verdict.FAILS  # +6.7% at rate 0.1 is within 10%, the others not
     assert moved.reason.endswith("at rate 0.2 (+13.3% [+12.9, +13.8]), 0.3 (+20.0% [+19.3, +20.7])")
-    # recovery against no recovery: flat DECOR is better than DECOR + recovery's +5% per rate
+    # recovery against no recovery: flat DECOR is better than DECOR + recovery
     assert _find(claims, "improves DECOR's").verdict is Verdict.FAILS
     assert _find(claims, "improves Whisper's").verdict is Verdict.HOLDS
+    # DECOR + recovery loses 15, 30, 45% where LDP loses 6.7, 13.3, 20%: beyond 10 points at 0.2
+    beyond = _find(claims, "with seed recovery, DECOR loses at most 10% more")
+    assert beyond.verdict is Verdict.FAILS
+    assert beyond.reason == (
+        "the paired interval ends more than 10% above LDP's loss at rate 0.2 (+16.7% [+16.7, "
+        "+16.7]), 0.3 (+25.0% [+25.0, +25.0])"
+    )
+    assert _find(claims, "with seed recovery, Whisper loses at most").verdict is Verdict.HOLDS
 
 
 def test_recoverys_privacy_loss_is_reported_against_each_threat(tmp_path) -> None:
