@@ -92,6 +92,8 @@ GRAPHS = {
 }
 #: The threats whose realized eps the runs record, in the report's order.
 THREATS = ("eavesdropper", "honest-but-curious")
+#: How a claim names each threat.
+AGAINST = {"eavesdropper": "the eavesdropper", "honest-but-curious": "honest-but-curious agents"}
 #: How far from its rate-0 utility "within" and "barely moves" allow, relative to its mean.
 MARGIN = 0.10
 #: The relative slack of "never exceeds" on an eps (the accountant's own rounding).
@@ -416,16 +418,17 @@ def _privacy_claim(name: str, panel: Panel, labels: list[str], threat: str) -> C
     ratio, realized, limit, label, rate, seed = over[0] if over else (0, 0, 0, "", 0, 0)
     return checked(
         name,
-        f"{'with' if recovery else 'without'} seed recovery, the realized eps against the "
-        f"{threat} never exceeds {target}",
+        f"{'with' if recovery else 'without'} seed recovery, the realized eps against "
+        f"{AGAINST[threat]} never exceeds {target}",
         f"mean realized eps over seeds at rates {' / '.join(f'{r:g}' for r in rates)}: "
         + "; ".join(means),
         not over,
         f"{len(over)} runs above it, the largest {realized:.4g} against {limit:.4g} "
         f"({ratio:.3g}x; {LABELS.get(label, label)} at rate {rate:g}, seed {seed})"
         + (
-            ": recovery moves a missing holder's share onto the alive holders' messages, which "
-            "this threat then sees with less noise (a privacy loss for the utility it keeps)"
+            ": recovery puts a missing holder's share into the alive holders' messages (a DECOR "
+            "pair's noise then cancels within the survivor's own message), so this threat sees "
+            "less noise on them: a privacy loss for the utility recovery keeps"
             if recovery
             else ": a missing message should only remove what the threat sees (an accounting error)"
         ),
@@ -581,7 +584,7 @@ def _figures(panels: dict[tuple[str, str], Panel], out: Path, threats: list[str]
                 realized(threat),
                 out / f"{_column(threat)}.png",
                 f"realized eps (delta = {DELTA:g})",
-                f"Realized eps, {threat} (mean, 95% t interval)",
+                f"Realized eps against {AGAINST[threat]} (mean, 95% t interval)",
                 log_y=False,
                 extra={f"budget (eps {EPS:g})": EPS} if threat == THREATS[0] else None,
             )
