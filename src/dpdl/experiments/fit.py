@@ -30,6 +30,7 @@ import logging
 import numbers
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -421,24 +422,8 @@ def fit(
     sets = checked_data(model, train, test, device=device, strategy=strategy, **checks)
     (inputs, targets), (test_inputs, test_targets) = sets["train"], sets["test"]
     dsgd = _engine(steps, StepSize(lr, schedule), clip, clip_level, batch_size, eval_every)
-    shape = TaskShape(
-        sum(p.numel() for p in model.parameters()),
-        "torch",
-        len(inputs),
-        len(test_inputs),
-        int(np.prod(inputs.shape[1:])),
-        itemsize=4,
-        copies=2,
-    )
     name = mechanism.name if isinstance(mechanism, NoiseMechanism) else mechanism
-
-    def check(agents: tuple[int, int]) -> None:
-        sizes = JobSizes(
-            *agents, name, agents[0] < SPARSE_MIN_AGENTS, shape, dsgd.batch_size,
-            dsgd.clip_level, dsgd.steps, eval_every=dsgd.eval_every,
-        )  # fmt: skip
-        require_fits(estimate(sizes), f"fit (n = {agents[0]:,} agents, d = {shape.dim:,})")
-
+    check = partial(_require_fit_fits, _shape(model, inputs, test_inputs), name, dsgd)
     known = _graph_size(graph, n, p)
     if known is not None:
         check(known)
@@ -483,6 +468,30 @@ def fit(
     return FitResult(
         result.params, result.history, reports, noise, budget, graph_, weights, task, seed
     )
+
+
+def _shape(model: torch.nn.Module, inputs: torch.Tensor, test_inputs: torch.Tensor) -> TaskShape:
+    """What the job estimate needs of a model and its data: parameters, examples, input size."""
+    return TaskShape(
+        sum(p.numel() for p in model.parameters()),
+        "torch",
+        len(inputs),
+        len(test_inputs),
+        int(np.prod(inputs.shape[1:])),
+        itemsize=4,
+        copies=2,
+    )
+
+
+def _require_fit_fits(
+    shape: TaskShape, name: str, dsgd: DSGDConfig, agents: tuple[int, int]
+) -> None:
+    """Refuse, before any work, a fit on `agents` (agents, edges) that does not fit here."""
+    sizes = JobSizes(
+        *agents, name, agents[0] < SPARSE_MIN_AGENTS, shape, dsgd.batch_size,
+        dsgd.clip_level, dsgd.steps, eval_every=dsgd.eval_every,
+    )  # fmt: skip
+    require_fits(estimate(sizes), f"fit (n = {agents[0]:,} agents, d = {shape.dim:,})")
 
 
 def _engine(
