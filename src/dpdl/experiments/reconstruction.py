@@ -46,6 +46,7 @@ __all__ = [
     "ReconstructionRow",
     "check_attackers",
     "format_reconstruction",
+    "reconstruction_section",
     "require_reconstruction_fits",
     "require_view_fits",
     "run_reconstruction",
@@ -268,11 +269,9 @@ def format_reconstruction(report: ReconstructionReport) -> str:
         lines.append(line + "".join(f"{_cell(cells[m, target]):>{width}}" for m in mechanisms))
     lines.append("")
     for name in mechanisms:
-        beyond = [row for row in report.rows if row.mechanism == name and row.distance >= 2]
-        found = [row for row in beyond if row.identifiable_fraction == 1]
-        median = float(np.median([row.relative_error for row in found])) if found else math.nan
+        beyond, found, _, median = _summary(report, name)
         lines.append(
-            f"{name}: {len(found)} of {len(beyond)} agents beyond the neighbourhood identifiable, "
+            f"{name}: {found} of {beyond} agents beyond the neighbourhood identifiable, "
             f"median relative error {median:.3g}"
         )
     lines.append(
@@ -280,6 +279,59 @@ def format_reconstruction(report: ReconstructionReport) -> str:
         "noise-free equations; n/i: not identifiable from the view, the estimate is a guess)"
     )
     return "\n".join(lines)
+
+
+def _summary(report: ReconstructionReport, name: str) -> tuple[int, int, int, float]:
+    """Of `name`'s targets beyond the attackers' neighbourhood (distance >= 2): how many there
+    are, how many the view identifies, how many it recovers exactly, and the identified ones'
+    median relative error."""
+    beyond = [row for row in report.rows if row.mechanism == name and row.distance >= 2]
+    found = [row for row in beyond if row.identifiable_fraction == 1]
+    exact = sum(row.exact_fraction == 1 for row in found)
+    median = float(np.median([row.relative_error for row in found])) if found else math.nan
+    return len(beyond), len(found), exact, median
+
+
+def reconstruction_section(report: ReconstructionReport, header: str) -> str:
+    """The reconstruction as a Markdown section of a report (`## Gradient reconstruction`, under
+    `header`): one row per target agent, its distance to the attackers and the relative error of
+    its reconstructed gradients under each mechanism, marked exact or not identifiable; then,
+    per mechanism, what the attackers recover beyond their neighbourhood."""
+    mechanisms = list(dict.fromkeys(row.mechanism for row in report.rows))
+    cells = {(row.mechanism, row.target): row for row in report.rows}
+    targets = sorted({(row.distance, row.target) for row in report.rows})
+    rows = [
+        f"| {target} | {distance:.0f} | "
+        + " | ".join(_cell(cells[name, target]) for name in mechanisms)
+        + " |"
+        for distance, target in targets
+    ]
+    summaries = []
+    for name in mechanisms:
+        beyond, found, exact, median = _summary(report, name)
+        summaries.append(
+            f"- {name}: {found} of {beyond} agents beyond the neighbourhood identifiable, "
+            f"{exact} exactly, median relative error {median:.3g}"
+        )
+    return "\n".join(
+        [
+            "## Gradient reconstruction",
+            "",
+            header,
+            "",
+            "The curious agents reconstruct every other agent's gradient from what they receive "
+            "over the run (El Mrini, Cyffers and Bellet, ICML 2024) by generalized least squares. "
+            "Cells: ||reconstructed - true gradients|| / ||true gradients|| (exact: recovered "
+            "from noise-free equations; n/i: not identifiable from the view, the estimate is a "
+            "guess); distance: hops to the nearest attacker.",
+            "",
+            "| agent | distance | " + " | ".join(mechanisms) + " |",
+            "| --- | --- | " + " | ".join("---" for _ in mechanisms) + " |",
+            *rows,
+            "",
+            *summaries,
+        ]
+    )
 
 
 def write_reconstruction(report: ReconstructionReport, folder: Path) -> None:

@@ -400,7 +400,7 @@ def format_views(audits: Sequence[ViewAudit]) -> str:
     return "\n".join(lines)
 
 
-def _report(audits: Sequence[ViewAudit], header: str) -> str:
+def _report(audits: Sequence[ViewAudit], header: str, sections: Sequence[str]) -> str:
     violations = [
         f"{a.mechanism} ({a.view})"
         for a in audits
@@ -438,17 +438,22 @@ def _report(audits: Sequence[ViewAudit], header: str) -> str:
                 "",
                 "Lower bound above upper bound (a bug in one of them): "
                 f"{', '.join(violations) if violations else 'none'}.",
+                *(f"\n{section}" for section in sections),
             ]
         )
         + "\n"
     )
 
 
-def write_views(audits: Sequence[ViewAudit], folder: Path, header: str) -> None:
+def write_views(
+    audits: Sequence[ViewAudit], folder: Path, header: str, sections: Sequence[str] = ()
+) -> None:
     """`views.csv`, `views.json` (one row per mechanism and view) and `REPORT.md` (its per-view
-    section, under `header`, a line saying what was run)."""
+    section, under `header`, a line saying what was run; then each of `sections`, Markdown
+    sections of the same report such as
+    [`reconstruction_section`][dpdl.experiments.reconstruction.reconstruction_section])."""
     folder.mkdir(parents=True, exist_ok=True)
     rows = [audit.as_dict() for audit in audits]
     write_rows(rows, folder / "views.csv")
     (folder / "views.json").write_text(json.dumps(json_safe(rows), indent=2) + "\n")
-    (folder / "REPORT.md").write_text(_report(audits, header))
+    (folder / "REPORT.md").write_text(_report(audits, header, sections))
