@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dpdl.choices import DEFAULT_TRIALS, MECHANISM_REGISTRY, MULTISEED_MAX_N, VIEW_MECHANISMS
 from dpdl.cli.options import (
@@ -22,6 +23,10 @@ from dpdl.cli.options import (
 )
 from dpdl.errors import ConfigError
 from dpdl.settings import positive_int
+
+if TYPE_CHECKING:
+    from dpdl.experiments.reconstruction import ReconstructionReport
+    from dpdl.experiments.views import ViewAudit
 
 
 def audit_parser(sub: argparse._SubParsersAction) -> None:
@@ -181,8 +186,6 @@ def _audit(args: argparse.Namespace) -> int:
     from dpdl.experiments.audit import require_audit_fits
     from dpdl.jobspec.resources import graph_size
 
-    if args.views and args.reconstruct:
-        raise ConfigError("--views and --reconstruct are two audits: give one of them")
     if not args.reconstruct:
         given = [
             option
@@ -196,12 +199,8 @@ def _audit(args: argparse.Namespace) -> int:
             raise ConfigError(f"{' and '.join(given)} only apply with --reconstruct")
     _check_view_options(args)
     output_folder(args.out)
-    if args.reconstruct:
-        return _reconstruct(args)
-    if args.views:
-        graph, weights = graph_and_weights(args)
-        with claimed_output(args, args.out, "audit"):
-            return _run_views(args, graph, weights)
+    if args.reconstruct or args.views:
+        return _view_audits(args)
     if args.plot is not None:
         output_folder(args.plot.parent, "--plot")
     agents = graph_size(args.graph, args.n, args.p)
@@ -253,16 +252,11 @@ def _run_audit(args: argparse.Namespace, graph: object, weights: object) -> int:
     return 0
 
 
-def _reconstruct(args: argparse.Namespace) -> int:
+def _check_reconstruction(args: argparse.Namespace) -> tuple[int, ...]:
+    """The curious agents of `--reconstruct`, its options and size checked before the graph is
+    built."""
     from dpdl.experiments.audit import audit_mechanisms
-    from dpdl.experiments.reconstruction import (
-        check_attackers,
-        format_reconstruction,
-        require_reconstruction_fits,
-        run_reconstruction,
-        write_reconstruction,
-    )
-    from dpdl.experiments.results import json_safe
+    from dpdl.experiments.reconstruction import check_attackers, require_reconstruction_fits
     from dpdl.jobspec.resources import graph_size
 
     if args.plot is not None:
@@ -278,38 +272,71 @@ def _reconstruct(args: argparse.Namespace) -> int:
         check_attackers(attackers, agents[0])
         count = len(audit_mechanisms(agents[0], args.mechanisms))
         require_reconstruction_fits(*agents, args.steps, count, log=False)
+    return attackers
+
+
+def _view_audits(args: argparse.Namespace) -> int:
+    """`--views`, `--reconstruct` or both on one graph, budget and T: each prints its table and
+    writes its files; together they write one REPORT.md holding both."""
+    from dpdl.experiments.reconstruction import reconstruction_section, write_reconstruction
+    from dpdl.experiments.results import json_safe
+    from dpdl.experiments.views import write_views
+
+    attackers = _check_reconstruction(args) if args.reconstruct else None
     graph, weights = graph_and_weights(args)
+    found: dict[str, object] = {}
     with claimed_output(args, args.out, "audit"):
-        report = run_reconstruction(
-            graph,
-            weights,
-            args.eps,
-            args.delta,
-            args.steps,
-            args.clip,
-            attackers,
-            args.mechanisms,
-            args.calibration,
-            args.gradient_window,
-            seed=args.seed,
-        )
-        print(
-            f"reconstruction: {args.graph} (n={graph.number_of_nodes()}), attackers "
-            f"{list(attackers)}, eps={args.eps:g}, delta={args.delta:g}, T={args.steps}, "
-            f"C={args.clip:g}, gradient window {report.window}; each mechanism calibrated "
-            "against its own threat"
-        )
-        print(format_reconstruction(report))
-        write_reconstruction(report, args.out)
+        if args.views:
+            audits, views_header = _run_views(args, graph, weights)
+            found["rows"] = [audit.as_dict() for audit in audits]
+        if attackers is not None:
+            report, header = _run_reconstruction(args, graph, weights, attackers)
+            write_reconstruction(report, args.out)
+            found["reconstruction"] = report.as_dict()
+        if args.views:
+            sections = [] if attackers is None else [reconstruction_section(report, header)]
+            write_views(audits, args.out, views_header, sections)
     print(f"\nresults: {args.out}")
-    if args.json:
-        print(json.dumps(json_safe(report.as_dict())))
+    if args.json:  # alone, the reconstruction prints its report's object as it always did
+        print(json.dumps(json_safe(found if args.views else found["reconstruction"])))
     return 0
 
 
-def _run_views(args: argparse.Namespace, graph: object, weights: object) -> int:
-    from dpdl.experiments.results import json_safe
-    from dpdl.experiments.views import audit_views, canary_views, format_views, write_views
+def _run_reconstruction(
+    args: argparse.Namespace, graph: object, weights: object, attackers: tuple[int, ...]
+) -> tuple[ReconstructionReport, str]:
+    """Run the reconstruction attack and print its table; returns its report and header."""
+    from dpdl.experiments.reconstruction import format_reconstruction, run_reconstruction
+
+    report = run_reconstruction(
+        graph,
+        weights,
+        args.eps,
+        args.delta,
+        args.steps,
+        args.clip,
+        attackers,
+        args.mechanisms,
+        args.calibration,
+        args.gradient_window,
+        seed=args.seed,
+    )
+    header = (
+        f"reconstruction: {args.graph} (n={graph.number_of_nodes()}), attackers "
+        f"{list(attackers)}, eps={args.eps:g}, delta={args.delta:g}, T={args.steps}, "
+        f"C={args.clip:g}, gradient window {report.window}; each mechanism calibrated "
+        "against its own threat"
+    )
+    print(header)
+    print(format_reconstruction(report))
+    return report, header
+
+
+def _run_views(
+    args: argparse.Namespace, graph: object, weights: object
+) -> tuple[list[ViewAudit], str]:
+    """Run the per-view canary audit and print its table; returns its audits and header."""
+    from dpdl.experiments.views import audit_views, canary_views, format_views
 
     agent = 0 if args.canary_agent is None else args.canary_agent
     views = canary_views(
@@ -337,8 +364,4 @@ def _run_views(args: argparse.Namespace, graph: object, weights: object) -> int:
     )
     print(header)
     print(format_views(audits))
-    write_views(audits, args.out, header)
-    print(f"\nresults: {args.out}")
-    if args.json:
-        print(json.dumps(json_safe({"rows": [audit.as_dict() for audit in audits]})))
-    return 0
+    return audits, header
