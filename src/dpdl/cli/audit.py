@@ -1,7 +1,9 @@
 """`dpdl audit`: every mechanism against every threat model, the accountant's epsilon beside
 each threat's attack ([`dpdl.experiments.audit`][dpdl.experiments.audit]); with `--reconstruct`,
 the gradient-reconstruction attack of curious agents instead
-([`dpdl.experiments.reconstruction`][dpdl.experiments.reconstruction])."""
+([`dpdl.experiments.reconstruction`][dpdl.experiments.reconstruction]); with `--views`, the
+per-view canary audit ([`dpdl.experiments.views`][dpdl.experiments.views]); with both, both in
+one report."""
 
 from __future__ import annotations
 
@@ -79,7 +81,8 @@ def _add_reconstruction_arguments(parser: argparse.ArgumentParser) -> None:
         help="instead of the membership audit: curious agents (--attackers) reconstruct every "
         "other agent's gradient from the messages they receive over the --steps rounds (El "
         "Mrini, Cyffers & Bellet, ICML 2024), on noiseless D-GD and each mechanism; writes "
-        "reconstruction.csv and reconstruction.json",
+        "reconstruction.csv and reconstruction.json; with --views, both audits on the same graph, "
+        "budget and T, and one REPORT.md holding both tables",
     )
     group.add_argument(
         "--attackers",
