@@ -15,11 +15,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
-from dpdl.errors import ConfigError, FileFormatError
+from dpdl.errors import ConfigError, FileFormatError, PeerFailure
 from dpdl.experiments.train import TrainConfig
 from dpdl.files import folder_lock
 from dpdl.runtime import AgentOptions, run_agent, run_local
+from dpdl.runtime.channel import post
 from dpdl.runtime.launch import agent_error_path, spawn_agents, watch_agents
 
 HERE = Path(__file__).resolve().parent
@@ -247,3 +249,28 @@ def test_a_run_that_diverges_stops_every_agent_naming_the_round(
     assert '"step": ' in (work / "FAILED.json").read_text()
     assert main([*args, "--resume"]) == 2
     assert "FAILED.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("message", "what"),
+    [
+        (
+            "[pair.cc:561] Connection closed by peer [10.250.0.1]:27542",
+            "closed its connection (it died?)",
+        ),
+        ("Timed out waiting 5000ms for send operation to complete", "did not answer"),
+    ],
+)
+def test_an_operation_the_backend_refuses_at_once_is_the_peers_failure(
+    message: str, what: str
+) -> None:
+    """Gloo raises at `isend` itself, not at the wait, when the peer has already closed its
+    connection: that is the peer's failure, named with its round, not an internal error."""
+
+    def refused(tensor: torch.Tensor, peer: int) -> None:
+        raise RuntimeError(message)
+
+    with pytest.raises(PeerFailure) as caught:
+        post(refused, torch.zeros(1), 2, (7, 4), 26)
+    assert str(caught.value) == f"agent 7 {what} at round 26 (seen by agent 4)"
+    assert (caught.value.agent, caught.value.round) == (7, 26)

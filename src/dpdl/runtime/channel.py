@@ -31,7 +31,7 @@ import datetime
 import hashlib
 import hmac
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -52,6 +52,7 @@ __all__ = [
     "NeighbourChannel",
     "message_tag",
     "one_time_key",
+    "post",
     "receivers_of",
     "senders_of",
     "wait",
@@ -93,19 +94,38 @@ def one_time_key(key: bytes, nonce: bytes) -> bytes:
     )
 
 
+def _peer_failure(error: RuntimeError, peer: int, round_: int, agent: int) -> PeerFailure:
+    """The backend's `error` on an operation with `peer`, as the peer's silence or death."""
+    text = str(error).lower()  # gloo: "Timed out waiting ..."; nccl: "... before timing out"
+    silent = "timed out" in text or "timing out" in text
+    what = "did not answer" if silent else "closed its connection (it died?)"
+    when = f"at round {round_}" if round_ else "during the handshake"
+    return PeerFailure(f"agent {peer} {what} {when} (seen by agent {agent})", peer, round_)
+
+
 def wait(work: dist.Work, peer: int, round_: int, agent: int, timeout: datetime.timedelta) -> None:
     """Wait for a point-to-point operation with `peer`; its death or silence is a
     [`PeerFailure`][dpdl.errors.PeerFailure]."""
     try:
         work.wait(timeout=timeout)
     except RuntimeError as error:
-        text = str(error).lower()  # gloo: "Timed out waiting ..."; nccl: "... before timing out"
-        silent = "timed out" in text or "timing out" in text
-        what = "did not answer" if silent else "closed its connection (it died?)"
-        when = f"at round {round_}" if round_ else "during the handshake"
-        raise PeerFailure(
-            f"agent {peer} {what} {when} (seen by agent {agent})", peer, round_
-        ) from error
+        raise _peer_failure(error, peer, round_, agent) from error
+
+
+def post(
+    operation: Callable[[torch.Tensor, int], dist.Work],
+    tensor: torch.Tensor,
+    peer: int,
+    names: tuple[int, int],
+    round_: int,
+) -> dist.Work:
+    """Start `operation` (`dist.isend` or `dist.irecv`) of `tensor` with rank `peer`. Gloo
+    raises at once, not at the wait, when the peer has already closed its connection: that too
+    is a [`PeerFailure`][dpdl.errors.PeerFailure] (`names`: the peer's and this agent's ids)."""
+    try:
+        return operation(tensor, peer)
+    except RuntimeError as error:
+        raise _peer_failure(error, names[0], round_, names[1]) from error
 
 
 def _nonzero(entries: np.ndarray | sparse.sparray) -> np.ndarray:
@@ -205,9 +225,12 @@ class NeighbourChannel:
             )
         if self._wire_out is not self._outbox:
             self._wire_out.copy_(self._outbox)
-        sends = [(receiver, dist.isend(self._wire_out, receiver)) for receiver in receivers]
+        me = self.names[self.agent]
+        sends = [
+            (r, post(dist.isend, self._wire_out, r, (self.names[r], me), round_)) for r in receivers
+        ]
         receives = [
-            (sender, dist.irecv(message, sender))
+            (sender, post(dist.irecv, message, sender, (self.names[sender], me), round_))
             for sender, message in self._wire_in.items()
             if alive is None or alive[sender]
         ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -23,7 +24,7 @@ from dpdl.errors import ConfigError
 from dpdl.jobspec.job import Job
 from dpdl.keys import KEY_BYTES, AgentKey, leader, mac_key, secret_seed, unwrap_seed, wrap_seed
 from dpdl.mechanisms.base import SeedBook
-from dpdl.runtime.channel import receivers_of, senders_of, wait
+from dpdl.runtime.channel import post, receivers_of, senders_of, wait
 
 __all__ = ["Links", "handshake"]
 
@@ -95,13 +96,17 @@ def handshake(
                     wrapped = torch.frombuffer(
                         bytearray(wrap_seed(pair(member), k, seed)), dtype=torch.uint8
                     )
-                    sends.append((member, wrapped, dist.isend(wrapped, member, tag=_SEED_TAG + k)))
+                    send = partial(dist.isend, tag=_SEED_TAG + k)
+                    names_ = (names[member], names[agent])
+                    sends.append((member, wrapped, post(send, wrapped, member, names_, 0)))
             secrets[k] = secret_seed(k, holders, key, publics, seed)
         elif len(holders) != 2:
             buffer = torch.empty(_WRAPPED, dtype=torch.uint8)
+            source = leader(noise.secrets[k])
+            receive = partial(dist.irecv, tag=_SEED_TAG + k)
             receives[k] = (
                 buffer,
-                dist.irecv(buffer, leader(noise.secrets[k]), tag=_SEED_TAG + k),
+                post(receive, buffer, source, (names[source], names[agent]), 0),
             )
         else:
             secrets[k] = secret_seed(k, holders, key, publics, None)
