@@ -364,7 +364,8 @@ def run_training(
         if run.design_privacy and run.privacy[0].epsilon > config.eps:
             logger.warning(
                 "seed %d spent more than the budget under its dropouts: %s (the design, every "
-                "agent alive: eps=%.4g); seed recovery released more in the rounds it repaired",
+                "agent alive: eps=%.4g); the rounds its dropouts changed (seed recovery, or the "
+                "central observer's average of fewer agents) released more than the design's",
                 run.seed,
                 run.privacy[0],
                 promised.epsilon,
