@@ -9,13 +9,14 @@ import json
 import logging
 import sys
 
-from dpdl.choices import MECHANISM_REGISTRY, THREAT_REGISTRY
+from dpdl.choices import MECHANISM_REGISTRY
 from dpdl.cli.options import (
     add_budget_arguments,
     add_design_arguments,
     add_graph_arguments,
     add_graph_seed_argument,
     add_plot_argument,
+    add_threats_argument,
     graph_and_weights,
     output_folder,
 )
@@ -51,13 +52,7 @@ def noise_parser(sub: argparse._SubParsersAction) -> None:
         metavar="L",
         help="the objective's curvature, H = L I for every agent (a smoothness constant)",
     )
-    parser.add_argument(
-        "--threat",
-        nargs="+",
-        default=None,
-        help=f"threats to account against, of {', '.join(THREAT_REGISTRY.names())} (default: "
-        "eavesdropper honest-but-curious colluding-2 central)",
-    )
+    add_threats_argument(parser)
     parser.add_argument(
         "--json", action="store_true", help="print the report as one JSON object on the last line"
     )

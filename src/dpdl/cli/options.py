@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from dpdl.choices import EXECUTORS
+from dpdl.choices import EXECUTORS, THREAT_REGISTRY
 from dpdl.errors import DpdlError
 from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import DesignOptions, add_arguments, positive_int
@@ -91,6 +91,18 @@ def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
     ([`TrainConfig`][dpdl.jobspec.config.TrainConfig]'s; not the time-correlated mechanisms'
     `--gdp-mu` and `--neighbouring`: these commands calibrate the per-step designs)."""
     add_arguments(parser, TrainConfig, groups=("privacy",), skip=("gdp_mu", "neighbouring"))
+
+
+def add_threats_argument(parser: argparse.ArgumentParser) -> None:
+    """`--threat NAME ...`: the threats a noise design is accounted against (`dpdl noise`,
+    `dpdl privacy dropouts`)."""
+    parser.add_argument(
+        "--threat",
+        nargs="+",
+        default=None,
+        help=f"threats to account against, of {', '.join(THREAT_REGISTRY.names())} (default: "
+        "eavesdropper honest-but-curious colluding-2 central)",
+    )
 
 
 def add_design_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,13 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpdl.choices import MECHANISM_REGISTRY, THREAT_REGISTRY
+from dpdl.choices import MECHANISM_REGISTRY
 from dpdl.cli.options import (
     Parser,
     add_budget_arguments,
     add_design_arguments,
     add_graph_arguments,
     add_graph_seed_argument,
+    add_threats_argument,
 )
 from dpdl.jobspec.config import TrainConfig
 from dpdl.settings import add_arguments, positive_int
@@ -115,13 +116,7 @@ def _dropouts_parser(actions: argparse._SubParsersAction) -> None:
         metavar="K",
         help="dropout schedules drawn at --dropout's rate (default 20)",
     )
-    parser.add_argument(
-        "--threat",
-        nargs="+",
-        default=None,
-        help=f"threats to account against, of {', '.join(THREAT_REGISTRY.names())} (default: "
-        "eavesdropper honest-but-curious colluding-2 central)",
-    )
+    add_threats_argument(parser)
     parser.add_argument(
         "--out", type=Path, default=None, help="JSON file to write the results to (default: none)"
     )
