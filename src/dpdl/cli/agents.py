@@ -169,12 +169,7 @@ def _write_outcome(args: argparse.Namespace, outcome: Any) -> int:  # noqa: ANN4
             file=sys.stderr,
         )
     if outcome.dropouts is not None:
-        missed = outcome.dropouts.describe()
-        print(
-            f"dropouts ({missed['dropouts']}): {missed['missed_rounds']} agent-rounds missed, "
-            f"{missed['missed_fraction']:.1%} (dropouts.csv)",
-            file=sys.stderr,
-        )
+        print(f"{outcome.dropouts.summary()} (dropouts.csv)", file=sys.stderr)
     for name, value in outcome.metrics.items():
         print(f"{name}: {value:.6g}", file=sys.stderr)
     print(f"results: {args.workdir}", file=sys.stderr)

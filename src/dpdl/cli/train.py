@@ -146,12 +146,7 @@ def _train(args: argparse.Namespace) -> int:
             )
     for run in result.runs:
         if run.dropouts is not None:
-            missed = run.dropouts.describe()
-            print(
-                f"seed {run.seed}: dropouts ({missed['dropouts']}): {missed['missed_rounds']} "
-                f"agent-rounds missed, {missed['missed_fraction']:.1%}",
-                file=sys.stderr,
-            )
+            print(f"seed {run.seed}: {run.dropouts.summary()}", file=sys.stderr)
     for report in result.runs[0].privacy:
         print(f"privacy: {report}", file=sys.stderr)
     for report in result.released_together():

@@ -131,6 +131,11 @@ class DropoutSchedule:
             writer.writerow(SCHEDULE_COLUMNS)
             writer.writerows(zip((rounds + 1).tolist(), agents.tolist(), strict=True))
 
+    def summary(self) -> str:
+        """One line for a person: where the schedule came from and how much was missed."""
+        fraction = self.missed / self.alive.size
+        return f"dropouts ({self.source}): {self.missed} agent-rounds missed, {fraction:.1%}"
+
     def describe(self) -> dict[str, Any]:
         """What the run's results record about its dropouts."""
         return {
